@@ -1,0 +1,42 @@
+# Sluice: the two set-up commands are `make quickstart` and `make test`; both install what is missing.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.sluice-installed
+
+.PHONY: setup kafka quickstart test unit integration bench lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	bash deploy/bootstrap.sh
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+kafka: setup
+	$(PY) -m deploy.kafka_stack fetch
+
+quickstart: setup kafka
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash deploy/quickstart/run.sh
+
+test: setup kafka
+	$(PY) -m pytest
+
+unit: setup
+	$(PY) -m pytest tests/unit
+
+integration: setup kafka
+	$(PY) -m pytest tests/integration
+
+bench: setup kafka
+	$(PY) -m benchmarks.run
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy connectors converters offsets worker rest plugins deploy
+
+clean:
+	rm -rf $(VENV) .sluice .pytest_cache

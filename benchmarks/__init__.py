@@ -1,0 +1,1 @@
+"""Throughput benchmarks: each prints its figures and the ratio against a raw limit measured in the same run."""

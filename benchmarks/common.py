@@ -1,0 +1,112 @@
+"""Shared set-up for the benchmarks: a broker, a data file, an in-process herder, a results table."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from deploy.kafka_stack import KafkaBroker
+from offsets import MemoryOffsetStore
+from plugins import PluginRegistry
+from worker.config import WorkerConfig
+from worker.standalone import StandaloneHerder
+from worker.worker import Worker
+
+RECORDS = int(os.environ.get("SLUICE_BENCH_RECORDS", "1000000"))
+RECORD_BYTES = 200
+
+
+@dataclass
+class Result:
+    name: str
+    records: int
+    bytes: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def mb_s(self) -> float:
+        return self.bytes / self.seconds / 1e6
+
+    def line(self, baseline: Result | None = None) -> str:
+        ratio = f"  ratio {self.rate / baseline.rate:.2f}" if baseline is not None else ""
+        return f"{self.name:<42} {self.records:>9,} rec in {self.seconds:6.2f}s  {self.rate:>10,.0f} rec/s  {self.mb_s:7.1f} MB/s{ratio}"
+
+
+@contextlib.contextmanager
+def broker() -> Iterator[str]:
+    """A bootstrap address: $SLUICE_BENCH_BOOTSTRAP, or a fresh local broker for this run."""
+    if os.environ.get("SLUICE_BENCH_BOOTSTRAP"):
+        yield os.environ["SLUICE_BENCH_BOOTSTRAP"]
+        return
+    with KafkaBroker(num_partitions=1, heap_max="1g") as kafka:
+        yield kafka.bootstrap_servers
+
+
+def make_lines(count: int = RECORDS) -> list[bytes]:
+    """``count`` distinct lines of about RECORD_BYTES bytes (newline excluded)."""
+    filler = ("abcdefghijklmnopqrstuvwxyz0123456789" * 8)[: RECORD_BYTES - 20]
+    return [f"{i:012d} {filler}".encode()[:RECORD_BYTES] for i in range(count)]
+
+
+def write_file(lines: list[bytes], directory: Path) -> Path:
+    path = directory / "input.txt"
+    with path.open("wb") as f:
+        f.write(b"\n".join(lines) + b"\n")
+    return path
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1) -> str:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)]).values():
+        fut.result(30)
+    return name
+
+
+def high_watermark(bootstrap: str, topic: str, partitions: int = 1) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks"})
+    try:
+        return sum(consumer.get_watermark_offsets(KafkaTopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
+    finally:
+        consumer.close()
+
+
+def herder(bootstrap: str, **settings: Any) -> StandaloneHerder:
+    config = WorkerConfig.from_mapping(
+        {
+            "bootstrap.servers": bootstrap,
+            "listeners": "http://127.0.0.1:0",
+            "offset.flush.interval.ms": "5000",
+            "key.converter": "StringConverter",
+            "value.converter": "StringConverter",
+            **settings,
+        }
+    )
+    h = StandaloneHerder(Worker(config, PluginRegistry(), MemoryOffsetStore()))
+    h.start()
+    return h
+
+
+def tmpdir() -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix="sluice-bench-")
+
+
+def wait_until(predicate: Any, timeout: float, poll: float = 0.01) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError("benchmark did not finish in time")
+        time.sleep(poll)

@@ -1,0 +1,67 @@
+"""FileStreamSource → topic, against bare confluent-kafka producing the same bytes to the same broker.
+
+Run: ``python -m benchmarks.file_source`` (``SLUICE_BENCH_RECORDS`` to change the count).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from benchmarks.common import RECORDS, Result, broker, create_topic, herder, high_watermark, make_lines, tmpdir, wait_until, write_file
+from worker.clients import SOURCE_PRODUCER_DEFAULTS
+
+
+def raw_produce(bootstrap: str, lines: list[bytes]) -> Result:
+    """The raw limit: one producer with Sluice's source-producer settings, a tight produce() loop, flush."""
+    topic = create_topic(bootstrap, f"bench-raw-{time.time_ns()}")
+    producer = Producer({"bootstrap.servers": bootstrap, **SOURCE_PRODUCER_DEFAULTS})
+    produce, poll = producer.produce, producer.poll
+    start = time.perf_counter()
+    for i, line in enumerate(lines):
+        try:
+            produce(topic, line)
+        except BufferError:
+            poll(0.05)
+            produce(topic, line)
+        if i % 10_000 == 0:
+            poll(0)
+    producer.flush()
+    elapsed = time.perf_counter() - start
+    assert high_watermark(bootstrap, topic) == len(lines)
+    return Result("bare confluent-kafka produce()", len(lines), sum(map(len, lines)), elapsed)
+
+
+def sluice_source(bootstrap: str, lines: list[bytes], path: Path) -> Result:
+    """FileStreamSource in a standalone herder; done when every record is in the topic."""
+    topic = create_topic(bootstrap, f"bench-src-{time.time_ns()}")
+    h = herder(bootstrap)
+    try:
+        start = time.perf_counter()
+        h.put_connector_config(
+            "bench-source",
+            {"connector.class": "FileStreamSource", "file": str(path), "topic": topic, "batch.size": "10000"},
+            allow_replace=False,
+        )
+        wait_until(lambda: high_watermark(bootstrap, topic) >= len(lines), timeout=600, poll=0.05)
+        elapsed = time.perf_counter() - start
+    finally:
+        h.stop()
+    return Result("Sluice FileStreamSource → topic", len(lines), sum(map(len, lines)), elapsed)
+
+
+def main() -> list[tuple[Result, Result]]:
+    lines = make_lines(RECORDS)
+    with broker() as bootstrap, tmpdir() as d:
+        path = write_file(lines, Path(d))
+        raw = raw_produce(bootstrap, lines)
+        ours = sluice_source(bootstrap, lines, path)
+        print(raw.line())
+        print(ours.line(raw))
+    return [(raw, ours)]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""Connector classes: configuration in, task configurations out.
+
+A connector does no data movement itself. The runtime instantiates it on one worker, calls
+:meth:`Connector.start` with its validated configuration and asks :meth:`Connector.task_configs`
+how to split the work; the tasks (:mod:`connectors.api.task`) move the data.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from connectors.api.config import PluginConfig
+
+if TYPE_CHECKING:
+    from connectors.api.task import OffsetReader, SinkTask, SourceTask, Task
+
+
+class ConnectorContext(Protocol):
+    """What the runtime offers a connector instance."""
+
+    def request_task_reconfiguration(self) -> None:
+        """Ask the runtime to call :meth:`Connector.task_configs` again (the inputs changed).
+
+        Safe to call from any thread.
+        """
+
+    def raise_error(self, error: BaseException) -> None:
+        """Fail the connector from a background thread of its own; the status shows ``error``."""
+
+
+class SourceConnectorContext(ConnectorContext, Protocol):
+    """Context of a source connector: it may read the offsets its tasks stored."""
+
+    @property
+    def offset_reader(self) -> OffsetReader: ...
+
+
+class Connector(abc.ABC):
+    """Base of source and sink connectors.
+
+    Subclasses set :attr:`Config` (a :class:`PluginConfig` model of the connector's own keys; the
+    runtime handles the common keys such as ``name``, ``tasks.max`` and ``transforms``),
+    :attr:`task_class` and :attr:`version`.
+
+    Threads: every method is called by the runtime's connector thread, never concurrently with
+    another method of the same instance, except :meth:`stop`, which may come from a control thread
+    while :meth:`task_configs` runs.
+    """
+
+    Config: ClassVar[type[PluginConfig]] = PluginConfig
+    task_class: ClassVar[type[Task]]
+    version: ClassVar[str] = "0.0.0"
+
+    context: ConnectorContext
+
+    def initialize(self, context: ConnectorContext) -> None:
+        """Called once, before :meth:`start`, with the runtime's context."""
+        self.context = context
+
+    @abc.abstractmethod
+    def start(self, config: Any) -> None:
+        """Start with the validated configuration (an instance of :attr:`Config`)."""
+
+    @abc.abstractmethod
+    def task_configs(self, max_tasks: int) -> list[dict[str, Any]]:
+        """Split the work into at most ``max_tasks`` task configurations (JSON-able mappings)."""
+
+    def stop(self) -> None:  # noqa: B027 - optional hook
+        """Release what :meth:`start` acquired. Must not raise."""
+
+    @classmethod
+    def validate(cls, raw: Mapping[str, Any]) -> Any:
+        """Validate the connector's own keys; raise :class:`~connectors.api.errors.ConfigError`.
+
+        Override to add cross-field checks; call ``super().validate(raw)`` first.
+        """
+        return cls.Config.parse(raw)
+
+
+class SourceConnector(Connector):
+    """A connector whose tasks read an external system and produce records to Kafka."""
+
+    task_class: ClassVar[type[SourceTask]]  # type: ignore[assignment]
+    context: SourceConnectorContext
+
+    def alter_offsets(self, config: Mapping[str, Any], offsets: Mapping[Any, Any]) -> bool:
+        """Veto or accept an offsets change made through the REST API (called while STOPPED).
+
+        Return ``True`` when the connector checked the offsets; raise ``ConfigError`` to refuse.
+        """
+        return False
+
+
+class SinkConnector(Connector):
+    """A connector whose tasks consume records from Kafka and write an external system.
+
+    The runtime reads ``topics`` / ``topics.regex`` itself; the task configurations carry them.
+    """
+
+    task_class: ClassVar[type[SinkTask]]  # type: ignore[assignment]
+
+    def alter_offsets(self, config: Mapping[str, Any], offsets: Mapping[Any, Any]) -> bool:
+        """Veto or accept a consumer-offsets change made through the REST API (called while STOPPED)."""
+        return False

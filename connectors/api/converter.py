@@ -1,0 +1,61 @@
+"""Converters: Connect data ↔ the bytes stored in Kafka."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from connectors.api.config import PluginConfig
+from connectors.api.records import Headers
+from connectors.api.schema import Schema, SchemaAndValue
+
+
+class Converter(abc.ABC):
+    """Turns a record's key or value into bytes and back.
+
+    The runtime makes one instance per connector for keys and one for values, calls
+    :meth:`configure` once, then calls the conversion methods from the task thread. The batch
+    methods exist so a converter can do a whole poll or consume batch in one tight loop; the
+    defaults call the single-record methods.
+    """
+
+    Config: ClassVar[type[PluginConfig]] = PluginConfig
+    version: ClassVar[str] = "0.0.0"
+
+    def configure(self, config: Mapping[str, Any], is_key: bool) -> None:  # noqa: B027 - optional hook
+        """Apply the converter's settings (the ``key.converter.*`` / ``value.converter.*`` keys)."""
+
+    @abc.abstractmethod
+    def from_connect_data(self, topic: str, schema: Schema | None, value: Any, headers: Headers | None = None) -> bytes | None:
+        """Serialize ``value`` (described by ``schema``); ``None`` stays ``None`` (a tombstone)."""
+
+    @abc.abstractmethod
+    def to_connect_data(self, topic: str, data: bytes | None, headers: Headers | None = None) -> SchemaAndValue:
+        """Deserialize ``data``; raise :class:`~connectors.api.errors.DataError` if it is malformed."""
+
+    def from_connect_batch(self, topic: str, schemas: Sequence[Schema | None], values: Sequence[Any]) -> list[bytes | None]:
+        """Serialize many values of one topic."""
+        convert = self.from_connect_data
+        return [convert(topic, s, v) for s, v in zip(schemas, values)]
+
+    def to_connect_batch(self, topic: str, datas: Sequence[bytes | None]) -> list[SchemaAndValue]:
+        """Deserialize many values of one topic."""
+        convert = self.to_connect_data
+        return [convert(topic, d) for d in datas]
+
+
+class HeaderConverter(abc.ABC):
+    """Turns one header value into bytes and back."""
+
+    Config: ClassVar[type[PluginConfig]] = PluginConfig
+    version: ClassVar[str] = "0.0.0"
+
+    def configure(self, config: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
+        """Apply the converter's settings (the ``header.converter.*`` keys)."""
+
+    @abc.abstractmethod
+    def from_connect_header(self, topic: str, key: str, schema: Schema | None, value: Any) -> bytes | None: ...
+
+    @abc.abstractmethod
+    def to_connect_header(self, topic: str, key: str, data: bytes | None) -> SchemaAndValue: ...

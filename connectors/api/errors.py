@@ -1,0 +1,44 @@
+"""The error hierarchy of the connector SPI.
+
+Each class tells the runtime what to do with a failure and the user whose fault it is:
+
+* :class:`ConfigError`: the user's configuration is wrong; nothing is retried, the message names the key.
+* :class:`RetriableError`: a transient failure of an external system; the runtime retries with backoff.
+* :class:`DataError`: a record cannot be converted or processed; ``errors.tolerance`` decides whether
+  the task fails or the record is skipped (and dead-lettered).
+* :class:`ConnectError`: anything else that should fail the task.
+"""
+
+from __future__ import annotations
+
+
+class ConnectError(Exception):
+    """Root of every error a connector, converter or the runtime raises on purpose."""
+
+
+class ConfigError(ConnectError):
+    """A configuration value is missing, unknown or invalid.
+
+    ``key`` names the offending configuration key when there is one, so REST validation can attach
+    the message to that key.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class RetriableError(ConnectError):
+    """A transient failure (a dropped connection, a timeout): the runtime retries the operation."""
+
+
+class DataError(ConnectError):
+    """A record's data does not match what was expected (schema mismatch, malformed bytes)."""
+
+
+class NotFoundError(ConnectError):
+    """A named resource (connector, task, plugin) does not exist."""
+
+
+class AlreadyExistsError(ConnectError):
+    """A resource with that name already exists."""

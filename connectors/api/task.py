@@ -1,0 +1,163 @@
+"""Tasks: the units that move data.
+
+A :class:`SourceTask` is polled for records; a :class:`SinkTask` is handed batches of consumed
+records. Both run on a thread of their own; the docstring of every method names the thread that
+calls it.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Protocol
+
+from connectors.api.records import RecordMetadata, SinkRecord, SourceRecord, TopicPartition
+
+
+class OffsetReader(Protocol):
+    """Reads the source offsets the runtime stored for this connector."""
+
+    def offset(self, partition: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The last stored offset of ``partition``, or ``None`` if there is none."""
+
+    def offsets(self, partitions: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any] | None]:
+        """The stored offsets of ``partitions``, in the same order (``None`` where absent)."""
+
+
+class TaskContext(Protocol):
+    """What every task may ask of the runtime."""
+
+    @property
+    def connector_name(self) -> str: ...
+
+    @property
+    def task_id(self) -> int: ...
+
+
+class SourceTaskContext(TaskContext, Protocol):
+    """Context of a source task."""
+
+    @property
+    def offset_reader(self) -> OffsetReader: ...
+
+
+class ErrantRecordReporter(Protocol):
+    """Sends a record that :meth:`SinkTask.put` could not write to the dead-letter queue (KIP-610).
+
+    Whether the task goes on or fails follows ``errors.tolerance``.
+    """
+
+    def report(self, record: SinkRecord, error: BaseException) -> None: ...
+
+
+class SinkTaskContext(TaskContext, Protocol):
+    """Context of a sink task: control over its consumer."""
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions currently assigned to this task."""
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop fetching from ``partitions`` (back-pressure) until :meth:`resume`."""
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        """Fetch from ``partitions`` again."""
+
+    def rewind(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Consume from the given offsets next (e.g. after a failed write was rolled back)."""
+
+    def request_commit(self) -> None:
+        """Ask for an offset commit soon, without waiting for ``offset.flush.interval.ms``."""
+
+    @property
+    def errant_record_reporter(self) -> ErrantRecordReporter | None: ...
+
+
+class Task(abc.ABC):
+    """Base of source and sink tasks."""
+
+    version: ClassVar[str] = "0.0.0"
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Stop the task.
+
+        Thread: a control thread of the runtime, possibly while the task thread is inside
+        :meth:`SourceTask.poll` or :meth:`SinkTask.put`; it must make that call return promptly.
+        """
+
+
+class SourceTask(Task):
+    """Reads an external system and returns records for Kafka.
+
+    Delivery contract: the runtime stores ``source_offset`` of a record only after Kafka
+    acknowledged it, so after a crash :meth:`start` resumes from the last delivered offsets.
+    """
+
+    context: SourceTaskContext
+
+    @abc.abstractmethod
+    def start(self, config: Mapping[str, Any], context: SourceTaskContext) -> None:
+        """Start with a task configuration from ``SourceConnector.task_configs``.
+
+        Thread: the task thread, before any :meth:`poll`. Read stored offsets here, through
+        ``context.offset_reader``.
+        """
+
+    @abc.abstractmethod
+    def poll(self) -> list[SourceRecord] | None:
+        """Return the next batch of records, or ``None``/``[]`` when nothing is ready.
+
+        Thread: the task thread. Must return within about a second even without data, so pause and
+        stop are observed; raise ``RetriableError`` for transient failures.
+        """
+
+    def commit(self) -> None:  # noqa: B027 - optional hook
+        """Called on the task thread after the runtime stored a batch of offsets."""
+
+    def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:  # noqa: B027
+        """Called for each record once Kafka acknowledged it (``metadata`` is ``None`` if it was
+        filtered out by a transform). Only called when a task overrides it, because the per-record
+        callback has a cost.
+
+        Thread: the task thread.
+        """
+
+
+class SinkTask(Task):
+    """Writes records consumed from Kafka to an external system.
+
+    Delivery contract: the runtime commits a partition's consumer offset only up to what
+    :meth:`pre_commit` returns, so a task that buffers returns the offsets it made durable.
+    Offsets here are Kafka's "next offset to consume" (the last written record's offset + 1).
+    """
+
+    context: SinkTaskContext
+
+    @abc.abstractmethod
+    def start(self, config: Mapping[str, Any], context: SinkTaskContext) -> None:
+        """Start with a task configuration. Thread: the task thread, before anything else."""
+
+    def open(self, partitions: Sequence[TopicPartition]) -> None:  # noqa: B027 - optional hook
+        """Partitions were assigned to this task. Thread: the task thread (inside the consumer poll)."""
+
+    @abc.abstractmethod
+    def put(self, records: Sequence[SinkRecord]) -> None:
+        """Write or buffer a batch of records. Thread: the task thread.
+
+        Raise ``RetriableError`` to have the same batch offered again after a backoff; report a
+        single bad record through ``context.errant_record_reporter``.
+        """
+
+    def flush(self, offsets: Mapping[TopicPartition, int]) -> None:  # noqa: B027 - optional hook
+        """Make everything handed to :meth:`put` durable. Thread: the task thread."""
+
+    def pre_commit(self, offsets: Mapping[TopicPartition, int]) -> Mapping[TopicPartition, int]:
+        """Return the offsets that are safe to commit (default: flush, then all of ``offsets``).
+
+        Thread: the task thread, every ``offset.flush.interval.ms`` and before partitions are closed.
+        """
+        self.flush(offsets)
+        return offsets
+
+    def close(self, partitions: Sequence[TopicPartition]) -> None:  # noqa: B027 - optional hook
+        """Partitions were revoked: drop their buffers. Thread: the task thread."""

@@ -1,0 +1,1 @@
+"""Built-in sink connectors, one subpackage each; the worker finds them through entry points."""

@@ -1,0 +1,322 @@
+"""The FileStream source task: tails one file (or standard input) and emits each line as a record.
+
+Behaviour follows Kafka Connect's ``FileStreamSourceTask``: lines end at ``\\n``, ``\\r\\n`` or
+``\\r``; a line without its terminator yet is held back until the terminator arrives; each record's
+source offset is ``{"position": <byte offset just after the line>}`` in the partition
+``{"filename": <file>}``; a restart resumes at the stored position. Unlike Connect, positions are
+always byte offsets (Connect counts characters but skips bytes on restart, which goes wrong on
+multi-byte text).
+
+Speed: the file is read in large binary chunks and split with ``bytes`` methods that run in C; an
+all-ASCII chunk is decoded once and split as text; positions are computed with running sums; and
+records are built in one tight loop sharing a single source-partition dict. See
+``perf-notes.md`` §5.5 for the produce rate this has to stay well ahead of.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import os
+import re
+import select
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import accumulate, count
+from typing import IO, Any
+
+from connectors.api import STRING_SCHEMA, ConnectError, SourceRecord, SourceTask, SourceTaskContext
+from connectors.source.file.config import FileStreamSourceConfig
+
+logger = logging.getLogger(__name__)
+
+FILENAME_FIELD = "filename"
+POSITION_FIELD = "position"
+
+# How long an idle poll waits before returning None. Short at end of file so new lines show up
+# quickly; a second for a missing file, as Connect does. Both waits end at once on stop().
+_EOF_WAIT_S = 0.1
+_MISSING_FILE_WAIT_S = 1.0
+_STDIN_WAIT_S = 0.1
+# A poll with a huge batch.size still returns in bounded time.
+_MAX_POLL_S = 0.5
+
+_ANY_TERMINATOR = re.compile(rb"(\r\n|\r|\n)")
+_CR = 13
+
+
+class FileStreamSourceTask(SourceTask):
+    """Reads lines from ``file`` (standard input when empty) and returns them as string records.
+
+    One instance per task thread. :meth:`start` and :meth:`poll` run on the task thread;
+    :meth:`stop` comes from a control thread and makes a waiting :meth:`poll` return at once.
+    """
+
+    version = "0.1.0"
+
+    #: Bytes requested per read. Large enough that the per-read cost vanishes; tests shrink it to
+    #: exercise lines that straddle reads.
+    read_chunk_size: int = 64 << 10
+
+    def __init__(self) -> None:
+        self._stopping = threading.Event()
+        # Guards the stream between the task thread (reads) and stop() (close).
+        self._lock = threading.Lock()
+        self._filename = ""
+        self._topic = ""
+        self._batch_size = 2000
+        self._stream: IO[bytes] | None = None
+        self._stdin_fd: int | None = None
+        # One dict shared by every record: the runtime only reads it, and building one per line
+        # would cost as much as the rest of the record.
+        self._partition: dict[str, Any] | None = None
+        # Byte offset just after the last complete line taken from the file.
+        self._position = 0
+        # Bytes after the last complete line, kept until their terminator arrives.
+        self._tail: list[bytes] = []
+        # Records of the last chunk beyond batch.size, returned first by the next poll.
+        self._pending: list[SourceRecord] = []
+        self._warned_missing = False
+
+    # -- SPI ----------------------------------------------------------------------------------
+
+    def start(self, config: Mapping[str, Any], context: SourceTaskContext) -> None:
+        """Parse the task configuration and look up the stored position. Thread: the task thread."""
+        self.context = context
+        parsed = FileStreamSourceConfig.from_task_config(config)
+        self._filename = parsed.file
+        self._topic = parsed.topic
+        self._batch_size = parsed.batch_size
+        self._stopping.clear()
+        if not self._filename:
+            # Standard input cannot be rewound, so Connect stores no offsets for it; neither do we.
+            self._partition = None
+            self._position = 0
+            self._stdin_fd = _stdin_fileno()
+            logger.info("Reading lines from standard input into topic %s", self._topic)
+            return
+        self._partition = {FILENAME_FIELD: self._filename}
+        self._position = self._stored_position(context)
+        logger.info(
+            "Reading lines from %s into topic %s, starting at byte %d", self._filename, self._topic, self._position
+        )
+
+    def poll(self) -> list[SourceRecord] | None:
+        """Return up to ``batch.size`` new lines, or ``None`` after a short wait when there are none.
+
+        Thread: the task thread. Returns within about a second whatever happens, and at once after
+        :meth:`stop`.
+        """
+        batch = self._pending
+        self._pending = []
+        deadline = time.monotonic() + _MAX_POLL_S
+        while len(batch) < self._batch_size and not self._stopping.is_set():
+            if self._partition is not None and self._stream is None and not self._open():
+                if batch:
+                    break
+                self._stopping.wait(_MISSING_FILE_WAIT_S)
+                return None
+            chunk = self._read()
+            if not chunk:  # None: standard input had nothing in time; b"": end of file for now
+                if batch:
+                    break
+                if chunk is not None:
+                    self._stopping.wait(_EOF_WAIT_S)  # the writer may append more
+                return None
+            # A chunk without a complete line adds nothing; the loop reads on at once.
+            self._append_records(chunk, batch)
+            if time.monotonic() > deadline:
+                break
+        if len(batch) > self._batch_size:
+            # The rest of the last chunk's lines open the next poll.
+            self._pending = batch[self._batch_size :]
+            del batch[self._batch_size :]
+        return batch or None
+
+    def stop(self) -> None:
+        """Make a waiting poll return and close the file. Thread: a control thread; never raises."""
+        self._stopping.set()
+        with self._lock:
+            stream, self._stream = self._stream, None
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                logger.debug("Closing %s failed", self._filename, exc_info=True)
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def _stored_position(self, context: SourceTaskContext) -> int:
+        assert self._partition is not None
+        offset = context.offset_reader.offset(self._partition)
+        if offset is None:
+            return 0
+        position = offset.get(POSITION_FIELD)
+        if position is None:
+            return 0
+        if isinstance(position, bool) or not isinstance(position, int) or position < 0:
+            raise ConnectError(
+                f"Stored offset {dict(offset)!r} for {self._filename} is invalid: "
+                f"'{POSITION_FIELD}' must be a non-negative integer"
+            )
+        return position
+
+    def _open(self) -> bool:
+        """Open the file at the stored position; ``False`` if it does not exist (yet)."""
+        try:
+            stream = open(self._filename, "rb", buffering=0)  # noqa: SIM115 - closed by stop()
+        except FileNotFoundError:
+            if not self._warned_missing:
+                logger.warning("Couldn't find file %s; waiting for it to be created", self._filename)
+                self._warned_missing = True
+            return False
+        except OSError as exc:
+            raise ConnectError(f"Cannot open {self._filename}: {exc}") from exc
+        try:
+            if self._position:
+                size = os.fstat(stream.fileno()).st_size
+                if size < self._position:
+                    # Connect does not notice truncation either; say so instead of waiting silently.
+                    logger.warning(
+                        "%s is %d bytes long but the stored position is %d: it was truncated or replaced. "
+                        "Lines are read again only once it grows past the stored position; reset the "
+                        "connector's offsets to read it from the start.",
+                        self._filename,
+                        size,
+                        self._position,
+                    )
+                stream.seek(self._position)
+        except OSError as exc:
+            stream.close()
+            raise ConnectError(f"Cannot seek to byte {self._position} of {self._filename}: {exc}") from exc
+        with self._lock:
+            if self._stopping.is_set():
+                stream.close()
+                return False
+            self._stream = stream
+        self._warned_missing = False
+        logger.debug("Opened %s at byte %d", self._filename, self._position)
+        return True
+
+    def _read(self) -> bytes | None:
+        """The next chunk: ``b""`` at end of file, ``None`` if standard input had nothing in time."""
+        if self._stdin_fd is not None:
+            # A blocking read of a pipe or terminal would make stop() wait; select bounds it.
+            ready, _, _ = select.select([self._stdin_fd], [], [], _STDIN_WAIT_S)
+            if not ready:
+                return None
+            return os.read(self._stdin_fd, self.read_chunk_size)
+        with self._lock:
+            if self._stream is None:  # stop() closed it
+                return None
+            try:
+                return self._stream.read(self.read_chunk_size) or b""
+            except OSError as exc:
+                raise ConnectError(f"Cannot read {self._filename}: {exc}") from exc
+
+    # -- splitting ------------------------------------------------------------------------------
+
+    def _append_records(self, chunk: bytes, out: list[SourceRecord]) -> None:
+        """Append to ``out`` a record for every line that the held-back bytes plus ``chunk`` complete."""
+        tail = self._tail
+        if tail:
+            if b"\n" not in chunk and b"\r" not in chunk and tail[-1][-1] != _CR:
+                # Still inside one long line: collect the pieces and join them once it ends.
+                tail.append(chunk)
+                return
+            tail.append(chunk)
+            data = b"".join(tail)
+        else:
+            data = chunk
+        cut = _complete_lines_end(data)
+        self._tail = [data[cut:]] if cut < len(data) else []
+        if cut == 0:
+            return
+        body = data[:cut] if cut < len(data) else data
+        lines, ends = _split_lines(body, self._position)
+        self._position += len(body)
+        self._build(lines, ends, out)
+
+    def _build(self, lines: Iterable[str], ends: Iterable[int], out: list[SourceRecord]) -> None:
+        # tuple.__new__ skips the NamedTuple's Python-level __new__ (about a third of the cost of
+        # a record); the field order is SourceRecord's: topic, value, value_schema, key,
+        # key_schema, partition, timestamp, headers, source_partition, source_offset.
+        new = tuple.__new__
+        record = SourceRecord
+        topic = self._topic
+        schema = STRING_SCHEMA
+        partition = self._partition
+        field = POSITION_FIELD
+        append = out.append
+        if partition is None:  # standard input: nothing to resume from
+            for line in lines:
+                append(new(record, (topic, line, schema, None, None, None, None, None, None, None)))
+        else:
+            for line, end in zip(lines, ends, strict=True):
+                append(new(record, (topic, line, schema, None, None, None, None, None, partition, {field: end})))
+
+
+def _complete_lines_end(data: bytes) -> int:
+    """The index just past the last line terminator in ``data`` that is certainly complete (0: none).
+
+    A ``\\r`` as the very last byte is not certain: it may be the first half of ``\\r\\n``, so the
+    line stays held back until the next byte arrives (Connect waits the same way).
+    """
+    last = len(data) - 1
+    if last < 0:
+        return 0
+    limit = last if data[last] == _CR else last + 1
+    return max(data.rfind(b"\n", 0, limit), data.rfind(b"\r", 0, limit)) + 1
+
+
+def _split_lines(body: bytes, start: int) -> tuple[list[str], Iterator[int]]:
+    """Split ``body`` (ending with a terminator) into decoded lines and their end positions."""
+    if b"\r" not in body:
+        separator = b"\n"
+    elif body.count(b"\r") == body.count(b"\n") == body.count(b"\r\n"):
+        separator = b"\r\n"
+    else:
+        return _split_mixed(body, start)
+    width = len(separator)
+    if body.isascii():
+        # One decode for the whole chunk; for ASCII, characters and bytes have the same length.
+        lines = body.decode("ascii").split(separator.decode("ascii"))
+        lines.pop()  # body ends with a separator: the last piece is empty
+        lengths: list[str] | list[bytes] = lines
+    else:
+        raw = body.split(separator)
+        raw.pop()
+        # Terminators are ASCII and never part of a multi-byte sequence, so splitting the decoded
+        # text gives the same lines; the byte lengths come from the raw split.
+        lines = body.decode("utf-8", "replace").split(separator.decode("ascii"))
+        lines.pop()
+        if len(lines) != len(raw):  # cannot happen with UTF-8, but never pair the wrong offsets
+            lines = [line.decode("utf-8", "replace") for line in raw]
+        lengths = raw
+    # end of line i = start + (bytes of lines 0..i) + (i + 1) * separator width
+    ends = map(operator.add, accumulate(map(len, lengths)), count(start + width, width))
+    return lines, ends
+
+
+def _split_mixed(body: bytes, start: int) -> tuple[list[str], Iterator[int]]:
+    """The slow path for chunks mixing ``\\n``, ``\\r\\n`` and lone ``\\r``."""
+    parts = _ANY_TERMINATOR.split(body)  # [line, sep, line, sep, ..., b""]
+    raw = parts[0:-1:2]
+    lines = [line.decode("utf-8", "replace") for line in raw]
+    # Running byte sum over every line and separator; a line ends after its separator.
+    ends = iter(list(accumulate(map(len, parts), initial=start))[2::2])
+    return lines, ends
+
+
+def _stdin_fileno() -> int:
+    stream = sys.stdin
+    try:
+        if stream is None:
+            raise ValueError("no standard input")
+        return stream.fileno()
+    except (ValueError, OSError) as exc:
+        raise ConnectError(
+            f"The 'file' configuration is empty, which means standard input, but this worker has none ({exc})"
+        ) from None

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the system tools Sluice's stack needs when they are missing: a JDK (17+) and Maven.
+# Everything else comes from PyPI (into .venv) and Maven Central (via mvn, cached in ~/.m2).
+set -euo pipefail
+
+missing=()
+command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]] && ! command -v sudo >/dev/null 2>&1; then
+    echo "sluice: missing ${missing[*]}; install them (root or sudo needed)" >&2
+    exit 1
+  fi
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  echo "sluice: installing ${missing[*]} with apt-get"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi

@@ -1,0 +1,415 @@
+"""``sluice dev up | down | status``: a local Kafka broker that outlives the command.
+
+The broker is the same :class:`~deploy.kafka_stack.KafkaBroker` the integration tests use,
+launched detached (its own session, no ``atexit`` hook). Everything lives in the state
+directory (``--state-dir``, ``$SLUICE_DEV_DIR``, default ``./.sluice/dev``)::
+
+    state.json        pid, ports, version, paths of the running broker (absent when stopped)
+    kafka/            the broker's directory: server.properties, data/, broker.log
+
+Data survive ``down`` and the next ``up``; ``down --purge`` deletes them.
+
+Try it without the main CLI: ``python -m deploy.devstack up``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from deploy.kafka_stack import (
+    DEFAULT_KAFKA_VERSION,
+    KafkaBroker,
+    KafkaStackError,
+    exclusive_lock,
+    is_kafka_cached,
+    is_port_free,
+    is_port_open,
+    signal_process_group,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_STATE_DIR = Path(".sluice") / "dev"
+DEFAULT_PORT = 9092
+_STATE_FILE = "state.json"
+
+
+class DevStackError(Exception):
+    """A ``sluice dev`` action could not be carried out; the message is for the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class DevStackState:
+    """What ``up`` records about the broker it started, persisted as ``state.json``."""
+
+    pid: int
+    bootstrap_servers: str
+    port: int
+    controller_port: int
+    kafka_version: str
+    data_dir: str
+    log_file: str
+    config_file: str
+    started_at: str
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> DevStackState:
+        raw: dict[str, Any] = json.loads(text)
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in raw.items() if k in names})
+
+
+class DevStack:
+    """The local development stack kept in one state directory (today: one Kafka broker).
+
+    The click commands below are thin wrappers around this class.
+    """
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir.expanduser().resolve()
+
+    @property
+    def state_path(self) -> Path:
+        return self.state_dir / _STATE_FILE
+
+    @property
+    def kafka_dir(self) -> Path:
+        return self.state_dir / "kafka"
+
+    def read_state(self) -> DevStackState | None:
+        """The recorded state, whether or not its process still runs."""
+        try:
+            return DevStackState.from_json(self.state_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (ValueError, TypeError) as exc:
+            logger.warning("Ignoring unreadable %s: %s", self.state_path, exc)
+            return None
+
+    def running(self) -> DevStackState | None:
+        """The state of the broker if it is still running, else None."""
+        state = self.read_state()
+        if state is None or not _pid_alive(state.pid):
+            return None
+        # Pids are reused: only trust it if it is still the JVM we started on our config.
+        cmdline = _process_command_line(state.pid) or ""
+        if "kafka.Kafka" not in cmdline or state.config_file not in cmdline:
+            return None
+        return state
+
+    def clear_stale_state(self) -> DevStackState | None:
+        """Remove ``state.json`` if its broker is gone; return what it said."""
+        state = self.read_state()
+        if state is not None and self.running() is None:
+            self.state_path.unlink(missing_ok=True)
+            return state
+        return None
+
+    def up(
+        self,
+        *,
+        port: int = DEFAULT_PORT,
+        kafka_version: str = DEFAULT_KAFKA_VERSION,
+        num_partitions: int = 1,
+        heap_max: str = "768m",
+        timeout: float = 120.0,
+    ) -> tuple[DevStackState, bool]:
+        """Start the broker unless it runs; returns its state and whether it was started now."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        # Two concurrent `up`s (e.g. `make -j`) would both find nothing running; the loser's
+        # cleanup would then delete the winner's state file.
+        with exclusive_lock(self.state_dir / ".up.lock"):
+            current = self.running()
+            if current is not None:
+                return current, False
+            self.clear_stale_state()
+            return self._start(port, kafka_version, num_partitions, heap_max, timeout), True
+
+    def _start(
+        self, port: int, kafka_version: str, num_partitions: int, heap_max: str, timeout: float
+    ) -> DevStackState:
+        # Check before launching so the message names the real problem, not a JVM bind error.
+        if not is_port_free(port):
+            raise DevStackError(
+                f"Port {port} on 127.0.0.1 is already in use by another process "
+                "(another Kafka?). Stop it, or pick another port with --port."
+            )
+        broker = KafkaBroker(
+            version=kafka_version,
+            port=port,
+            data_dir=self.kafka_dir,
+            num_partitions=num_partitions,
+            heap_max=heap_max,
+            start_timeout=timeout,
+            detach=True,
+        )
+        try:
+            pid = broker.launch()
+            state = DevStackState(
+                pid=pid,
+                bootstrap_servers=broker.bootstrap_servers,
+                port=broker.port,
+                controller_port=broker.controller_port,
+                kafka_version=broker.version,
+                data_dir=str(broker.data_dir),
+                log_file=str(broker.log_path),
+                config_file=str(broker.config_path),
+                started_at=_now(),
+            )
+            # Written before waiting, so `status` and `down` in another terminal see it.
+            _write_atomically(self.state_path, state.to_json())
+            broker.wait_until_ready()
+        except BaseException:
+            # Includes Ctrl-C while waiting: an aborted `up` leaves nothing running.
+            broker.stop(timeout=15.0)
+            self.state_path.unlink(missing_ok=True)
+            raise
+        return state
+
+    def down(self, *, timeout: float = 30.0, purge: bool = False) -> DevStackState | None:
+        """Stop the broker; returns the state of the one stopped, or None if none ran."""
+        state = self.running()
+        if state is not None:
+            _terminate_process_group(state.pid, timeout)
+        self.state_path.unlink(missing_ok=True)
+        if purge:
+            shutil.rmtree(self.kafka_dir, ignore_errors=True)
+        return state
+
+
+def _pid_alive(pid: int) -> bool:
+    """True if process ``pid`` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no procfs (macOS): trust kill(0)
+    # A zombie still answers kill(0) until its parent reaps it; it is gone for our purposes.
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _process_command_line(pid: int) -> str | None:
+    """The command line of ``pid`` as one string, or None if there is no such process."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        if Path("/proc/self").exists():
+            return None
+        try:  # no procfs (macOS): ask ps
+            out = subprocess.run(
+                ["ps", "-o", "command=", "-p", str(pid)],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=10,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() or None
+    except OSError:
+        return None
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip() or None
+
+
+def _terminate_process_group(pid: int, timeout: float = 30.0) -> bool:
+    """Stop a process started in its own session: SIGTERM, then SIGKILL after ``timeout``.
+
+    For processes this interpreter did not start (``sluice dev down``); callers should check
+    :func:`_process_command_line` first, since pids get reused. Returns True if SIGKILL was
+    needed.
+    """
+    signal_process_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _pid_alive(pid):
+        if time.monotonic() >= deadline:
+            logger.warning("Process %d did not stop within %.0fs of SIGTERM; killing it", pid, timeout)
+            signal_process_group(pid, signal.SIGKILL)
+            kill_deadline = time.monotonic() + 10.0
+            while _pid_alive(pid) and time.monotonic() < kill_deadline:
+                time.sleep(0.05)
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------------------
+# click commands
+# --------------------------------------------------------------------------------------
+
+_state_dir_option = click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_STATE_DIR,
+    show_default=True,
+    envvar="SLUICE_DEV_DIR",
+    show_envvar=True,
+    help="Directory holding the stack's state and data.",
+)
+
+
+@click.group(name="dev")
+def dev() -> None:
+    """Run a local Apache Kafka broker for development.
+
+    \b
+    sluice dev up       start Kafka (KRaft, one node) on 127.0.0.1:9092 in the background
+    sluice dev status   show whether it runs, and where
+    sluice dev down     stop it (data are kept; --purge deletes them)
+
+    The first `up` fetches the Kafka jars from Maven Central with `mvn` (Java 17+ and Maven
+    are needed) into ~/.cache/sluice ($SLUICE_CACHE_DIR).
+    """
+
+
+@dev.command()
+@_state_dir_option
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=DEFAULT_PORT,
+    show_default=True,
+    help="PLAINTEXT listener port on 127.0.0.1 (the bootstrap address).",
+)
+@click.option(
+    "--kafka-version", default=DEFAULT_KAFKA_VERSION, show_default=True, help="Apache Kafka 4.x version to run."
+)
+@click.option(
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="num.partitions for auto-created topics.",
+)
+@click.option("--max-heap", default="768m", show_default=True, help="Broker JVM -Xmx.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=120.0,
+    show_default=True,
+    help="Seconds to wait for the broker to become ready.",
+)
+def up(state_dir: Path, port: int, kafka_version: str, partitions: int, max_heap: str, timeout: float) -> None:
+    """Start Kafka in the background and wait until it is ready.
+
+    Prints the bootstrap address. If the stack already runs, says so and changes nothing
+    (run `down` first to change options). Fails if the port is taken by something else.
+    """
+    stack = DevStack(state_dir)
+    if stack.running() is None and not is_kafka_cached(kafka_version):
+        click.echo(f"Fetching Kafka {kafka_version} from Maven Central (first run only)...", err=True)
+    try:
+        state, started = stack.up(
+            port=port,
+            kafka_version=kafka_version,
+            num_partitions=partitions,
+            heap_max=max_heap,
+            timeout=timeout,
+        )
+    except (DevStackError, KafkaStackError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    if not started:
+        click.echo(f"Kafka {state.kafka_version} is already running at {state.bootstrap_servers} (pid {state.pid}).")
+        if state.port != port:
+            click.echo(f"It listens on port {state.port}, not {port}; run `sluice dev down` first to change it.")
+        return
+    click.echo(f"Kafka {state.kafka_version} ready at {state.bootstrap_servers} (pid {state.pid}).")
+    click.echo(f"Data and log: {state.data_dir}   Stop it with: sluice dev down")
+
+
+@dev.command()
+@_state_dir_option
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for a clean shutdown before killing the broker.",
+)
+@click.option("--purge", is_flag=True, help="Also delete the broker's data (topics, offsets).")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Only stop the broker if it listens on this port (a safety check for scripts).",
+)
+def down(state_dir: Path, timeout: float, purge: bool, port: int | None) -> None:
+    """Stop the Kafka broker started by `up`. Succeeds if nothing was running."""
+    stack = DevStack(state_dir)
+    current = stack.running()
+    if port is not None and current is not None and current.port != port:
+        raise click.ClickException(
+            f"Kafka is running at {current.bootstrap_servers}, not on port {port}; nothing stopped."
+        )
+    state = stack.down(timeout=timeout, purge=purge)
+    if state is None:
+        click.echo("Kafka is not running; nothing to stop.")
+    else:
+        click.echo(f"Stopped Kafka {state.kafka_version} at {state.bootstrap_servers} (pid {state.pid}).")
+    if purge:
+        click.echo(f"Deleted {stack.kafka_dir}.")
+
+
+@dev.command()
+@_state_dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print the state as JSON (empty object when stopped).")
+def status(state_dir: Path, as_json: bool) -> None:
+    """Show whether Kafka runs (exit code 0) or not (exit code 1).
+
+    When running, prints its pid, bootstrap address, Kafka version, data directory and
+    log file. Scripts can test the exit code, or read `--json`.
+    """
+    stack = DevStack(state_dir)
+    state = stack.running()
+    if as_json:
+        click.echo(json.dumps(dataclasses.asdict(state) if state else {}, indent=2))
+        sys.exit(0 if state else 1)
+    if state is None:
+        stale = stack.clear_stale_state()
+        click.echo("Kafka: stopped")
+        if stale is not None:
+            click.echo(f"  (pid {stale.pid} exited without `sluice dev down`; see {stale.log_file})")
+        sys.exit(1)
+    answering = "" if is_port_open(state.port) else "  (not accepting connections)"
+    click.echo(f"Kafka: running{answering}")
+    click.echo(f"  pid:        {state.pid}")
+    click.echo(f"  bootstrap:  {state.bootstrap_servers}")
+    click.echo(f"  version:    {state.kafka_version}")
+    click.echo(f"  data dir:   {state.data_dir}")
+    click.echo(f"  log:        {state.log_file}")
+    click.echo(f"  started:    {state.started_at}")
+
+
+if __name__ == "__main__":
+    dev()

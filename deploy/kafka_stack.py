@@ -1,0 +1,892 @@
+"""Apache Kafka from Maven Central, run as a single-node KRaft broker on loopback.
+
+Two pieces, shared by ``sluice dev`` (:mod:`deploy.devstack`) and the integration-test
+fixtures:
+
+* :func:`ensure_kafka_jars` resolves ``org.apache.kafka:kafka_2.13`` plus the log4j2 SLF4J
+  binding Kafka leaves out (see ``deploy/kafka/pom.xml``) with
+  ``mvn dependency:copy-dependencies``, once per version, into
+  ``~/.cache/sluice/kafka-<version>/libs``.
+* :class:`KafkaBroker` formats a storage directory and runs ``kafka.Kafka`` as a combined
+  broker + controller bound to 127.0.0.1 only.
+
+Command line (the Makefile uses ``fetch``)::
+
+    python -m deploy.kafka_stack fetch [--kafka-version 4.3.1]   # prints the libs directory
+    python -m deploy.kafka_stack run [--port 9092]               # foreground broker, Ctrl-C stops it
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import base64
+import contextlib
+import ctypes
+import datetime as dt
+import fcntl
+import json
+import logging
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Final
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_KAFKA_VERSION: Final = "4.3.1"
+"""Newest Kafka 4.x whose full dependency tree resolved from Maven Central (4.4.0's
+``kafka-tools-api`` was missing there when this was chosen)."""
+
+LOOPBACK: Final = "127.0.0.1"
+NODE_ID: Final = 1
+
+KAFKA_FILES_DIR: Final = Path(__file__).resolve().parent / "kafka"
+POM_PATH: Final = KAFKA_FILES_DIR / "pom.xml"
+LOG4J2_CONFIG: Final = KAFKA_FILES_DIR / "log4j2.properties"
+
+_COMPLETE_MARKER: Final = ".complete"
+_MVN_TIMEOUT_S: Final = 900.0
+_FORMAT_TIMEOUT_S: Final = 120.0
+_LOG_TAIL_LINES: Final = 40
+_VERSION_RE: Final = re.compile(r"^4\.\d+\.\d+(?:[.-][A-Za-z0-9]+)*$")
+_ANSI_ESCAPE_RE: Final = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_MAVEN_BOILERPLATE_RE: Final = re.compile(
+    r"re-run Maven|Re-run Maven|For more information about the errors|\[Help \d+\] http"
+)
+
+
+class KafkaStackError(RuntimeError):
+    """Base class for errors fetching or running the local Kafka broker."""
+
+
+class KafkaFetchError(KafkaStackError):
+    """The Kafka jars could not be fetched from Maven Central."""
+
+
+class KafkaStartError(KafkaStackError):
+    """The broker could not be launched, exited during startup, or did not become ready."""
+
+
+class PortInUseError(KafkaStartError):
+    """A port the broker must listen on is already taken by another process."""
+
+    def __init__(self, port: int, host: str = LOOPBACK, listener: str = "PLAINTEXT") -> None:
+        self.port = port
+        self.host = host
+        self.listener = listener
+        super().__init__(f"port {port} on {host} (the {listener} listener) is already in use by another process")
+
+
+# --------------------------------------------------------------------------------------
+# Jars from Maven Central
+# --------------------------------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    """Root of Sluice's download cache.
+
+    ``$SLUICE_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/sluice``, else ``~/.cache/sluice``.
+    """
+    override = os.environ.get("SLUICE_CACHE_DIR")
+    if override:
+        return Path(override).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "sluice"
+
+
+def kafka_libs_dir(version: str = DEFAULT_KAFKA_VERSION) -> Path:
+    """Where the jars of ``version`` live once fetched (whether or not they are yet)."""
+    return cache_dir() / f"kafka-{version}" / "libs"
+
+
+def is_kafka_cached(version: str = DEFAULT_KAFKA_VERSION) -> bool:
+    """True if a completed fetch of ``version`` is in the cache."""
+    libs = kafka_libs_dir(version)
+    return (libs.parent / _COMPLETE_MARKER).is_file() and libs.is_dir()
+
+
+def ensure_kafka_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None = None) -> Path:
+    """Return the directory holding Kafka ``version``'s runtime jars, fetching them if needed.
+
+    The first call runs ``mvn dependency:copy-dependencies -DincludeScope=runtime`` on
+    ``deploy/kafka/pom.xml`` (about 5-60 s, depending on the local Maven repository); later
+    calls only check a marker file. Maven copies into a temporary directory that is renamed
+    into place, and the marker is written after that, so an interrupted fetch is never
+    mistaken for a complete one. Concurrent callers (parallel test sessions, the Makefile)
+    serialise on a lock file.
+
+    Raises:
+        ValueError: ``version`` is not a Kafka 4.x version string.
+        KafkaFetchError: Maven is missing or failed; the message ends with Maven's output.
+    """
+    if not _VERSION_RE.match(version):
+        # The pom, the log4j2 binding and the broker settings are all Kafka 4.x specific;
+        # the check also keeps the version from escaping the cache directory.
+        raise ValueError(f"unsupported Kafka version {version!r}: expected 4.x.y")
+    libs = kafka_libs_dir(version)
+    if is_kafka_cached(version):
+        return libs
+    home = libs.parent
+    home.mkdir(parents=True, exist_ok=True)
+    with exclusive_lock(home / ".lock"):
+        if not is_kafka_cached(version):  # another process may have finished while we waited
+            _fetch_locked(version, home, mvn)
+    return libs
+
+
+def _fetch_locked(version: str, home: Path, mvn: str | None) -> None:
+    mvn_exe = mvn or shutil.which("mvn")
+    if not mvn_exe:
+        raise KafkaFetchError(
+            f"Maven ('mvn') is not on PATH. It is needed once, to fetch Kafka {version} from "
+            "Maven Central; install Maven 3.8+ (e.g. `apt-get install maven`) and retry."
+        )
+    for leftover in home.glob("libs.partial-*"):  # from fetches that were killed
+        shutil.rmtree(leftover, ignore_errors=True)
+    staging = Path(tempfile.mkdtemp(prefix="libs.partial-", dir=home))
+    cmd = [
+        mvn_exe,
+        "-B",
+        "-q",
+        # Retry artifacts an earlier failed attempt marked missing (Maven caches that for a day).
+        "-U",
+        "-Dstyle.color=never",
+        "-f",
+        str(POM_PATH),
+        "dependency:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={staging}",
+        f"-Dkafka.version={version}",
+    ]
+    logger.info("Fetching Kafka %s jars from Maven Central: %s", version, shlex.join(cmd))
+    started = time.monotonic()
+    try:
+        try:
+            # Maven writes its [ERROR] lines to stdout, so merge the streams for the tail.
+            result = subprocess.run(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                timeout=_MVN_TIMEOUT_S,
+                cwd=home,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise KafkaFetchError(
+                f"mvn did not finish fetching Kafka {version} within {_MVN_TIMEOUT_S:.0f}s"
+                f"\n  command: {shlex.join(cmd)}"
+                f"\n  mvn output (last lines):\n{_indent(_maven_tail(_as_text(exc.stdout)))}"
+            ) from exc
+        except OSError as exc:
+            raise KafkaFetchError(f"could not run {mvn_exe}: {exc}") from exc
+        if result.returncode != 0:
+            raise KafkaFetchError(
+                f"mvn failed (exit code {result.returncode}) fetching "
+                f"org.apache.kafka:kafka_2.13:{version} from Maven Central"
+                f"\n  command: {shlex.join(cmd)}"
+                f"\n  mvn output (last lines):\n{_indent(_maven_tail(result.stdout))}"
+            )
+        jars = sorted(p.name for p in staging.glob("*.jar"))
+        if f"kafka_2.13-{version}.jar" not in jars or not any(j.startswith("log4j-slf4j-impl-") for j in jars):
+            raise KafkaFetchError(
+                f"mvn succeeded but the Kafka {version} jars or the log4j SLF4J binding are "
+                f"missing from its output ({len(jars)} jars); check {POM_PATH}"
+            )
+        libs = home / "libs"
+        if libs.exists():  # a crash between the rename and the marker left it unmarked
+            shutil.rmtree(libs)
+        staging.chmod(0o755)  # mkdtemp makes it owner-only; it is an ordinary cache directory
+        os.replace(staging, libs)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    elapsed = time.monotonic() - started
+    marker = {
+        "kafka_version": version,
+        "jars": jars,
+        "fetched_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "seconds": round(elapsed, 1),
+    }
+    _write_atomically(home / _COMPLETE_MARKER, json.dumps(marker, indent=2) + "\n")
+    logger.info("Fetched %d jars for Kafka %s in %.1fs into %s", len(jars), version, elapsed, libs)
+
+
+def _maven_tail(output: str) -> str:
+    # Drop Maven's boilerplate ("Re-run Maven using the -X switch", "[Help 1] http://...")
+    # so the tail shows the lines that say what failed.
+    kept = [
+        line
+        for line in _ANSI_ESCAPE_RE.sub("", output).splitlines()
+        if line.strip() not in ("", "[ERROR]") and not _MAVEN_BOILERPLATE_RE.search(line)
+    ]
+    return _tail_text("\n".join(kept))
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing) for the ``with`` block."""
+    with open(path, "ab") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------------------
+# Java, ports, processes
+# --------------------------------------------------------------------------------------
+
+
+def find_java() -> str:
+    """Path of the ``java`` executable: ``$JAVA_HOME/bin/java``, else ``java`` on PATH."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        candidate = Path(java_home) / "bin" / "java"
+        if os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which("java")
+    if not found:
+        raise KafkaStartError(
+            "Kafka 4.x needs Java 17 or newer, but JAVA_HOME is not set and 'java' is not on "
+            "PATH (e.g. `apt-get install openjdk-17-jre-headless`)."
+        )
+    return found
+
+
+def find_free_port(host: str = LOOPBACK, *, exclude: Sequence[int] = ()) -> int:
+    """A TCP port on ``host`` that nothing listens on right now (the OS picks it)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port: int = sock.getsockname()[1]
+        if port not in exclude:
+            return port
+
+
+def is_port_free(port: int, host: str = LOOPBACK) -> bool:
+    """True if a server could bind ``host:port`` now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # Kafka's acceptor binds with SO_REUSEADDR, so connections left in TIME_WAIT by a
+        # previous broker do not block it; probe the same way or a quick restart looks busy.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def is_port_open(port: int, host: str = LOOPBACK, timeout: float = 0.5) -> bool:
+    """True if something accepts TCP connections on ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def new_cluster_id() -> str:
+    """A random Kafka cluster id, as ``kafka-storage random-uuid`` prints but without a JVM.
+
+    16 random bytes, URL-safe base64 without padding (22 characters).
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+        # Kafka's Uuid.randomUuid() rejects ids starting with '-': they parse as CLI flags.
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+def signal_process_group(pid: int, sig: signal.Signals) -> None:
+    """Send ``sig`` to the process group led by ``pid`` (or to ``pid`` if it leads none).
+
+    The broker leads its own session and process group, so this also reaches anything the
+    JVM spawned.
+    """
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)  # not a group leader after all
+
+
+def _die_with_parent_hook() -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking Linux to SIGTERM the child when its parent thread dies."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before fork, not in the child
+    parent_pid = os.getpid()
+    pr_set_pdeathsig = 1
+
+    def hook() -> None:
+        prctl(pr_set_pdeathsig, signal.SIGTERM)
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return hook
+
+
+def _tail_text(text: str, lines: int = _LOG_TAIL_LINES) -> str:
+    text = _ANSI_ESCAPE_RE.sub("", text)
+    return "\n".join(text.strip("\n").splitlines()[-lines:]) or "(no output)"
+
+
+def _tail_file(path: Path, start: int = 0, lines: int = _LOG_TAIL_LINES) -> str:
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(start, size - 64 * 1024))
+            data = handle.read()
+    except OSError as exc:
+        return f"(cannot read {path}: {exc})"
+    return _tail_text(data.decode(errors="replace"), lines)
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
+    return "\n".join(prefix + line for line in text.splitlines())
+
+
+def _as_text(data: str | bytes | None) -> str:
+    if data is None:
+        return ""
+    return data.decode(errors="replace") if isinstance(data, bytes) else data
+
+
+# --------------------------------------------------------------------------------------
+# The broker
+# --------------------------------------------------------------------------------------
+
+_LIVE_BROKERS: set[KafkaBroker] = set()
+
+
+@atexit.register
+def _stop_live_brokers() -> None:
+    # Brokers started in this interpreter (not detached ones) must not outlive it.
+    for broker in list(_LIVE_BROKERS):
+        with contextlib.suppress(Exception):
+            broker.stop(timeout=10.0)
+
+
+class KafkaBroker:
+    """A single-node Apache Kafka broker (KRaft, combined broker + controller) on loopback.
+
+    Runs ``kafka.Kafka`` from the jars :func:`ensure_kafka_jars` fetched, as a child process
+    in its own session, so a Ctrl-C aimed at the Python process does not reach the JVM.
+    :meth:`stop`, the context manager and an ``atexit`` hook stop it; ``detach=True`` (used
+    by ``sluice dev up``) skips the ``atexit`` hook so the broker outlives the interpreter.
+
+    ``data_dir`` holds ``server.properties``, the formatted log directory ``data/`` and
+    ``broker.log`` (the JVM's console output). Without one, a temporary directory is made
+    and deleted by :meth:`stop`. Ports are picked when the object is created, so
+    :attr:`bootstrap_servers` is known before :meth:`start`; :meth:`restart` keeps ports
+    and data. A formatted ``data_dir`` from an earlier broker is reused, topics included,
+    with its controller port.
+
+    ``kill_with_parent=True`` (Linux) also has the kernel send the JVM SIGTERM when the
+    thread that started it dies, which covers a test run killed with SIGKILL; only use it
+    from a thread that lives as long as the broker should, e.g. the main thread.
+
+    Example::
+
+        with KafkaBroker(num_partitions=3) as broker:
+            producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    """
+
+    def __init__(
+        self,
+        *,
+        version: str = DEFAULT_KAFKA_VERSION,
+        port: int | None = None,
+        controller_port: int | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
+        num_partitions: int = 1,
+        heap_initial: str = "256m",
+        heap_max: str = "768m",
+        jvm_options: Sequence[str] = (),
+        extra_config: Mapping[str, str | int | bool] | None = None,
+        start_timeout: float = 120.0,
+        detach: bool = False,
+        kill_with_parent: bool = False,
+    ) -> None:
+        if num_partitions < 1:
+            raise ValueError("num_partitions must be at least 1")
+        self.version = version
+        self.host = LOOPBACK
+        self.num_partitions = num_partitions
+        self.heap_initial = heap_initial
+        self.heap_max = heap_max
+        self.jvm_options = tuple(jvm_options)
+        self.extra_config = dict(extra_config or {})
+        self.start_timeout = start_timeout
+        self.detach = detach
+        self.kill_with_parent = kill_with_parent
+
+        self._owns_data_dir = data_dir is None
+        self._data_dir = Path(data_dir).resolve() if data_dir is not None else self._make_temp_dir()
+        if controller_port is None:
+            previous = self._previous_controller_port()
+            # Reusing it is tidier, but a single-voter quorum also starts on a new one.
+            if previous is not None and is_port_free(previous):
+                controller_port = previous
+        self.port = port if port is not None else find_free_port(exclude=[controller_port or 0])
+        self.controller_port = controller_port if controller_port is not None else find_free_port(exclude=[self.port])
+        if self.port == self.controller_port:
+            raise ValueError("port and controller_port must differ")
+
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_handle: IO[bytes] | None = None
+        self._log_start = 0
+
+    # -- properties --------------------------------------------------------------------
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port`` of the PLAINTEXT listener, for ``bootstrap.servers``."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def data_dir(self) -> Path:
+        """The broker's own directory (config, log segments, console log)."""
+        return self._data_dir
+
+    @property
+    def log_dirs(self) -> Path:
+        """Kafka's ``log.dirs``: topic partitions and the KRaft metadata log."""
+        return self._data_dir / "data"
+
+    @property
+    def config_path(self) -> Path:
+        """The generated ``server.properties``."""
+        return self._data_dir / "server.properties"
+
+    @property
+    def log_path(self) -> Path:
+        """The JVM's stdout/stderr (log4j2 writes there), appended to across restarts."""
+        return self._data_dir / "broker.log"
+
+    @property
+    def pid(self) -> int | None:
+        """The JVM's pid while it runs, else None."""
+        return self._proc.pid if self.is_running() and self._proc else None
+
+    @property
+    def cluster_id(self) -> str | None:
+        """The cluster id written by ``kafka-storage format``, or None before formatting."""
+        meta = self.log_dirs / "meta.properties"
+        with contextlib.suppress(OSError):
+            for line in meta.read_text().splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "cluster.id":
+                    return value.strip()
+        return None
+
+    def is_running(self) -> bool:
+        """True while the JVM this object launched is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self, timeout: float | None = None) -> None:
+        """Launch the broker and wait until it serves metadata requests.
+
+        Fetches the jars first if needed. Does nothing if already running. On failure the
+        JVM is stopped and :class:`KafkaStartError` (or :class:`KafkaFetchError`) raised,
+        with the tail of :attr:`log_path` in the message.
+        """
+        if self.is_running():
+            return
+        self.launch()
+        try:
+            self.wait_until_ready(timeout)
+        except BaseException:
+            self._terminate(timeout=10.0)
+            raise
+
+    def launch(self) -> int:
+        """Start the JVM without waiting for it to be ready; returns its pid.
+
+        See :meth:`wait_until_ready`. Returns the running JVM's pid if already started.
+        """
+        if self._proc is not None and self._proc.poll() is None:
+            return self._proc.pid
+        libs = ensure_kafka_jars(self.version)
+        java = find_java()
+        if not self._data_dir.exists() and self._owns_data_dir:
+            self._data_dir = self._make_temp_dir()  # stop() deleted the previous one
+        self._data_dir.mkdir(parents=True, exist_ok=True)
+        for port, listener in ((self.port, "PLAINTEXT"), (self.controller_port, "CONTROLLER")):
+            if not is_port_free(port, self.host):
+                raise PortInUseError(port, self.host, listener)
+        self._write_config()
+        if not (self.log_dirs / "meta.properties").exists():
+            self._format_storage(java, libs)
+
+        cmd = [
+            java,
+            f"-Xms{self.heap_initial}",
+            f"-Xmx{self.heap_max}",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-XX:+ExitOnOutOfMemoryError",
+            "-XX:-UsePerfData",
+            "-Djava.awt.headless=true",
+            *self._logging_options(),
+            *self.jvm_options,
+            "-cp",
+            str(libs / "*"),
+            "kafka.Kafka",
+            str(self.config_path),
+        ]
+        log = open(self.log_path, "ab")  # closed by _terminate()
+        self._log_start = log.tell()
+        log.write(f"\n=== sluice: starting Kafka {self.version} at {_now()} ===\n".encode())
+        log.flush()
+        try:
+            self._proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self._data_dir,
+                # Own session: terminal signals (Ctrl-C) go to us, not the JVM, and stop()
+                # can signal the whole group.
+                start_new_session=True,
+                preexec_fn=_die_with_parent_hook() if self.kill_with_parent else None,
+            )
+        except OSError as exc:
+            log.close()
+            raise KafkaStartError(f"could not run {java}: {exc}") from exc
+        self._log_handle = log
+        if not self.detach:
+            _LIVE_BROKERS.add(self)
+        logger.info(
+            "Launched Kafka %s (pid %d) on %s, data in %s",
+            self.version,
+            self._proc.pid,
+            self.bootstrap_servers,
+            self._data_dir,
+        )
+        return self._proc.pid
+
+    def wait_until_ready(self, timeout: float | None = None) -> None:
+        """Block until the broker answers a metadata request listing itself.
+
+        Raises :class:`KafkaStartError` if the JVM exits first or ``timeout`` (default
+        ``start_timeout``) passes. Does not stop the JVM on failure; :meth:`start` does.
+        """
+        # Imported here so that fetching jars does not need the client library.
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        budget = self.start_timeout if timeout is None else timeout
+        started = time.monotonic()
+        deadline = started + budget
+        # Wait for the socket first: librdkafka would log every refused connection.
+        while not is_port_open(self.port, self.host):
+            self._raise_if_exited()
+            if time.monotonic() >= deadline:
+                raise self._start_error(f"did not open {self.bootstrap_servers} within {budget:g}s")
+            time.sleep(0.1)
+        # The listener accepts connections before request processing starts; the broker
+        # only answers once it has registered with the controller and been unfenced.
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        last_error = "no answer yet"
+        while True:
+            self._raise_if_exited()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._start_error(
+                    f"did not answer metadata requests within {budget:g}s (last error: {last_error})"
+                )
+            try:
+                metadata = admin.list_topics(timeout=min(2.0, remaining))
+            except KafkaException as exc:
+                last_error = str(exc)
+            else:
+                if NODE_ID in metadata.brokers:
+                    break
+                last_error = f"metadata lists brokers {sorted(metadata.brokers)}"
+            time.sleep(0.1)
+        logger.info(
+            "Kafka %s ready at %s after %.1fs",
+            self.version,
+            self.bootstrap_servers,
+            time.monotonic() - started,
+        )
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the broker: SIGTERM (a clean shutdown), SIGKILL after ``timeout`` seconds.
+
+        Idempotent. A temporary data directory this object created is deleted.
+        """
+        self._terminate(timeout)
+        if self._owns_data_dir:
+            shutil.rmtree(self._data_dir, ignore_errors=True)
+
+    def restart(self, timeout: float | None = None) -> None:
+        """Stop and start again on the same ports and data (topics and offsets survive)."""
+        self._terminate(timeout=30.0)
+        self.start(timeout)
+
+    def __enter__(self) -> KafkaBroker:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()  # __exit__ will not run, and a temporary data dir would be left behind
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = f"pid {self.pid}" if self.is_running() else "stopped"
+        return f"KafkaBroker({self.version}, {self.bootstrap_servers}, {state}, {self._data_dir})"
+
+    # -- internals ---------------------------------------------------------------------
+
+    def server_properties(self) -> dict[str, str]:
+        """The broker configuration written to :attr:`config_path` (extra_config applied)."""
+        endpoints = f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}"
+        props: dict[str, str] = {
+            "process.roles": "broker,controller",
+            "node.id": str(NODE_ID),
+            # Dynamic quorum (KIP-853): pairs with `kafka-storage format --standalone`.
+            "controller.quorum.bootstrap.servers": f"{self.host}:{self.controller_port}",
+            "listeners": endpoints,
+            "advertised.listeners": endpoints,
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.log_dirs),
+            "num.partitions": str(self.num_partitions),
+            "auto.create.topics.enable": "true",
+            # One broker: every internal topic must accept a replication factor of 1.
+            "default.replication.factor": "1",
+            "min.insync.replicas": "1",
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            # The internal topics default to 50 partitions each; creating them is most of
+            # the first consumer group's or transaction's latency.
+            "offsets.topic.num.partitions": "5",
+            "transaction.state.log.num.partitions": "5",
+            "share.coordinator.state.topic.num.partitions": "5",
+            # Tests join a group once and want their assignment now, not after 3 s.
+            "group.initial.rebalance.delay.ms": "0",
+            # Defaults are sized for big servers; this one shares 2 cores with the tests.
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "background.threads": "2",
+            "num.recovery.threads.per.data.dir": "1",
+            "num.replica.fetchers": "1",
+            "group.coordinator.threads": "1",
+            "share.coordinator.threads": "1",
+            "log.cleaner.threads": "1",
+            # The cleaner allocates this up front (128 MiB by default) out of a small heap.
+            "log.cleaner.dedupe.buffer.size": str(32 * 1024 * 1024),
+        }
+        for key, value in self.extra_config.items():
+            props[key] = str(value).lower() if isinstance(value, bool) else str(value)
+        return props
+
+    def _write_config(self) -> None:
+        lines = [f"# Written by {__name__} on every start; edits are overwritten."]
+        for key, value in self.server_properties().items():
+            # java.util.Properties treats backslash as an escape character.
+            lines.append(f"{key}={value.replace(chr(92), chr(92) * 2)}")
+        _write_atomically(self.config_path, "\n".join(lines) + "\n")
+
+    @staticmethod
+    def _logging_options() -> list[str]:
+        return [
+            f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}",
+            # log4j's own shutdown hook would race Kafka's and drop the shutdown messages.
+            "-Dlog4j2.shutdownHookEnabled=false",
+        ]
+
+    def _format_storage(self, java: str, libs: Path) -> None:
+        cluster_id = new_cluster_id()
+        cmd = [
+            # A short-lived tool: a small heap and C1 only start it faster.
+            java,
+            "-Xmx256m",
+            "-XX:TieredStopAtLevel=1",
+            "-XX:+UseSerialGC",
+            "-XX:-UsePerfData",
+            *self._logging_options(),
+            "-cp",
+            str(libs / "*"),
+            "kafka.tools.StorageTool",
+            "format",
+            "--standalone",
+            "--cluster-id",
+            cluster_id,
+            "--config",
+            str(self.config_path),
+        ]
+        try:
+            result = subprocess.run(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                timeout=_FORMAT_TIMEOUT_S,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise KafkaStartError(f"formatting Kafka storage in {self.log_dirs} failed: {exc}") from exc
+        with open(self.log_path, "a", encoding="utf-8") as log:
+            log.write(f"\n=== sluice: {shlex.join(cmd[-8:])} at {_now()} ===\n{result.stdout}")
+        if result.returncode != 0:
+            raise KafkaStartError(
+                f"formatting Kafka storage in {self.log_dirs} failed (exit code {result.returncode}):\n"
+                + _indent(_tail_text(result.stdout))
+            )
+        logger.debug("Formatted %s with cluster id %s", self.log_dirs, cluster_id)
+
+    def _previous_controller_port(self) -> int | None:
+        # `format --standalone` records the controller's endpoint in the metadata log, so a
+        # formatted directory keeps the controller port it was formatted with.
+        if not (self.log_dirs / "meta.properties").exists():
+            return None
+        with contextlib.suppress(OSError, ValueError):
+            for line in self.config_path.read_text().splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "controller.quorum.bootstrap.servers":
+                    return int(value.strip().rsplit(":", 1)[1])
+        return None
+
+    def _raise_if_exited(self) -> None:
+        if self._proc is None:
+            raise self._start_error("was stopped while starting")
+        code = self._proc.poll()
+        if code is not None:
+            raise self._start_error(f"exited with code {code} during startup")
+
+    def _start_error(self, reason: str) -> KafkaStartError:
+        pid = f"pid {self._proc.pid}, " if self._proc else ""
+        return KafkaStartError(
+            f"Kafka {self.version} broker ({pid}{self.bootstrap_servers}) {reason}.\n"
+            f"Broker log {self.log_path} (last lines):\n" + _indent(_tail_file(self.log_path, self._log_start))
+        )
+
+    def _terminate(self, timeout: float) -> None:
+        proc, self._proc = self._proc, None
+        _LIVE_BROKERS.discard(self)
+        if proc is not None and proc.poll() is None:
+            # poll() just said it is alive and unreaped, so its pid cannot have been reused.
+            signal_process_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                logger.warning("Kafka (pid %d) did not stop within %.0fs; killing it", proc.pid, timeout)
+                signal_process_group(proc.pid, signal.SIGKILL)
+                proc.wait()
+            logger.info("Stopped Kafka (pid %d) on %s", proc.pid, self.bootstrap_servers)
+        if self._log_handle is not None:
+            self._log_handle.close()
+            self._log_handle = None
+
+    @staticmethod
+    def _make_temp_dir() -> Path:
+        return Path(tempfile.mkdtemp(prefix="sluice-kafka-")).resolve()
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+# --------------------------------------------------------------------------------------
+# python -m deploy.kafka_stack
+# --------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m deploy.kafka_stack``; returns the exit code."""
+    parser = argparse.ArgumentParser(
+        prog="python -m deploy.kafka_stack",
+        description="Fetch Apache Kafka from Maven Central and run a local KRaft broker.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    fetch = commands.add_parser(
+        "fetch",
+        help="fetch the Kafka jars into the cache (once) and print their directory",
+        description="Fetch the Kafka jars with Maven into $SLUICE_CACHE_DIR (default "
+        "~/.cache/sluice)/kafka-<version>/libs unless already there, then print that path.",
+    )
+    fetch.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
+    run = commands.add_parser(
+        "run",
+        help="run a broker in the foreground until Ctrl-C",
+        description="Run a broker in the foreground until Ctrl-C (use `sluice dev up` for a background one).",
+    )
+    run.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
+    run.add_argument("--port", type=int, default=9092, help="PLAINTEXT port (default 9092)")
+    run.add_argument("--data-dir", type=Path, help="broker directory (default: a temporary one)")
+    run.add_argument("--partitions", type=int, default=1, help="num.partitions (default 1)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+
+    try:
+        if args.command == "fetch":
+            libs = ensure_kafka_jars(args.kafka_version)
+            print(libs)
+            return 0
+        broker = KafkaBroker(
+            version=args.kafka_version,
+            port=args.port,
+            data_dir=args.data_dir,
+            num_partitions=args.partitions,
+            # Foreground: if this process is killed (not just Ctrl-C'd), take the JVM along.
+            kill_with_parent=True,
+        )
+        try:
+            broker.start()
+            print(f"Kafka {broker.version} ready at {broker.bootstrap_servers}; Ctrl-C stops it", flush=True)
+            while broker.is_running():
+                time.sleep(0.5)
+            print(f"Kafka exited unexpectedly; see {broker.log_path}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            broker.stop()
+    except (KafkaStackError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The quickstart: Kafka + a standalone worker + a file → topic → file pipeline deployed over REST.
+# Ctrl-C stops everything cleanly. QUICKSTART_SECONDS=N stops by itself after N seconds.
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+DIR=.sluice/quickstart
+KAFKA_PORT=${KAFKA_PORT:-9092}
+REST_PORT=${REST_PORT:-8083}
+REST=http://127.0.0.1:$REST_PORT
+mkdir -p "$DIR"
+rm -f "$DIR/input.txt" "$DIR/output.txt" "$DIR/offsets.json"
+: > "$DIR/input.txt"
+
+say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+
+WORKER_PID=""
+FEEDER_PID=""
+cleanup() {
+  trap - INT TERM EXIT
+  say "Stopping"
+  [[ -n $FEEDER_PID ]] && kill "$FEEDER_PID" 2>/dev/null || true
+  if [[ -n $WORKER_PID ]] && kill -0 "$WORKER_PID" 2>/dev/null; then
+    kill -TERM "$WORKER_PID"; wait "$WORKER_PID" 2>/dev/null || true
+    echo "worker stopped (offsets committed)"
+  fi
+  sluice dev down --port "$KAFKA_PORT" || true
+}
+trap cleanup INT TERM EXIT
+
+say "Starting Kafka (KRaft, loopback)"
+sluice dev up --port "$KAFKA_PORT"
+BOOTSTRAP=127.0.0.1:$KAFKA_PORT
+
+cat > "$DIR/worker.properties" <<PROPS
+bootstrap.servers=$BOOTSTRAP
+listeners=http://127.0.0.1:$REST_PORT
+key.converter=org.apache.kafka.connect.storage.StringConverter
+value.converter=org.apache.kafka.connect.storage.StringConverter
+offset.storage.file.filename=$DIR/offsets.json
+offset.flush.interval.ms=2000
+PROPS
+
+say "Starting a standalone worker (REST on $REST)"
+# setsid: Ctrl-C reaches only this script, which then stops the worker once, gracefully.
+setsid sluice standalone "$DIR/worker.properties" > "$DIR/worker.log" 2>&1 &
+WORKER_PID=$!
+for _ in $(seq 1 100); do
+  curl -sf "$REST/health" >/dev/null 2>&1 && break
+  kill -0 "$WORKER_PID" 2>/dev/null || { cat "$DIR/worker.log"; exit 1; }
+  sleep 0.2
+done
+curl -s "$REST/"; echo
+
+say "Deploying a FileStreamSource (input.txt → topic quickstart-lines)"
+(set -x; curl -s -X POST -H 'Content-Type: application/json' "$REST/connectors" -d @- <<JSON
+{"name": "lines-in", "config": {"connector.class": "FileStreamSource", "file": "$DIR/input.txt", "topic": "quickstart-lines"}}
+JSON
+); echo
+
+say "Deploying a FileStreamSink (topic quickstart-lines → output.txt)"
+(set -x; curl -s -X POST -H 'Content-Type: application/json' "$REST/connectors" -d @- <<JSON
+{"name": "lines-out", "config": {"connector.class": "FileStreamSink", "file": "$DIR/output.txt", "topics": "quickstart-lines"}}
+JSON
+); echo
+
+say "Connector status"
+curl -s "$REST/connectors?expand=status"; echo
+
+say "Writing a line a second to $DIR/input.txt; lines arriving in $DIR/output.txt (Ctrl-C to stop)"
+( i=1; while true; do echo "hello from sluice, line $i at $(date +%T)" >> "$DIR/input.txt"; i=$((i+1)); sleep 1; done ) &
+FEEDER_PID=$!
+
+touch "$DIR/output.txt"
+if [[ -n ${QUICKSTART_SECONDS:-} ]]; then
+  timeout "$QUICKSTART_SECONDS" tail -n +1 -f "$DIR/output.txt" || true
+  say "$(wc -l < "$DIR/output.txt") line(s) arrived"
+else
+  tail -n +1 -f "$DIR/output.txt"
+fi

@@ -1,0 +1,124 @@
+"""``/connectors``: create, inspect, control and delete connectors."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Query, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from connectors.api import NotFoundError
+from rest.deps import HerderDep
+from worker.herder import BadRequest
+from worker.status import TargetState
+
+router = APIRouter(prefix="/connectors", tags=["connectors"])
+
+
+class CreateConnectorRequest(BaseModel):
+    """Body of ``POST /connectors``."""
+
+    name: str = Field(description="Unique connector name")
+    config: dict[str, Any] = Field(description="Connector configuration (flat string map)")
+    initial_state: Literal["RUNNING", "PAUSED", "STOPPED"] | None = Field(None, description="State to create the connector in")
+
+
+_INITIAL = {"RUNNING": TargetState.STARTED, "PAUSED": TargetState.PAUSED, "STOPPED": TargetState.STOPPED}
+
+
+@router.get("", summary="List connectors")
+def list_connectors(herder: HerderDep, expand: Annotated[list[str] | None, Query()] = None) -> Any:
+    names = herder.connectors()
+    if not expand:
+        return names
+    result: dict[str, Any] = {}
+    for name in names:
+        entry: dict[str, Any] = {}
+        try:
+            if "status" in expand:
+                entry["status"] = herder.connector_status(name).to_json()
+            if "info" in expand:
+                entry["info"] = herder.connector_info(name).to_json()
+        except NotFoundError:
+            continue  # deleted while we were listing, as Connect does
+        result[name] = entry
+    return result
+
+
+@router.post("", status_code=201, summary="Create a connector")
+def create_connector(body: CreateConnectorRequest, herder: HerderDep) -> JSONResponse:
+    name = body.name.strip()
+    if not name:
+        raise BadRequest("Connector name must not be empty")
+    config = dict(body.config)
+    state = _INITIAL[body.initial_state or "RUNNING"]
+    _, info = herder.put_connector_config(name, config, allow_replace=False, initial_state=state)
+    return JSONResponse(info.to_json(), status_code=201, headers={"Location": f"/connectors/{name}"})
+
+
+@router.get("/{name}", summary="Connector info")
+def get_connector(name: str, herder: HerderDep) -> dict[str, Any]:
+    return herder.connector_info(name).to_json()
+
+
+@router.get("/{name}/config", summary="Connector configuration")
+def get_config(name: str, herder: HerderDep) -> dict[str, Any]:
+    return herder.connector_config(name)
+
+
+@router.put("/{name}/config", summary="Create or replace a connector's configuration")
+def put_config(name: str, herder: HerderDep, config: Annotated[dict[str, Any], Body()]) -> JSONResponse:
+    created, info = herder.put_connector_config(name, config, allow_replace=True)
+    return JSONResponse(info.to_json(), status_code=201 if created else 200)
+
+
+@router.get("/{name}/status", summary="Connector and task states")
+def get_status(name: str, herder: HerderDep) -> dict[str, Any]:
+    return herder.connector_status(name).to_json()
+
+
+@router.get("/{name}/tasks", summary="Generated task configurations")
+def get_tasks(name: str, herder: HerderDep) -> list[dict[str, Any]]:
+    return [t.to_json() for t in herder.task_configs(name)]
+
+
+@router.get("/{name}/tasks/{task}/status", summary="State of one task")
+def get_task_status(name: str, task: int, herder: HerderDep) -> dict[str, Any]:
+    return herder.task_status(name, task)
+
+
+@router.post("/{name}/tasks/{task}/restart", status_code=204, summary="Restart one task")
+def restart_task(name: str, task: int, herder: HerderDep) -> Response:
+    herder.restart_task(name, task)
+    return Response(status_code=204)
+
+
+@router.post("/{name}/restart", status_code=204, summary="Restart a connector")
+def restart_connector(name: str, herder: HerderDep) -> Response:
+    herder.restart_connector(name)
+    return Response(status_code=204)
+
+
+@router.put("/{name}/pause", status_code=202, summary="Pause a connector and its tasks")
+def pause(name: str, herder: HerderDep) -> Response:
+    herder.set_target_state(name, TargetState.PAUSED)
+    return Response(status_code=202)
+
+
+@router.put("/{name}/resume", status_code=202, summary="Resume a paused or stopped connector")
+def resume(name: str, herder: HerderDep) -> Response:
+    herder.set_target_state(name, TargetState.STARTED)
+    return Response(status_code=202)
+
+
+@router.put("/{name}/stop", status_code=204, summary="Stop a connector (tasks shut down)")
+def stop(name: str, herder: HerderDep) -> Response:
+    herder.set_target_state(name, TargetState.STOPPED)
+    return Response(status_code=204)
+
+
+@router.delete("/{name}", status_code=204, summary="Delete a connector")
+def delete(name: str, herder: HerderDep) -> Response:
+    herder.delete_connector(name)
+    return Response(status_code=204)

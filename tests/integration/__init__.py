@@ -1,0 +1,1 @@
+"""Integration tests: real services (a Kafka broker, ...) started by session fixtures."""

@@ -1,0 +1,64 @@
+"""Fixtures for integration tests: a real Kafka broker on free loopback ports.
+
+The ``kafka`` fixture starts one broker per test session (about 4 s after the first jar
+fetch) with :class:`deploy.kafka_stack.KafkaBroker`, the same code ``sluice dev up`` runs.
+If it cannot start, every test using it errors with the reason and the broker log's tail;
+it never skips, in CI or locally, so a missing Java or Maven cannot pass unnoticed.
+
+Environment: ``SLUICE_KAFKA_VERSION`` picks another Kafka 4.x; ``SLUICE_CACHE_DIR`` moves
+the jar cache (default ``~/.cache/sluice``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from deploy.kafka_stack import DEFAULT_KAFKA_VERSION, KafkaBroker, KafkaStackError
+
+_INTEGRATION_DIR = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Everything under tests/integration needs real services; marking it here lets
+    # `pytest -m "not integration"` select the unit tests without per-test decorators.
+    for item in items:
+        if _INTEGRATION_DIR in item.path.resolve().parents:
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """A single-node Kafka broker (KRaft) for the whole session; use ``.bootstrap_servers``.
+
+    Topics are shared across tests: give yours a unique name
+    (``kafka_helpers.unique_topic_name``). Auto-created topics get 1 partition.
+    """
+    broker = KafkaBroker(
+        version=os.environ.get("SLUICE_KAFKA_VERSION", DEFAULT_KAFKA_VERSION),
+        # Under pytest's basetemp, so broker.log is still there to read after a failed run.
+        data_dir=tmp_path_factory.mktemp("kafka"),
+        # If pytest itself is killed, the kernel stops the JVM (fixtures run on the main thread).
+        kill_with_parent=True,
+    )
+    reason: str | None = None
+    try:
+        broker.start()
+    except (KafkaStackError, ValueError) as exc:
+        reason = str(exc)
+    if reason is not None:  # failed outside the except block, so no chained traceback
+        pytest.fail(f"could not start the Kafka broker for integration tests:\n{reason}", pytrace=False)
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def kafka_admin(kafka: KafkaBroker) -> AdminClient:
+    """An AdminClient connected to the session broker."""
+    return AdminClient({"bootstrap.servers": kafka.bootstrap_servers})

@@ -1,0 +1,106 @@
+"""A standalone worker run as a real process, for tests that kill it and restart it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class WorkerProcess:
+    """``sluice standalone`` in a subprocess, with its REST address and log file."""
+
+    def __init__(self, workdir: Path, bootstrap: str, **worker_settings: Any) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = workdir / "worker.log"
+        self.props_path = workdir / "worker.properties"
+        settings = {
+            "bootstrap.servers": bootstrap,
+            "listeners": self.url,
+            "offset.storage.file.filename": str(workdir / "offsets.json"),
+            "offset.flush.interval.ms": "1000",
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+            # A SIGKILLed member leaves the group only when its session expires; keep that short.
+            "consumer.session.timeout.ms": "6000",
+            "consumer.heartbeat.interval.ms": "1000",
+            **worker_settings,
+        }
+        self.props_path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, *connector_files: Path) -> WorkerProcess:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "worker.cli", "standalone", str(self.props_path), *map(str, connector_files)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=Path(__file__).resolve().parents[2],
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self.wait_healthy()
+        return self
+
+    def wait_healthy(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise AssertionError(f"worker exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"worker not healthy after {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-5000:] if self.log_path.exists() else ""
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM and wait: the worker flushes and commits before it exits."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError(f"worker did not stop within {timeout}s:\n{self.log()}") from None
+
+    def wait_running(self, connector: str, tasks: int = 1, timeout: float = 30) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        body: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            r = httpx.get(f"{self.url}/connectors/{connector}/status", timeout=5)
+            if r.status_code == 200:
+                body = r.json()
+                states = [t["state"] for t in body["tasks"]]
+                if body["connector"]["state"] == "RUNNING" and states == ["RUNNING"] * tasks:
+                    return body
+                if "FAILED" in states or body["connector"]["state"] == "FAILED":
+                    raise AssertionError(f"connector {connector} failed: {orjson.dumps(body).decode()}")
+            time.sleep(0.2)
+        raise AssertionError(f"connector {connector} not running after {timeout}s: {body}\n{self.log()}")

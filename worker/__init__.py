@@ -1,0 +1,1 @@
+"""The Sluice worker: configuration, herders, task runners and the ``sluice`` command."""

@@ -1,0 +1,80 @@
+"""The ``sluice`` command."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from worker.logcontext import configure_logging
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sluice", prog_name="sluice")
+def main() -> None:
+    """Sluice: Kafka Connect style data integration in Python.
+
+    \b
+    Quick start:
+      sluice dev up                                   start a local Kafka broker
+      sluice standalone worker.properties conn.json   run a worker with a connector
+      curl localhost:8083/connectors                  talk to it over the Connect REST API
+    """
+
+
+@main.command()
+@click.argument("worker_config", type=click.Path(exists=True, dir_okay=False))
+@click.argument("connector_configs", nargs=-1, type=click.Path(exists=True, dir_okay=False))
+@click.option("--log-level", default="INFO", show_default=True, help="Root log level (DEBUG, INFO, WARNING, ERROR).")
+def standalone(worker_config: str, connector_configs: tuple[str, ...], log_level: str) -> None:
+    """Run a standalone worker, like Kafka Connect's connect-standalone.
+
+    WORKER_CONFIG is a worker .properties (or .json) file with Connect's keys:
+    bootstrap.servers, key.converter, value.converter, offset.storage.file.filename,
+    offset.flush.interval.ms, listeners, producer.*, consumer.*, ...
+
+    Each CONNECTOR_CONFIG is a .properties file, or a .json file holding either the
+    REST body {"name": ..., "config": {...}} or a flat config map. More connectors
+    can be created later over the REST API (default http://127.0.0.1:8083).
+
+    SIGTERM or Ctrl-C stops the worker cleanly: tasks flush and commit their offsets.
+    """
+    from worker.standalone_main import run_standalone
+
+    configure_logging(log_level)
+    sys.exit(run_standalone(worker_config, list(connector_configs)))
+
+
+@main.command()
+@click.option("--all", "show_all", is_flag=True, help="Also list converters, transforms and predicates.")
+@click.option("--plugin-path", default="", help="Comma-separated extra plugin directories.")
+def plugins(show_all: bool, plugin_path: str) -> None:
+    """List installed plugins with their type and version."""
+    from plugins import PluginKind, PluginRegistry
+
+    registry = PluginRegistry([p for p in plugin_path.split(",") if p])
+    kinds = None if show_all else [PluginKind.SOURCE, PluginKind.SINK]
+    rows = [(p.kind.value, p.name, p.version, p.class_name, ", ".join(p.aliases)) for p in registry.plugins(kinds)]
+    headers = ("TYPE", "NAME", "VERSION", "CLASS", "ALIASES")
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    for row in [headers, *rows]:
+        click.echo("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+def _attach_dev() -> None:
+    try:
+        from deploy.devstack import dev
+    except ImportError as exc:  # keep the rest of the CLI usable
+        @main.command(name="dev")
+        def dev_missing() -> None:
+            """Local development stack (unavailable)."""
+            raise click.ClickException(f"the dev stack cannot be loaded: {exc}")
+
+        return
+    main.add_command(dev, name="dev")
+
+
+_attach_dev()
+
+if __name__ == "__main__":
+    main()

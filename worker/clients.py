@@ -1,0 +1,104 @@
+"""Kafka client configuration for task producers and consumers.
+
+Users bring Java client settings from Kafka Connect (``producer.*``, ``consumer.override.*``).
+librdkafka understands most of them under the same name; the few it names differently are
+translated, and Java-only settings that have no meaning here are dropped with a log line rather
+than failing the task.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from connectors.api import ConfigError
+
+log = logging.getLogger(__name__)
+
+_RENAMED = {
+    "max.request.size": "message.max.bytes",
+    "buffer.memory": None,  # librdkafka bounds its queue by queue.buffering.max.kbytes instead
+    "key.serializer": None,
+    "value.serializer": None,
+    "key.deserializer": None,
+    "value.deserializer": None,
+    "interceptor.classes": None,
+    "metric.reporters": None,
+    "max.poll.records": None,  # the runner's batch size bounds this
+    "max.block.ms": None,
+    "partitioner.class": None,
+    "default.api.timeout.ms": None,
+    "request.timeout.ms": "request.timeout.ms",
+    "retries": "retries",
+    "batch.size": "batch.size",
+    "compression.type": "compression.type",
+}
+
+# Producer defaults for source tasks: ordered, idempotent delivery that never gives up silently.
+SOURCE_PRODUCER_DEFAULTS: dict[str, Any] = {
+    "acks": "all",
+    "enable.idempotence": True,
+    "linger.ms": 5,
+    "batch.num.messages": 10_000,
+    "queue.buffering.max.messages": 500_000,
+    "queue.buffering.max.kbytes": 262_144,
+    "delivery.timeout.ms": 2_147_483_647,
+    "delivery.report.only.error": True,
+}
+
+# Consumer defaults for sink tasks: offsets are committed by the runner, only after pre_commit.
+SINK_CONSUMER_DEFAULTS: dict[str, Any] = {
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "auto.offset.reset": "earliest",
+    "enable.partition.eof": False,
+    "fetch.min.bytes": 1,
+    "session.timeout.ms": 45_000,
+}
+
+_PRINCIPAL_KEYS = {"sasl.jaas.config", "sasl.mechanism", "security.protocol"}
+
+
+def translate(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Java client keys → librdkafka keys; values stay as given (librdkafka parses strings)."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if key in _RENAMED:
+            target = _RENAMED[key]
+            if target is None:
+                log.debug("Client setting %s has no librdkafka equivalent; ignored", key)
+                continue
+            key = target
+        out[key] = value
+    return out
+
+
+def client_config(
+    bootstrap_servers: str,
+    defaults: Mapping[str, Any],
+    worker_settings: Mapping[str, Any],
+    overrides: Mapping[str, Any],
+    policy: str,
+    *,
+    what: str,
+) -> dict[str, Any]:
+    """Merge defaults ← worker ``producer.*``/``consumer.*`` ← connector overrides, under ``policy``."""
+    if overrides:
+        if policy == "None":
+            raise ConfigError(
+                f"The worker's connector.client.config.override.policy=None forbids {what}.override.* "
+                f"settings: {sorted(overrides)}",
+                key=f"{what}.override.{next(iter(overrides))}",
+            )
+        if policy == "Principal":
+            bad = sorted(set(overrides) - _PRINCIPAL_KEYS)
+            if bad:
+                raise ConfigError(
+                    f"The worker's override policy Principal allows only {sorted(_PRINCIPAL_KEYS)}; got {bad}",
+                    key=f"{what}.override.{bad[0]}",
+                )
+    merged: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, **defaults}
+    merged.update(translate(worker_settings))
+    merged.update(translate(overrides))
+    return merged

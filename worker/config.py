@@ -1,0 +1,174 @@
+"""Worker and connector configuration, with Kafka Connect's keys.
+
+The worker reads a Connect-style ``worker.properties``; each connector config is a flat mapping with
+Connect's common keys (``name``, ``connector.class``, ``tasks.max``, converter overrides,
+``producer.override.*`` …) plus the connector's own keys, which its ``Config`` model validates.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import socket
+from collections.abc import Mapping
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+from pydantic import Field, field_validator, model_validator
+
+from connectors.api import ConfigError, PluginConfig
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KEY_CONVERTER = "JsonConverter"
+DEFAULT_VALUE_CONVERTER = "JsonConverter"
+DEFAULT_HEADER_CONVERTER = "SimpleHeaderConverter"
+
+WORKER_PREFIXES = ("producer.", "consumer.", "admin.", "key.converter.", "value.converter.", "header.converter.", "config.providers.", "listeners.https.")
+
+
+class WorkerConfig(PluginConfig):
+    """Settings of one worker process (``worker.properties``)."""
+
+    bootstrap_servers: str = Field("localhost:9092", description="Kafka bootstrap servers, host:port[,host:port…]")
+    client_id: str | None = Field(None, description="Client id prefix for the worker's Kafka clients")
+    key_converter: str = Field(DEFAULT_KEY_CONVERTER, description="Default key converter for connectors")
+    value_converter: str = Field(DEFAULT_VALUE_CONVERTER, description="Default value converter for connectors")
+    header_converter: str = Field(DEFAULT_HEADER_CONVERTER, description="Default header converter")
+    offset_storage_file_filename: str | None = Field(
+        None, description="Standalone: file that stores source offsets (memory only when unset)"
+    )
+    offset_flush_interval_ms: int = Field(60_000, ge=1, description="Interval between offset commits")
+    offset_flush_timeout_ms: int = Field(5_000, ge=1, description="Maximum wait for pending records before a commit is abandoned")
+    task_shutdown_graceful_timeout_ms: int = Field(5_000, ge=0, description="Time tasks get to stop cleanly")
+    listeners: str = Field("http://127.0.0.1:8083", description="REST listeners, e.g. http://127.0.0.1:8083")
+    rest_advertised_host_name: str | None = Field(None, description="Host name other workers and status use for this worker")
+    rest_advertised_port: int | None = Field(None, description="Port other workers and status use for this worker")
+    plugin_path: str = Field("", description="Comma-separated directories searched for plugin modules")
+    topic_creation_enable: bool = Field(True, description="Let source connectors create their topics (KIP-158)")
+    connector_client_config_override_policy: Literal["All", "None", "Principal"] = Field(
+        "All", description="Which producer/consumer/admin overrides connectors may set"
+    )
+    group_id: str | None = Field(None, description="Distributed mode: the cluster's group id")
+
+    # Worker files carry many prefixed keys (producer.*, key.converter.schemas.enable, …) and keys of
+    # modes we don't run; Connect accepts and logs them, so this model ignores unknown keys.
+    model_config = {**PluginConfig.model_config, "extra": "ignore"}
+
+    raw: dict[str, Any] = Field(default_factory=dict, exclude=True)
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> WorkerConfig:
+        known = {info.alias for info in cls.model_fields.values() if info.alias}
+        for key in raw:
+            if key not in known and not key.startswith(WORKER_PREFIXES):
+                log.info("Worker configuration key %r is not used by Sluice", key)
+        config = cls.parse({k: v for k, v in raw.items() if k in known})
+        return config.model_copy(update={"raw": dict(raw)})
+
+    def prefixed(self, prefix: str) -> dict[str, Any]:
+        """The worker keys under ``prefix``, with the prefix removed."""
+        return {k[len(prefix) :]: v for k, v in self.raw.items() if k.startswith(prefix)}
+
+    @property
+    def listener(self) -> tuple[str, str, int]:
+        """``(scheme, host, port)`` of the first REST listener."""
+        first = self.listeners.split(",")[0].strip()
+        url = urlparse(first if "://" in first else f"http://{first}")
+        return url.scheme or "http", url.hostname or "0.0.0.0", url.port or 8083
+
+    @property
+    def worker_id(self) -> str:
+        """``host:port`` as Connect reports it in status."""
+        _, host, port = self.listener
+        host = self.rest_advertised_host_name or (host if host not in ("", "0.0.0.0", "::") else socket.gethostname())
+        return f"{host}:{self.rest_advertised_port or port}"
+
+
+CONNECTOR_PREFIXES = (
+    "key.converter.",
+    "value.converter.",
+    "header.converter.",
+    "transforms.",
+    "predicates.",
+    "producer.override.",
+    "consumer.override.",
+    "admin.override.",
+    "topic.creation.",
+    "errors.",
+)
+
+_NAME_RE = re.compile(r"^[^\x00-\x1f\x7f/]+$")
+
+
+class ConnectorConfig(PluginConfig):
+    """The keys every connector shares; the connector's own model gets the rest."""
+
+    name: str = Field(description="Unique connector name")
+    connector_class: str = Field(description="Connector class: alias, entry-point name or Python path")
+    tasks_max: int = Field(1, ge=1, description="Maximum number of tasks")
+    key_converter: str | None = Field(None, description="Key converter override")
+    value_converter: str | None = Field(None, description="Value converter override")
+    header_converter: str | None = Field(None, description="Header converter override")
+    topics: str | None = Field(None, description="Sink: comma-separated topics to consume")
+    topics_regex: str | None = Field(None, description="Sink: regex of topics to consume")
+    transforms: str = Field("", description="Comma-separated transform aliases, applied in order")
+    predicates: str = Field("", description="Comma-separated predicate aliases")
+    config_action_reload: Literal["none", "restart"] = Field("restart", description="What to do when a provided value changes")
+    tasks_max_enforce: bool = Field(True, description="Fail a connector that generates more than tasks.max tasks")
+
+    model_config = {**PluginConfig.model_config, "extra": "ignore"}
+
+    @field_validator("name")
+    @classmethod
+    def _valid_name(cls, value: str) -> str:
+        if not value or not _NAME_RE.match(value):
+            raise ValueError("connector names may not be empty or contain control characters or '/'")
+        return value
+
+    @field_validator("topics_regex")
+    @classmethod
+    def _valid_regex(cls, value: str | None) -> str | None:
+        if value:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _one_topic_source(self) -> ConnectorConfig:
+        if self.topics and self.topics_regex:
+            raise ValueError("topics and topics.regex are mutually exclusive; set only one")
+        return self
+
+    @property
+    def topic_list(self) -> list[str]:
+        return [t.strip() for t in (self.topics or "").split(",") if t.strip()]
+
+    @classmethod
+    def own_keys(cls) -> set[str]:
+        return {info.alias for info in cls.model_fields.values() if info.alias}
+
+
+def split_connector_config(raw: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split a connector config into ``(common keys, the connector's own keys)``."""
+    common_keys = ConnectorConfig.own_keys()
+    common: dict[str, Any] = {}
+    own: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in common_keys or key.startswith(CONNECTOR_PREFIXES):
+            common[key] = value
+        else:
+            own[key] = value
+    return common, own
+
+
+def sub_config(raw: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """The keys of ``raw`` under ``prefix``, with the prefix removed."""
+    return {k[len(prefix) :]: v for k, v in raw.items() if k.startswith(prefix)}
+
+
+def require(condition: bool, message: str, key: str) -> None:
+    if not condition:
+        raise ConfigError(message, key=key)

@@ -1,0 +1,130 @@
+"""The herder: one façade for every cluster action (Kafka Connect's ``Herder``).
+
+The REST API and the CLI are thin wrappers over :class:`Herder`. Domain errors
+(:class:`~connectors.api.NotFoundError`, :class:`~connectors.api.AlreadyExistsError`,
+:class:`~connectors.api.ConfigError`, :class:`Conflict`) are raised here and mapped to HTTP in one
+place (:mod:`rest.errors`).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from connectors.api import ConnectError
+from plugins import PluginInfo
+from worker.status import TargetState
+
+
+class Conflict(ConnectError):
+    """The request cannot be served now (e.g. a rebalance, or a state that forbids it): HTTP 409."""
+
+
+class BadRequest(ConnectError):
+    """The request itself is malformed: HTTP 400."""
+
+
+@dataclass
+class ConnectorInfo:
+    """Connect's ``ConnectorInfo``: name, config, task ids and type."""
+
+    name: str
+    config: dict[str, Any]
+    tasks: list[int]
+    type: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "config": self.config,
+            "tasks": [{"connector": self.name, "task": t} for t in self.tasks],
+            "type": self.type,
+        }
+
+
+@dataclass
+class ConnectorStateInfo:
+    """Connect's status body for one connector."""
+
+    name: str
+    connector: dict[str, Any]
+    tasks: list[dict[str, Any]]
+    type: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "connector": self.connector, "tasks": self.tasks, "type": self.type}
+
+
+@dataclass
+class TaskInfo:
+    """One generated task configuration."""
+
+    connector: str
+    task: int
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": {"connector": self.connector, "task": self.task}, "config": self.config}
+
+
+class Herder(abc.ABC):
+    """Every action on connectors that the REST API and CLI offer."""
+
+    @abc.abstractmethod
+    def start(self) -> None: ...
+
+    @abc.abstractmethod
+    def stop(self) -> None: ...
+
+    @property
+    @abc.abstractmethod
+    def worker_id(self) -> str: ...
+
+    @abc.abstractmethod
+    def kafka_cluster_id(self) -> str | None: ...
+
+    @abc.abstractmethod
+    def connectors(self) -> list[str]: ...
+
+    @abc.abstractmethod
+    def connector_info(self, name: str) -> ConnectorInfo: ...
+
+    @abc.abstractmethod
+    def connector_config(self, name: str) -> dict[str, Any]: ...
+
+    @abc.abstractmethod
+    def put_connector_config(
+        self,
+        name: str,
+        config: Mapping[str, Any],
+        *,
+        allow_replace: bool,
+        initial_state: TargetState = TargetState.STARTED,
+    ) -> tuple[bool, ConnectorInfo]:
+        """Create or update; returns ``(created, info)``."""
+
+    @abc.abstractmethod
+    def delete_connector(self, name: str) -> None: ...
+
+    @abc.abstractmethod
+    def connector_status(self, name: str) -> ConnectorStateInfo: ...
+
+    @abc.abstractmethod
+    def task_status(self, name: str, task: int) -> dict[str, Any]: ...
+
+    @abc.abstractmethod
+    def task_configs(self, name: str) -> list[TaskInfo]: ...
+
+    @abc.abstractmethod
+    def set_target_state(self, name: str, state: TargetState) -> None: ...
+
+    @abc.abstractmethod
+    def restart_connector(self, name: str) -> None: ...
+
+    @abc.abstractmethod
+    def restart_task(self, name: str, task: int) -> None: ...
+
+    @abc.abstractmethod
+    def plugins(self) -> list[PluginInfo]: ...

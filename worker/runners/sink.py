@@ -1,0 +1,365 @@
+"""Drives a :class:`~connectors.api.SinkTask`: consume → convert → transform → put → commit."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from connectors.api import (
+    ConnectError,
+    Converter,
+    DataError,
+    ErrantRecordReporter,
+    HeaderConverter,
+    RetriableError,
+    SinkRecord,
+    SinkTask,
+    TopicPartition,
+)
+from worker.runners.base import TaskStatusListener, WorkerTask
+from worker.status import ConnectorTaskId, TargetState
+
+log = logging.getLogger(__name__)
+
+Transform = Callable[[list[SinkRecord]], list[SinkRecord]]
+
+
+class SinkTaskContextImpl:
+    """The context a sink task sees; every call comes from the task thread."""
+
+    def __init__(self, runner: SinkTaskRunner) -> None:
+        self._runner = runner
+
+    @property
+    def connector_name(self) -> str:
+        return self._runner.id.connector
+
+    @property
+    def task_id(self) -> int:
+        return self._runner.id.task
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._runner.assignment)
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        self._runner.pause_partitions(partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._runner.resume_partitions(partitions)
+
+    def rewind(self, offsets: Mapping[TopicPartition, int]) -> None:
+        self._runner.rewind(offsets)
+
+    def request_commit(self) -> None:
+        self._runner.commit_requested = True
+
+    @property
+    def errant_record_reporter(self) -> ErrantRecordReporter | None:
+        return self._runner.errant_record_reporter
+
+
+class SinkTaskRunner(WorkerTask):
+    """Runs a sink task with at-least-once delivery.
+
+    Delivery order, each step only after the one before it:
+
+    1. ``consume()`` a batch of messages from the assigned partitions.
+    2. Convert keys, values and headers into Connect data.
+    3. Apply the transformation chain.
+    4. ``put()`` the records into the task (a ``RetriableError`` re-offers the same batch after a
+       backoff, with consumption paused).
+    5. Every ``offset.flush.interval.ms``, on ``request_commit()``, before partitions are revoked
+       and when stopping: call ``pre_commit()`` with the next offset of everything consumed; the
+       task makes its data durable and returns the offsets that are safe.
+    6. Commit exactly those offsets to the consumer group ``connect-<connector>``, synchronously.
+
+    A crash between 4 and 6 re-delivers the records since the last commit: duplicates, never loss.
+    """
+
+    def __init__(
+        self,
+        task_id: ConnectorTaskId,
+        task: SinkTask,
+        task_config: Mapping[str, Any],
+        *,
+        listener: TaskStatusListener,
+        initial_state: TargetState,
+        consumer_config: Mapping[str, Any],
+        topics: Sequence[str],
+        topics_regex: str | None,
+        key_converter: Converter,
+        value_converter: Converter,
+        header_converter: HeaderConverter,
+        transform: Transform | None = None,
+        offset_flush_interval_ms: int = 60_000,
+        batch_size: int = 2_000,
+        errant_record_reporter: ErrantRecordReporter | None = None,
+    ) -> None:
+        super().__init__(task_id, listener, initial_state)
+        self.task = task
+        self.task_config = dict(task_config)
+        self._consumer_config = dict(consumer_config)
+        self._topics = list(topics)
+        self._topics_regex = topics_regex
+        self._key_converter = key_converter
+        self._value_converter = value_converter
+        self._header_converter = header_converter
+        self._transform = transform
+        self._flush_interval_s = offset_flush_interval_ms / 1000
+        self._batch_size = batch_size
+        self.errant_record_reporter = errant_record_reporter
+        self._consumer: Consumer | None = None
+        self.assignment: set[TopicPartition] = set()
+        self._paused_by_task: set[TopicPartition] = set()
+        self._consumed: dict[TopicPartition, int] = {}  # next offset to consume, per partition
+        self._committed: dict[TopicPartition, int] = {}
+        self._rewinds: dict[TopicPartition, int] = {}
+        self.commit_requested = False
+        self._next_commit = 0.0
+        self.records_put = 0
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def _initialize(self) -> None:
+        config = dict(self._consumer_config)
+        config["error_cb"] = self._on_client_error
+        try:
+            self._consumer = Consumer(config)
+        except KafkaException as exc:
+            raise ConnectError(f"Invalid consumer configuration: {exc.args[0].str()}") from exc
+        self.task.start(self.task_config, SinkTaskContextImpl(self))
+        subscription = list(self._topics)
+        if self._topics_regex:
+            # librdkafka treats a leading ^ as a regex; Connect's topics.regex must match the whole name.
+            subscription = [f"^(?:{self._topics_regex})$"]
+            re.compile(self._topics_regex)
+        self._consumer.subscribe(
+            subscription, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+        self._next_commit = time.monotonic() + self._flush_interval_s
+
+    def _on_client_error(self, err: KafkaError) -> None:
+        log.warning("Kafka consumer: %s", err.str())
+
+    def _close(self) -> None:
+        consumer = self._consumer
+        if consumer is None:
+            return
+        try:
+            if not self.failed and self.assignment:
+                self._commit(sorted(self.assignment))
+                self.task.close(sorted(self.assignment))
+        finally:
+            try:
+                self.task.stop()
+            finally:
+                # close() leaves the group; rebalance callbacks may run, so mark the assignment empty.
+                self.assignment = set()
+                consumer.close()
+                self._consumer = None
+
+    # -- rebalance callbacks (run inside consumer.consume on the task thread) ----------------------
+
+    def _on_assign(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
+        tps = [TopicPartition(p.topic, p.partition) for p in partitions]
+        self.assignment.update(tps)
+        log.info("Assigned partitions %s", ", ".join(f"{t.topic}-{t.partition}" for t in tps))
+        self.task.open(tps)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
+        tps = [TopicPartition(p.topic, p.partition) for p in partitions]
+        if not tps:
+            return
+        try:
+            self._commit(tps)
+        finally:
+            self.task.close(tps)
+            for tp in tps:
+                self.assignment.discard(tp)
+                self._consumed.pop(tp, None)
+                self._committed.pop(tp, None)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
+        tps = [TopicPartition(p.topic, p.partition) for p in partitions]
+        log.warning("Partitions lost without a clean revoke: %s", tps)
+        self.task.close(tps)
+        for tp in tps:
+            self.assignment.discard(tp)
+            self._consumed.pop(tp, None)
+
+    # -- task context support ---------------------------------------------------------------------
+
+    def pause_partitions(self, partitions: Sequence[TopicPartition]) -> None:
+        self._paused_by_task.update(partitions)
+        if self._consumer is not None and partitions:
+            self._consumer.pause([KafkaTopicPartition(t.topic, t.partition) for t in partitions])
+
+    def resume_partitions(self, partitions: Sequence[TopicPartition]) -> None:
+        self._paused_by_task.difference_update(partitions)
+        if self._consumer is not None and partitions:
+            self._consumer.resume([KafkaTopicPartition(t.topic, t.partition) for t in partitions])
+
+    def rewind(self, offsets: Mapping[TopicPartition, int]) -> None:
+        self._rewinds.update(offsets)
+
+    def _apply_rewinds(self) -> None:
+        if not self._rewinds or self._consumer is None:
+            return
+        for tp, offset in self._rewinds.items():
+            if tp in self.assignment:
+                self._consumer.seek(KafkaTopicPartition(tp.topic, tp.partition, offset))
+                self._consumed[tp] = offset
+        self._rewinds.clear()
+
+    # -- pause ------------------------------------------------------------------------------------
+
+    def _on_paused(self) -> None:
+        if self._consumer is not None and self.assignment:
+            self._consumer.pause([KafkaTopicPartition(t.topic, t.partition) for t in self.assignment])
+
+    def _while_paused(self) -> None:
+        # Keep calling the consumer so the group does not evict us (max.poll.interval.ms).
+        if self._consumer is not None:
+            self._consumer.consume(num_messages=1, timeout=0)
+
+    def _on_resumed(self) -> None:
+        if self._consumer is not None:
+            active = self.assignment - self._paused_by_task
+            if active:
+                self._consumer.resume([KafkaTopicPartition(t.topic, t.partition) for t in active])
+
+    # -- main loop --------------------------------------------------------------------------------
+
+    def _execute(self) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        while not self.stopping:
+            if not self._await_unpaused():
+                break
+            self._apply_rewinds()
+            messages = consumer.consume(num_messages=self._batch_size, timeout=0.5)
+            if messages:
+                self._deliver(messages)
+            if self.commit_requested or time.monotonic() >= self._next_commit:
+                self._commit(sorted(self.assignment))
+
+    def _deliver(self, messages: list[Any]) -> None:
+        records = self._convert(messages)
+        consumed = self._consumed
+        for r in records:
+            consumed[TopicPartition(r.topic, r.partition)] = r.kafka_offset + 1
+        if self._transform is not None:
+            records = self._transform(records)
+        if records:
+            self._put(records)
+
+    def _put(self, records: list[SinkRecord]) -> None:
+        backoff = 0.1
+        paused = False
+        try:
+            while True:
+                try:
+                    self.task.put(records)
+                    self.records_put += len(records)
+                    return
+                except RetriableError as exc:
+                    if self.stopping:
+                        raise ConnectError("Task stopped while retrying put()") from exc
+                    log.warning("put() failed with a retriable error, retrying in %.1fs: %s", backoff, exc)
+                    if not paused and self._consumer is not None and self.assignment:
+                        self._consumer.pause([KafkaTopicPartition(t.topic, t.partition) for t in self.assignment])
+                        paused = True
+                    self._stopping.wait(backoff)
+                    if self._consumer is not None:
+                        self._consumer.consume(num_messages=1, timeout=0)
+                    backoff = min(backoff * 2, 10.0)
+        finally:
+            if paused and self._consumer is not None:
+                active = self.assignment - self._paused_by_task
+                if active:
+                    self._consumer.resume([KafkaTopicPartition(t.topic, t.partition) for t in active])
+
+    def _convert(self, messages: list[Any]) -> list[SinkRecord]:
+        good = []
+        for m in messages:
+            err = m.error()
+            if err is None:
+                good.append(m)
+            elif err.code() != KafkaError._PARTITION_EOF:
+                raise ConnectError(f"Consumer error: {err.str()}")
+        if not good:
+            return []
+        topic = good[0].topic()
+        try:
+            if all(m.topic() == topic for m in good):
+                keys = self._key_converter.to_connect_batch(topic, [m.key() for m in good])
+                values = self._value_converter.to_connect_batch(topic, [m.value() for m in good])
+            else:
+                kc = self._key_converter.to_connect_data
+                vc = self._value_converter.to_connect_data
+                keys = [kc(m.topic(), m.key()) for m in good]
+                values = [vc(m.topic(), m.value()) for m in good]
+        except DataError as exc:
+            raise DataError(f"Converter failed on a record of topic {topic!r}: {exc}") from exc
+        out = []
+        append = out.append
+        for m, k, v in zip(good, keys, values):
+            ts_type, ts = m.timestamp()
+            headers = m.headers()
+            append(
+                SinkRecord(
+                    m.topic(),
+                    m.partition(),
+                    m.offset(),
+                    v[1],
+                    v[0],
+                    k[1],
+                    k[0],
+                    ts if ts_type else None,
+                    ts_type,
+                    self._convert_headers(m.topic(), headers) if headers else None,
+                )
+            )
+        return out
+
+    def _convert_headers(self, topic: str, headers: list[tuple[str, bytes | None]]) -> tuple[tuple[str, Any], ...]:
+        convert = self._header_converter.to_connect_header
+        return tuple((k, convert(topic, k, v).value) for k, v in headers)
+
+    # -- offsets ----------------------------------------------------------------------------------
+
+    def _commit(self, partitions: Sequence[TopicPartition]) -> None:
+        """Steps 5 and 6: ask the task what is durable and commit exactly that."""
+        self.commit_requested = False
+        self._next_commit = time.monotonic() + self._flush_interval_s
+        consumer = self._consumer
+        if consumer is None or not partitions:
+            return
+        current = {tp: self._consumed[tp] for tp in partitions if tp in self._consumed}
+        if not current:
+            return
+        safe = self.task.pre_commit(current)
+        to_commit = [
+            KafkaTopicPartition(tp.topic, tp.partition, offset)
+            for tp, offset in safe.items()
+            if tp in current and self._committed.get(tp) != offset
+        ]
+        if not to_commit:
+            return
+        try:
+            consumer.commit(offsets=to_commit, asynchronous=False)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.code() == KafkaError._NO_OFFSET:
+                return
+            # A failed commit only means more duplicates after a crash; the next interval retries.
+            log.warning("Offset commit failed: %s", err.str())
+            return
+        for tp in to_commit:
+            self._committed[TopicPartition(tp.topic, tp.partition)] = tp.offset

@@ -1,0 +1,310 @@
+"""Drives a :class:`~connectors.api.SourceTask`: poll → transform → convert → produce → store offsets."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from connectors.api import (
+    ConnectError,
+    Converter,
+    DataError,
+    HeaderConverter,
+    RecordMetadata,
+    RetriableError,
+    SourceRecord,
+    SourceTask,
+)
+from offsets import OffsetStore, StoreOffsetReader, offset_key
+from worker.runners.base import TaskStatusListener, WorkerTask
+from worker.status import ConnectorTaskId, TargetState
+
+log = logging.getLogger(__name__)
+
+Transform = Callable[[list[SourceRecord]], list[SourceRecord]]
+
+
+class SourceTaskContextImpl:
+    """The context a source task sees."""
+
+    def __init__(self, task_id: ConnectorTaskId, offset_reader: StoreOffsetReader) -> None:
+        self._id = task_id
+        self._reader = offset_reader
+
+    @property
+    def connector_name(self) -> str:
+        return self._id.connector
+
+    @property
+    def task_id(self) -> int:
+        return self._id.task
+
+    @property
+    def offset_reader(self) -> StoreOffsetReader:
+        return self._reader
+
+
+class SourceTaskRunner(WorkerTask):
+    """Runs a source task with at-least-once delivery.
+
+    Delivery order, each step only after the one before it:
+
+    1. ``poll()`` the task for a batch of records.
+    2. Apply the transformation chain; a record a transform drops is done.
+    3. Convert keys, values and headers to bytes with the connector's converters.
+    4. Hand every record to the producer (asynchronous: librdkafka batches and sends them).
+    5. Remember the record's ``source_offset`` as the pending offset of its ``source_partition``.
+    6. Every ``offset.flush.interval.ms``, and when stopping: snapshot the pending offsets, wait
+       until the producer has delivered everything it was handed (``flush``), and only when every
+       record was acknowledged write the snapshot to the offset store, then call ``task.commit()``.
+
+    A delivery failure fails the task before any offset that covers the failed record is written,
+    so a restart resumes from the last stored offsets: nothing is lost, and duplicates come only
+    from the interval after the last commit. Delivery reports are requested for errors only, so the
+    happy path costs no Python callback per record.
+    """
+
+    def __init__(
+        self,
+        task_id: ConnectorTaskId,
+        task: SourceTask,
+        task_config: Mapping[str, Any],
+        *,
+        listener: TaskStatusListener,
+        initial_state: TargetState,
+        producer_config: Mapping[str, Any],
+        offset_store: OffsetStore,
+        key_converter: Converter,
+        value_converter: Converter,
+        header_converter: HeaderConverter,
+        transform: Transform | None = None,
+        offset_flush_interval_ms: int = 60_000,
+        offset_flush_timeout_ms: int = 5_000,
+    ) -> None:
+        super().__init__(task_id, listener, initial_state)
+        self.task = task
+        self.task_config = dict(task_config)
+        self._producer_config = dict(producer_config)
+        self._offset_store = offset_store
+        self._key_converter = key_converter
+        self._value_converter = value_converter
+        self._header_converter = header_converter
+        self._transform = transform
+        self._flush_interval_s = offset_flush_interval_ms / 1000
+        self._flush_timeout_s = offset_flush_timeout_ms / 1000
+        self._producer: Producer | None = None
+        self._delivery_error: KafkaError | None = None
+        # pending offsets: key bytes → (partition, offset); _key_cache maps id(partition dict) to its
+        # key so tasks that reuse one partition object pay for the JSON key once, not per record.
+        self._pending: dict[bytes, tuple[Mapping[str, Any], Mapping[str, Any] | None]] = {}
+        self._key_cache: dict[int, tuple[Mapping[str, Any], bytes]] = {}
+        self._wants_commit_record = type(task).commit_record is not SourceTask.commit_record
+        self._next_commit = 0.0
+        self.records_produced = 0
+        self.records_polled = 0
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def _initialize(self) -> None:
+        config = dict(self._producer_config)
+        config["error_cb"] = self._on_client_error
+        if self._wants_commit_record:
+            config["delivery.report.only.error"] = False
+        else:
+            config["on_delivery"] = self._on_delivery
+        try:
+            self._producer = Producer(config)
+        except KafkaException as exc:
+            raise ConnectError(f"Invalid producer configuration: {exc.args[0].str()}") from exc
+        reader = StoreOffsetReader(self._offset_store, self.id.connector)
+        self.task.start(self.task_config, SourceTaskContextImpl(self.id, reader))
+        self._next_commit = time.monotonic() + self._flush_interval_s
+
+    def _on_stop_requested(self) -> None:
+        self.task.stop()
+
+    def _close(self) -> None:
+        try:
+            if self._producer is not None and not self.failed:
+                self._commit_offsets(final=True)
+        finally:
+            if self._producer is not None:
+                self._producer.flush(self._flush_timeout_s)
+                self._producer = None
+
+    # -- delivery reports -------------------------------------------------------------------------
+
+    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None and self._delivery_error is None:
+            self._delivery_error = err
+
+    def _on_client_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self._delivery_error = err
+        else:
+            log.warning("Kafka producer: %s", err.str())
+
+    def _check_delivery(self) -> None:
+        err = self._delivery_error
+        if err is not None:
+            raise ConnectError(f"Unrecoverable exception from producer send callback: {err.str()} ({err.name()})")
+
+    # -- main loop --------------------------------------------------------------------------------
+
+    def _execute(self) -> None:
+        assert self._producer is not None
+        producer = self._producer
+        while not self.stopping:
+            if not self._await_unpaused():
+                break
+            try:
+                records = self.task.poll()
+            except RetriableError as exc:
+                log.warning("Retriable error from poll(), polling again: %s", exc)
+                records = None
+                self._stopping.wait(0.1)
+            self._check_delivery()
+            if records:
+                self.records_polled += len(records)
+                self._send(records)
+            else:
+                producer.poll(0)
+            if time.monotonic() >= self._next_commit:
+                self._commit_offsets()
+
+    def _send(self, records: Sequence[SourceRecord]) -> None:
+        producer = self._producer
+        assert producer is not None
+        if self._transform is not None:
+            records = self._transform(list(records))
+            if not records:
+                return
+        keys, values = self._convert(records)
+        produce = producer.produce
+        pending = self._pending
+        key_cache = self._key_cache
+        connector = self.id.connector
+        last_sp: Any = None
+        last_key = b""
+        commit_record = self.task.commit_record if self._wants_commit_record else None
+        for record, k, v in zip(records, keys, values):
+            try:
+                if commit_record is None and record.partition is None and record.timestamp is None and record.headers is None:
+                    produce(record.topic, v, k)
+                else:
+                    produce(record.topic, v, k, **self._produce_extras(record, commit_record))
+            except BufferError:
+                self._produce_when_room(record, k, v, commit_record)
+            except KafkaException as exc:
+                raise ConnectError(f"Failed to send record to topic {record.topic!r}: {exc.args[0].str()}") from exc
+            sp = record.source_partition
+            if sp is not None:
+                if sp is not last_sp:
+                    cached = key_cache.get(id(sp))
+                    if cached is None or cached[0] is not sp:
+                        if len(key_cache) > 10_000:
+                            key_cache.clear()
+                        cached = (sp, offset_key(connector, sp))
+                        key_cache[id(sp)] = cached
+                    last_sp, last_key = sp, cached[1]
+                pending[last_key] = (sp, record.source_offset)
+        self.records_produced += len(records)
+        producer.poll(0)
+
+    def _produce_extras(self, record: SourceRecord, commit_record: Any) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {}
+        if record.partition is not None:
+            kwargs["partition"] = record.partition
+        if record.timestamp is not None:
+            kwargs["timestamp"] = record.timestamp
+        if record.headers:
+            kwargs["headers"] = self._convert_headers(record)
+        if commit_record is not None:
+            kwargs["on_delivery"] = self._record_callback(record, commit_record)
+        return kwargs
+
+    def _produce_when_room(self, record: SourceRecord, k: bytes | None, v: bytes | None, commit_record: Any) -> None:
+        """librdkafka's queue is full: serve delivery reports until the record fits."""
+        producer = self._producer
+        assert producer is not None
+        kwargs = self._produce_extras(record, commit_record)
+        while True:
+            producer.poll(0.05)
+            self._check_delivery()
+            try:
+                producer.produce(record.topic, v, k, **kwargs)
+                return
+            except BufferError:
+                continue
+
+    def _convert(self, records: Sequence[SourceRecord]) -> tuple[list[bytes | None], list[bytes | None]]:
+        topic = records[0].topic
+        same_topic = all(r.topic == topic for r in records)
+        try:
+            if same_topic:
+                if all(r.key is None for r in records) and all(r.key_schema is None for r in records):
+                    keys: list[bytes | None] = [None] * len(records)
+                else:
+                    keys = self._key_converter.from_connect_batch(topic, [r.key_schema for r in records], [r.key for r in records])
+                values = self._value_converter.from_connect_batch(
+                    topic, [r.value_schema for r in records], [r.value for r in records]
+                )
+            else:
+                kc = self._key_converter.from_connect_data
+                vc = self._value_converter.from_connect_data
+                keys = [kc(r.topic, r.key_schema, r.key) for r in records]
+                values = [vc(r.topic, r.value_schema, r.value) for r in records]
+        except DataError:
+            raise
+        except Exception as exc:
+            raise DataError(f"Converter failed on a record for topic {topic!r}: {exc}") from exc
+        return keys, values
+
+    def _convert_headers(self, record: SourceRecord) -> list[tuple[str, bytes | None]]:
+        convert = self._header_converter.from_connect_header
+        return [(k, convert(record.topic, k, None, v)) for k, v in record.headers or ()]
+
+    def _record_callback(self, record: SourceRecord, commit_record: Callable[[SourceRecord, RecordMetadata | None], None]) -> Callable[[KafkaError | None, Any], None]:
+        def callback(err: KafkaError | None, msg: Any) -> None:
+            if err is not None:
+                self._on_delivery(err, msg)
+                return
+            commit_record(record, RecordMetadata(msg.topic(), msg.partition(), msg.offset()))
+
+        return callback
+
+    # -- offsets ----------------------------------------------------------------------------------
+
+    def _commit_offsets(self, final: bool = False) -> bool:
+        """Step 6: store the pending offsets once everything before them is acknowledged."""
+        producer = self._producer
+        assert producer is not None
+        self._next_commit = time.monotonic() + self._flush_interval_s
+        snapshot = self._pending
+        self._pending = {}
+        remaining = producer.flush(self._flush_timeout_s)
+        if remaining > 0 or self._delivery_error is not None:
+            # Put the snapshot back under anything newer (there is nothing newer: this thread is
+            # the only producer) and try again at the next interval.
+            snapshot.update(self._pending)
+            self._pending = snapshot
+            if self._delivery_error is not None:
+                self._check_delivery()
+            log.warning(
+                "Failed to flush, timed out while waiting for producer to flush outstanding %d messages; "
+                "offsets not committed this time",
+                remaining,
+            )
+            return False
+        if snapshot:
+            self._offset_store.put(self.id.connector, list(snapshot.values()))
+            log.debug("Committed offsets for %d source partitions", len(snapshot))
+        try:
+            self.task.commit()
+        except Exception:
+            log.exception("Exception in SourceTask.commit(); offsets were stored")
+        return True

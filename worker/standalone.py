@@ -1,0 +1,385 @@
+"""The standalone herder: one process, connector configs from files and REST, offsets in a file."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from confluent_kafka.admin import AdminClient
+
+from connectors.api import AlreadyExistsError, ConfigError, ConnectError, Connector, NotFoundError
+from offsets import StoreOffsetReader
+from plugins import PluginInfo
+from worker.herder import BadRequest, ConnectorInfo, ConnectorStateInfo, Herder, TaskInfo
+from worker.logcontext import set_context
+from worker.runners import WorkerTask
+from worker.status import ConnectorTaskId, State, Status, StatusStore, TargetState, format_trace
+from worker.worker import ValidatedConnector, Worker
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CONNECTOR_CALL_TIMEOUT_S = 30.0
+
+
+@dataclass
+class _ConnectorHandle:
+    validated: ValidatedConnector
+    target: TargetState
+    instance: Connector | None = None
+    task_configs: list[dict[str, Any]] = field(default_factory=list)
+    runners: dict[int, WorkerTask] = field(default_factory=dict)
+
+
+class _ConnectorContext:
+    def __init__(self, herder: StandaloneHerder, name: str) -> None:
+        self._herder = herder
+        self._name = name
+        self.offset_reader = StoreOffsetReader(herder.worker.offset_store, name)
+
+    def request_task_reconfiguration(self) -> None:
+        threading.Thread(
+            target=self._herder._reconfigure, args=(self._name,), name=f"reconfigure-{self._name}", daemon=True
+        ).start()
+
+    def raise_error(self, error: BaseException) -> None:
+        self._herder._connector_failed(self._name, error)
+
+
+class StandaloneHerder(Herder):
+    """Runs every connector in this process."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.status = StatusStore()
+        self._lock = threading.RLock()
+        self._connectors: dict[str, _ConnectorHandle] = {}
+        self._cluster_id: str | None = None
+        self._started = threading.Event()
+        self._stopped = False
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.worker.offset_store.start()
+        self._started.set()
+        log.info("Standalone herder started as worker %s", self.worker_id)
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            names = list(self._connectors)
+        log.info("Stopping %d connector(s)", len(names))
+        for name in names:
+            with self._lock:
+                handle = self._connectors.get(name)
+                if handle is not None:
+                    self._stop_tasks(name, handle)
+                    self._stop_instance(name, handle)
+        self.worker.offset_store.stop()
+        log.info("Herder stopped")
+
+    @property
+    def ready(self) -> bool:
+        return self._started.is_set() and not self._stopped
+
+    @property
+    def worker_id(self) -> str:
+        return self.worker.config.worker_id
+
+    def kafka_cluster_id(self) -> str | None:
+        if self._cluster_id is None:
+            try:
+                admin = AdminClient({"bootstrap.servers": self.worker.config.bootstrap_servers})
+                self._cluster_id = admin.list_topics(timeout=5).cluster_id
+            except Exception as exc:
+                log.debug("Cannot read the Kafka cluster id: %s", exc)
+        return self._cluster_id
+
+    def plugins(self) -> list[PluginInfo]:
+        return self.worker.plugins.plugins()
+
+    # -- queries ----------------------------------------------------------------------------------
+
+    def _handle(self, name: str) -> _ConnectorHandle:
+        handle = self._connectors.get(name)
+        if handle is None:
+            raise NotFoundError(f"Connector {name} not found")
+        return handle
+
+    def connectors(self) -> list[str]:
+        with self._lock:
+            return sorted(self._connectors)
+
+    def connector_info(self, name: str) -> ConnectorInfo:
+        with self._lock:
+            handle = self._handle(name)
+            return ConnectorInfo(name, dict(handle.validated.raw), sorted(handle.runners) or list(range(len(handle.task_configs))), handle.validated.type)
+
+    def connector_config(self, name: str) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._handle(name).validated.raw)
+
+    def task_configs(self, name: str) -> list[TaskInfo]:
+        with self._lock:
+            handle = self._handle(name)
+            return [TaskInfo(name, i, dict(c)) for i, c in enumerate(handle.task_configs)]
+
+    def connector_status(self, name: str) -> ConnectorStateInfo:
+        with self._lock:
+            handle = self._handle(name)
+            conn = self.status.connector(name) or Status(State.UNASSIGNED, self.worker_id)
+            tasks = []
+            for tid, st in sorted(self.status.tasks(name).items()):
+                tasks.append({"id": tid.task, **st.to_json()})
+            return ConnectorStateInfo(name, conn.to_json(), tasks, handle.validated.type)
+
+    def task_status(self, name: str, task: int) -> dict[str, Any]:
+        with self._lock:
+            self._handle(name)
+            st = self.status.task(ConnectorTaskId(name, task))
+            if st is None:
+                raise NotFoundError(f"Task {name}-{task} not found")
+            return {"id": task, **st.to_json()}
+
+    # -- changes ----------------------------------------------------------------------------------
+
+    def put_connector_config(
+        self,
+        name: str,
+        config: Mapping[str, Any],
+        *,
+        allow_replace: bool,
+        initial_state: TargetState = TargetState.STARTED,
+    ) -> tuple[bool, ConnectorInfo]:
+        if not self.ready:
+            raise ConnectError("The worker is not running")
+        raw = {str(k): _stringify(v) for k, v in config.items()}
+        if "name" in raw and raw["name"] != name:
+            raise BadRequest(f"Connector name configuration ({raw['name']}) doesn't match connector name in the URL ({name})")
+        raw["name"] = name
+        validated = self.worker.validate(raw)
+        with self._lock:
+            existing = self._connectors.get(name)
+            if existing is not None and not allow_replace:
+                raise AlreadyExistsError(f"Connector {name} already exists")
+            if existing is not None:
+                target = existing.target
+                self._stop_tasks(name, existing)
+                self._stop_instance(name, existing)
+                self.status.forget(name)
+            else:
+                target = initial_state
+            handle = _ConnectorHandle(validated, target)
+            self._connectors[name] = handle
+            self._start_connector(name, handle)
+            info = ConnectorInfo(name, dict(raw), sorted(handle.runners), validated.type)
+        log.info("%s connector %s (%s)", "Updated" if existing else "Created", name, validated.plugin.class_name)
+        return existing is None, info
+
+    def delete_connector(self, name: str) -> None:
+        with self._lock:
+            handle = self._handle(name)
+            self._stop_tasks(name, handle)
+            self._stop_instance(name, handle)
+            del self._connectors[name]
+            self.status.forget(name)
+        log.info("Deleted connector %s", name)
+
+    def set_target_state(self, name: str, state: TargetState) -> None:
+        with self._lock:
+            handle = self._handle(name)
+            if handle.target is state:
+                return
+            previous = handle.target
+            handle.target = state
+            if state is TargetState.STOPPED:
+                self._stop_tasks(name, handle)
+                self._stop_instance(name, handle)
+                handle.task_configs = []
+                self.status.put_connector(name, Status(State.STOPPED, self.worker_id))
+                return
+            if previous is TargetState.STOPPED:
+                self._start_connector(name, handle)
+                return
+            for runner in handle.runners.values():
+                runner.transition_to(state)
+            self.status.put_connector(
+                name, Status(State.PAUSED if state is TargetState.PAUSED else State.RUNNING, self.worker_id)
+            )
+
+    def restart_connector(self, name: str) -> None:
+        with self._lock:
+            handle = self._handle(name)
+            if handle.target is TargetState.STOPPED:
+                return
+            self._stop_instance(name, handle)
+            old = list(handle.task_configs)
+            self._start_instance(name, handle)
+            if handle.task_configs != old:
+                self._restart_tasks(name, handle)
+
+    def restart_task(self, name: str, task: int) -> None:
+        with self._lock:
+            handle = self._handle(name)
+            if task not in handle.runners and not 0 <= task < len(handle.task_configs):
+                raise NotFoundError(f"Task {name}-{task} not found")
+            runner = handle.runners.pop(task, None)
+            if runner is not None:
+                self._stop_runner(runner)
+            self._start_task(name, handle, task)
+
+    # -- internals (called with the lock held) ------------------------------------------------------
+
+    def _start_connector(self, name: str, handle: _ConnectorHandle) -> None:
+        if handle.target is TargetState.STOPPED:
+            self.status.put_connector(name, Status(State.STOPPED, self.worker_id))
+            return
+        if self._start_instance(name, handle):
+            self._restart_tasks(name, handle)
+
+    def _start_instance(self, name: str, handle: _ConnectorHandle) -> bool:
+        instance = self.worker.new_connector(handle.validated)
+        try:
+            instance.initialize(_ConnectorContext(self, name))
+            _call_with_timeout(lambda: instance.start(handle.validated.own), f"start connector {name}", name)
+            max_tasks = handle.validated.common.tasks_max
+            configs = _call_with_timeout(lambda: instance.task_configs(max_tasks), f"compute task configs of {name}", name)
+            if len(configs) > max_tasks and handle.validated.common.tasks_max_enforce:
+                raise ConfigError(
+                    f"Connector {name} generated {len(configs)} task configs, more than tasks.max={max_tasks}",
+                    key="tasks.max",
+                )
+        except Exception as exc:
+            log.error("Connector %s failed to start: %s", name, exc, exc_info=exc)
+            handle.instance = instance
+            handle.task_configs = []
+            self._stop_instance(name, handle)
+            self.status.put_connector(name, Status(State.FAILED, self.worker_id, trace=format_trace(exc)))
+            return False
+        handle.instance = instance
+        handle.task_configs = [{str(k): _stringify(v) for k, v in c.items()} for c in configs]
+        state = State.PAUSED if handle.target is TargetState.PAUSED else State.RUNNING
+        self.status.put_connector(name, Status(state, self.worker_id))
+        return True
+
+    def _stop_instance(self, name: str, handle: _ConnectorHandle) -> None:
+        instance, handle.instance = handle.instance, None
+        if instance is not None:
+            try:
+                _call_with_timeout(instance.stop, f"stop connector {name}", name)
+            except Exception:
+                log.exception("Error stopping connector %s", name)
+
+    def _restart_tasks(self, name: str, handle: _ConnectorHandle) -> None:
+        self._stop_tasks(name, handle)
+        for index in range(len(handle.task_configs)):
+            self._start_task(name, handle, index)
+
+    def _start_task(self, name: str, handle: _ConnectorHandle, index: int) -> None:
+        task_id = ConnectorTaskId(name, index)
+        target = TargetState.PAUSED if handle.target is TargetState.PAUSED else TargetState.STARTED
+        try:
+            runner = self.worker.build_task(task_id, handle.validated, handle.task_configs[index], self, target)
+        except Exception as exc:
+            log.error("Cannot create task %s: %s", task_id, exc, exc_info=exc)
+            self.on_failure(task_id, exc)
+            return
+        handle.runners[index] = runner
+        self.status.put_task(task_id, Status(State.UNASSIGNED, self.worker_id))
+        runner.start()
+
+    def _stop_tasks(self, name: str, handle: _ConnectorHandle) -> None:
+        runners = list(handle.runners.values())
+        handle.runners.clear()
+        for runner in runners:
+            runner.stop()
+        deadline = time.monotonic() + self.worker.config.task_shutdown_graceful_timeout_ms / 1000
+        for runner in runners:
+            if not runner.await_stop(max(0.0, deadline - time.monotonic())):
+                log.error("Graceful stop of task %s failed; abandoning it", runner.id)
+        for runner in runners:
+            self.status.forget_task(runner.id)
+
+    def _stop_runner(self, runner: WorkerTask) -> None:
+        runner.stop()
+        if not runner.await_stop(self.worker.config.task_shutdown_graceful_timeout_ms / 1000):
+            log.error("Graceful stop of task %s failed; abandoning it", runner.id)
+
+    def _reconfigure(self, name: str) -> None:
+        set_context(name)
+        with self._lock:
+            handle = self._connectors.get(name)
+            if handle is None or handle.instance is None or handle.target is TargetState.STOPPED:
+                return
+            instance = handle.instance
+            try:
+                configs = instance.task_configs(handle.validated.common.tasks_max)
+            except Exception as exc:
+                self._connector_failed(name, exc)
+                return
+            new = [{str(k): _stringify(v) for k, v in c.items()} for c in configs]
+            if new != handle.task_configs:
+                log.info("Task configs of %s changed; restarting its tasks", name)
+                handle.task_configs = new
+                self._restart_tasks(name, handle)
+
+    def _connector_failed(self, name: str, error: BaseException) -> None:
+        log.error("Connector %s raised an error: %s", name, error)
+        self.status.put_connector(name, Status(State.FAILED, self.worker_id, trace=format_trace(error)))
+
+    # -- TaskStatusListener -------------------------------------------------------------------------
+
+    def on_startup(self, task_id: ConnectorTaskId) -> None:
+        self.status.put_task(task_id, Status(State.RUNNING, self.worker_id))
+
+    def on_pause(self, task_id: ConnectorTaskId) -> None:
+        self.status.put_task(task_id, Status(State.PAUSED, self.worker_id))
+
+    def on_resume(self, task_id: ConnectorTaskId) -> None:
+        self.status.put_task(task_id, Status(State.RUNNING, self.worker_id))
+
+    def on_failure(self, task_id: ConnectorTaskId, error: BaseException) -> None:
+        self.status.put_task(task_id, Status(State.FAILED, self.worker_id, trace=format_trace(error)))
+
+    def on_shutdown(self, task_id: ConnectorTaskId) -> None:
+        self.status.put_task(task_id, Status(State.UNASSIGNED, self.worker_id))
+
+
+def _stringify(value: Any) -> Any:
+    """Connect configs are strings; JSON bodies may carry numbers and booleans."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+def _call_with_timeout(fn: Callable[[], T], what: str, connector: str, timeout: float = CONNECTOR_CALL_TIMEOUT_S) -> T:
+    """Run a connector lifecycle call on its own thread, so a connector that hangs (a database that
+    never answers) fails itself instead of freezing the herder and the REST API."""
+    result: list[Any] = []
+    error: list[BaseException] = []
+
+    def target() -> None:
+        set_context(connector)
+        try:
+            result.append(fn())
+        except BaseException as exc:  # re-raised on the caller's thread
+            error.append(exc)
+
+    thread = threading.Thread(target=target, name=f"connector-{connector}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise ConnectError(f"Timed out after {timeout:.0f}s trying to {what}")
+    if error:
+        raise error[0]
+    return result[0]

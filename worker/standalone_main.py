@@ -1,0 +1,125 @@
+"""``sluice standalone``: run a standalone worker until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from connectors.api import ConfigError, ConnectError
+from offsets import FileOffsetStore, MemoryOffsetStore, OffsetStore
+from plugins import PluginRegistry
+from rest import create_app
+from rest.server import RestServer
+from worker.config import WorkerConfig
+from worker.properties import load_properties
+from worker.standalone import StandaloneHerder
+from worker.worker import Worker
+
+log = logging.getLogger(__name__)
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """A worker or connector config from ``.properties`` or ``.json``."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"Config file {path} does not exist")
+    if path.suffix == ".json":
+        try:
+            data = orjson.loads(path.read_bytes())
+        except orjson.JSONDecodeError as exc:
+            raise ConfigError(f"{path} is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path} must hold a JSON object")
+        return data
+    return load_properties(path)
+
+
+def connector_from_file(path: str | Path) -> tuple[str, dict[str, Any]]:
+    """A connector file holds either ``{"name", "config"}`` (the REST body) or a flat config with ``name``."""
+    data = load_config_file(path)
+    if isinstance(data.get("config"), dict):
+        name = data.get("name") or data["config"].get("name")
+        config = dict(data["config"])
+    else:
+        name = data.get("name")
+        config = dict(data)
+    if not name:
+        raise ConfigError(f"{path}: the connector config has no name", key="name")
+    return str(name), config
+
+
+class StandaloneWorker:
+    """Wires the herder, the REST server and the offset store of one standalone process."""
+
+    def __init__(self, worker_config: dict[str, Any]) -> None:
+        self.config = WorkerConfig.from_mapping(worker_config)
+        registry = PluginRegistry([p.strip() for p in self.config.plugin_path.split(",") if p.strip()])
+        store: OffsetStore
+        if self.config.offset_storage_file_filename:
+            store = FileOffsetStore(self.config.offset_storage_file_filename)
+        else:
+            log.warning("offset.storage.file.filename is not set: source offsets are kept in memory only")
+            store = MemoryOffsetStore()
+        self.herder = StandaloneHerder(Worker(self.config, registry, store))
+        _, host, port = self.config.listener
+        self.rest = RestServer(create_app(self.herder), host, port)
+
+    def start(self) -> None:
+        self.herder.start()
+        self.rest.start()
+
+    def stop(self) -> None:
+        try:
+            self.herder.stop()
+        finally:
+            self.rest.stop()
+
+
+def run_standalone(worker_file: str, connector_files: list[str]) -> int:
+    """Run until a signal arrives; return the process exit code."""
+    stop = threading.Event()
+    signals = {"count": 0}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        signals["count"] += 1
+        if signals["count"] > 1:
+            log.warning("Second signal: exiting without waiting for tasks")
+            raise SystemExit(130)
+        log.info("Received %s, shutting down (flushing and committing offsets)", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    try:
+        node = StandaloneWorker(load_config_file(worker_file))
+        connectors = [connector_from_file(f) for f in connector_files]
+    except ConfigError as exc:
+        print(f"sluice: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    try:
+        node.start()
+    except (RuntimeError, ConnectError) as exc:
+        print(f"sluice: cannot start the worker: {exc}", file=sys.stderr)
+        node.stop()
+        return 1
+    exit_code = 0
+    try:
+        for name, config in connectors:
+            try:
+                node.herder.put_connector_config(name, config, allow_replace=False)
+            except ConnectError as exc:
+                log.error("Failed to create connector %s: %s", name, exc)
+                exit_code = 1
+                stop.set()
+        while not stop.wait(0.5):
+            pass
+    finally:
+        node.stop()
+    return exit_code

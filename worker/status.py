@@ -1,0 +1,100 @@
+"""Connector and task states, as Kafka Connect reports them."""
+
+from __future__ import annotations
+
+import enum
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+
+
+class State(str, enum.Enum):
+    """Runtime state of a connector or task (``STOPPED`` applies to connectors only)."""
+
+    UNASSIGNED = "UNASSIGNED"
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    STOPPED = "STOPPED"
+    FAILED = "FAILED"
+    RESTARTING = "RESTARTING"
+
+
+class TargetState(str, enum.Enum):
+    """What the user asked a connector to be (Connect's ``target-state-<connector>``)."""
+
+    STARTED = "STARTED"
+    PAUSED = "PAUSED"
+    STOPPED = "STOPPED"
+
+
+@dataclass(frozen=True, order=True)
+class ConnectorTaskId:
+    """Task ``task`` of connector ``connector``."""
+
+    connector: str
+    task: int
+
+    def __str__(self) -> str:
+        return f"{self.connector}-{self.task}"
+
+
+@dataclass
+class Status:
+    """The last reported state of a connector or task."""
+
+    state: State
+    worker_id: str
+    trace: str | None = None
+    generation: int = 0
+    updated_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    def to_json(self) -> dict[str, object]:
+        body: dict[str, object] = {"state": self.state.value, "worker_id": self.worker_id}
+        if self.trace is not None:
+            body["trace"] = self.trace
+        return body
+
+
+def format_trace(error: BaseException) -> str:
+    """The trace Connect shows in status: the exception chain as text."""
+    return "".join(traceback.format_exception(error)).rstrip()
+
+
+class StatusStore:
+    """In-memory status of connectors and tasks (the Kafka-backed store comes with distributed mode)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._connectors: dict[str, Status] = {}
+        self._tasks: dict[ConnectorTaskId, Status] = {}
+
+    def put_connector(self, name: str, status: Status) -> None:
+        with self._lock:
+            self._connectors[name] = status
+
+    def put_task(self, task_id: ConnectorTaskId, status: Status) -> None:
+        with self._lock:
+            self._tasks[task_id] = status
+
+    def connector(self, name: str) -> Status | None:
+        with self._lock:
+            return self._connectors.get(name)
+
+    def task(self, task_id: ConnectorTaskId) -> Status | None:
+        with self._lock:
+            return self._tasks.get(task_id)
+
+    def tasks(self, connector: str) -> dict[ConnectorTaskId, Status]:
+        with self._lock:
+            return {tid: s for tid, s in self._tasks.items() if tid.connector == connector}
+
+    def forget(self, connector: str) -> None:
+        with self._lock:
+            self._connectors.pop(connector, None)
+            for tid in [t for t in self._tasks if t.connector == connector]:
+                del self._tasks[tid]
+
+    def forget_task(self, task_id: ConnectorTaskId) -> None:
+        with self._lock:
+            self._tasks.pop(task_id, None)
