@@ -10,7 +10,18 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from benchmarks.common import RECORDS, Result, broker, create_topic, herder, high_watermark, make_lines, tmpdir, wait_until, write_file
+from benchmarks.common import (
+    RECORDS,
+    Result,
+    broker,
+    create_topic,
+    herder,
+    high_watermark,
+    make_lines,
+    tmpdir,
+    wait_until,
+    write_file,
+)
 from worker.clients import SOURCE_PRODUCER_DEFAULTS
 
 

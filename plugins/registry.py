@@ -33,7 +33,7 @@ from connectors.api import (
 log = logging.getLogger(__name__)
 
 
-class PluginKind(str, enum.Enum):
+class PluginKind(enum.StrEnum):
     """Plugin types, spelled as Kafka Connect's ``/connector-plugins`` spells them."""
 
     SOURCE = "source"

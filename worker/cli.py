@@ -65,10 +65,12 @@ def _attach_dev() -> None:
     try:
         from deploy.devstack import dev
     except ImportError as exc:  # keep the rest of the CLI usable
+        reason = str(exc)
+
         @main.command(name="dev")
         def dev_missing() -> None:
             """Local development stack (unavailable)."""
-            raise click.ClickException(f"the dev stack cannot be loaded: {exc}")
+            raise click.ClickException(f"the dev stack cannot be loaded: {reason}")
 
         return
     main.add_command(dev, name="dev")

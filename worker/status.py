@@ -9,7 +9,7 @@ import traceback
 from dataclasses import dataclass, field
 
 
-class State(str, enum.Enum):
+class State(enum.StrEnum):
     """Runtime state of a connector or task (``STOPPED`` applies to connectors only)."""
 
     UNASSIGNED = "UNASSIGNED"
@@ -20,7 +20,7 @@ class State(str, enum.Enum):
     RESTARTING = "RESTARTING"
 
 
-class TargetState(str, enum.Enum):
+class TargetState(enum.StrEnum):
     """What the user asked a connector to be (Connect's ``target-state-<connector>``)."""
 
     STARTED = "STARTED"

@@ -58,6 +58,9 @@ class Worker:
         common_raw, own_raw = split_connector_config(raw)
         common = ConnectorConfig.parse(common_raw)
         plugin = self.plugins.connector(common.connector_class)
+        # A connector may declare common keys in its own model too (a sink's topics/topics.regex).
+        declared = {info.alias for info in plugin.cls.Config.model_fields.values() if info.alias}
+        own_raw.update({k: v for k, v in common_raw.items() if k in declared})
         own = plugin.cls.validate(own_raw)
         if plugin.kind is PluginKind.SINK:
             if not common.topic_list and not common.topics_regex:

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from connectors.api.errors import DataError
 
 
-class Type(str, enum.Enum):
+class Type(enum.StrEnum):
     """Connect's schema types; the value is Connect's lower-case type name."""
 
     INT8 = "int8"
@@ -186,7 +186,7 @@ OPTIONAL_BYTES_SCHEMA = Schema(Type.BYTES, optional=True)
 # -- logical types ------------------------------------------------------------------------------
 
 _EPOCH_DATE = _dt.date(1970, 1, 1)
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
 class Decimal:
@@ -273,7 +273,7 @@ class Timestamp:
     @staticmethod
     def to_int(value: _dt.datetime) -> int:
         if value.tzinfo is None:
-            value = value.replace(tzinfo=_dt.timezone.utc)
+            value = value.replace(tzinfo=_dt.UTC)
         delta = value - _EPOCH
         return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 

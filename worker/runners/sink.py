@@ -121,6 +121,7 @@ class SinkTaskRunner(WorkerTask):
         self._committed: dict[TopicPartition, int] = {}
         self._rewinds: dict[TopicPartition, int] = {}
         self.commit_requested = False
+        self._closing = False
         self._next_commit = 0.0
         self.records_put = 0
 
@@ -152,17 +153,19 @@ class SinkTaskRunner(WorkerTask):
         if consumer is None:
             return
         try:
-            if not self.failed and self.assignment:
-                self._commit(sorted(self.assignment))
+            if self.assignment:
+                if not self.failed:
+                    self._commit(sorted(self.assignment))
                 self.task.close(sorted(self.assignment))
         finally:
+            # Leaving the group revokes the partitions again; they are committed and closed already.
+            self._closing = True
+            self.assignment = set()
             try:
-                self.task.stop()
-            finally:
-                # close() leaves the group; rebalance callbacks may run, so mark the assignment empty.
-                self.assignment = set()
                 consumer.close()
+            finally:
                 self._consumer = None
+                self.task.stop()
 
     # -- rebalance callbacks (run inside consumer.consume on the task thread) ----------------------
 
@@ -174,7 +177,7 @@ class SinkTaskRunner(WorkerTask):
 
     def _on_revoke(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
         tps = [TopicPartition(p.topic, p.partition) for p in partitions]
-        if not tps:
+        if not tps or self._closing:
             return
         try:
             self._commit(tps)
@@ -187,6 +190,8 @@ class SinkTaskRunner(WorkerTask):
 
     def _on_lost(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
         tps = [TopicPartition(p.topic, p.partition) for p in partitions]
+        if self._closing:
+            return
         log.warning("Partitions lost without a clean revoke: %s", tps)
         self.task.close(tps)
         for tp in tps:

@@ -77,7 +77,7 @@ def test_temporal_logical_types_round_trip() -> None:
     assert Date.from_int(-1) == dt.date(1969, 12, 31)
     assert Time.to_int(dt.time(1, 2, 3, 4000)) == 3_723_004
     assert Time.from_int(3_723_004) == dt.time(1, 2, 3, 4000)
-    ts = dt.datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=dt.timezone.utc)
+    ts = dt.datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=dt.UTC)
     assert Timestamp.from_int(Timestamp.to_int(ts)) == ts
     assert Timestamp.to_int(dt.datetime(1970, 1, 1, 0, 0, 1)) == 1000  # naive means UTC
 

@@ -237,6 +237,12 @@ def test_batch_size_is_honoured(harness: Harness) -> None:
     assert sizes == [3, 3, 3, 1]
 
 
+def test_poll_gathers_several_reads_up_to_batch_size(harness: Harness) -> None:
+    harness.path.write_bytes(b"ab\n" * 20)
+    task = harness.start({"batch.size": 5}, chunk_size=8)  # under three lines per read
+    assert [len(task.poll() or []) for _ in range(5)] == [5, 5, 5, 5, 0]
+
+
 def test_missing_file_waits_then_reads_once_created(harness: Harness) -> None:
     task = harness.start()
     began = time.monotonic()

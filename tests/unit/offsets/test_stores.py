@@ -164,6 +164,19 @@ def test_file_store_reloads_from_disk(tmp_path: Path) -> None:
     assert second.get("other", [{"k": "é"}]) == [{"v": [1, 2.5, None, True]}]
 
 
+def test_file_store_delete_is_persisted(tmp_path: Path) -> None:
+    path = tmp_path / "offsets.jsonl"
+    first = FileOffsetStore(path)
+    first.start()
+    first.put("gone", [({"f": "a"}, {"p": 1})])
+    first.put("kept", [({"f": "a"}, {"p": 2})])
+    first.delete("gone")
+    second = FileOffsetStore(path)
+    second.start()
+    assert second.all("gone") == []
+    assert second.all("kept") == [({"f": "a"}, {"p": 2})]
+
+
 def test_file_format_is_documented_json_lines(tmp_path: Path) -> None:
     path = tmp_path / "offsets.jsonl"
     store = FileOffsetStore(path)

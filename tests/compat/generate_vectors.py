@@ -1,0 +1,145 @@
+"""Regenerate the JsonConverter compatibility vectors with Apache Kafka Connect's own converter.
+
+Fetches ``org.apache.kafka:connect-json`` and its runtime dependencies from Maven Central into
+``~/.cache/sluice/connect-json-<version>`` (once; ``$SLUICE_CACHE_DIR`` moves it), runs ``JsonConverterVectors.java`` next to this
+file with a single-file ``java`` launch, and writes its output to
+``tests/unit/converters/vectors/json_converter.jsonl``::
+
+    python tests/compat/generate_vectors.py            # rewrite the committed vectors
+    python tests/compat/generate_vectors.py --check    # exit 1 if they differ from Connect's output
+
+Needs ``mvn`` and a JDK (17 or later) on ``PATH``, or ``--java``/``--mvn`` pointing at them.
+``tests/integration/test_json_converter_vectors.py`` imports :func:`generate` from here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+CONNECT_VERSION = "4.1.1"  # keep equal to <connect.version> in pom.xml
+COMPAT_DIR = Path(__file__).resolve().parent
+REPO_ROOT = COMPAT_DIR.parent.parent
+VECTORS_PATH = REPO_ROOT / "tests" / "unit" / "converters" / "vectors" / "json_converter.jsonl"
+PROGRAM = COMPAT_DIR / "JsonConverterVectors.java"
+POM = COMPAT_DIR / "pom.xml"
+_COMPLETE_MARKER = ".complete"
+_MVN_TIMEOUT_S = 600
+
+
+class ToolMissing(RuntimeError):
+    """``java`` or ``mvn`` is not installed; the message says which and how to point at it."""
+
+
+def cache_dir(version: str = CONNECT_VERSION) -> Path:
+    """Where the connect-json jars of ``version`` are kept.
+
+    Under Sluice's download cache, as for the Kafka broker jars: ``$SLUICE_CACHE_DIR`` if set, else
+    ``$XDG_CACHE_HOME/sluice``, else ``~/.cache/sluice``.
+    """
+    override = os.environ.get("SLUICE_CACHE_DIR")
+    if override:
+        root = Path(override).expanduser()
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        root = (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "sluice"
+    return root / f"connect-json-{version}"
+
+
+def find_tool(name: str, explicit: str | None = None) -> str:
+    """The path of ``java``/``mvn``: the explicit one, ``$JAVA_HOME/bin/java`` for java, else ``PATH``."""
+    if explicit:
+        return explicit
+    if name == "java" and os.environ.get("JAVA_HOME"):
+        candidate = Path(os.environ["JAVA_HOME"]) / "bin" / "java"
+        if candidate.exists():
+            return str(candidate)
+    found = shutil.which(name)
+    if found is None:
+        raise ToolMissing(f"'{name}' was not found on PATH; install it or pass --{name} /path/to/{name}")
+    return found
+
+
+def ensure_jars(version: str = CONNECT_VERSION, mvn: str | None = None) -> Path:
+    """Download connect-json ``version`` and its runtime dependencies unless already cached.
+
+    Maven copies into a staging directory that is renamed into place before the marker file is
+    written, so an interrupted download is never mistaken for a complete one.
+    """
+    if not re.fullmatch(r"\d+\.\d+\.\d+", version):
+        raise ValueError(f"unsupported connect-json version {version!r}: expected x.y.z")
+    target = cache_dir(version)
+    if (target / _COMPLETE_MARKER).is_file():
+        return target
+    mvn_exe = find_tool("mvn", mvn)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{target.name}.partial-", dir=target.parent))
+    try:
+        command = [
+            mvn_exe, "-B", "-q", "-f", str(POM), "dependency:copy-dependencies", "-DincludeScope=runtime",
+            f"-DoutputDirectory={staging}", f"-Dconnect.version={version}",
+        ]  # fmt: skip
+        result = subprocess.run(command, capture_output=True, text=True, timeout=_MVN_TIMEOUT_S, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"mvn failed ({result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
+        if not (staging / f"connect-json-{version}.jar").exists():
+            raise RuntimeError(f"mvn finished but fetched no connect-json-{version}.jar; check {POM}")
+        staging.chmod(0o755)
+        if target.exists():  # an earlier run died between the rename and the marker
+            shutil.rmtree(target)
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    (target / _COMPLETE_MARKER).write_text(version + "\n")
+    return target
+
+
+def generate(version: str = CONNECT_VERSION, java: str | None = None, mvn: str | None = None) -> bytes:
+    """Run the Java program against the real converter and return its JSON lines."""
+    jars = ensure_jars(version, mvn)
+    classpath = str(jars / "*")  # expanded by the java launcher, not the shell
+    with tempfile.TemporaryDirectory() as scratch:
+        # Single-file launch compiles in memory; the scratch cwd keeps stray files out of the repo.
+        command = [find_tool("java", java), "-cp", classpath, str(PROGRAM)]
+        result = subprocess.run(command, capture_output=True, cwd=scratch, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"{PROGRAM.name} failed ({result.returncode}):\n{result.stderr.decode(errors='replace')}")
+    return result.stdout
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="compare with the committed file instead of writing it")
+    parser.add_argument("--output", type=Path, default=VECTORS_PATH, help="vectors file (default: %(default)s)")
+    parser.add_argument("--connect-version", default=CONNECT_VERSION, help="connect-json version (%(default)s)")
+    parser.add_argument("--java", help="java executable (default: $JAVA_HOME/bin/java or PATH)")
+    parser.add_argument("--mvn", help="mvn executable (default: PATH)")
+    args = parser.parse_args(argv)
+    try:
+        produced = generate(args.connect_version, args.java, args.mvn)
+    except (ToolMissing, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    count = produced.count(b"\n")
+    if args.check:
+        committed = args.output.read_bytes() if args.output.exists() else b""
+        if committed != produced:
+            print(f"{args.output} differs from Kafka Connect {args.connect_version}'s output", file=sys.stderr)
+            return 1
+        print(f"{args.output} matches Kafka Connect {args.connect_version} ({count} vectors)")
+        return 0
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_bytes(produced)
+    print(f"wrote {count} vectors to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
