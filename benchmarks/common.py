@@ -19,10 +19,12 @@ from deploy.kafka_stack import KafkaBroker
 from offsets import MemoryOffsetStore
 from plugins import PluginRegistry
 from worker.config import WorkerConfig
+from worker.runtime import tune_gc
 from worker.standalone import StandaloneHerder
 from worker.worker import Worker
 
 RECORDS = int(os.environ.get("SLUICE_BENCH_RECORDS", "1000000"))
+ROUNDS = int(os.environ.get("SLUICE_BENCH_ROUNDS", "5"))
 RECORD_BYTES = 200
 
 
@@ -52,7 +54,7 @@ def broker() -> Iterator[str]:
     if os.environ.get("SLUICE_BENCH_BOOTSTRAP"):
         yield os.environ["SLUICE_BENCH_BOOTSTRAP"]
         return
-    with KafkaBroker(num_partitions=1, heap_max="1g") as kafka:
+    with KafkaBroker(num_partitions=1, heap_max="1g", kill_with_parent=True) as kafka:
         yield kafka.bootstrap_servers
 
 
@@ -97,6 +99,7 @@ def herder(bootstrap: str, **settings: Any) -> StandaloneHerder:
     )
     h = StandaloneHerder(Worker(config, PluginRegistry(), MemoryOffsetStore()))
     h.start()
+    tune_gc()  # as `sluice standalone` does after start-up
     return h
 
 
@@ -110,3 +113,19 @@ def wait_until(predicate: Any, timeout: float, poll: float = 0.01) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("benchmark did not finish in time")
         time.sleep(poll)
+
+
+def median_result(results: list[Result]) -> Result:
+    """The run with the median rate (runs on 2 shared cores vary by ±30 %)."""
+    ordered = sorted(results, key=lambda r: r.rate)
+    return ordered[len(ordered) // 2]
+
+
+def compare(name: str, raw_runs: list[Result], our_runs: list[Result]) -> tuple[Result, Result]:
+    """Print every run and the medians; return the median raw and Sluice results."""
+    for i, (raw, ours) in enumerate(zip(raw_runs, our_runs), 1):
+        print(f"  round {i}: raw {raw.rate:>10,.0f} rec/s   sluice {ours.rate:>10,.0f} rec/s   ratio {ours.rate / raw.rate:.2f}")
+    raw, ours = median_result(raw_runs), median_result(our_runs)
+    print(raw.line())
+    print(ours.line(raw))
+    return raw, ours

@@ -6,9 +6,11 @@ import os
 
 from benchmarks import file_sink, file_source
 from benchmarks.common import broker
+from worker.runtime import tune_gc
 
 
 def main() -> None:
+    tune_gc()  # the raw baselines run under the same collector settings as the worker
     with broker() as bootstrap:
         os.environ["SLUICE_BENCH_BOOTSTRAP"] = bootstrap
         results = file_source.main() + file_sink.main()

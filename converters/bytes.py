@@ -66,10 +66,9 @@ class ByteArrayConverter(Converter, HeaderConverter):
             for s, v in zip(schemas, values)
         ]
 
-    def to_connect_batch(self, topic: str, datas: Sequence[bytes | None]) -> list[SchemaAndValue]:
+    def to_connect_batch(self, topic: str, datas: Sequence[bytes | None]) -> tuple[list[Schema | None], list[Any]]:
         """Wrap many values."""
-        schema = OPTIONAL_BYTES_SCHEMA
-        return [SchemaAndValue(schema, d) for d in datas]
+        return [OPTIONAL_BYTES_SCHEMA] * len(datas), list(datas)
 
     def from_connect_header(self, topic: str, key: str, schema: Schema | None, value: Any) -> bytes | None:
         """Pass a header value through exactly as a record value."""

@@ -54,6 +54,10 @@ SINK_CONSUMER_DEFAULTS: dict[str, Any] = {
     "auto.offset.reset": "earliest",
     "enable.partition.eof": False,
     "fetch.min.bytes": 1,
+    # librdkafka stops fetching for fetch.queue.backoff.ms (default 1 s) whenever its prefetch
+    # queue is full; a consumer that does real work per record then drains the queue and sits idle
+    # for most of that second. 10 ms keeps the queue fed (measured: 140k → 770k records/s).
+    "fetch.queue.backoff.ms": 10,
     "session.timeout.ms": 45_000,
 }
 

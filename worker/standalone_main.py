@@ -18,6 +18,7 @@ from rest import create_app
 from rest.server import RestServer
 from worker.config import WorkerConfig
 from worker.properties import load_properties
+from worker.runtime import tune_gc
 from worker.standalone import StandaloneHerder
 from worker.worker import Worker
 
@@ -94,21 +95,22 @@ def run_standalone(worker_file: str, connector_files: list[str]) -> int:
         log.info("Received %s, shutting down (flushing and committing offsets)", signal.Signals(signum).name)
         stop.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-
     try:
         node = StandaloneWorker(load_config_file(worker_file))
         connectors = [connector_from_file(f) for f in connector_files]
     except ConfigError as exc:
         print(f"sluice: invalid configuration: {exc}", file=sys.stderr)
         return 2
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     try:
         node.start()
     except (RuntimeError, ConnectError) as exc:
         print(f"sluice: cannot start the worker: {exc}", file=sys.stderr)
         node.stop()
         return 1
+    tune_gc()
     exit_code = 0
     try:
         for name, config in connectors:

@@ -23,7 +23,15 @@ from connectors.api.errors import (
     NotFoundError,
     RetriableError,
 )
-from connectors.api.records import Headers, RecordMetadata, SinkRecord, SourceRecord, TopicPartition
+from connectors.api.records import (
+    Headers,
+    RecordMetadata,
+    SinkRecord,
+    SinkRecordBatch,
+    SourceRecord,
+    SourceRecordBatch,
+    TopicPartition,
+)
 from connectors.api.schema import (
     BOOLEAN_SCHEMA,
     BYTES_SCHEMA,
@@ -108,11 +116,13 @@ __all__ = [
     "SchemaAndValue",
     "SinkConnector",
     "SinkRecord",
+    "SinkRecordBatch",
     "SinkTask",
     "SinkTaskContext",
     "SourceConnector",
     "SourceConnectorContext",
     "SourceRecord",
+    "SourceRecordBatch",
     "SourceTask",
     "SourceTaskContext",
     "Task",

@@ -39,10 +39,15 @@ class Converter(abc.ABC):
         convert = self.from_connect_data
         return [convert(topic, s, v) for s, v in zip(schemas, values)]
 
-    def to_connect_batch(self, topic: str, datas: Sequence[bytes | None]) -> list[SchemaAndValue]:
-        """Deserialize many values of one topic."""
+    def to_connect_batch(self, topic: str, datas: Sequence[bytes | None]) -> tuple[list[Schema | None], list[Any]]:
+        """Deserialize many values of one topic into ``(schemas, values)``, aligned with ``datas``.
+
+        Two parallel lists rather than a :class:`SchemaAndValue` per record: a converter whose
+        schema is fixed answers ``[schema] * n`` at almost no cost.
+        """
         convert = self.to_connect_data
-        return [convert(topic, d) for d in datas]
+        results = [convert(topic, d) for d in datas]
+        return [r.schema for r in results], [r.value for r in results]
 
 
 class HeaderConverter(abc.ABC):

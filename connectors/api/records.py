@@ -8,8 +8,8 @@ path. Derive a changed copy with :meth:`SourceRecord.replace` / :meth:`SinkRecor
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, overload
 
 from connectors.api.schema import Schema
 
@@ -90,3 +90,212 @@ class RecordMetadata(NamedTuple):
     topic: str
     partition: int
     offset: int
+
+
+class SinkRecordBatch(Sequence[SinkRecord]):
+    """The records of one consumer poll for one topic, stored by column.
+
+    It is a ``Sequence[SinkRecord]``, so a task may simply iterate it; records are built on first
+    access. A task that only needs some columns (most sinks want ``values``, perhaps ``keys``)
+    reads them directly and skips building a record object per message, which costs more than
+    everything else the runtime does per record. Columns other than ``values``/``keys`` and their
+    schemas are loaded lazily from the consumed messages the first time they are read.
+    """
+
+    __slots__ = ("topic", "values", "value_schemas", "keys", "key_schemas", "_loader", "_columns", "_records")
+
+    def __init__(
+        self,
+        topic: str,
+        values: list[Any],
+        value_schemas: list[Schema | None],
+        keys: list[Any],
+        key_schemas: list[Schema | None],
+        loader: Callable[[str], list[Any]],
+    ) -> None:
+        self.topic = topic
+        self.values = values
+        self.value_schemas = value_schemas
+        self.keys = keys
+        self.key_schemas = key_schemas
+        self._loader = loader
+        self._columns: dict[str, list[Any]] = {}
+        self._records: list[SinkRecord] | None = None
+
+    def _column(self, name: str) -> list[Any]:
+        column = self._columns.get(name)
+        if column is None:
+            column = self._columns[name] = self._loader(name)
+        return column
+
+    @property
+    def partitions(self) -> list[int]:
+        return self._column("partition")
+
+    @property
+    def offsets(self) -> list[int]:
+        return self._column("kafka_offset")
+
+    @property
+    def timestamps(self) -> list[int | None]:
+        return self._column("timestamp")
+
+    @property
+    def timestamp_types(self) -> list[int]:
+        return self._column("timestamp_type")
+
+    @property
+    def headers(self) -> list[Headers | None]:
+        return self._column("headers")
+
+    def records(self) -> list[SinkRecord]:
+        """Every record as a :class:`SinkRecord` (built once)."""
+        if self._records is None:
+            n = len(self.values)
+            self._records = list(
+                map(
+                    SinkRecord,
+                    [self.topic] * n,
+                    self.partitions,
+                    self.offsets,
+                    self.values,
+                    self.value_schemas,
+                    self.keys,
+                    self.key_schemas,
+                    self.timestamps,
+                    self.timestamp_types,
+                    self.headers,
+                )
+            )
+        return self._records
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @overload
+    def __getitem__(self, index: int) -> SinkRecord: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[SinkRecord]: ...
+
+    def __getitem__(self, index: int | slice) -> SinkRecord | list[SinkRecord]:
+        return self.records()[index]
+
+    def __iter__(self) -> Iterator[SinkRecord]:
+        return iter(self.records())
+
+    def __repr__(self) -> str:
+        return f"SinkRecordBatch(topic={self.topic!r}, records={len(self)})"
+
+
+class SourceRecordBatch(Sequence[SourceRecord]):
+    """Records of one poll that share a topic, schemas and a source partition, stored by column.
+
+    A task that reads many similar records (lines of a file, rows of a table) returns one of these
+    instead of a list: the runtime converts the ``values`` column in one call and produces it in a
+    tight loop, and stores only the last offset, so no record object is built per message. It is a
+    ``Sequence[SourceRecord]`` too: transforms and ``commit_record`` see ordinary records.
+
+    ``source_offsets`` holds each record's offset; tasks that can compute them only on demand pass
+    ``offsets_loader`` and ``last_offset`` instead.
+    """
+
+    __slots__ = (
+        "topic",
+        "values",
+        "value_schema",
+        "keys",
+        "key_schema",
+        "source_partition",
+        "_offsets",
+        "_offsets_loader",
+        "_last_offset",
+        "_records",
+    )
+
+    def __init__(
+        self,
+        topic: str,
+        values: list[Any],
+        *,
+        value_schema: Schema | None = None,
+        keys: list[Any] | None = None,
+        key_schema: Schema | None = None,
+        source_partition: Mapping[str, Any] | None = None,
+        source_offsets: list[Mapping[str, Any] | None] | None = None,
+        offsets_loader: Callable[[], list[Mapping[str, Any] | None]] | None = None,
+        last_offset: Mapping[str, Any] | None = None,
+    ) -> None:
+        if keys is not None and len(keys) != len(values):
+            raise ValueError("keys and values must have the same length")
+        if source_offsets is not None and len(source_offsets) != len(values):
+            raise ValueError("source_offsets and values must have the same length")
+        self.topic = topic
+        self.values = values
+        self.value_schema = value_schema
+        self.keys = keys
+        self.key_schema = key_schema
+        self.source_partition = source_partition
+        self._offsets = source_offsets
+        self._offsets_loader = offsets_loader
+        self._last_offset = last_offset
+        self._records: list[SourceRecord] | None = None
+
+    @property
+    def source_offsets(self) -> list[Mapping[str, Any] | None]:
+        if self._offsets is None:
+            self._offsets = self._offsets_loader() if self._offsets_loader is not None else [None] * len(self.values)
+        return self._offsets
+
+    @property
+    def last_offset(self) -> Mapping[str, Any] | None:
+        """The offset of the last record: what the runtime stores once the batch is delivered."""
+        if self._last_offset is None and self.values:
+            self._last_offset = self.source_offsets[-1]
+        return self._last_offset
+
+    def records(self) -> list[SourceRecord]:
+        """Every record as a :class:`SourceRecord` (built once)."""
+        if self._records is None:
+            n = len(self.values)
+            self._records = list(
+                map(
+                    SourceRecord,
+                    [self.topic] * n,
+                    self.values,
+                    [self.value_schema] * n,
+                    self.keys if self.keys is not None else [None] * n,
+                    [self.key_schema] * n,
+                    [None] * n,
+                    [None] * n,
+                    [None] * n,
+                    [self.source_partition] * n,
+                    self.source_offsets,
+                )
+            )
+        return self._records
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @overload
+    def __getitem__(self, index: int) -> SourceRecord: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[SourceRecord]: ...
+
+    def __getitem__(self, index: int | slice) -> SourceRecord | list[SourceRecord]:
+        return self.records()[index]
+
+    def __iter__(self) -> Iterator[SourceRecord]:
+        return iter(self.records())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (SourceRecordBatch, list, tuple)):
+            return self.records() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"SourceRecordBatch(topic={self.topic!r}, records={len(self)})"

@@ -110,7 +110,9 @@ def generate(version: str = CONNECT_VERSION, java: str | None = None, mvn: str |
         command = [find_tool("java", java), "-cp", classpath, str(PROGRAM)]
         result = subprocess.run(command, capture_output=True, cwd=scratch, check=False)
     if result.returncode != 0:
-        raise RuntimeError(f"{PROGRAM.name} failed ({result.returncode}):\n{result.stderr.decode(errors='replace')}")
+        stderr = result.stderr.decode(errors="replace")
+        hint = "\n(a single-file source launch needs a full JDK 17+, not a JRE)" if "jdk.compiler" in stderr else ""
+        raise RuntimeError(f"{PROGRAM.name} failed ({result.returncode}):\n{stderr}{hint}")
     return result.stdout
 
 

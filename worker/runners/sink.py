@@ -19,6 +19,7 @@ from connectors.api import (
     HeaderConverter,
     RetriableError,
     SinkRecord,
+    SinkRecordBatch,
     SinkTask,
     TopicPartition,
 )
@@ -255,16 +256,39 @@ class SinkTaskRunner(WorkerTask):
                 self._commit(sorted(self.assignment))
 
     def _deliver(self, messages: list[Any]) -> None:
-        records = self._convert(messages)
-        consumed = self._consumed
-        for r in records:
-            consumed[TopicPartition(r.topic, r.partition)] = r.kafka_offset + 1
+        good = [m for m in messages if m.error() is None]
+        if len(good) != len(messages):
+            for m in messages:
+                err = m.error()
+                if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                    raise ConnectError(f"Consumer error: {err.str()}")
+        if not good:
+            return
+        self._track_consumed(good)
+        records = self._convert(good)
         if self._transform is not None:
-            records = self._transform(records)
+            records = self._transform(list(records))
         if records:
             self._put(records)
 
-    def _put(self, records: list[SinkRecord]) -> None:
+    def _track_consumed(self, messages: list[Any]) -> None:
+        """Remember the next offset of each partition in the batch.
+
+        Messages of one partition arrive in offset order, so scanning from the end finds each
+        partition's last offset; with one assigned partition that is a single step.
+        """
+        consumed = self._consumed
+        distinct = max(1, len(self.assignment))
+        seen: set[tuple[str, int]] = set()
+        for m in reversed(messages):
+            tp = (m.topic(), m.partition())
+            if tp not in seen:
+                seen.add(tp)
+                consumed[TopicPartition(*tp)] = m.offset() + 1
+                if len(seen) >= distinct:
+                    break
+
+    def _put(self, records: Sequence[SinkRecord]) -> None:
         backoff = 0.1
         paused = False
         try:
@@ -290,48 +314,42 @@ class SinkTaskRunner(WorkerTask):
                 if active:
                     self._consumer.resume([KafkaTopicPartition(t.topic, t.partition) for t in active])
 
-    def _convert(self, messages: list[Any]) -> list[SinkRecord]:
-        good = []
-        for m in messages:
-            err = m.error()
-            if err is None:
-                good.append(m)
-            elif err.code() != KafkaError._PARTITION_EOF:
-                raise ConnectError(f"Consumer error: {err.str()}")
-        if not good:
-            return []
-        topic = good[0].topic()
+    def _convert(self, messages: list[Any]) -> Sequence[SinkRecord]:
+        """Step 2: keys and values are converted now, as whole columns; the other columns (and
+        record objects) only if the task or a transform asks for them."""
+        topic = messages[0].topic()
+        if not all(m.topic() == topic for m in messages):
+            by_topic: dict[str, list[Any]] = {}
+            for m in messages:
+                by_topic.setdefault(m.topic(), []).append(m)
+            out: list[SinkRecord] = []
+            for group in by_topic.values():
+                out.extend(self._convert(group))
+            return out
         try:
-            if all(m.topic() == topic for m in good):
-                keys = self._key_converter.to_connect_batch(topic, [m.key() for m in good])
-                values = self._value_converter.to_connect_batch(topic, [m.value() for m in good])
-            else:
-                kc = self._key_converter.to_connect_data
-                vc = self._value_converter.to_connect_data
-                keys = [kc(m.topic(), m.key()) for m in good]
-                values = [vc(m.topic(), m.value()) for m in good]
+            key_schemas, keys = self._key_converter.to_connect_batch(topic, [m.key() for m in messages])
+            value_schemas, values = self._value_converter.to_connect_batch(topic, [m.value() for m in messages])
         except DataError as exc:
             raise DataError(f"Converter failed on a record of topic {topic!r}: {exc}") from exc
-        out = []
-        append = out.append
-        for m, k, v in zip(good, keys, values):
-            ts_type, ts = m.timestamp()
-            headers = m.headers()
-            append(
-                SinkRecord(
-                    m.topic(),
-                    m.partition(),
-                    m.offset(),
-                    v[1],
-                    v[0],
-                    k[1],
-                    k[0],
-                    ts if ts_type else None,
-                    ts_type,
-                    self._convert_headers(m.topic(), headers) if headers else None,
-                )
-            )
-        return out
+        return SinkRecordBatch(topic, values, value_schemas, keys, key_schemas, self._column_loader(topic, messages))
+
+    def _column_loader(self, topic: str, messages: list[Any]) -> Callable[[str], list[Any]]:
+        convert_headers = self._convert_headers
+
+        def load(column: str) -> list[Any]:
+            if column == "partition":
+                return [m.partition() for m in messages]
+            if column == "kafka_offset":
+                return [m.offset() for m in messages]
+            if column == "timestamp":
+                return [ts if kind else None for kind, ts in (m.timestamp() for m in messages)]
+            if column == "timestamp_type":
+                return [m.timestamp()[0] for m in messages]
+            if column == "headers":
+                return [convert_headers(topic, h) if h else None for h in (m.headers() for m in messages)]
+            raise KeyError(column)
+
+        return load
 
     def _convert_headers(self, topic: str, headers: list[tuple[str, bytes | None]]) -> tuple[tuple[str, Any], ...]:
         convert = self._header_converter.to_connect_header

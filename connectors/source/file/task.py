@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from itertools import accumulate, count
 from typing import IO, Any
 
-from connectors.api import STRING_SCHEMA, ConnectError, SourceRecord, SourceTask, SourceTaskContext
+from connectors.api import STRING_SCHEMA, ConnectError, SourceRecord, SourceRecordBatch, SourceTask, SourceTaskContext
 from connectors.source.file.config import FileStreamSourceConfig
 
 logger = logging.getLogger(__name__)
@@ -95,8 +95,9 @@ class FileStreamSourceTask(SourceTask):
         self._position = 0
         # Bytes after the last complete line, kept until their terminator arrives.
         self._tail: list[bytes] = []
-        # Records of the last chunk beyond batch.size, returned first by the next poll.
-        self._pending: list[SourceRecord] = []
+        # Lines (and their end positions) of the last chunk beyond batch.size, returned first by
+        # the next poll.
+        self._pending: tuple[list[str], list[int]] = ([], [])
         self._warned_missing = False
 
     # -- SPI ----------------------------------------------------------------------------------
@@ -112,7 +113,7 @@ class FileStreamSourceTask(SourceTask):
         self._stream = None
         self._stdin_fd = None
         self._tail = []
-        self._pending = []
+        self._pending = ([], [])
         if not self._filename:
             # Standard input cannot be rewound, so its records carry no source partition or offset
             # (Connect stores {"position": null} for them, which nothing can use).
@@ -127,37 +128,53 @@ class FileStreamSourceTask(SourceTask):
             "Reading lines from %s into topic %s, starting at byte %d", self._filename, self._topic, self._position
         )
 
-    def poll(self) -> list[SourceRecord] | None:
+    def poll(self) -> SourceRecordBatch | None:
         """Return up to ``batch.size`` new lines, or ``None`` after a short wait when there are none.
 
         Thread: the task thread. Returns within about a second whatever happens, and at once after
         :meth:`stop`.
         """
-        batch = self._pending
-        self._pending = []
+        lines, ends = self._pending
+        self._pending = ([], [])
         deadline = time.monotonic() + _MAX_POLL_S
-        while len(batch) < self._batch_size and not self._stopping.is_set():
+        while len(lines) < self._batch_size and not self._stopping.is_set():
             if self._partition is not None and self._stream is None and not self._open():
-                if batch:
+                if lines:
                     break
                 self._stopping.wait(_MISSING_FILE_WAIT_S)
                 return None
             chunk = self._read()
             if not chunk:  # None: standard input had nothing in time; b"": end of file for now
-                if batch:
+                if lines:
                     break
                 if chunk is not None:
                     self._stopping.wait(_EOF_WAIT_S)  # the writer may append more
                 return None
             # A chunk without a complete line adds nothing; the loop reads on at once.
-            self._append_records(chunk, batch)
+            self._append_lines(chunk, lines, ends)
             if time.monotonic() > deadline:
                 break
-        if len(batch) > self._batch_size:
+        if len(lines) > self._batch_size:
             # The rest of the last chunk's lines open the next poll.
-            self._pending = batch[self._batch_size :]
-            del batch[self._batch_size :]
-        return batch or None
+            self._pending = (lines[self._batch_size :], ends[self._batch_size :])
+            del lines[self._batch_size :], ends[self._batch_size :]
+        if not lines:
+            return None
+        return self._batch(lines, ends)
+
+    def _batch(self, lines: list[str], ends: list[int]) -> SourceRecordBatch:
+        """The lines as one columnar batch; offsets as dicts only if someone asks for each."""
+        if self._partition is None:  # standard input: nothing to resume from
+            return SourceRecordBatch(self._topic, lines, value_schema=STRING_SCHEMA)
+        field = POSITION_FIELD
+        return SourceRecordBatch(
+            self._topic,
+            lines,
+            value_schema=STRING_SCHEMA,
+            source_partition=self._partition,
+            offsets_loader=lambda: [{field: end} for end in ends],
+            last_offset={field: ends[-1]},
+        )
 
     def stop(self) -> None:
         """Make a waiting poll return and close the file. Thread: a control thread; never raises."""
@@ -242,8 +259,8 @@ class FileStreamSourceTask(SourceTask):
 
     # -- splitting ------------------------------------------------------------------------------
 
-    def _append_records(self, chunk: bytes, out: list[SourceRecord]) -> None:
-        """Append to ``out`` a record for every line that the held-back bytes plus ``chunk`` complete."""
+    def _append_lines(self, chunk: bytes, out: list[str], out_ends: list[int]) -> None:
+        """Append every line that the held-back bytes plus ``chunk`` complete, with its end position."""
         tail = self._tail
         if tail:
             if b"\n" not in chunk and b"\r" not in chunk and tail[-1][-1] != _CR:
@@ -262,32 +279,14 @@ class FileStreamSourceTask(SourceTask):
         start = self._position
         lines, width, ends = _split_lines(body, start)
         self._position += len(body)
-        self._build(lines, start, width, ends, out)
-
-    def _build(self, lines: list[str], start: int, width: int, ends: list[int] | None, out: list[SourceRecord]) -> None:
-        """Append one record per line; ``ends`` gives the end positions unless bytes = characters."""
-        # tuple.__new__ skips the NamedTuple's Python-level __new__ (about a third of the cost of
-        # a record); the values follow _RECORD_FIELDS, checked at import.
-        new = tuple.__new__
-        record = SourceRecord
-        topic = self._topic
-        schema = STRING_SCHEMA
-        partition = self._partition
-        field = POSITION_FIELD
-        append = out.append
-        if partition is None:  # standard input: nothing to resume from
-            for line in lines:
-                append(new(record, (topic, line, schema, None, None, None, None, None, None, None)))
-        elif ends is None:
-            # ASCII with one kind of separator, the common case: the running sum in the loop is
-            # measurably cheaper than a precomputed list.
-            position = start
-            for line in lines:
-                position += len(line) + width
-                append(new(record, (topic, line, schema, None, None, None, None, None, partition, {field: position})))
+        out.extend(lines)
+        if ends is not None:
+            out_ends.extend(ends)
         else:
-            for line, end in zip(lines, ends, strict=True):
-                append(new(record, (topic, line, schema, None, None, None, None, None, partition, {field: end})))
+            # ASCII with one kind of separator, the common case: positions are a running sum.
+            positions = accumulate([len(line) + width for line in lines], initial=start)
+            next(positions)
+            out_ends.extend(positions)
 
 
 def _complete_lines_end(data: bytes) -> int:

@@ -211,7 +211,7 @@ def test_restart_after_commit_neither_loses_nor_repeats(harness: Harness) -> Non
     with harness.path.open("ab") as f:
         f.write(b"line 100\n")
     rest = drain(harness.start())
-    assert [r.value for r in batch + rest] == [f"line {i}" for i in range(101)]
+    assert [r.value for r in list(batch) + rest] == [f"line {i}" for i in range(101)]
 
 
 def test_offsets_of_another_file_are_ignored(harness: Harness) -> None:

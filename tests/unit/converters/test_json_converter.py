@@ -308,7 +308,7 @@ def test_connect_bytes_read_back_and_rewrite_identically(line: dict[str, Any]) -
         if line["config"].get("decimal.format") == "NUMERIC":
             return  # without a schema a NUMERIC decimal reads back as a double, as in Connect
     assert converter.from_connect_data("vectors", read.schema, read.value) == data
-    assert converter.to_connect_batch("vectors", [data, data]) == [read, read]
+    assert converter.to_connect_batch("vectors", [data, data]) == ([read.schema] * 2, [read.value] * 2)
 
 
 # -- round trips ----------------------------------------------------------------------------------

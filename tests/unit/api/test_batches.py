@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import pytest
+
+from connectors.api import STRING_SCHEMA, SinkRecord, SinkRecordBatch, SourceRecord, SourceRecordBatch
+
+
+def test_source_batch_is_a_sequence_of_ordinary_records() -> None:
+    calls = []
+
+    def offsets() -> list[dict]:
+        calls.append(1)
+        return [{"position": p} for p in (3, 7)]
+
+    batch = SourceRecordBatch(
+        "t", ["ab", "cde"], value_schema=STRING_SCHEMA, source_partition={"filename": "f"},
+        offsets_loader=offsets, last_offset={"position": 7},
+    )
+    assert batch.last_offset == {"position": 7} and calls == []  # the runtime's fast path builds nothing
+    assert len(batch) == 2
+    assert list(batch) == [
+        SourceRecord("t", "ab", STRING_SCHEMA, source_partition={"filename": "f"}, source_offset={"position": 3}),
+        SourceRecord("t", "cde", STRING_SCHEMA, source_partition={"filename": "f"}, source_offset={"position": 7}),
+    ]
+    assert batch[1].value == "cde" and batch[-1].source_offset == {"position": 7}
+    assert calls == [1]
+
+
+def test_source_batch_checks_column_lengths() -> None:
+    with pytest.raises(ValueError, match="keys"):
+        SourceRecordBatch("t", ["a"], keys=["k1", "k2"])
+    with pytest.raises(ValueError, match="source_offsets"):
+        SourceRecordBatch("t", ["a"], source_offsets=[])
+    assert SourceRecordBatch("t", ["a"], source_offsets=[{"n": 1}]).last_offset == {"n": 1}
+
+
+def test_sink_batch_loads_other_columns_only_when_asked() -> None:
+    asked = []
+
+    def load(column: str) -> list:
+        asked.append(column)
+        return {"partition": [0, 0], "kafka_offset": [5, 6], "timestamp": [10, None], "timestamp_type": [1, 0], "headers": [None, (("h", "v"),)]}[column]
+
+    batch = SinkRecordBatch("t", ["a", "b"], [STRING_SCHEMA] * 2, [None, "k"], [None, STRING_SCHEMA], load)
+    assert batch.values == ["a", "b"] and asked == []
+    assert batch.offsets == [5, 6] and asked == ["kafka_offset"]
+    assert batch[1] == SinkRecord("t", 0, 6, "b", STRING_SCHEMA, "k", STRING_SCHEMA, None, 0, (("h", "v"),))
+    assert [r.kafka_offset for r in batch] == [5, 6]
