@@ -18,15 +18,17 @@ WORKER_PID=""
 FEEDER_PID=""
 cleanup() {
   trap - INT TERM EXIT
-  say "Stopping"
+  trap '' PIPE  # a closed terminal or pipe must not cut the clean-up short
+  say "Stopping" || true
   [[ -n $FEEDER_PID ]] && kill "$FEEDER_PID" 2>/dev/null || true
   if [[ -n $WORKER_PID ]] && kill -0 "$WORKER_PID" 2>/dev/null; then
     kill -TERM "$WORKER_PID"; wait "$WORKER_PID" 2>/dev/null || true
-    echo "worker stopped (offsets committed)"
+    echo "worker stopped (offsets committed)" || true
   fi
   sluice dev down --port "$KAFKA_PORT" || true
 }
-trap cleanup INT TERM EXIT
+trap cleanup EXIT
+trap 'cleanup; exit 0' INT TERM  # Ctrl-C is how a user ends the quickstart: a clean exit
 
 say "Starting Kafka (KRaft, loopback)"
 sluice dev up --port "$KAFKA_PORT"
