@@ -165,9 +165,9 @@ class PluginRegistry:
                 return info
         cls = _import_path(name)
         if cls is not None:
-            kind = kind_of(cls)
-            if kind in kinds:
-                info = PluginInfo(name=cls.__name__, kind=kind, cls=cls, aliases=tuple(getattr(cls, "aliases", ())))
+            found = kind_of(cls)
+            if found is not None and found in kinds:
+                info = PluginInfo(name=cls.__name__, kind=found, cls=cls, aliases=tuple(getattr(cls, "aliases", ())))
                 self._register(info)
                 return info
         return None
@@ -213,7 +213,7 @@ def _import_path(name: str) -> Any:
     except Exception as exc:  # a plugin module that fails on import deserves a log line
         log.warning("Importing %s failed: %s", module_name, exc)
         return None
-    obj = module
+    obj: Any = module
     for part in attr.split("."):
         obj = getattr(obj, part, None)
         if obj is None:

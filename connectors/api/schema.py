@@ -315,19 +315,24 @@ _LOGICAL_PY_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def validate_value(schema: Schema, value: Any, where: str = "value") -> None:
+def _is_instance(value: Any, types: tuple[type, ...]) -> bool:
+    # A separate function, so type checkers do not narrow ``value`` to ``object`` afterwards.
+    return isinstance(value, types)
+
+
+def validate_value(schema: Schema, value: Any, where: str = "value") -> None:  # noqa: C901
     """Raise :class:`DataError` naming the path of the first part of ``value`` that ``schema`` rejects."""
     if value is None:
         if schema.optional or schema.default is not None:
             return
         raise DataError(f"Invalid {where}: null used for required field, schema type {schema.type.value}")
-    expected = _LOGICAL_PY_TYPES.get(schema.name or "")
+    expected: tuple[type, ...] | None = _LOGICAL_PY_TYPES.get(schema.name or "")
     if expected is None:
         expected = _PY_TYPES[schema.type]
         if schema.type in _INT_RANGES or schema.type is Type.FLOAT32 or schema.type is Type.FLOAT64:
             if isinstance(value, bool):
                 expected = ()
-    if not isinstance(value, expected):
+    if not _is_instance(value, expected):
         raise DataError(
             f"Invalid Java object for schema with type {schema.type.value.upper()}: {type(value).__name__} "
             f"for {where}"

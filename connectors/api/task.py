@@ -11,7 +11,7 @@ import abc
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
-from connectors.api.records import RecordMetadata, SinkRecord, SourceRecord, TopicPartition
+from connectors.api.records import RecordMetadata, SinkRecord, SourceRecord, SourceRecordBatch, TopicPartition
 
 
 class OffsetReader(Protocol):
@@ -104,8 +104,11 @@ class SourceTask(Task):
         """
 
     @abc.abstractmethod
-    def poll(self) -> list[SourceRecord] | None:
+    def poll(self) -> list[SourceRecord] | SourceRecordBatch | None:
         """Return the next batch of records, or ``None``/``[]`` when nothing is ready.
+
+        A :class:`~connectors.api.records.SourceRecordBatch` (records sharing a topic and a source
+        partition, by column) is the fast way to return many similar records.
 
         Thread: the task thread. Must return within about a second even without data, so pause and
         stop are observed; raise ``RetriableError`` for transient failures.

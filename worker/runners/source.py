@@ -197,7 +197,12 @@ class SourceTaskRunner(WorkerTask):
         last_sp: Any = None
         last_key = b""
         commit_record = self.task.commit_record if self._wants_commit_record else None
+        active_topics = self.active_topics
+        last_topic: str | None = None
         for record, k, v in zip(records, keys, values):
+            if record.topic is not last_topic:  # an identity check: tasks reuse one topic string
+                last_topic = record.topic
+                active_topics.add(last_topic)
             try:
                 if commit_record is None and record.partition is None and record.timestamp is None and record.headers is None:
                     produce(record.topic, v, k)
@@ -228,13 +233,13 @@ class SourceTaskRunner(WorkerTask):
         assert producer is not None
         topic = batch.topic
         n = len(batch)
+        self.active_topics.add(topic)
         try:
             values = self._value_converter.from_connect_batch(topic, [batch.value_schema] * n, batch.values)
-            keys = (
-                self._key_converter.from_connect_batch(topic, [batch.key_schema] * n, batch.keys)
-                if batch.keys is not None or batch.key_schema is not None
-                else None
-            )
+            keys = None
+            if batch.keys is not None or batch.key_schema is not None:
+                key_values = batch.keys if batch.keys is not None else [None] * n
+                keys = self._key_converter.from_connect_batch(topic, [batch.key_schema] * n, key_values)
         except DataError:
             raise
         except Exception as exc:
