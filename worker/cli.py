@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from worker.cli_connectors import connectors
 from worker.logcontext import configure_logging
 
 
@@ -19,6 +20,7 @@ def main() -> None:
       sluice dev up                                   start a local Kafka broker
       sluice standalone worker.properties conn.json   run a worker with a connector
       curl localhost:8083/connectors                  talk to it over the Connect REST API
+      sluice connectors status my-connector           ... or with this CLI
     """
 
 
@@ -59,6 +61,9 @@ def plugins(show_all: bool, plugin_path: str) -> None:
     widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
     for row in [headers, *rows]:
         click.echo("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+main.add_command(connectors)
 
 
 def _attach_dev() -> None:

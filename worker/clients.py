@@ -15,6 +15,7 @@ from typing import Any
 from connectors.api import ConfigError
 
 log = logging.getLogger(__name__)
+_LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
 
 _RENAMED = {
     "max.request.size": "message.max.bytes",
@@ -105,4 +106,7 @@ def client_config(
     merged: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, **defaults}
     merged.update(translate(worker_settings))
     merged.update(translate(overrides))
+    # librdkafka's own log lines go through Python logging (served on poll), so they carry the
+    # task's [connector|task-N] tag and pass the secret-masking filter like every other line.
+    merged.setdefault("logger", _LIBRDKAFKA_LOG)
     return merged

@@ -50,6 +50,11 @@ class WorkerConfig(PluginConfig):
         "All", description="Which producer/consumer/admin overrides connectors may set"
     )
     group_id: str | None = Field(None, description="Distributed mode: the cluster's group id")
+    config_providers: str | None = Field(
+        None,
+        description="Comma-separated config provider names (config.providers.<name>.class, .param.*); "
+        "unset enables env, file and dir, empty enables none",
+    )
 
     # Worker files carry many prefixed keys (producer.*, key.converter.schemas.enable, …) and keys of
     # modes we don't run; Connect accepts and logs them, so this model ignores unknown keys.

@@ -26,6 +26,10 @@ class BadRequest(ConnectError):
     """The request itself is malformed: HTTP 400."""
 
 
+class Forbidden(ConnectError):
+    """The worker's configuration disallows the request (e.g. topic tracking is off): HTTP 403."""
+
+
 @dataclass
 class ConnectorInfo:
     """Connect's ``ConnectorInfo``: name, config, task ids and type."""
@@ -121,7 +125,47 @@ class Herder(abc.ABC):
     def set_target_state(self, name: str, state: TargetState) -> None: ...
 
     @abc.abstractmethod
-    def restart_connector(self, name: str) -> None: ...
+    def restart_connector(self, name: str) -> None:
+        """Connect's legacy restart: the connector instance only, synchronously."""
+
+    @abc.abstractmethod
+    def restart_connector_and_tasks(self, name: str, *, include_tasks: bool, only_failed: bool) -> ConnectorStateInfo:
+        """KIP-745 restart; returns the status with the instances it restarts shown ``RESTARTING``."""
+
+    @abc.abstractmethod
+    def patch_connector_config(self, name: str, patch: Mapping[str, Any]) -> ConnectorInfo:
+        """Merge-patch (KIP-477): keys in ``patch`` replace, ``None`` values delete."""
+
+    @abc.abstractmethod
+    def connector_offsets(self, name: str) -> list[dict[str, Any]]:
+        """``[{"partition": {...}, "offset": {...}}]`` (KIP-875)."""
+
+    @abc.abstractmethod
+    def alter_connector_offsets(self, name: str, entries: list[dict[str, Any]]) -> str:
+        """Alter offsets of a STOPPED connector; returns Connect's success message."""
+
+    @abc.abstractmethod
+    def reset_connector_offsets(self, name: str) -> str:
+        """Reset every offset of a STOPPED connector; returns Connect's success message."""
+
+    @abc.abstractmethod
+    def connector_topics(self, name: str) -> list[str]:
+        """Topics the connector's tasks produced to or consumed from since creation or reset (KIP-558)."""
+
+    @abc.abstractmethod
+    def reset_connector_topics(self, name: str) -> None: ...
+
+    @abc.abstractmethod
+    def connector_plugin_config(self, plugin: str) -> list[dict[str, Any]]:
+        """The plugin's ``ConfigKeyInfo`` list; :class:`NotFoundError` for an unknown plugin."""
+
+    @abc.abstractmethod
+    def validate_connector_config(self, plugin: str, config: Mapping[str, Any]) -> dict[str, Any]:
+        """Connect's ``ConfigInfos`` for ``config`` validated as a ``plugin`` connector."""
+
+    def worker_settings(self) -> Mapping[str, Any]:
+        """The worker's raw configuration (the REST layer reads its ``rest.*``/``listeners.*`` keys)."""
+        return {}
 
     @abc.abstractmethod
     def restart_task(self, name: str, task: int) -> None: ...

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextvars
 import logging
 
+from worker.masking import SecretMaskingFilter
+
 _context: contextvars.ContextVar[str] = contextvars.ContextVar("sluice_log_context", default="")
 
 
@@ -25,9 +27,14 @@ LOG_FORMAT = "[%(asctime)s] %(levelname)s %(connector_context)s%(message)s (%(na
 
 
 def configure_logging(level: str = "INFO") -> None:
-    """Configure the root logger for the CLI (library code never calls this)."""
+    """Configure the root logger for the CLI (library code never calls this).
+
+    The handler hides registered secrets (:class:`~worker.masking.SecretMaskingFilter`) in every
+    line, tracebacks included.
+    """
     handler = logging.StreamHandler()
     handler.addFilter(ContextFilter())
+    handler.addFilter(SecretMaskingFilter())
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -11,13 +11,24 @@ from typing import Any, TypeVar
 
 from confluent_kafka.admin import AdminClient
 
-from connectors.api import AlreadyExistsError, ConfigError, ConnectError, Connector, NotFoundError
+from connectors.api import (
+    AlreadyExistsError,
+    ConfigError,
+    ConnectError,
+    Connector,
+    NotFoundError,
+    SinkConnector,
+    SourceConnector,
+)
 from offsets import StoreOffsetReader
-from plugins import PluginInfo
-from worker.herder import BadRequest, ConnectorInfo, ConnectorStateInfo, Herder, TaskInfo
+from plugins import PluginInfo, PluginKind
+from worker.config_infos import plugin_definitions, validate_config
+from worker.connector_offsets import SinkOffsets, SourceOffsets, parse_changes, sink_changes
+from worker.herder import BadRequest, ConnectorInfo, ConnectorStateInfo, Forbidden, Herder, TaskInfo
 from worker.logcontext import set_context
+from worker.masking import MASK, mask_config, mask_text
 from worker.runners import WorkerTask
-from worker.status import ConnectorTaskId, State, Status, StatusStore, TargetState, format_trace
+from worker.status import ConnectorTaskId, State, Status, StatusStore, TargetState, format_trace, scrub_secrets
 from worker.worker import ValidatedConnector, Worker
 
 log = logging.getLogger(__name__)
@@ -25,6 +36,24 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 CONNECTOR_CALL_TIMEOUT_S = 30.0
+
+_CONNECTOR_KINDS = (PluginKind.SOURCE, PluginKind.SINK)
+
+NOT_STOPPED_MESSAGE = (
+    "Connectors must be in the STOPPED state before their offsets can be modified. This can be done for the "
+    "specified connector by issuing a 'PUT' request to the '/connectors/{name}/stop' endpoint"
+)
+
+
+def _offsets_message(verb: str, connector_checked: bool) -> str:
+    """Connect's answer to an offsets change; it warns when the connector did not vouch for them."""
+    if connector_checked:
+        return f"The offsets for this connector have been {verb} successfully"
+    return (
+        f"The Connect framework-managed offsets for this connector have been {verb} successfully. However, if this "
+        f"connector manages offsets externally, they will need to be manually {verb} in the system that the "
+        "connector uses."
+    )
 
 
 @dataclass
@@ -34,6 +63,13 @@ class _ConnectorHandle:
     instance: Connector | None = None
     task_configs: list[dict[str, Any]] = field(default_factory=list)
     runners: dict[int, WorkerTask] = field(default_factory=dict)
+    # Topics of runners that have ended since creation or the last reset (KIP-558); live runners
+    # keep their own set, merged in when they stop.
+    topics: set[str] = field(default_factory=set)
+
+    @property
+    def secret_keys(self) -> set[str]:
+        return self.validated.connector_class.Config.secret_keys()
 
 
 class _ConnectorContext:
@@ -121,16 +157,63 @@ class StandaloneHerder(Herder):
     def connector_info(self, name: str) -> ConnectorInfo:
         with self._lock:
             handle = self._handle(name)
-            return ConnectorInfo(name, dict(handle.validated.raw), sorted(handle.runners) or list(range(len(handle.task_configs))), handle.validated.type)
+            tasks = sorted(handle.runners) or list(range(len(handle.task_configs)))
+            return ConnectorInfo(name, mask_config(handle.validated.raw, handle.secret_keys), tasks, handle.validated.type)
 
     def connector_config(self, name: str) -> dict[str, Any]:
         with self._lock:
-            return dict(self._handle(name).validated.raw)
+            handle = self._handle(name)
+            return mask_config(handle.validated.raw, handle.secret_keys)
 
     def task_configs(self, name: str) -> list[TaskInfo]:
         with self._lock:
             handle = self._handle(name)
-            return [TaskInfo(name, i, dict(c)) for i, c in enumerate(handle.task_configs)]
+            return [TaskInfo(name, i, mask_config(c, handle.secret_keys)) for i, c in enumerate(handle.task_configs)]
+
+    def worker_settings(self) -> Mapping[str, Any]:
+        return dict(self.worker.config.raw)
+
+    def connector_topics(self, name: str) -> list[str]:
+        self._check_topic_tracking("topic.tracking.enable", "Topic tracking is disabled.")
+        with self._lock:
+            handle = self._handle(name)
+            topics = set(handle.topics)
+            for runner in handle.runners.values():
+                topics.update(runner.active_topics)
+            return sorted(topics)
+
+    def reset_connector_topics(self, name: str) -> None:
+        self._check_topic_tracking("topic.tracking.enable", "Topic tracking is disabled.")
+        self._check_topic_tracking("topic.tracking.allow.reset", "Topic tracking reset is disabled.")
+        with self._lock:
+            handle = self._handle(name)
+            handle.topics.clear()
+            for runner in handle.runners.values():
+                runner.active_topics.clear()
+
+    def _check_topic_tracking(self, key: str, message: str) -> None:
+        if str(self.worker.config.raw.get(key, "true")).strip().lower() == "false":
+            raise Forbidden(message)
+
+    def connector_plugin_config(self, plugin: str) -> list[dict[str, Any]]:
+        info = self.worker.plugins.find(plugin, (*_CONNECTOR_KINDS, *(k for k in PluginKind if k not in _CONNECTOR_KINDS)))
+        if info is None:
+            raise NotFoundError(f"Unknown plugin {plugin}.")
+        return plugin_definitions(info)
+
+    def validate_connector_config(self, plugin: str, config: Mapping[str, Any]) -> dict[str, Any]:
+        info = self.worker.plugins.find(plugin, _CONNECTOR_KINDS)
+        if info is None:
+            raise NotFoundError(f"Unknown plugin {plugin}.")
+        raw = {str(k): _stringify(v) for k, v in config.items()}
+        included = raw.get("connector.class")
+        if included:
+            included_info = self.worker.plugins.find(str(included), _CONNECTOR_KINDS)
+            if included_info is None or included_info.cls is not info.cls:
+                raise BadRequest(f"Included connector type {included} does not match request type {plugin}")
+        else:
+            raw["connector.class"] = plugin
+        return validate_config(info, raw, self.worker.validate)
 
     def connector_status(self, name: str) -> ConnectorStateInfo:
         with self._lock:
@@ -165,6 +248,13 @@ class StandaloneHerder(Herder):
         if "name" in raw and raw["name"] != name:
             raise BadRequest(f"Connector name configuration ({raw['name']}) doesn't match connector name in the URL ({name})")
         raw["name"] = name
+        with self._lock:
+            current = self._connectors.get(name)
+            if current is not None:
+                # A config read back over REST carries "[hidden]" for secrets; re-applying it keeps them.
+                for key in current.secret_keys:
+                    if raw.get(key) == MASK and key in current.validated.raw:
+                        raw[key] = current.validated.raw[key]
         validated = self.worker.validate(raw)
         with self._lock:
             existing = self._connectors.get(name)
@@ -180,7 +270,7 @@ class StandaloneHerder(Herder):
             handle = _ConnectorHandle(validated, target)
             self._connectors[name] = handle
             self._start_connector(name, handle)
-            info = ConnectorInfo(name, dict(raw), sorted(handle.runners), validated.type)
+            info = ConnectorInfo(name, mask_config(raw, handle.secret_keys), sorted(handle.runners), validated.type)
         log.info("%s connector %s (%s)", "Updated" if existing else "Created", name, validated.plugin.class_name)
         return existing is None, info
 
@@ -234,7 +324,130 @@ class StandaloneHerder(Herder):
             runner = handle.runners.pop(task, None)
             if runner is not None:
                 self._stop_runner(runner)
+                handle.topics.update(runner.active_topics)
             self._start_task(name, handle, task)
+
+    def patch_connector_config(self, name: str, patch: Mapping[str, Any]) -> ConnectorInfo:
+        with self._lock:
+            merged = dict(self._handle(name).validated.raw)
+        for key, value in patch.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        _, info = self.put_connector_config(name, merged, allow_replace=True)
+        return info
+
+    def restart_connector_and_tasks(self, name: str, *, include_tasks: bool, only_failed: bool) -> ConnectorStateInfo:
+        with self._lock:
+            handle = self._handle(name)
+            if handle.target is TargetState.STOPPED:
+                return self.connector_status(name)
+            current = self.status.connector(name)
+            restart_instance = not only_failed or (current is not None and current.state is State.FAILED)
+            tasks = sorted(
+                tid.task
+                for tid, st in self.status.tasks(name).items()
+                if include_tasks and (not only_failed or st.state is State.FAILED)
+            )
+            if restart_instance:
+                self.status.put_connector(name, Status(State.RESTARTING, self.worker_id))
+            for task in tasks:
+                self.status.put_task(ConnectorTaskId(name, task), Status(State.RESTARTING, self.worker_id))
+            planned = self.connector_status(name)
+        threading.Thread(
+            target=self._execute_restart, args=(name, restart_instance, tasks), name=f"restart-{name}", daemon=True
+        ).start()
+        return planned
+
+    def _execute_restart(self, name: str, restart_instance: bool, tasks: list[int]) -> None:
+        set_context(name)
+        with self._lock:
+            handle = self._connectors.get(name)
+            if handle is None or handle.target is TargetState.STOPPED:
+                return
+            if restart_instance:
+                self._stop_instance(name, handle)
+                old = list(handle.task_configs)
+                if not self._start_instance(name, handle):
+                    self._stop_tasks(name, handle)
+                    return
+                if handle.task_configs != old:
+                    self._restart_tasks(name, handle)
+                    return
+            for task in tasks:
+                runner = handle.runners.pop(task, None)
+                if runner is not None:
+                    self._stop_runner(runner)
+                    handle.topics.update(runner.active_topics)
+                if task < len(handle.task_configs):
+                    self._start_task(name, handle, task)
+
+    # -- offsets (KIP-875) --------------------------------------------------------------------------
+
+    def _sink_offsets(self) -> SinkOffsets:
+        return SinkOffsets({"bootstrap.servers": self.worker.config.bootstrap_servers, **self.worker.config.prefixed("admin.")})
+
+    @staticmethod
+    def _group(handle: _ConnectorHandle) -> str:
+        return str(handle.validated.raw.get("consumer.override.group.id") or f"connect-{handle.validated.common.name}")
+
+    def connector_offsets(self, name: str) -> list[dict[str, Any]]:
+        with self._lock:
+            handle = self._handle(name)
+        if handle.validated.plugin.kind is PluginKind.SINK:
+            return self._sink_offsets().get(self._group(handle))
+        return SourceOffsets(self.worker.offset_store).get(name)
+
+    def alter_connector_offsets(self, name: str, entries: list[dict[str, Any]]) -> str:
+        changes = parse_changes(entries)
+        with self._lock:
+            handle = self._stopped_handle(name)
+            if handle.validated.plugin.kind is PluginKind.SINK:
+                by_partition = sink_changes(changes)
+                checked = self._ask_connector(handle, by_partition)
+                self._sink_offsets().alter(self._group(handle), by_partition)
+            else:
+                checked = self._ask_connector(handle, changes)
+                SourceOffsets(self.worker.offset_store).alter(name, changes)
+        log.info("Altered the offsets of %d partition(s) of connector %s", len(changes), name)
+        return _offsets_message("altered", checked)
+
+    def reset_connector_offsets(self, name: str) -> str:
+        with self._lock:
+            handle = self._stopped_handle(name)
+            if handle.validated.plugin.kind is PluginKind.SINK:
+                sink = self._sink_offsets()
+                group = self._group(handle)
+                current = sink_changes([(e["partition"], None) for e in sink.get(group)])
+                checked = self._ask_connector(handle, current)
+                sink.reset(group)
+            else:
+                source = SourceOffsets(self.worker.offset_store)
+                checked = self._ask_connector(handle, [(e["partition"], None) for e in source.get(name)])
+                source.reset(name)
+        log.info("Reset the offsets of connector %s", name)
+        return _offsets_message("reset", checked)
+
+    def _stopped_handle(self, name: str) -> _ConnectorHandle:
+        handle = self._handle(name)
+        if handle.target is not TargetState.STOPPED:
+            raise BadRequest(NOT_STOPPED_MESSAGE.format(name=name))
+        return handle
+
+    def _ask_connector(self, handle: _ConnectorHandle, offsets: Any) -> bool:
+        """The connector's ``alter_offsets`` veto; a ``ConfigError`` from it is the user's 400."""
+        connector = self.worker.new_connector(handle.validated)
+        assert isinstance(connector, (SourceConnector, SinkConnector))
+        name = handle.validated.common.name
+        try:
+            return bool(
+                _call_with_timeout(
+                    lambda: connector.alter_offsets(handle.validated.raw, offsets), f"alter offsets of {name}", name
+                )
+            )
+        except ConfigError as exc:
+            raise BadRequest(f"The connector {name} refused the offsets: {exc}") from exc
 
     # -- internals (called with the lock held) ------------------------------------------------------
 
@@ -262,10 +475,13 @@ class StandaloneHerder(Herder):
             handle.instance = instance
             handle.task_configs = []
             self._stop_instance(name, handle)
-            self.status.put_connector(name, Status(State.FAILED, self.worker_id, trace=format_trace(exc)))
+            self.status.put_connector(name, Status(State.FAILED, self.worker_id, trace=self._trace(name, exc)))
             return False
         handle.instance = instance
-        handle.task_configs = [{str(k): _stringify(v) for k, v in c.items()} for c in configs]
+        # Stored and returned with the connector's placeholders, resolved again at task start.
+        handle.task_configs = self.worker.reverse_transform(
+            handle.validated, [{str(k): _stringify(v) for k, v in c.items()} for c in configs]
+        )
         state = State.PAUSED if handle.target is TargetState.PAUSED else State.RUNNING
         self.status.put_connector(name, Status(state, self.worker_id))
         return True
@@ -307,6 +523,7 @@ class StandaloneHerder(Herder):
                 log.error("Graceful stop of task %s failed; abandoning it", runner.id)
         for runner in runners:
             self.status.forget_task(runner.id)
+            handle.topics.update(runner.active_topics)
 
     def _stop_runner(self, runner: WorkerTask) -> None:
         runner.stop()
@@ -325,7 +542,9 @@ class StandaloneHerder(Herder):
             except Exception as exc:
                 self._connector_failed(name, exc)
                 return
-            new = [{str(k): _stringify(v) for k, v in c.items()} for c in configs]
+            new = self.worker.reverse_transform(
+                handle.validated, [{str(k): _stringify(v) for k, v in c.items()} for c in configs]
+            )
             if new != handle.task_configs:
                 log.info("Task configs of %s changed; restarting its tasks", name)
                 handle.task_configs = new
@@ -333,7 +552,14 @@ class StandaloneHerder(Herder):
 
     def _connector_failed(self, name: str, error: BaseException) -> None:
         log.error("Connector %s raised an error: %s", name, error)
-        self.status.put_connector(name, Status(State.FAILED, self.worker_id, trace=format_trace(error)))
+        self.status.put_connector(name, Status(State.FAILED, self.worker_id, trace=self._trace(name, error)))
+
+    def _trace(self, name: str, error: BaseException) -> str:
+        """The status trace of ``error`` with the connector's secret values blanked out."""
+        handle = self._connectors.get(name)
+        raw = handle.validated.raw if handle is not None else {}
+        keys = handle.secret_keys if handle is not None else set()
+        return mask_text(scrub_secrets(format_trace(error), raw, keys))
 
     # -- TaskStatusListener -------------------------------------------------------------------------
 
@@ -347,7 +573,7 @@ class StandaloneHerder(Herder):
         self.status.put_task(task_id, Status(State.RUNNING, self.worker_id))
 
     def on_failure(self, task_id: ConnectorTaskId, error: BaseException) -> None:
-        self.status.put_task(task_id, Status(State.FAILED, self.worker_id, trace=format_trace(error)))
+        self.status.put_task(task_id, Status(State.FAILED, self.worker_id, trace=self._trace(task_id.connector, error)))
 
     def on_shutdown(self, task_id: ConnectorTaskId) -> None:
         self.status.put_task(task_id, Status(State.UNASSIGNED, self.worker_id))

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import enum
+import os
+import re
 import threading
 import time
 import traceback
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+from worker.masking import MASK, is_secret_key
 
 
 class State(enum.StrEnum):
@@ -59,6 +65,34 @@ class Status:
 def format_trace(error: BaseException) -> str:
     """The trace Connect shows in status: the exception chain as text."""
     return "".join(traceback.format_exception(error)).rstrip()
+
+
+_ENV_PLACEHOLDER = re.compile(r"\$\{env:([^}:]+)(?::[^}]*)?\}")
+
+
+def scrub_secrets(trace: str, config: Mapping[str, Any], secret_keys: Iterable[str] = ()) -> str:
+    """``trace`` with every secret of ``config`` replaced by ``[hidden]``.
+
+    Secrets are the literal values of password-typed keys and whatever an ``${env:VAR}``
+    placeholder resolves to, in any key: an exception message may quote either, and a status
+    trace is returned over REST.
+    """
+    declared = set(secret_keys)
+    secrets: set[str] = set()
+    for key, value in config.items():
+        if not isinstance(value, str) or not value:
+            continue
+        for var in _ENV_PLACEHOLDER.findall(value):
+            resolved = os.environ.get(var)
+            if resolved:
+                secrets.add(resolved)
+        if (key in declared or is_secret_key(key)) and not value.startswith("${"):
+            secrets.add(value)
+    # Longest first, so a secret that contains another is hidden whole.
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= 3:
+            trace = trace.replace(secret, MASK)
+    return trace
 
 
 class StatusStore:

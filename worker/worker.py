@@ -1,7 +1,14 @@
-"""The worker: turns validated connector configs into connector instances and task runners."""
+"""The worker: turns validated connector configs into connector instances and task runners.
+
+Configs arrive *raw*: they may hold config-provider placeholders (``${env:DB_PASSWORD}``), which
+the herder stores and returns as they are. The worker resolves them (:meth:`Worker.resolve`)
+exactly where values are handed over — to validation, the connector, the task, its converters and
+its Kafka client — and registers secret values so that log lines and traces mask them.
+"""
 
 from __future__ import annotations
 
+import builtins
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,15 +26,22 @@ from offsets import OffsetStore
 from plugins import PluginInfo, PluginKind, PluginRegistry
 from worker.clients import SINK_CONSUMER_DEFAULTS, SOURCE_PRODUCER_DEFAULTS, client_config
 from worker.config import ConnectorConfig, WorkerConfig, split_connector_config, sub_config
+from worker.config_providers import ConfigProviders, has_placeholder, reverse_transform
+from worker.masking import mask_text, register_config_secrets
 from worker.runners import SinkTaskRunner, SourceTaskRunner, TaskStatusListener, WorkerTask
 from worker.status import ConnectorTaskId, TargetState
+from worker.transform_chain import build_chain
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class ValidatedConnector:
-    """A connector config that passed validation, with what it resolved to."""
+    """A connector config that passed validation, with what it resolved to.
+
+    ``raw`` is the config as the user gave it, placeholders included: the only form to store or
+    return. ``common`` and ``own`` were validated from the resolved values and may hold secrets.
+    """
 
     raw: dict[str, Any]
     common: ConnectorConfig
@@ -39,40 +53,87 @@ class ValidatedConnector:
         return self.plugin.kind.value
 
     @property
-    def connector_class(self) -> type[Connector]:
+    def connector_class(self) -> builtins.type[Connector]:  # builtins: the property above shadows type
         return self.plugin.cls
 
 
 class Worker:
     """Builds what runs; the herder decides when."""
 
-    def __init__(self, config: WorkerConfig, plugins: PluginRegistry, offset_store: OffsetStore) -> None:
-        self.config = config
+    def __init__(
+        self,
+        config: WorkerConfig,
+        plugins: PluginRegistry,
+        offset_store: OffsetStore,
+        config_providers: ConfigProviders | None = None,
+    ) -> None:
+        """Raises :class:`ConfigError` naming the worker key when a config provider is misconfigured
+        or a placeholder in the worker config (``producer.sasl.jaas.config=${file:…}``) cannot be resolved."""
         self.plugins = plugins
         self.offset_store = offset_store
+        self.config_providers = (
+            config_providers if config_providers is not None else ConfigProviders.from_worker_config(config.raw, plugins)
+        )
+        if any(has_placeholder(v) for v in config.raw.values()):
+            config = WorkerConfig.from_mapping(self.config_providers.resolve(config.raw))
+        self.config = config
+        # The worker's own client secrets (producer.sasl.jaas.config, ssl.key.password, …).
+        register_config_secrets(config.raw)
+
+    # -- config providers -------------------------------------------------------------------------
+
+    def resolve(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """``raw`` with every ``${provider:path:key}`` placeholder replaced by its current value.
+
+        Raises :class:`ConfigError` naming the key and the placeholder (never the value) when one
+        cannot be resolved. Resolved values are registered as secrets for log masking.
+        """
+        return self.config_providers.resolve(raw)
+
+    def reverse_transform(self, validated: ValidatedConnector, task_configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Task configs as they may be stored and returned: every key the connector config set
+        with a placeholder carries that placeholder again instead of its resolved value."""
+        return reverse_transform(validated.raw, task_configs)
 
     # -- validation -------------------------------------------------------------------------------
 
     def validate(self, raw: Mapping[str, Any]) -> ValidatedConnector:
-        """Check a connector config completely; raise :class:`ConfigError` naming the bad key."""
-        common_raw, own_raw = split_connector_config(raw)
+        """Check a connector config completely; raise :class:`ConfigError` naming the bad key.
+
+        The values checked are the resolved ones (a placeholder must resolve, and to a valid value);
+        the result keeps ``raw`` unresolved for storage. Error messages quote values, so a resolved
+        secret in one is masked.
+        """
+        resolved = self.resolve(raw)
+        try:
+            return self._validate(raw, resolved)
+        except ConfigError as exc:
+            message = mask_text(str(exc))
+            if message == str(exc):
+                raise
+            raise ConfigError(message, key=exc.key) from None
+
+    def _validate(self, raw: Mapping[str, Any], resolved: Mapping[str, Any]) -> ValidatedConnector:
+        common_raw, own_raw = split_connector_config(resolved)
         common = ConnectorConfig.parse(common_raw)
         plugin = self.plugins.connector(common.connector_class)
+        connector_cls: Any = plugin.cls
         # A connector may declare common keys in its own model too (a sink's topics/topics.regex).
-        declared = {info.alias for info in plugin.cls.Config.model_fields.values() if info.alias}
+        declared = {info.alias for info in connector_cls.Config.model_fields.values() if info.alias}
         own_raw.update({k: v for k, v in common_raw.items() if k in declared})
-        own = plugin.cls.validate(own_raw)
+        register_config_secrets(resolved, connector_cls.Config.secret_keys())
+        own = connector_cls.validate(own_raw)
         if plugin.kind is PluginKind.SINK:
             if not common.topic_list and not common.topics_regex:
                 raise ConfigError(
                     "Must configure one of topics or topics.regex for a sink connector", key="topics"
                 )
-        if common.transforms.strip():
-            raise ConfigError(
-                "Single message transforms are not available in this version of Sluice", key="transforms"
-            )
+        # Build the transform chain once so a bad alias or setting fails the create call.
+        chain = build_chain(resolved, self.plugins)
+        if chain is not None:
+            chain.close()
         # Resolve converters now so a typo fails the create call, not the task start.
-        self._converters(common, raw)
+        self._converters(common, resolved)
         return ValidatedConnector(dict(raw), common, plugin, own)
 
     def _converters(self, common: ConnectorConfig, raw: Mapping[str, Any]) -> tuple[Converter, Converter, HeaderConverter]:
@@ -113,17 +174,25 @@ class Worker:
         listener: TaskStatusListener,
         initial_state: TargetState,
     ) -> WorkerTask:
-        """A runner for one task of ``validated``, not yet started."""
+        """A runner for one task of ``validated``, not yet started.
+
+        Placeholders in the connector config (converter and client settings) and in
+        ``task_config`` are resolved now, so a task starts with current secret values.
+        """
         connector_cls = validated.connector_class
         task = connector_cls.task_class()
-        key, value, header = self._converters(validated.common, validated.raw)
+        resolved = self.resolve(validated.raw)
+        task_config = self.resolve(task_config)
+        register_config_secrets(task_config, connector_cls.Config.secret_keys())
+        key, value, header = self._converters(validated.common, resolved)
+        transform = build_chain(resolved, self.plugins)
         policy = self.config.connector_client_config_override_policy
         if issubclass(connector_cls, SourceConnector):
             producer = client_config(
                 self.config.bootstrap_servers,
                 {**SOURCE_PRODUCER_DEFAULTS, "client.id": f"connector-producer-{task_id}"},
                 self.config.prefixed("producer."),
-                sub_config(validated.raw, "producer.override."),
+                sub_config(resolved, "producer.override."),
                 policy,
                 what="producer",
             )
@@ -138,6 +207,7 @@ class Worker:
                 key_converter=key,
                 value_converter=value,
                 header_converter=header,
+                transform=transform,
                 offset_flush_interval_ms=self.config.offset_flush_interval_ms,
                 offset_flush_timeout_ms=self.config.offset_flush_timeout_ms,
             )
@@ -150,7 +220,7 @@ class Worker:
                     "client.id": f"connector-consumer-{task_id}",
                 },
                 self.config.prefixed("consumer."),
-                sub_config(validated.raw, "consumer.override."),
+                sub_config(resolved, "consumer.override."),
                 policy,
                 what="consumer",
             )
@@ -166,6 +236,7 @@ class Worker:
                 key_converter=key,
                 value_converter=value,
                 header_converter=header,
+                transform=transform,
                 offset_flush_interval_ms=self.config.offset_flush_interval_ms,
             )
         raise ConfigError(f"{connector_cls.__name__} is neither a source nor a sink connector", key="connector.class")

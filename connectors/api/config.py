@@ -44,7 +44,7 @@ class PluginConfig(BaseModel):
             problems = config_problems(exc)
             first_key = next(iter(problems))
             message = "; ".join(f"{key}: {msg}" for key, msg in problems.items())
-            raise ConfigError(f"Invalid configuration: {message}", key=first_key) from None
+            raise ConfigError(f"Invalid configuration: {message}", key=first_key, problems=problems) from None
 
     @classmethod
     def secret_keys(cls) -> set[str]:

@@ -23,9 +23,11 @@ class ConfigError(ConnectError):
     the message to that key.
     """
 
-    def __init__(self, message: str, *, key: str | None = None) -> None:
+    def __init__(self, message: str, *, key: str | None = None, problems: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.key = key
+        #: Every offending key with its message, when validation found several.
+        self.problems = problems or ({key: message} if key else {})
 
 
 class RetriableError(ConnectError):

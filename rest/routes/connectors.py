@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 from fastapi import APIRouter, Body, Query, Response
 from fastapi.responses import JSONResponse
@@ -10,10 +11,11 @@ from pydantic import BaseModel, Field
 
 from connectors.api import NotFoundError
 from rest.deps import HerderDep
+from rest.errors import ERROR_RESPONSES
 from worker.herder import BadRequest
 from worker.status import TargetState
 
-router = APIRouter(prefix="/connectors", tags=["connectors"])
+router = APIRouter(prefix="/connectors", tags=["connectors"], responses=ERROR_RESPONSES)
 
 
 class CreateConnectorRequest(BaseModel):
@@ -54,7 +56,7 @@ def create_connector(body: CreateConnectorRequest, herder: HerderDep) -> JSONRes
     config = dict(body.config)
     state = _INITIAL[body.initial_state or "RUNNING"]
     _, info = herder.put_connector_config(name, config, allow_replace=False, initial_state=state)
-    return JSONResponse(info.to_json(), status_code=201, headers={"Location": f"/connectors/{name}"})
+    return JSONResponse(info.to_json(), status_code=201, headers={"Location": f"/connectors/{quote(name, safe='')}"})
 
 
 @router.get("/{name}", summary="Connector info")
@@ -71,6 +73,11 @@ def get_config(name: str, herder: HerderDep) -> dict[str, Any]:
 def put_config(name: str, herder: HerderDep, config: Annotated[dict[str, Any], Body()]) -> JSONResponse:
     created, info = herder.put_connector_config(name, config, allow_replace=True)
     return JSONResponse(info.to_json(), status_code=201 if created else 200)
+
+
+@router.patch("/{name}/config", summary="Merge-patch a connector's configuration (null deletes a key)")
+def patch_config(name: str, herder: HerderDep, patch: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+    return herder.patch_connector_config(name, patch).to_json()
 
 
 @router.get("/{name}/status", summary="Connector and task states")
@@ -94,10 +101,23 @@ def restart_task(name: str, task: int, herder: HerderDep) -> Response:
     return Response(status_code=204)
 
 
-@router.post("/{name}/restart", status_code=204, summary="Restart a connector")
-def restart_connector(name: str, herder: HerderDep) -> Response:
-    herder.restart_connector(name)
-    return Response(status_code=204)
+@router.post(
+    "/{name}/restart",
+    status_code=204,
+    summary="Restart a connector, optionally with its (failed) tasks",
+    responses={202: {"description": "Restart accepted; the body shows the instances being restarted as RESTARTING"}},
+)
+def restart_connector(
+    name: str,
+    herder: HerderDep,
+    includeTasks: bool = False,  # noqa: N803 - Connect's parameter names
+    onlyFailed: bool = False,  # noqa: N803
+) -> Response:
+    if not includeTasks and not onlyFailed:
+        herder.restart_connector(name)
+        return Response(status_code=204)
+    planned = herder.restart_connector_and_tasks(name, include_tasks=includeTasks, only_failed=onlyFailed)
+    return JSONResponse(planned.to_json(), status_code=202)
 
 
 @router.put("/{name}/pause", status_code=202, summary="Pause a connector and its tasks")
@@ -116,6 +136,17 @@ def resume(name: str, herder: HerderDep) -> Response:
 def stop(name: str, herder: HerderDep) -> Response:
     herder.set_target_state(name, TargetState.STOPPED)
     return Response(status_code=204)
+
+
+@router.get("/{name}/topics", summary="Topics the connector has used since creation or the last reset")
+def get_topics(name: str, herder: HerderDep) -> dict[str, Any]:
+    return {name: {"topics": herder.connector_topics(name)}}
+
+
+@router.put("/{name}/topics/reset", status_code=202, summary="Forget the topics the connector has used")
+def reset_topics(name: str, herder: HerderDep) -> Response:
+    herder.reset_connector_topics(name)
+    return Response(status_code=202)
 
 
 @router.delete("/{name}", status_code=204, summary="Delete a connector")

@@ -22,10 +22,14 @@ def free_port() -> int:
 
 
 class WorkerProcess:
-    """``sluice standalone`` in a subprocess, with its REST address and log file."""
+    """``sluice standalone`` in a subprocess, with its REST address and log file.
 
-    def __init__(self, workdir: Path, bootstrap: str, **worker_settings: Any) -> None:
+    ``env`` adds environment variables to the worker's (``${env:…}`` config providers).
+    """
+
+    def __init__(self, workdir: Path, bootstrap: str, *, env: dict[str, str] | None = None, **worker_settings: Any) -> None:
         self.workdir = workdir
+        self.env = dict(env or {})
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / "worker.log"
@@ -52,7 +56,7 @@ class WorkerProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=Path(__file__).resolve().parents[2],
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, **self.env, "PYTHONUNBUFFERED": "1"},
         )
         self.wait_healthy()
         return self

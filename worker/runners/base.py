@@ -42,6 +42,8 @@ class WorkerTask(abc.ABC):
         self._cond = threading.Condition()
         self._stopping = threading.Event()
         self._failed = False
+        #: Topics this task produced to or consumed from (KIP-558); the herder reads and clears it.
+        self.active_topics: set[str] = set()
         self._thread = threading.Thread(target=self._run, name=f"task-{task_id}", daemon=True)
 
     # -- control (herder thread) ------------------------------------------------------------------

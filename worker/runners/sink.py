@@ -284,6 +284,7 @@ class SinkTaskRunner(WorkerTask):
             tp = (m.topic(), m.partition())
             if tp not in seen:
                 seen.add(tp)
+                self.active_topics.add(tp[0])
                 consumed[TopicPartition(*tp)] = m.offset() + 1
                 if len(seen) >= distinct:
                     break

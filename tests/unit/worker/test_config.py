@@ -57,6 +57,7 @@ def test_connector_config_split_and_validation() -> None:
 
 def test_client_overrides_follow_the_worker_policy() -> None:
     merged = client_config("b:1", {"acks": "all"}, {"linger.ms": "5", "buffer.memory": "1"}, {"acks": "1"}, "All", what="producer")
+    assert merged.pop("logger").name == "librdkafka"  # client logs go through Python logging
     assert merged == {"bootstrap.servers": "b:1", "acks": "1", "linger.ms": "5"}
     with pytest.raises(ConfigError, match="forbids"):
         client_config("b:1", {}, {}, {"acks": "1"}, "None", what="producer")

@@ -1,0 +1,80 @@
+"""Configuration pieces the JDBC source and sink share: connection keys and list parsing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import Field, SecretStr, field_validator
+
+from connectors.api import PluginConfig
+
+
+def split_list(value: Any) -> Any:
+    """Connect's LIST type: ``"a, b"`` and ``["a", "b"]`` mean the same; empty items are dropped."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = value.split(",")
+    if isinstance(value, (list, tuple)):
+        return [item.strip() if isinstance(item, str) else item for item in value if not (isinstance(item, str) and not item.strip())]
+    return value
+
+
+class JdbcConnectionConfig(PluginConfig):
+    """``connection.*`` keys, as Confluent's JDBC connectors spell them."""
+
+    connection_url: str = Field(
+        description="The database: a SQLAlchemy URL (postgresql://…, mysql://…, sqlite:///path) or a JDBC URL "
+        "(jdbc:postgresql://host:5432/db, jdbc:mysql://…, jdbc:sqlite:/path)."
+    )
+    connection_user: str | None = Field(None, description="The user name; overrides one in the URL.")
+    connection_password: SecretStr | None = Field(None, description="The password; overrides one in the URL.")
+    connection_attempts: int = Field(3, ge=1, description="Attempts to connect before giving up.")
+    connection_backoff_ms: int = Field(10_000, ge=0, description="Wait between connection attempts, in ms.")
+    dialect_name: str = Field(
+        "", description="Accepted for Confluent compatibility; the dialect always follows the connection URL."
+    )
+    db_timezone: str = Field("UTC", description="Time zone of timestamp columns without one (and of queries on them).")
+
+    @field_validator("connection_url")
+    @classmethod
+    def _url_not_empty(cls, value: str) -> str:
+        if not value:
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("db_timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        from connectors.jdbc_common.types import timezone
+
+        try:
+            timezone(value)
+        except Exception:
+            raise ValueError(f"unknown time zone {value!r}") from None
+        return value
+
+    @property
+    def password(self) -> str | None:
+        return self.connection_password.get_secret_value() if self.connection_password is not None else None
+
+    @classmethod
+    def known_keys(cls) -> set[str]:
+        return {info.alias or name for name, info in cls.model_fields.items()} | set(cls.model_fields)
+
+    @classmethod
+    def from_task_config(cls, raw: Mapping[str, Any]) -> Any:
+        """Parse a task configuration, ignoring the keys the runtime adds (``name``, ``task.class``, …)."""
+        return cls.parse(raw, ignore=set(raw) - cls.known_keys())
+
+    def to_task_config(self) -> dict[str, Any]:
+        """The task configuration in Connect's dotted spelling, the password in clear (the runtime
+        masks task configurations itself)."""
+        data = self.model_dump(by_alias=True, exclude_none=True)
+        for key, value in list(data.items()):
+            if isinstance(value, SecretStr):
+                data[key] = value.get_secret_value()
+            elif isinstance(value, list):
+                data[key] = ",".join(str(v) for v in value)
+        return data

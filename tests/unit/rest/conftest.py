@@ -1,0 +1,47 @@
+"""A standalone herder with an in-memory offset store behind the REST app, no Kafka needed.
+
+Connectors are created ``STOPPED`` (or never started) in these tests, so no task needs a broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from offsets import MemoryOffsetStore
+from plugins import PluginRegistry
+from rest import create_app
+from worker.config import WorkerConfig
+from worker.standalone import StandaloneHerder
+from worker.worker import Worker
+
+AppFactory = Callable[..., TestClient]
+
+
+@pytest.fixture(scope="session")
+def registry() -> PluginRegistry:
+    return PluginRegistry()
+
+
+@pytest.fixture
+def make_client(registry: PluginRegistry) -> Iterator[AppFactory]:
+    herders: list[StandaloneHerder] = []
+
+    def make(**worker_settings: Any) -> TestClient:
+        config = WorkerConfig.from_mapping({"bootstrap.servers": "127.0.0.1:1", **worker_settings})
+        herder = StandaloneHerder(Worker(config, registry, MemoryOffsetStore()))
+        herder.start()
+        herders.append(herder)
+        return TestClient(create_app(herder), raise_server_exceptions=False)
+
+    yield make
+    for herder in herders:
+        herder.stop()
+
+
+@pytest.fixture
+def client(make_client: AppFactory) -> TestClient:
+    return make_client()

@@ -1,0 +1,271 @@
+"""What every built-in transform shares: configuration, ``$Key``/``$Value`` plumbing, schema caches.
+
+Connect writes each SMT as an abstract class with ``Key`` and ``Value`` subclasses that say which
+half of the record they work on. :class:`KeyOrValueTransformation` does the same through the
+``operates_on_key`` class flag, so the transform body is written once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from typing import Annotated, Any, ClassVar, Generic, TypeVar
+
+from pydantic import BeforeValidator
+
+from connectors.api.errors import ConfigError, DataError
+from connectors.api.records import SinkRecord, SourceRecord
+from connectors.api.schema import Schema, Type
+from connectors.api.transform import Predicate, R, Transformation
+
+__all__ = [
+    "BuiltinPredicate",
+    "BuiltinTransformation",
+    "CommaList",
+    "KeyOrValueTransformation",
+    "SchemaCache",
+    "copy_struct_schema",
+    "field_path",
+    "require_map",
+    "require_schema",
+    "require_struct",
+    "with_key",
+    "with_topic",
+    "with_value",
+]
+
+#: Keys the runtime may leave in a transform's settings; they belong to the runtime, not the SMT.
+RUNTIME_KEYS = frozenset({"type", "predicate", "negate", "plugin.version"})
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+def _split_list(raw: Any) -> Any:
+    """Connect's LIST type: a comma-separated string (blanks dropped) or an actual list."""
+    if raw is None:
+        return ()
+    if isinstance(raw, str):
+        return tuple(part.strip() for part in raw.split(",") if part.strip())
+    return raw
+
+
+#: A Connect ``LIST`` setting (``"a, b,c"`` → ``("a", "b", "c")``).
+CommaList = Annotated[tuple[str, ...], BeforeValidator(_split_list)]
+
+
+class SchemaCache(Generic[K, V]):
+    """A small bounded map from an input schema to what a transform derived from it.
+
+    Connect keeps an LRU of 16 entries per transform; records of a topic share one schema object,
+    so a hit is a dict lookup that stops at the identity check.
+    """
+
+    __slots__ = ("_entries", "_limit")
+
+    def __init__(self, limit: int = 64) -> None:
+        self._entries: dict[K, V] = {}
+        self._limit = limit
+
+    def get(self, key: K, build: Callable[[K], V]) -> V:
+        try:
+            return self._entries[key]
+        except KeyError:
+            pass
+        value = build(key)
+        if len(self._entries) >= self._limit:
+            # Evict the oldest entry; dicts keep insertion order.
+            del self._entries[next(iter(self._entries))]
+        self._entries[key] = value
+        return value
+
+
+class BuiltinTransformation(Transformation):
+    """Base of Sluice's built-in SMTs: parses ``Config`` once in :meth:`configure`.
+
+    Subclasses declare ``Config`` and implement :meth:`_configured`, which turns the validated
+    settings into plain attributes, so nothing is looked up in pydantic per record.
+    """
+
+    version: ClassVar[str] = "0.1.0"
+    aliases: ClassVar[tuple[str, ...]] = ()
+
+    def configure(self, config: Mapping[str, Any]) -> None:
+        """Validate ``config`` (``transforms.<alias>.*`` without the prefix); raise :class:`ConfigError` naming the key."""
+        self.config = self.Config.parse(config, ignore=RUNTIME_KEYS)
+        self._configured(self.config)
+
+    def _configured(self, config: Any) -> None:  # noqa: B027 - transforms without settings
+        """Derive the per-record state from the validated settings."""
+
+    @property
+    def label(self) -> str:
+        """The name used in error messages (Connect's class name when there is one)."""
+        return self.aliases[0].rsplit(".", 1)[-1] if self.aliases else type(self).__name__
+
+
+class KeyOrValueTransformation(BuiltinTransformation):
+    """An SMT with ``$Key`` and ``$Value`` variants; ``operates_on_key`` picks the half."""
+
+    operates_on_key: ClassVar[bool] = False
+
+    def operating(self, record: SourceRecord | SinkRecord) -> tuple[Schema | None, Any]:
+        """The schema and data this variant transforms."""
+        if self.operates_on_key:
+            return record.key_schema, record.key
+        return record.value_schema, record.value
+
+    def updated(self, record: R, schema: Schema | None, data: Any) -> R:
+        """``record`` with the operated-on half replaced."""
+        if self.operates_on_key:
+            return with_key(record, schema, data)
+        return with_value(record, schema, data)
+
+    @property
+    def part(self) -> str:
+        return "key" if self.operates_on_key else "value"
+
+
+class BuiltinPredicate(Predicate):
+    """Base of Sluice's built-in predicates."""
+
+    version: ClassVar[str] = "0.1.0"
+    aliases: ClassVar[tuple[str, ...]] = ()
+
+    def configure(self, config: Mapping[str, Any]) -> None:
+        """Validate ``config`` (``predicates.<alias>.*`` without the prefix)."""
+        self.config = self.Config.parse(config, ignore=RUNTIME_KEYS)
+        self._configured(self.config)
+
+    def _configured(self, config: Any) -> None:  # noqa: B027 - predicates without settings
+        """Derive the per-record state from the validated settings."""
+
+
+# -- record copies --------------------------------------------------------------------------------
+# ``NamedTuple._replace`` builds a keyword map and walks every field; on the hot path a transform
+# changes one or two known positions, which costs about half as much done directly.
+
+_new_tuple = tuple.__new__
+_SOURCE_FIELDS: tuple[str, ...] = SourceRecord._fields
+_SINK_FIELDS: tuple[str, ...] = SinkRecord._fields
+_VALUE_AT: dict[type, int] = {SourceRecord: _SOURCE_FIELDS.index("value"), SinkRecord: _SINK_FIELDS.index("value")}
+_KEY_AT: dict[type, int] = {SourceRecord: _SOURCE_FIELDS.index("key"), SinkRecord: _SINK_FIELDS.index("key")}
+
+
+def with_value(record: R, schema: Schema | None, value: Any) -> R:
+    """``record`` with a new value and value schema."""
+    cls = type(record)
+    i = _VALUE_AT.get(cls)
+    if i is None:
+        return record.replace(value_schema=schema, value=value)
+    items = list(record)
+    items[i] = value
+    items[i + 1] = schema
+    return _new_tuple(cls, items)
+
+
+def with_key(record: R, schema: Schema | None, key: Any) -> R:
+    """``record`` with a new key and key schema."""
+    cls = type(record)
+    i = _KEY_AT.get(cls)
+    if i is None:
+        return record.replace(key_schema=schema, key=key)
+    items = list(record)
+    items[i] = key
+    items[i + 1] = schema
+    return _new_tuple(cls, items)
+
+
+def with_topic(record: R, topic: str) -> R:
+    """``record`` routed to ``topic``."""
+    cls = type(record)
+    if cls not in _VALUE_AT:
+        return record.replace(topic=topic)
+    items = list(record)
+    items[0] = topic
+    return _new_tuple(cls, items)
+
+
+# -- requirements (Connect's ``Requirements``) ---------------------------------------------------
+
+
+def require_map(data: Any, who: str, purpose: str) -> dict[str, Any]:
+    """``data`` as a schemaless map, or a :class:`DataError` saying what was found instead."""
+    if not isinstance(data, dict):
+        raise DataError(f"{who}: only maps are supported in absence of schema for {purpose}, found {_kind(data)}")
+    return data
+
+
+def require_struct(data: Any, schema: Schema, who: str, purpose: str) -> dict[str, Any]:
+    """``data`` as a struct described by ``schema``, or a :class:`DataError`."""
+    if schema.type is not Type.STRUCT or not isinstance(data, dict):
+        raise DataError(
+            f"{who}: only struct values are supported for {purpose}, found {_kind(data)} with schema type {schema.type.value}"
+        )
+    return data
+
+
+def require_schema(schema: Schema | None, who: str, purpose: str) -> Schema:
+    if schema is None:
+        raise DataError(f"{who}: a schema is required for {purpose}")
+    return schema
+
+
+def _kind(data: Any) -> str:
+    return "null" if data is None else type(data).__name__
+
+
+# -- schema building ----------------------------------------------------------------------------
+
+
+def copy_struct_schema(base: Schema, fields: list[tuple[str, Schema]]) -> Schema:
+    """A struct schema with ``base``'s name, version, doc, parameters and optionality, and ``fields``."""
+    return Schema.struct(
+        fields,
+        name=base.name,
+        version=base.version,
+        doc=base.doc,
+        parameters=base.parameters,
+        optional=base.optional,
+    )
+
+
+# -- field paths (KIP-821) ----------------------------------------------------------------------
+
+
+def field_path(spec: str, syntax: str) -> tuple[str, ...]:
+    """Split a field reference by ``field.syntax.version``.
+
+    ``V1`` takes the name literally. ``V2`` separates nested fields with dots; a name that contains
+    dots is wrapped in backticks (```a.b`.c``), and a backtick inside a wrapped name is escaped
+    with a backslash.
+    """
+    if syntax == "V1":
+        return (spec,)
+    parts: list[str] = []
+    i, n = 0, len(spec)
+    while i <= n:
+        if i < n and spec[i] == "`":
+            j, name = i + 1, []
+            while j < n:
+                ch = spec[j]
+                if ch == "\\" and j + 1 < n and spec[j + 1] == "`":
+                    name.append("`")
+                    j += 2
+                    continue
+                if ch == "`" and (j + 1 == n or spec[j + 1] == "."):
+                    break
+                name.append(ch)
+                j += 1
+            if j >= n:
+                raise ConfigError(f"Incomplete backtick pair in field path [{spec}]", key="field")
+            parts.append("".join(name))
+            i = j + 2
+        else:
+            j = spec.find(".", i)
+            if j < 0:
+                j = n
+            parts.append(spec[i:j])
+            i = j + 1
+    if any(not p for p in parts):
+        raise ConfigError(f"Empty field name in field path [{spec}]", key="field")
+    return tuple(parts)

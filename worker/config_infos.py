@@ -1,0 +1,226 @@
+"""Connect's config metadata (``ConfigKeyInfo``) and per-key validation results (``ConfigInfos``).
+
+Kafka Connect describes a plugin's settings with a ``ConfigDef``; Sluice plugins declare theirs as
+pydantic models. This module translates one into the other, so ``GET
+/connector-plugins/{plugin}/config`` and ``PUT .../config/validate`` answer with the exact JSON
+shapes that Connect UIs and clients already parse.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, SecretStr, ValidationError
+from pydantic.fields import FieldInfo
+
+from connectors.api import ConfigError, Connector, config_problems, dotted
+from plugins import PluginInfo, PluginKind
+from worker.config import ConnectorConfig, split_connector_config
+from worker.masking import MASK, mask_config
+
+COMMON_GROUP = "Common"
+
+# Keys every connector has in Connect but only sinks use; sources don't list them.
+_SINK_ONLY = {"topics", "topics.regex"}
+
+
+def _unwrap(annotation: Any) -> Any:
+    """``X | None`` → ``X``; other unions keep their first non-None member."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _unwrap(members[0]) if members else str
+    return annotation
+
+
+def config_type(key: str, annotation: Any) -> str:
+    """The Connect ``ConfigDef.Type`` name of a field."""
+    base = _unwrap(annotation)
+    origin = typing.get_origin(base)
+    if base is SecretStr:
+        return "PASSWORD"
+    if base is bool:
+        return "BOOLEAN"
+    if base is int:
+        # Connect types durations and sizes as LONG; everything else integral fits an INT.
+        return "LONG" if key.endswith((".ms", ".bytes")) else "INT"
+    if base is float:
+        return "DOUBLE"
+    if base in (list, tuple, set) or origin in (list, tuple, set):
+        return "LIST"
+    if key.endswith((".class", "converter")):
+        return "CLASS"
+    return "STRING"
+
+
+def _recommended(annotation: Any) -> list[str]:
+    base = _unwrap(annotation)
+    if typing.get_origin(base) is Literal:
+        return [str(a) for a in typing.get_args(base)]
+    return []
+
+
+def _as_text(value: Any) -> str | None:
+    """Connect shows defaults and values as strings (``true``, ``a,b``)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, SecretStr):
+        return MASK
+    if isinstance(value, (list, tuple, set)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _extra(info: FieldInfo) -> dict[str, Any]:
+    extra = info.json_schema_extra
+    return extra if isinstance(extra, dict) else {}
+
+
+def key_info(key: str, info: FieldInfo, group: str | None, order: int) -> dict[str, Any]:
+    """One ``ConfigKeyInfo`` from a model field; ``json_schema_extra`` may set importance/group/width."""
+    extra = _extra(info)
+    required = info.is_required()
+    return {
+        "name": key,
+        "type": config_type(key, info.annotation),
+        "required": required,
+        "default_value": None if required else _as_text(info.get_default(call_default_factory=True)),
+        "importance": str(extra.get("importance", "HIGH" if required else "MEDIUM")),
+        "documentation": info.description or "",
+        "group": extra.get("group", group),
+        "order_in_group": order if extra.get("group", group) is not None else -1,
+        "width": str(extra.get("width", "NONE")),
+        "display_name": info.title or key,
+        "dependents": list(extra.get("dependents", [])),
+    }
+
+
+def _model_keys(model: type[BaseModel]) -> list[tuple[str, FieldInfo]]:
+    return [(info.alias or dotted(name), info) for name, info in model.model_fields.items()]
+
+
+def _connector_class(plugin: PluginInfo) -> type[Connector]:
+    return typing.cast(type[Connector], plugin.cls)
+
+
+def _connector_fields(plugin: PluginInfo) -> list[tuple[dict[str, Any], FieldInfo]]:
+    own = _model_keys(_connector_class(plugin).Config)
+    own_names = {key for key, _ in own}
+    result: list[tuple[dict[str, Any], FieldInfo]] = []
+    order = 0
+    for key, info in _model_keys(ConnectorConfig):
+        if key in own_names or (key in _SINK_ONLY and plugin.kind is not PluginKind.SINK):
+            continue
+        order += 1
+        result.append((key_info(key, info, COMMON_GROUP, order), info))
+    for order, (key, info) in enumerate(own, start=1):
+        result.append((key_info(key, info, None, order), info))
+    return result
+
+
+def definitions(plugin: PluginInfo) -> list[dict[str, Any]]:
+    """The ``ConfigKeyInfo`` list of a connector plugin: Connect's common keys, then its own."""
+    return [d for d, _ in _connector_fields(plugin)]
+
+
+def plugin_definitions(plugin: PluginInfo) -> list[dict[str, Any]]:
+    """Definitions of any plugin kind: connectors get the common keys too, others only their model."""
+    if plugin.kind in (PluginKind.SOURCE, PluginKind.SINK):
+        return definitions(plugin)
+    model = getattr(plugin.cls, "Config", None)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return []
+    return [key_info(key, info, None, i) for i, (key, info) in enumerate(_model_keys(model), start=1)]
+
+
+def _connect_message(key: str, message: str) -> str:
+    """pydantic's words → Connect's, so existing tooling that greps them keeps working."""
+    if message == "missing required configuration":
+        return f'Missing required configuration "{key}" which has no default value.'
+    if message == "unknown configuration key":
+        return f'Configuration "{key}" is not defined by this connector (is it a typo?)'
+    return message
+
+
+def _attach(errors: dict[str, list[str]], problems: Mapping[str, str], keys: list[str], fallback: str) -> None:
+    """Model-level errors have no field; give them to the first key their message names."""
+    for key, message in problems.items():
+        if key == "<config>":
+            key = next((k for k in keys if f"{k} " in f"{message} " or f"'{k}'" in message), fallback)
+        errors.setdefault(key, []).append(_connect_message(key, message))
+
+
+def validate_config(
+    plugin: PluginInfo, raw: Mapping[str, Any], full_check: typing.Callable[[Mapping[str, Any]], object]
+) -> dict[str, Any]:
+    """Connect's ``ConfigInfos`` for ``raw``: every defined key with its value and its errors.
+
+    ``full_check`` is the worker's own validation (converters, sink topics, transforms); its first
+    error is added under its key unless that key already has one.
+    """
+    fields = _connector_fields(plugin)
+    defs = [d for d, _ in fields]
+    by_name = {d["name"]: d for d in defs}
+    errors: dict[str, list[str]] = {}
+
+    # The name comes from the URL when a connector is created, so validate doesn't require it (as in
+    # Connect); a stand-in lets the rest of the checks run.
+    checked = raw if raw.get("name") else {**raw, "name": "validation"}
+    common_raw, own_raw = split_connector_config(checked)
+    try:
+        ConnectorConfig.model_validate(common_raw)
+    except ValidationError as exc:
+        _attach(errors, config_problems(exc), list(by_name), "connector.class")
+    connector_cls = _connector_class(plugin)
+    declared = {key for key, _ in _model_keys(connector_cls.Config)}
+    own_raw.update({k: v for k, v in common_raw.items() if k in declared})
+    try:
+        connector_cls.Config.model_validate(own_raw)
+    except ValidationError as exc:
+        _attach(errors, config_problems(exc), sorted(declared), "connector.class")
+    else:
+        try:
+            connector_cls.validate(own_raw)
+        except ConfigError as exc:
+            errors.setdefault(exc.key or "connector.class", []).append(str(exc))
+    if not errors:
+        try:
+            full_check(checked)
+        except ConfigError as exc:
+            errors.setdefault(exc.key or "connector.class", []).append(str(exc))
+
+    secret = {d["name"] for d in defs if d["type"] == "PASSWORD"}
+    shown = mask_config(raw, secret)
+    configs = []
+    for d, info in fields:
+        name = d["name"]
+        value = shown[name] if name in raw else d["default_value"]
+        recommended = _recommended(info.annotation)
+        configs.append({"definition": d, "value": _value_info(name, value, recommended, errors.get(name, []))})
+    for name in sorted(set(errors) - set(by_name)):
+        # An undefined key (a typo) gets an entry of its own so the UI can show its error.
+        d = {**key_info(name, FieldInfo(annotation=str, default=None), None, -1), "importance": "LOW"}
+        configs.append({"definition": d, "value": _value_info(name, shown.get(name), [], errors[name])})
+    groups = list(dict.fromkeys(d["group"] for d in defs if d["group"] is not None))
+    return {
+        # Connect names the result after connector.class as the request spelled it.
+        "name": str(raw.get("connector.class") or plugin.class_name),
+        "error_count": sum(len(e) for e in errors.values()),
+        "groups": groups,
+        "configs": configs,
+    }
+
+
+def _value_info(name: str, value: Any, recommended: list[str], errors: list[str]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "value": _as_text(value),
+        "recommended_values": recommended,
+        "errors": errors,
+        "visible": True,
+    }
