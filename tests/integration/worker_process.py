@@ -27,11 +27,22 @@ class WorkerProcess:
     ``env`` adds environment variables to the worker's (``${env:…}`` config providers).
     """
 
-    def __init__(self, workdir: Path, bootstrap: str, *, env: dict[str, str] | None = None, **worker_settings: Any) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        bootstrap: str,
+        *,
+        env: dict[str, str] | None = None,
+        tls_ca: Path | None = None,
+        **worker_settings: Any,
+    ) -> None:
         self.workdir = workdir
         self.env = dict(env or {})
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        scheme = "https" if str(worker_settings.get("listeners.https.ssl.certfile") or "") else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
+        # What clients verify the worker's certificate against (https only).
+        self.verify: Path | bool = tls_ca if tls_ca is not None else True
         self.log_path = workdir / "worker.log"
         self.props_path = workdir / "worker.properties"
         settings = {
@@ -68,12 +79,19 @@ class WorkerProcess:
             if self.proc.poll() is not None:
                 raise AssertionError(f"worker exited with {self.proc.returncode}:\n{self.log()}")
             try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}/health", timeout=1, verify=self._ssl_context()).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
         raise AssertionError(f"worker not healthy after {timeout}s:\n{self.log()}")
+
+    def _ssl_context(self) -> Any:
+        if isinstance(self.verify, Path):
+            import ssl
+
+            return ssl.create_default_context(cafile=str(self.verify))
+        return self.verify
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-5000:] if self.log_path.exists() else ""
