@@ -5,19 +5,22 @@ of :data:`ENTRY_POINT_GROUPS`. A plugin can be named by its entry-point name (``
 by any of its ``aliases`` (Kafka Connect class names such as
 ``org.apache.kafka.connect.json.JsonConverter``), by its Python path (``package.module.Class`` or
 ``package.module:Class``), or by its class name with or without the ``Connector`` suffix, as
-Connect accepts. Directories on ``plugin.path`` are put on ``sys.path`` first, so plugins installed
-there as plain modules can be named by their Python path.
+Connect accepts. Directories on ``plugin.path`` are put on ``sys.path`` first, and only modules
+found in them can be named by their Python path (a REST client must not make the worker import
+arbitrary installed modules).
 """
 
 from __future__ import annotations
 
 import enum
 import importlib
+import importlib.util
 import logging
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 from connectors.api import (
@@ -111,8 +114,10 @@ class PluginRegistry:
     plugin_path: Sequence[str] = ()
     _plugins: list[PluginInfo] = field(default_factory=list)
     _by_name: dict[tuple[PluginKind, str], PluginInfo] = field(default_factory=dict)
+    _roots: list[Path] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self._roots = [Path(d).resolve() for d in self.plugin_path if d]
         for directory in self.plugin_path:
             if directory and directory not in sys.path:
                 sys.path.insert(0, directory)
@@ -163,7 +168,7 @@ class PluginRegistry:
             info = self._by_name.get((kind, name))
             if info is not None:
                 return info
-        cls = _import_path(name)
+        cls = _import_path(name, self._roots)
         if cls is not None:
             found = kind_of(cls)
             if found is not None and found in kinds:
@@ -198,20 +203,29 @@ class PluginRegistry:
         return self.resolve(name, (PluginKind.HEADER_CONVERTER,), key).cls
 
 
-def _import_path(name: str) -> Any:
-    """Import ``pkg.module.Class`` or ``pkg.module:Class``; ``None`` if that is not importable."""
+def _import_path(name: str, roots: Sequence[Path]) -> Any:
+    """Import ``pkg.module.Class`` or ``pkg.module:Class`` from a ``plugin.path`` directory.
+
+    Names arrive from REST clients, so only modules that live under one of ``roots`` are imported:
+    importing an arbitrary installed module by name would run its import-time code (some start
+    programs or exit the process). ``None`` when the name is not such a class.
+    """
     if ":" in name:
         module_name, _, attr = name.partition(":")
     elif "." in name:
         module_name, _, attr = name.rpartition(".")
     else:
         return None
+    if not module_name or not all(part.isidentifier() for part in module_name.split(".")):
+        return None
+    if not _on_plugin_path(module_name.split(".")[0], roots):
+        return None
     try:
         module = importlib.import_module(module_name)
     except ImportError:
         return None
-    except Exception as exc:  # a plugin module that fails on import deserves a log line
-        log.warning("Importing %s failed: %s", module_name, exc)
+    except BaseException as exc:  # noqa: BLE001 - a plugin module must not take the worker down (SystemExit too)
+        log.warning("Importing plugin module %s failed: %r", module_name, exc)
         return None
     obj: Any = module
     for part in attr.split("."):
@@ -219,3 +233,21 @@ def _import_path(name: str) -> Any:
         if obj is None:
             return None
     return obj if isinstance(obj, type) else None
+
+
+def _on_plugin_path(top_level: str, roots: Sequence[Path]) -> bool:
+    """Whether the top-level module ``top_level`` is found in one of ``roots`` (without importing it)."""
+    if not roots:
+        return False
+    try:
+        spec = importlib.util.find_spec(top_level)
+    except (ImportError, ValueError):
+        return False
+    if spec is None:
+        return False
+    locations = list(spec.submodule_search_locations or []) or ([spec.origin] if spec.origin else [])
+    for location in locations:
+        path = Path(location).resolve()
+        if any(path == root or root in path.parents for root in roots):
+            return True
+    return False

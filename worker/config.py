@@ -103,7 +103,7 @@ CONNECTOR_PREFIXES = (
     "errors.",
 )
 
-_NAME_RE = re.compile(r"^[^\x00-\x1f\x7f/]+$")
+_NAME_RE = re.compile(r"^[^\x00-\x1f\x7f-\x9f/]+$")  # no ISO control characters, as Connect
 
 
 class ConnectorConfig(PluginConfig):

@@ -55,6 +55,9 @@ class WorkerProcess:
             # A SIGKILLed member leaves the group only when its session expires; keep that short.
             "consumer.session.timeout.ms": "6000",
             "consumer.heartbeat.interval.ms": "1000",
+            # Test-only connectors are named by Python path (tests.plugins.…); only modules on the
+            # plugin path may be imported that way.
+            "plugin.path": str(Path(__file__).resolve().parents[2]),
             **worker_settings,
         }
         self.props_path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))

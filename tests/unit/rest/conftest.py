@@ -6,6 +6,7 @@ Connectors are created ``STOPPED`` (or never started) in these tests, so no task
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +24,8 @@ AppFactory = Callable[..., TestClient]
 
 @pytest.fixture(scope="session")
 def registry() -> PluginRegistry:
-    return PluginRegistry()
+    # The test-only connectors (tests.plugins.…) are named by Python path, from the plugin path.
+    return PluginRegistry([str(Path(__file__).resolve().parents[3])])
 
 
 @pytest.fixture

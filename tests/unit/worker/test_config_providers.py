@@ -24,6 +24,9 @@ from worker.config_providers import (
 from worker.masking import SECRETS, mask_text
 from worker.worker import Worker
 
+# Classes named by Python path are imported only from the plugin path: here, the repository.
+_REPO_PLUGINS = PluginRegistry([str(Path(__file__).resolve().parents[3])])
+
 
 @pytest.fixture(autouse=True)
 def _forget_secrets() -> Iterator[None]:
@@ -242,7 +245,7 @@ def test_plugin_provider_by_python_path_with_params() -> None:
             "config.providers.vault.class": f"{__name__}.VaultLikeProvider",
             "config.providers.vault.param.prefix": "v:",
         },
-        PluginRegistry(),
+        _REPO_PLUGINS,
     )
     resolved = built.resolve({"user": "${vault:db:user}", "password": "${vault:db:password}"})
     assert resolved == {"user": "v:db/user", "password": "v:db/password"}
@@ -255,7 +258,7 @@ def test_plugin_provider_params_are_validated() -> None:
     with pytest.raises(ConfigError) as info:
         ConfigProviders.from_worker_config(
             {"config.providers": "vault", "config.providers.vault.class": f"{__name__}.VaultLikeProvider"},
-            PluginRegistry(),
+            _REPO_PLUGINS,
         )
     assert info.value.key == "config.providers.vault.param.prefix"
 

@@ -1,0 +1,405 @@
+"""Schema-driven fuzzing of a live worker's REST API, and the error cases it must refuse cleanly.
+
+A real ``sluice standalone`` worker (over the session Kafka broker) gets a FileStreamSource and a
+FileStreamSink, so paths with real connector names exist; then schemathesis reads the worker's own
+``/openapi.json`` and sends every operation (GET, PUT, PATCH, POST and DELETE: the worker is
+throwaway) examples, coverage-phase edge cases (wrong types, missing keys, unexpected methods and
+content types) and generated fuzz cases, positive and negative. The run must find no 5xx and no
+request that does not answer within its timeout. ``pytest -s`` shows the run's figures.
+
+The explicit cases below pin what the fuzzer might not generate: malformed JSON, a wrong content
+type, a 2 MiB body (declared and streamed), every connector route with an unknown name, unknown
+plugins, configs with wrong types, and the inputs that used to crash the worker (non-ASCII
+connector names in ``Location``, offsets outside Kafka's integer ranges, invalid topic names).
+
+Environment: ``SLUICE_FUZZ_EXAMPLES`` (default 40 per operation and phase) and ``SLUICE_FUZZ_SEED``
+(default fixed, for a reproducible suite) widen or vary the run locally.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis.configuration import set_hypothesis_home_dir
+from schemathesis.engine import Status, events, from_schema
+
+from tests.integration.kafka_helpers import create_topic, unique_topic_name
+from tests.integration.worker_process import WorkerProcess
+
+pytestmark = pytest.mark.integration
+
+#: Every request must answer within this (a hang fails, it does not stall the suite).
+TIMEOUT_S = 10.0
+#: Slower than this is a failure of the max_response_time check.
+MAX_RESPONSE_S = 5.0
+MAX_EXAMPLES = int(os.environ.get("SLUICE_FUZZ_EXAMPLES", "40"))
+SEED = int(os.environ.get("SLUICE_FUZZ_SEED", "20240611"))
+
+SOURCE, SINK = "fz-src", "fz-sink"
+JSON = {"content-type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def worker(kafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+    w = WorkerProcess(tmp_path_factory.mktemp("rest-fuzz"), kafka.bootstrap_servers)
+    w.start()
+    yield w
+    assert w.stop() == 0, w.log()
+
+
+@pytest.fixture(scope="module")
+def files(kafka, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The two connectors' files and topic."""
+    base = tmp_path_factory.mktemp("rest-fuzz-files")
+    source = base / "in.txt"
+    source.write_text("one\ntwo\nthree\n")
+    topic = unique_topic_name("rest-fuzz")
+    create_topic(kafka.bootstrap_servers, topic)
+    return {"source": str(source), "sink": str(base / "out.txt"), "topic": topic}
+
+
+def _source_config(files: dict[str, str]) -> dict[str, str]:
+    return {"connector.class": "FileStreamSource", "file": files["source"], "topic": files["topic"]}
+
+
+def _sink_config(files: dict[str, str]) -> dict[str, str]:
+    return {"connector.class": "FileStreamSink", "file": files["sink"], "topics": files["topic"]}
+
+
+def _ensure_connectors(worker: WorkerProcess, files: dict[str, str]) -> None:
+    """(Re)create the two named connectors: the fuzzer may have deleted or stopped them."""
+    for name, config in ((SOURCE, _source_config(files)), (SINK, _sink_config(files))):
+        r = httpx.put(f"{worker.url}/connectors/{name}/config", json=config, timeout=TIMEOUT_S)
+        assert r.status_code in (200, 201), r.text
+        assert httpx.put(f"{worker.url}/connectors/{name}/resume", timeout=TIMEOUT_S).status_code == 202
+
+
+def _assert_error(r: httpx.Response, *statuses: int, mentions: str | None = None) -> dict[str, Any]:
+    assert r.status_code in statuses, f"{r.request.method} {r.request.url}: {r.status_code} {r.text[:500]}"
+    body = r.json()
+    assert set(body) == {"error_code", "message"} and body["error_code"] == r.status_code, body
+    assert isinstance(body["message"], str) and body["message"], body
+    if mentions is not None:
+        assert mentions in body["message"], body
+    return body
+
+
+# -- the fuzz run ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def hypothesis_home(tmp_path: Path) -> Iterator[Path]:
+    """Hypothesis keeps caches under ./.hypothesis by default; keep them out of the repository."""
+    set_hypothesis_home_dir(tmp_path / "hypothesis")
+    yield tmp_path / "hypothesis"
+    set_hypothesis_home_dir(None)
+
+
+def _fuzz_config() -> Any:
+    return schemathesis.Config.from_dict(
+        {
+            "seed": SEED,
+            "workers": 1,
+            "request-timeout": TIMEOUT_S,
+            "continue-on-failure": True,
+            "generation": {"mode": "all", "max-examples": MAX_EXAMPLES, "database": "none"},
+            "checks": {
+                "enabled": False,
+                "not_a_server_error": {"enabled": True},
+                "max_response_time": MAX_RESPONSE_S,
+            },
+            "phases": {
+                "examples": {"enabled": True},
+                "coverage": {"enabled": True},
+                "fuzzing": {"enabled": True},
+                # The API has no OpenAPI links; stateful sequences would only repeat the fuzzing phase.
+                "stateful": {"enabled": False},
+            },
+            # Half of the path parameters are real names, so the fuzzer gets past the 404s
+            # (``path.name`` is the logger's name in /admin/loggers/{name} too).
+            "dictionaries": {
+                "connectors": {"values": [SOURCE, SINK]},
+                "plugins": {"values": ["FileStreamSource", "FileStreamSink", "org.apache.kafka.connect.file.FileStreamSinkConnector"]},
+                "tasks": {"values": [0]},
+            },
+            "parameters": {
+                "path.name": {"dictionary": "connectors", "probability": 0.5},
+                "path.plugin": {"dictionary": "plugins", "probability": 0.5},
+                "path.task": {"dictionary": "tasks", "probability": 0.5},
+            },
+        }
+    )
+
+
+def test_schemathesis_finds_no_server_errors(worker: WorkerProcess, files: dict[str, str], hypothesis_home: Path) -> None:
+    _ensure_connectors(worker, files)
+    worker.wait_running(SOURCE)
+    worker.wait_running(SINK)
+    schema = schemathesis.openapi.from_url(f"{worker.url}/openapi.json", config=_fuzz_config())
+
+    started = time.monotonic()
+    operations: set[str] = set()
+    cases = requests = 0
+    per_phase: collections.Counter[str] = collections.Counter()
+    status_classes: collections.Counter[str] = collections.Counter()
+    server_errors: list[str] = []
+    failures: list[str] = []
+    errors: list[str] = []
+    finished: events.EngineFinished | None = None
+    for event in from_schema(schema).execute():
+        if isinstance(event, events.ScenarioFinished):
+            recorder = event.recorder
+            operations.add(recorder.label)
+            cases += len(recorder.cases)
+            if event.status == Status.ERROR:
+                errors.append(f"{recorder.label} ({event.phase.value}): scenario errored")
+            for interaction in recorder.interactions.values():
+                requests += 1
+                per_phase[event.phase.value] += 1
+                response = interaction.response
+                if response is None:
+                    errors.append(f"{interaction.request.method} {interaction.request.uri}: no response")
+                    continue
+                status_classes[f"{response.status_code // 100}xx"] += 1
+                if response.status_code >= 500:
+                    body = (interaction.request.body or b"")[:300]
+                    server_errors.append(
+                        f"{interaction.request.method} {interaction.request.uri} body={body!r} -> "
+                        f"{response.status_code} {response.content[:300]!r}"
+                    )
+            for checks in recorder.checks.values():
+                for check in checks:
+                    if check.failure_info is not None:
+                        failure = check.failure_info.failure
+                        failures.append(f"{recorder.label}: {check.name}: {failure.title}\n{check.failure_info.code_sample}")
+                    elif check.status == Status.ERROR:
+                        errors.append(f"{recorder.label}: check {check.name} errored")
+        elif isinstance(event, events.NonFatalError):
+            errors.append(f"{event.label} ({event.phase}): {event.value!r}")
+        elif isinstance(event, events.FatalError):
+            errors.append(f"fatal: {event.exception!r}")
+        elif isinstance(event, events.EngineFinished):
+            finished = event
+    elapsed = time.monotonic() - started
+
+    documented = {
+        f"{method.upper()} {path}"
+        for path, item in httpx.get(f"{worker.url}/openapi.json", timeout=TIMEOUT_S).json()["paths"].items()
+        for method in item
+    }
+    print(
+        f"\nschemathesis {schemathesis.__version__} against {worker.url}/openapi.json "
+        f"(seed {SEED}, max {MAX_EXAMPLES} examples per operation and phase, mode all)\n"
+        f"  operations tested: {len(operations)} of {len(documented)} documented\n"
+        f"  test cases: {cases}, HTTP requests: {requests} "
+        f"({', '.join(f'{phase} {n}' for phase, n in sorted(per_phase.items()))})\n"
+        f"  responses: {', '.join(f'{cls} {n}' for cls, n in sorted(status_classes.items()))}\n"
+        f"  5xx: {len(server_errors)}, check failures: {len(failures)}, errors/timeouts: {len(errors)}\n"
+        f"  stop reason: {finished.stop_reason.value if finished else 'none'}, time: {elapsed:.1f}s"
+    )
+    assert finished is not None and finished.stop_reason.value == "completed", finished
+    assert not server_errors, "5xx responses:\n" + "\n".join(server_errors[:20])
+    assert not failures, "check failures:\n" + "\n".join(failures[:20])
+    assert not errors, "errors (timeouts, transport):\n" + "\n".join(errors[:20])
+    assert operations == documented, f"untested: {sorted(documented - operations)}"
+    assert httpx.get(f"{worker.url}/health", timeout=TIMEOUT_S).status_code == 200
+    log = worker.log_path.read_text(errors="replace")
+    assert "failed unexpectedly" not in log and "Exception in ASGI application" not in log, worker.log()
+
+
+# -- explicit negative cases ---------------------------------------------------------------------------
+
+#: Every route that takes a JSON body, with a path whose resource exists (or may be created).
+BODY_ROUTES = [
+    ("POST", "/connectors"),
+    ("PUT", f"/connectors/{SOURCE}/config"),
+    ("PATCH", f"/connectors/{SOURCE}/config"),
+    ("PATCH", f"/connectors/{SOURCE}/offsets"),
+    ("PUT", "/connector-plugins/FileStreamSource/config/validate"),
+    ("PUT", "/admin/loggers/sluice.fuzz"),
+]
+
+
+@pytest.fixture
+def live(worker: WorkerProcess, files: dict[str, str]) -> WorkerProcess:
+    _ensure_connectors(worker, files)
+    return worker
+
+
+@pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
+def test_malformed_json_is_400(live: WorkerProcess, method: str, path: str) -> None:
+    for content in (b'{"name": ', b"{not json}", b"\xff\xfe\x00", b"[1, 2,]", b'{"a": 1}}'):
+        r = httpx.request(method, f"{live.url}{path}", content=content, headers=JSON, timeout=TIMEOUT_S)
+        _assert_error(r, 400)
+
+
+@pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
+def test_wrong_content_type_is_415(live: WorkerProcess, method: str, path: str) -> None:
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", "application/xml"):
+        r = httpx.request(method, f"{live.url}{path}", content=b'{"a": "b"}', headers={"content-type": content_type}, timeout=TIMEOUT_S)
+        _assert_error(r, 415, mentions="application/json")
+
+
+@pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
+def test_two_mib_body_is_413(live: WorkerProcess, method: str, path: str) -> None:
+    body = b'{"a": "' + b"x" * (2 * 1024 * 1024) + b'"}'
+    declared = httpx.request(method, f"{live.url}{path}", content=body, headers=JSON, timeout=TIMEOUT_S)
+    _assert_error(declared, 413, mentions="limit")
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit must hold while streaming
+        for start in range(0, len(body), 64 * 1024):
+            yield body[start : start + 64 * 1024]
+
+    streamed = httpx.request(method, f"{live.url}{path}", content=chunks(), headers=JSON, timeout=TIMEOUT_S)
+    _assert_error(streamed, 413, mentions="limit")
+
+
+def _connector_routes(worker: WorkerProcess) -> list[tuple[str, str]]:
+    paths = httpx.get(f"{worker.url}/openapi.json", timeout=TIMEOUT_S).json()["paths"]
+    return [
+        (method.upper(), path)
+        for path, item in paths.items()
+        if path.startswith("/connectors/{name}")
+        for method in item
+        if (method, path) != ("put", "/connectors/{name}/config")  # creates the connector
+    ]
+
+
+def test_unknown_connector_is_404_on_every_route(live: WorkerProcess) -> None:
+    routes = _connector_routes(live)
+    assert len(routes) >= 17, routes
+    bodies = {"/connectors/{name}/config": {"tasks.max": "2"}, "/connectors/{name}/offsets": {"offsets": [{"partition": {"filename": "x"}, "offset": None}]}}
+    for method, path in routes:
+        url = live.url + path.replace("{name}", "no-such-connector").replace("{task}", "0")
+        kwargs: dict[str, Any] = {"json": bodies[path]} if method in ("PATCH", "POST", "PUT") and path in bodies else {}
+        r = httpx.request(method, url, timeout=TIMEOUT_S, **kwargs)
+        _assert_error(r, 404, mentions="no-such-connector")
+        if path.endswith("/restart"):
+            r = httpx.request(method, url, params={"includeTasks": "true", "onlyFailed": "true"}, timeout=TIMEOUT_S)
+            _assert_error(r, 404, mentions="no-such-connector")
+
+
+def test_unknown_task_is_404(live: WorkerProcess) -> None:
+    for task in ("7", "-1", "99999999999999999999999999"):
+        _assert_error(httpx.get(f"{live.url}/connectors/{SOURCE}/tasks/{task}/status", timeout=TIMEOUT_S), 404)
+        _assert_error(httpx.post(f"{live.url}/connectors/{SOURCE}/tasks/{task}/restart", timeout=TIMEOUT_S), 404)
+    _assert_error(httpx.get(f"{live.url}/connectors/{SOURCE}/tasks/zero/status", timeout=TIMEOUT_S), 400, mentions="task")
+
+
+def test_unknown_plugin_is_404(live: WorkerProcess) -> None:
+    for plugin in ("NoSuchConnector", "no.such.module.Connector", "worker.herder.Herder"):
+        quoted = quote(plugin, safe="")
+        _assert_error(httpx.get(f"{live.url}/connector-plugins/{quoted}/config", timeout=TIMEOUT_S), 404, mentions=plugin)
+        r = httpx.put(f"{live.url}/connector-plugins/{quoted}/config/validate", json={"connector.class": plugin}, timeout=TIMEOUT_S)
+        _assert_error(r, 404, mentions=plugin)
+
+
+@pytest.mark.parametrize(
+    ("config", "key"),
+    [
+        ({"tasks.max": "many"}, "tasks.max"),
+        ({"tasks.max": {"n": 1}}, "tasks.max"),
+        ({"tasks.max": [1, 2]}, "tasks.max"),
+        ({"tasks.max": 0}, "tasks.max"),
+        ({"topic": {"nested": "object"}}, "topic"),
+        ({"connector.class": ["FileStreamSource"]}, "connector.class"),
+        ({"tpoic": "typo"}, "tpoic"),
+    ],
+)
+def test_config_with_wrong_types_is_400_naming_the_key(live: WorkerProcess, files: dict[str, str], config: dict[str, Any], key: str) -> None:
+    full = {**_source_config(files), **config}
+    create = httpx.post(f"{live.url}/connectors", json={"name": "fz-bad", "config": full}, timeout=TIMEOUT_S)
+    _assert_error(create, 400, mentions=key)
+    put = httpx.put(f"{live.url}/connectors/{SOURCE}/config", json=full, timeout=TIMEOUT_S)
+    _assert_error(put, 400, mentions=key)
+    patch = httpx.patch(f"{live.url}/connectors/{SOURCE}/config", json=config, timeout=TIMEOUT_S)
+    _assert_error(patch, 400, mentions=key)
+    assert httpx.get(f"{live.url}/connectors/fz-bad", timeout=TIMEOUT_S).status_code == 404
+    assert httpx.get(f"{live.url}/connectors/{SOURCE}/config", timeout=TIMEOUT_S).json() == {**_source_config(files), "name": SOURCE}
+
+
+def test_request_bodies_of_the_wrong_shape_are_400(live: WorkerProcess, files: dict[str, str]) -> None:
+    url = live.url
+    cases = [
+        ("POST", "/connectors", ["not", "an", "object"], "body"),
+        ("POST", "/connectors", {"name": 5, "config": _source_config(files)}, "name"),
+        ("POST", "/connectors", {"name": "x", "config": "not a map"}, "config"),
+        ("POST", "/connectors", {"config": _source_config(files)}, "name"),
+        ("POST", "/connectors", {"name": "x", "config": _source_config(files), "initial_state": "SLEEPING"}, "initial_state"),
+        ("PUT", f"/connectors/{SOURCE}/config", ["a"], None),
+        ("PATCH", f"/connectors/{SOURCE}/config", "string", None),
+        ("PATCH", f"/connectors/{SOURCE}/offsets", {"offsets": "all"}, "offsets"),
+        ("PUT", "/connector-plugins/FileStreamSource/config/validate", [1], None),
+        ("PUT", "/admin/loggers/sluice.fuzz", {"level": "LOUD"}, "LOUD"),
+        ("PUT", "/admin/loggers/sluice.fuzz", {"level": 3}, "level"),
+    ]
+    for method, path, body, mentions in cases:
+        r = httpx.request(method, f"{url}{path}", json=body, timeout=TIMEOUT_S)
+        _assert_error(r, 400, mentions=mentions)
+    _assert_error(httpx.get(f"{url}/connector-plugins", params={"connectorsOnly": "maybe"}, timeout=TIMEOUT_S), 400)
+    _assert_error(httpx.post(f"{url}/connectors/{SOURCE}/restart", params={"includeTasks": "perhaps"}, timeout=TIMEOUT_S), 400)
+
+
+# -- regressions: inputs that used to answer 500 or hang ---------------------------------------------
+
+
+def test_non_ascii_connector_name_gets_an_encoded_location(live: WorkerProcess, files: dict[str, str]) -> None:
+    # The Location header used to carry the raw name: a non-Latin-1 name was a 500 after the
+    # connector had been created, a Latin-1 one (é) a dropped connection.
+    for name in ("fz-snow\u2603", "fz-caf\u00e9", "fz a\u2028b"):
+        r = httpx.post(f"{live.url}/connectors", json={"name": name, "config": _source_config(files)}, timeout=TIMEOUT_S)
+        assert r.status_code == 201, r.text
+        assert r.headers["location"] == f"/connectors/{quote(name, safe='')}"
+        assert httpx.get(f"{live.url}{r.headers['location']}", timeout=TIMEOUT_S).json()["name"] == name
+        assert httpx.delete(f"{live.url}{r.headers['location']}", timeout=TIMEOUT_S).status_code == 204
+
+
+def _stopped(worker: WorkerProcess, name: str) -> None:
+    assert httpx.put(f"{worker.url}/connectors/{name}/stop", timeout=TIMEOUT_S).status_code == 204
+
+
+@pytest.mark.parametrize(
+    ("partition", "offset", "mentions"),
+    [
+        ({"kafka_topic": "t", "kafka_partition": 2**40}, {"kafka_offset": 1}, "partitions"),
+        ({"kafka_topic": "t", "kafka_partition": 0}, {"kafka_offset": 2**63}, "offsets"),
+        ({"kafka_topic": "t", "kafka_partition": 0}, {"kafka_offset": 2**70}, "64-bit"),
+        ({"kafka_topic": "a\x00b", "kafka_partition": 0}, None, "topic name"),
+        ({"kafka_topic": "caf\u00e9", "kafka_partition": 0}, None, "topic name"),
+        ({"kafka_topic": "x" * 250, "kafka_partition": 0}, {"kafka_offset": 1}, "topic name"),
+        ({"kafka_topic": "bad topic!", "kafka_partition": 0}, {"kafka_offset": 1}, "topic name"),
+        ({"kafka_topic": "..", "kafka_partition": 0}, None, "topic name"),
+    ],
+)
+def test_sink_offsets_out_of_kafkas_ranges_are_400(live: WorkerProcess, partition: dict, offset: dict | None, mentions: str) -> None:
+    # These were 500s (OverflowError, ValueError) or a 30 s hang that held the herder's lock.
+    _stopped(live, SINK)
+    started = time.monotonic()
+    r = httpx.patch(f"{live.url}/connectors/{SINK}/offsets", json={"offsets": [{"partition": partition, "offset": offset}]}, timeout=TIMEOUT_S)
+    _assert_error(r, 400, mentions=mentions)
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize(
+    ("body", "mentions"),
+    [
+        (b'{"offsets": [{"partition": {"filename": "x"}, "offset": {"position": 1180591620717411303424}}]}', "64-bit"),
+        (b'{"offsets": [{"partition": {"filename": "x", "n": -9223372036854775809}, "offset": null}]}', "64-bit"),
+        (b'{"offsets": [{"partition": {"filename": "x"}, "offset": {"position": NaN}}]}', "finite"),
+        (b'{"offsets": [{"partition": {"filename": "x"}, "offset": {"position": 1, "deep": [1e999]}}]}', "finite"),
+    ],
+)
+def test_source_offsets_no_store_can_hold_are_400(live: WorkerProcess, body: bytes, mentions: str) -> None:
+    _stopped(live, SOURCE)
+    r = httpx.patch(f"{live.url}/connectors/{SOURCE}/offsets", content=body, headers=JSON, timeout=TIMEOUT_S)
+    _assert_error(r, 400, mentions=mentions)
+    assert httpx.get(f"{live.url}/connectors/{SOURCE}/offsets", timeout=TIMEOUT_S).status_code == 200
