@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sluice-installed
 
-.PHONY: setup kafka quickstart test unit integration bench lint clean
+.PHONY: setup kafka s3 quickstart test unit integration bench lint clean
 
 setup: $(STAMP)
 
@@ -13,22 +13,25 @@ $(STAMP): pyproject.toml
 	bash deploy/bootstrap.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,jdbc,s3]'
 	touch $(STAMP)
 
 kafka: setup
 	$(PY) -m deploy.kafka_stack fetch
 
+s3: setup
+	$(PY) -m deploy.s3_server fetch
+
 quickstart: setup kafka
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash deploy/quickstart/run.sh
 
-test: setup kafka
+test: setup kafka s3
 	$(PY) -m pytest
 
 unit: setup
 	$(PY) -m pytest tests/unit
 
-integration: setup kafka
+integration: setup kafka s3
 	$(PY) -m pytest tests/integration
 
 bench: setup kafka

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the system tools Sluice's stack needs when they are missing: a JDK (17+) and Maven.
+# Installs the system tools Sluice's stack needs when they are missing: a JDK (17+), Maven,
+# PostgreSQL's server binaries (the tests run a private cluster) and openssl (TLS tests).
 # Everything else comes from PyPI (into .venv) and Maven Central (via mvn, cached in ~/.m2).
 set -euo pipefail
 
@@ -7,6 +8,9 @@ missing=()
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+# PostgreSQL server binaries for the JDBC (and later CDC) tests; the tests start a private cluster.
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 
 if ((${#missing[@]})); then

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field, SecretStr, field_validator
 
-from connectors.api import PluginConfig
+from connectors.api import ConfigError, PluginConfig
 
 
 def split_list(value: Any) -> Any:
@@ -17,7 +17,11 @@ def split_list(value: Any) -> Any:
     if isinstance(value, str):
         value = value.split(",")
     if isinstance(value, (list, tuple)):
-        return [item.strip() if isinstance(item, str) else item for item in value if not (isinstance(item, str) and not item.strip())]
+        return [
+            item.strip() if isinstance(item, str) else item
+            for item in value
+            if not (isinstance(item, str) and not item.strip())
+        ]
     return value
 
 
@@ -60,6 +64,18 @@ class JdbcConnectionConfig(PluginConfig):
         return self.connection_password.get_secret_value() if self.connection_password is not None else None
 
     @classmethod
+    def parse(cls, raw: Mapping[str, Any], *, ignore: frozenset[str] | set[str] = frozenset()) -> Any:
+        """Validate like :meth:`PluginConfig.parse`; errors name the dotted key even for checked defaults."""
+        try:
+            return super().parse(raw, ignore=ignore)
+        except ConfigError as exc:
+            info = cls.model_fields.get(exc.key or "")
+            if info is None or exc.key is None:
+                raise
+            dotted_key = info.alias or exc.key
+            raise ConfigError(str(exc).replace(f"{exc.key}:", f"{dotted_key}:"), key=dotted_key) from None
+
+    @classmethod
     def known_keys(cls) -> set[str]:
         return {info.alias or name for name, info in cls.model_fields.items()} | set(cls.model_fields)
 
@@ -71,10 +87,12 @@ class JdbcConnectionConfig(PluginConfig):
     def to_task_config(self) -> dict[str, Any]:
         """The task configuration in Connect's dotted spelling, the password in clear (the runtime
         masks task configurations itself)."""
-        data = self.model_dump(by_alias=True, exclude_none=True)
+        data = self.model_dump(by_alias=True, exclude_none=True, mode="json")
         for key, value in list(data.items()):
-            if isinstance(value, SecretStr):
-                data[key] = value.get_secret_value()
-            elif isinstance(value, list):
+            if isinstance(value, list):
                 data[key] = ",".join(str(v) for v in value)
+        for name, info in type(self).model_fields.items():
+            value = getattr(self, name)
+            if isinstance(value, SecretStr):
+                data[info.alias or name] = value.get_secret_value()
         return data

@@ -31,7 +31,12 @@ _JDBC_DRIVERS = {
 }
 
 #: Bare SQLAlchemy backend → the driver Sluice ships with (``postgresql://`` means psycopg 3 here).
-_DEFAULT_DRIVERS = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg", "mysql": "mysql+pymysql", "mariadb": "mysql+pymysql"}
+_DEFAULT_DRIVERS = {
+    "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",
+    "mysql": "mysql+pymysql",
+    "mariadb": "mysql+pymysql",
+}
 
 #: JDBC query parameters that mean the credentials, not driver options.
 _CREDENTIAL_PARAMS = {"user": "username", "password": "password"}
@@ -141,6 +146,17 @@ def create_engine(url: URL, *, db_timezone: str = "UTC", pool_size: int = 2) -> 
     except Exception as exc:
         raise ConfigError(f"connection.url: {exc}", key="connection.url") from None
 
+    if backend == "sqlite":
+        # pysqlite defers BEGIN to the first DML and commits before DDL; SQLAlchemy's recipe makes
+        # transactions (and savepoints) cover everything, as on the other databases.
+        @sa.event.listens_for(engine, "connect")
+        def _sqlite_connect(dbapi_connection: Any, connection_record: Any) -> None:
+            dbapi_connection.isolation_level = None
+
+        @sa.event.listens_for(engine, "begin")
+        def _sqlite_begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN")
+
     if backend in ("postgresql", "mysql"):
         set_tz = _session_timezone_sql(backend, db_timezone)
 
@@ -171,7 +187,12 @@ def safe_url(url: URL) -> str:
 
 
 def connect_with_retries(
-    open_connection: Callable[[], Any], *, attempts: int, backoff_ms: int, what: str, wait: Callable[[float], Any] = time.sleep
+    open_connection: Callable[[], Any],
+    *,
+    attempts: int,
+    backoff_ms: int,
+    what: str,
+    wait: Callable[[float], Any] = time.sleep,
 ) -> Any:
     """Call ``open_connection`` up to ``attempts`` times, ``backoff_ms`` apart (``connection.attempts``)."""
     last: BaseException | None = None

@@ -21,7 +21,7 @@ class Failure(enum.Enum):
 _TRANSIENT = {"OperationalError", "InterfaceError", "DisconnectionError", "TimeoutError", "PoolTimeoutError"}
 _ROW = {"IntegrityError", "DataError"}
 # Operational errors that are really about the data or the schema, not the connection.
-_NOT_TRANSIENT_SQLSTATES = {"22", "23", "42"}
+_NOT_TRANSIENT_SQLSTATES = {"22", "23", "28", "3D", "42"}
 
 
 def classify(exc: BaseException) -> Failure:

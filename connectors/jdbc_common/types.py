@@ -16,7 +16,7 @@ import decimal
 import enum
 import uuid
 import zoneinfo
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -66,12 +66,12 @@ def timezone(name: str) -> _dt.tzinfo:
 
 
 def column_schema(
-    sa_type: Any, *, optional: bool, numeric_mapping: NumericMapping, tz: _dt.tzinfo
+    sa_type: Any, *, optional: bool, numeric_mapping: NumericMapping, tz: _dt.tzinfo, backend: str = ""
 ) -> tuple[Schema, Converter | None]:
     """The Connect schema of a column of SQLAlchemy type ``sa_type``, and a value converter or ``None``."""
     from sqlalchemy import types as t
 
-    schema, convert = _base_schema(sa_type, numeric_mapping, tz, t)
+    schema, convert = _base_schema(sa_type, numeric_mapping, tz, t, backend)
     if optional:
         schema = schema.as_optional()
     if convert is not None:
@@ -83,51 +83,56 @@ def column_schema(
     return schema, convert
 
 
-def _base_schema(sa_type: Any, mapping: NumericMapping, tz: _dt.tzinfo, t: Any) -> tuple[Schema, Converter | None]:  # noqa: C901
+def _base_schema(  # noqa: C901
+    sa_type: Any, mapping: NumericMapping, tz: _dt.tzinfo, t: Any, backend: str
+) -> tuple[Schema, Converter | None]:
+    # Values come through SQLAlchemy's result processing, so most already have the right Python
+    # type; a converter is attached only where they do not.
     from sqlalchemy.dialects import postgresql as pg
 
+    type_name = type(sa_type).__name__.upper()
     if isinstance(sa_type, t.Boolean):
-        return BOOLEAN_SCHEMA, bool
-    if isinstance(sa_type, t.ARRAY) or isinstance(sa_type, pg.ARRAY):
-        item_schema, item_convert = column_schema(sa_type.item_type, optional=True, numeric_mapping=mapping, tz=tz)
+        return BOOLEAN_SCHEMA, None
+    if isinstance(sa_type, (t.ARRAY, pg.ARRAY)):
+        item_schema, item_convert = column_schema(
+            sa_type.item_type, optional=True, numeric_mapping=mapping, tz=tz, backend=backend
+        )
         if item_convert is None:
-            return Schema.array(item_schema), list
+            return Schema.array(item_schema), None
         return Schema.array(item_schema), lambda v: [item_convert(x) for x in v]
     if isinstance(sa_type, t.Integer):
-        type_name = type(sa_type).__name__.upper()
         if isinstance(sa_type, t.BigInteger):
             return INT64_SCHEMA, None
-        if isinstance(sa_type, t.SmallInteger):
-            return (INT8_SCHEMA if "TINY" in type_name else INT16_SCHEMA), None
         if "TINY" in type_name:
             return INT8_SCHEMA, None
-        if "MEDIUM" in type_name or type_name in ("INT", "INTEGER"):
-            # SQLite's INTEGER holds 64-bit values; so may MySQL's unsigned INT.
-            if sa_type.__class__.__module__.endswith("sqlite.base") or getattr(sa_type, "unsigned", False):
-                return INT64_SCHEMA, None
-            return INT32_SCHEMA, None
-        return INT64_SCHEMA, None
+        if isinstance(sa_type, t.SmallInteger):
+            return INT16_SCHEMA, None
+        if backend == "sqlite" or getattr(sa_type, "unsigned", False):
+            return INT64_SCHEMA, None  # SQLite's INTEGER holds 64-bit values; so may an unsigned INT
+        return INT32_SCHEMA, None
     if isinstance(sa_type, t.Float):
-        if isinstance(sa_type, t.REAL) or type(sa_type).__name__.upper() in ("REAL", "FLOAT") and _is_single(sa_type):
-            return FLOAT32_SCHEMA, float
-        return FLOAT64_SCHEMA, float
+        if isinstance(sa_type, t.REAL) or _is_single(sa_type):
+            return FLOAT32_SCHEMA, None
+        return FLOAT64_SCHEMA, None
     if isinstance(sa_type, t.Numeric):
         return _numeric_schema(sa_type.precision, sa_type.scale, mapping)
     if isinstance(sa_type, t.DateTime):
-        return Timestamp.SCHEMA, _timestamp_converter(tz)
+        return Timestamp.SCHEMA, (None if tz is _dt.UTC else _timestamp_converter(tz))
     if isinstance(sa_type, t.Date):
-        return Date.SCHEMA, _date_converter
+        return Date.SCHEMA, None
     if isinstance(sa_type, t.Time):
         return Time.SCHEMA, _time_converter
-    if isinstance(sa_type, t.JSON) or type(sa_type).__name__.upper() in ("JSON", "JSONB"):
+    if isinstance(sa_type, t.JSON) or type_name in ("JSON", "JSONB"):
         return STRING_SCHEMA, _json_text
-    if isinstance(sa_type, (t.LargeBinary, t._Binary)):
-        return BYTES_SCHEMA, bytes
-    if isinstance(sa_type, t.Uuid) or type(sa_type).__name__.upper() == "UUID":
-        return STRING_SCHEMA, str
+    if isinstance(sa_type, t._Binary):
+        return BYTES_SCHEMA, None
+    if isinstance(sa_type, t.Uuid) or type_name == "UUID":
+        return STRING_SCHEMA, _to_text
+    if isinstance(sa_type, t.Enum):
+        return STRING_SCHEMA, _to_text
     if isinstance(sa_type, t.String):
         return STRING_SCHEMA, None
-    # INTERVAL, INET, MONEY, geometric and anything the dialect does not know: its text form.
+    # INTERVAL, INET, MONEY, geometric types and anything the dialect does not know: their text.
     return STRING_SCHEMA, _to_text
 
 
@@ -136,10 +141,12 @@ def _is_single(sa_type: Any) -> bool:
     return precision is not None and precision <= 24
 
 
-def _numeric_schema(precision: int | None, scale: int | None, mapping: NumericMapping) -> tuple[Schema, Converter | None]:
+def _numeric_schema(
+    precision: int | None, scale: int | None, mapping: NumericMapping
+) -> tuple[Schema, Converter | None]:
     if precision is None:
         # An unconstrained NUMERIC has no fixed scale, which Connect's Decimal requires.
-        return FLOAT64_SCHEMA, float
+        return FLOAT64_SCHEMA, _to_float
     scale = scale or 0
     if mapping is not NumericMapping.NONE and precision < 19:
         if scale == 0:
@@ -162,6 +169,10 @@ def _numeric_schema(precision: int | None, scale: int | None, mapping: NumericMa
         return d.quantize(quantum) if d.as_tuple().exponent != -scale else d  # type: ignore[operator]
 
     return schema, to_decimal
+
+
+def _to_float(value: Any) -> Any:
+    return value if isinstance(value, float) else float(value)
 
 
 def _timestamp_converter(tz: _dt.tzinfo) -> Converter:
@@ -283,7 +294,9 @@ def value_adapter(schema: Schema | None, backend: str, tz: _dt.tzinfo) -> Conver
         if not sqlite:
             return None
         convert = _iso
-    elif kind in (Type.STRUCT, Type.MAP) or (kind is Type.ARRAY and (sqlite or backend != "postgresql" or _nested(schema))):
+    elif kind in (Type.STRUCT, Type.MAP) or (
+        kind is Type.ARRAY and (sqlite or backend != "postgresql" or _nested(schema))
+    ):
         convert = _json_text
     elif schema is None:
         return _schemaless_adapter(backend, tz)
@@ -335,7 +348,7 @@ def _schemaless_adapter(backend: str, tz: _dt.tzinfo) -> Converter:
     return adapt
 
 
-def infer_field_schema(values: list[Any]) -> Schema:
+def infer_field_schema(values: Iterable[Any]) -> Schema:
     """The optional schema of a schemaless field, from the first non-null value seen."""
     for value in values:
         if value is not None:

@@ -19,7 +19,7 @@ import datetime as dt
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -114,7 +114,9 @@ def _field_text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, (str, int)):
         return str(value)
-    raise DataError(f"FieldPartitioner: a partition field must be a string, integer or boolean, got {type(value).__name__}")
+    raise DataError(
+        f"FieldPartitioner: a partition field must be a string, integer or boolean, got {type(value).__name__}"
+    )
 
 
 class TimeBasedPartitioner(Partitioner):
@@ -309,7 +311,13 @@ def _field(letter: str, width: int, pattern: str) -> Callable[[dt.datetime], str
 
 # -- factory ------------------------------------------------------------------------------------
 
-PARTITIONER_NAMES = ("DefaultPartitioner", "FieldPartitioner", "TimeBasedPartitioner", "DailyPartitioner", "HourlyPartitioner")
+PARTITIONER_NAMES = (
+    "DefaultPartitioner",
+    "FieldPartitioner",
+    "TimeBasedPartitioner",
+    "DailyPartitioner",
+    "HourlyPartitioner",
+)
 
 
 def short_partitioner_name(name: str) -> str:
@@ -341,6 +349,4 @@ def make_partitioner(settings: PartitionerSettings) -> Partitioner:
 
 
 def _with(settings: PartitionerSettings, **changes: Any) -> PartitionerSettings:
-    from dataclasses import replace
-
     return replace(settings, **changes)

@@ -61,6 +61,8 @@ class ObjectStorage(Protocol):
 
     def get_object(self, key: str) -> bytes: ...
 
+    def list_prefixes(self, prefix: str, delimiter: str) -> list[str]: ...
+
 
 # -- in memory ----------------------------------------------------------------------------------
 
@@ -75,6 +77,8 @@ class MemoryStorage:
         self.requests: list[tuple[str, str]] = []
         self._next_id = 0
         self._lock = threading.Lock()
+        #: S3's minimum size of every part but the last (tests of streaming may lower it).
+        self.min_part_size = MIN_PART_SIZE
         #: Set to an exception to make the next request raise it (then cleared).
         self.fail_next: BaseException | None = None
 
@@ -106,7 +110,7 @@ class MemoryStorage:
         stored_key, parts = self.uploads.pop(upload_id)
         assert stored_key == key and len(parts) == len(etags)
         for number, data in parts.items():
-            if number < len(parts) and len(data) < MIN_PART_SIZE:
+            if number < len(parts) and len(data) < self.min_part_size:
                 raise ConnectError(f"part {number} of {key} is smaller than the S3 minimum")
         self.objects[key] = b"".join(parts[n] for n in sorted(parts))
 
@@ -117,6 +121,15 @@ class MemoryStorage:
     def list_keys(self, prefix: str, start_after: str = "") -> Iterator[str]:
         self._request("ListObjectsV2", prefix)
         return iter(sorted(k for k in self.objects if k.startswith(prefix) and k > start_after))
+
+    def list_prefixes(self, prefix: str, delimiter: str) -> list[str]:
+        self._request("ListObjectsV2", prefix)
+        found = {
+            prefix + k[len(prefix) :].split(delimiter, 1)[0] + delimiter
+            for k in self.objects
+            if k.startswith(prefix) and delimiter in k[len(prefix) :]
+        }
+        return sorted(found)
 
     def get_object(self, key: str) -> bytes:
         self._request("GetObject", key)
@@ -235,6 +248,18 @@ class S3Storage:
                 return
             kwargs["ContinuationToken"] = token
 
+    def list_prefixes(self, prefix: str, delimiter: str) -> list[str]:
+        """The "directories" right below ``prefix`` (CommonPrefixes), each ending with ``delimiter``."""
+        kwargs: dict[str, Any] = {"Prefix": prefix, "Delimiter": delimiter}
+        found: list[str] = []
+        while True:
+            response = self._call("ListObjectsV2", prefix, self._client.list_objects_v2, **kwargs)
+            found.extend(str(p["Prefix"]) for p in response.get("CommonPrefixes", ()))
+            token = response.get("NextContinuationToken")
+            if not response.get("IsTruncated") or not token:
+                return found
+            kwargs["ContinuationToken"] = token
+
     def get_object(self, key: str) -> bytes:
         response = self._call("GetObject", key, self._client.get_object, Key=key)
         return bytes(response["Body"].read())
@@ -257,9 +282,12 @@ def translate_error(exc: BaseException, op: str, bucket: str, key: str) -> Conne
             return RetriableError(f"{where} failed after retries: {code or status}: {message}")
         return ConnectError(f"{where} failed: {code or status}: {message}")
     name = type(exc).__name__
-    if name in ("EndpointConnectionError", "ConnectionClosedError", "ReadTimeoutError", "ConnectTimeoutError") or isinstance(
-        exc, (ConnectionError, TimeoutError)
-    ):
+    if name in (
+        "EndpointConnectionError",
+        "ConnectionClosedError",
+        "ReadTimeoutError",
+        "ConnectTimeoutError",
+    ) or isinstance(exc, (ConnectionError, TimeoutError)):
         return RetriableError(f"{where} failed: {exc}")
     if name in ("NoCredentialsError", "PartialCredentialsError"):
         return ConnectError(f"{where} failed: no AWS credentials ({exc}); set aws.access.key.id/aws.secret.access.key")
@@ -294,6 +322,12 @@ class ObjectUpload:
 
     def writable(self) -> bool:
         return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
 
     def tell(self) -> int:
         return self._position

@@ -43,9 +43,7 @@ class JdbcSinkConfig(JdbcConnectionConfig):
         description="The primary key columns; their meaning depends on pk.mode (empty: all key or value fields).",
     )
     insert_mode: InsertMode = Field(InsertMode.INSERT, description="insert, upsert (idempotent by key) or update.")
-    fields_whitelist: list[str] = Field(
-        default_factory=list, description="Value fields to write (empty: all of them)."
-    )
+    fields_whitelist: list[str] = Field(default_factory=list, description="Value fields to write (empty: all of them).")
     table_name_format: str = Field("${topic}", description="The table of a topic; '${topic}' is replaced by its name.")
     auto_create: bool = Field(False, description="Create a missing table from the record schema.")
     auto_evolve: bool = Field(False, description="Add columns for new optional or defaulted fields.")
@@ -72,7 +70,9 @@ class JdbcSinkConfig(JdbcConnectionConfig):
         try:
             re.compile(value)
         except re.error as exc:
-            raise PydanticCustomError("invalid_regex", "is not a valid regular expression: {e}", {"e": str(exc)}) from None
+            raise PydanticCustomError(
+                "invalid_regex", "is not a valid regular expression: {e}", {"e": str(exc)}
+            ) from None
         return value
 
     @field_validator("pk_mode", "insert_mode", mode="before")
@@ -93,7 +93,9 @@ class JdbcSinkConfig(JdbcConnectionConfig):
     @classmethod
     def _mode_needs_key(cls, value: InsertMode, info: ValidationInfo) -> InsertMode:
         if value is not InsertMode.INSERT and info.data.get("pk_mode") in (PkMode.NONE, None):
-            raise PydanticCustomError("insert_mode", "insert.mode={mode} needs a primary key: set pk.mode", {"mode": value.value})
+            raise PydanticCustomError(
+                "insert_mode", "insert.mode={mode} needs a primary key: set pk.mode", {"mode": value.value}
+            )
         return value
 
     @field_validator("table_name_format")
@@ -113,7 +115,9 @@ class JdbcSinkConfig(JdbcConnectionConfig):
     @model_validator(mode="after")
     def _one_topic_source(self) -> JdbcSinkConfig:
         if self.topics is not None and self.topics_regex is not None:
-            raise PydanticCustomError("topics", "'topics' and 'topics.regex' are mutually exclusive options, but both are set")
+            raise PydanticCustomError(
+                "topics", "'topics' and 'topics.regex' are mutually exclusive options, but both are set"
+            )
         return self
 
     def table_name(self, topic: str) -> str:

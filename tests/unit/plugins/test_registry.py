@@ -41,10 +41,10 @@ def test_converters_accept_connect_class_names(registry: PluginRegistry, name: s
 
 def test_unknown_connector_class_lists_the_known_ones(registry: PluginRegistry) -> None:
     with pytest.raises(ConfigError) as caught:
-        registry.connector("io.confluent.connect.jdbc.JdbcSinkConnector")
+        registry.connector("io.confluent.connect.hdfs.HdfsSinkConnector")
     message = str(caught.value)
     assert caught.value.key == "connector.class"
-    assert "io.confluent.connect.jdbc.JdbcSinkConnector" in message
+    assert "io.confluent.connect.hdfs.HdfsSinkConnector" in message
     assert "FileStreamSink" in message and "FileStreamSource" in message
 
 

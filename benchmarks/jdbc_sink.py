@@ -1,0 +1,151 @@
+"""topic → JdbcSink → PostgreSQL, against a bare psycopg ``COPY`` of the same rows into the same server.
+
+Run: ``python -m benchmarks.jdbc_sink`` (``SLUICE_BENCH_RECORDS``, ``SLUICE_BENCH_ROUNDS`` to change
+the size). Prints rows/s for the raw COPY, for the sink in ``insert`` mode (COPY straight into the
+table) and in ``upsert`` mode (COPY into a staging table + ``INSERT … ON CONFLICT``), and their
+ratios. The sink runs in an in-process standalone herder: consume, JSON decode (schemaless, orjson),
+put, commit. No assertions.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import orjson
+import psycopg
+from confluent_kafka import Producer
+
+from benchmarks.common import RECORDS, ROUNDS, Result, broker, create_topic, median_result, wait_until
+from deploy.postgres import PostgresServer
+from offsets import MemoryOffsetStore
+from plugins import PluginRegistry
+from worker.config import WorkerConfig
+from worker.runtime import tune_gc
+from worker.standalone import StandaloneHerder
+from worker.worker import Worker
+
+_REPO_ROOT = Path(__file__).resolve().parents[1]
+
+COLUMNS = "id bigint, name text, email text, amount double precision, qty integer, active boolean, city text, score double precision"
+SINK = "connectors.sink.jdbc.connector.JdbcSinkConnector"
+
+
+def make_rows(count: int) -> list[tuple[object, ...]]:
+    return [
+        (i, f"name-{i}", f"user{i}@example.com", i * 1.25, i % 1000, i % 2 == 0, "Lisbon", i / 7) for i in range(count)
+    ]
+
+
+def fill_topic(bootstrap: str, rows: list[tuple[object, ...]]) -> str:
+    topic = create_topic(bootstrap, f"bench-jdbc-{time.time_ns()}")
+    names = ["id", "name", "email", "amount", "qty", "active", "city", "score"]
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 1_000_000})
+    for row in rows:
+        value = orjson.dumps(dict(zip(names, row)))
+        while True:
+            try:
+                producer.produce(topic, value)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    producer.flush()
+    return topic
+
+
+def create_table(pg: PostgresServer, name: str, primary_key: bool) -> None:
+    with psycopg.connect(pg.dsn(), autocommit=True) as conn:
+        conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+        conn.execute(f'CREATE TABLE "{name}" ({COLUMNS}{", PRIMARY KEY (id)" if primary_key else ""})')
+
+
+def count(pg: PostgresServer, table: str) -> int:
+    with psycopg.connect(pg.dsn()) as conn:
+        row = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()
+        return int(row[0]) if row else 0
+
+
+def raw_copy(pg: PostgresServer, rows: list[tuple[object, ...]]) -> Result:
+    """The raw limit: one COPY FROM STDIN with write_row per row, in one transaction."""
+    create_table(pg, "raw_copy", primary_key=True)
+    start = time.perf_counter()
+    with psycopg.connect(pg.dsn()) as conn, conn.cursor() as cur:
+        with cur.copy('COPY "raw_copy" FROM STDIN') as copy:
+            for row in rows:
+                copy.write_row(row)
+        conn.commit()
+    return Result("bare psycopg COPY write_row", len(rows), 0, time.perf_counter() - start)
+
+
+def jdbc_herder(bootstrap: str) -> StandaloneHerder:
+    """:func:`benchmarks.common.herder` with JSON values and the repository on the plugin path
+    (the worker finds the sink by Python path until the JDBC entry points are declared)."""
+    config = WorkerConfig.from_mapping(
+        {
+            "bootstrap.servers": bootstrap,
+            "listeners": "http://127.0.0.1:0",
+            "offset.flush.interval.ms": "5000",
+            "key.converter": "StringConverter",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "false",
+        }
+    )
+    h = StandaloneHerder(Worker(config, PluginRegistry(plugin_path=[str(_REPO_ROOT)]), MemoryOffsetStore()))
+    h.start()
+    tune_gc()
+    return h
+
+
+def sluice_sink(pg: PostgresServer, bootstrap: str, topic: str, n: int, mode: str) -> Result:
+    table = f"sink_{mode}"
+    create_table(pg, table, primary_key=True)
+    h = jdbc_herder(bootstrap)
+    config = {
+        "connector.class": SINK,
+        "topics": topic,
+        "connection.url": pg.url(),
+        "table.name.format": table,
+        "insert.mode": mode,
+        "batch.size": "10000",
+    }
+    if mode == "upsert":
+        config.update({"pk.mode": "record_value", "pk.fields": "id"})
+    try:
+        start = time.perf_counter()
+        h.put_connector_config(f"bench-jdbc-{mode}-{time.time_ns()}", config, allow_replace=False)
+        wait_until(lambda: count(pg, table) >= n, timeout=900, poll=0.2)
+        elapsed = time.perf_counter() - start
+    finally:
+        h.stop()
+    return Result(f"Sluice topic → JdbcSink ({mode})", n, 0, elapsed)
+
+
+def main() -> list[tuple[Result, Result]]:
+    rows = make_rows(RECORDS)
+    print(f"topic → JDBC sink (PostgreSQL): {RECORDS:,} rows of 8 columns, {ROUNDS} rounds")
+    results: list[tuple[Result, Result]] = []
+    with broker() as bootstrap, PostgresServer(kill_with_parent=True) as pg:
+        topic = fill_topic(bootstrap, rows)
+        raws: list[Result] = []
+        ours: dict[str, list[Result]] = {"insert": [], "upsert": []}
+        for i in range(ROUNDS):
+            raws.append(raw_copy(pg, rows))
+            for mode in ours:
+                ours[mode].append(sluice_sink(pg, bootstrap, topic, len(rows), mode))
+            print(
+                f"  round {i + 1}: raw COPY {raws[-1].rate:>9,.0f} rows/s   "
+                + "   ".join(
+                    f"{m} {r[-1].rate:>9,.0f} rows/s (ratio {r[-1].rate / raws[-1].rate:.2f})" for m, r in ours.items()
+                )
+            )
+        raw = median_result(raws)
+        print(f"{raw.name:<42} {raw.rate:>10,.0f} rows/s")
+        for runs in ours.values():
+            mine = median_result(runs)
+            print(f"{mine.name:<42} {mine.rate:>10,.0f} rows/s  ratio {mine.rate / raw.rate:.2f}")
+            results.append((raw, mine))
+    return results
+
+
+if __name__ == "__main__":
+    main()

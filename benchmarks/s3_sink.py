@@ -1,0 +1,180 @@
+"""topic → S3 sink (JSON lines and Parquet/zstd) against two raw limits measured in the same run.
+
+* **boto3**: uploading the very bytes the sink wrote (same object sizes) with bare boto3
+  ``put_object`` to the same server: the storage limit.
+* **pyarrow** (Parquet only): the same rows, already Python dicts in memory, built into Arrow
+  tables and written as Parquet/zstd with pyarrow alone, one table per object.
+
+The sink run covers everything a deployment does: consume from a real broker, JsonConverter,
+partition, encode, multipart upload to a real S3 server (S3Proxy) and commit. It ends when the
+last object is visible in the bucket. Run: ``python -m benchmarks.s3_sink``
+(``SLUICE_BENCH_RECORDS``, ``SLUICE_BENCH_ROUNDS``). Prints figures and ratios; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+from confluent_kafka import Producer
+
+from benchmarks.common import RECORDS, ROUNDS, Result, broker, create_topic, median_result, wait_until
+from deploy.s3_server import S3Server
+from offsets import MemoryOffsetStore
+from plugins import PluginRegistry
+from worker.config import WorkerConfig
+from worker.runtime import tune_gc
+from worker.standalone import StandaloneHerder
+from worker.worker import Worker
+
+FLUSH_SIZE = 100_000
+CONNECTOR = "connectors.sink.s3.connector.S3SinkConnector"
+
+
+def herder(bootstrap: str) -> StandaloneHerder:
+    """An in-process standalone herder; plugin.path is the repository, so the connector is found
+    by its Python path whether or not the installed entry points list it yet."""
+    config = WorkerConfig.from_mapping(
+        {
+            "bootstrap.servers": bootstrap,
+            "listeners": "http://127.0.0.1:0",
+            "offset.flush.interval.ms": "5000",
+            "key.converter": "StringConverter",
+            "value.converter": "JsonConverter",
+            "value.converter.schemas.enable": "false",
+        }
+    )
+    h = StandaloneHerder(
+        Worker(config, PluginRegistry([str(Path(__file__).resolve().parents[1])]), MemoryOffsetStore())
+    )
+    h.start()
+    tune_gc()
+    return h
+
+
+def make_rows(count: int) -> list[dict[str, Any]]:
+    """Rows of about 200 bytes of JSON each."""
+    pad = "abcdefghijklmnopqrstuvwxyz0123456789" * 3
+    return [
+        {
+            "id": i,
+            "customer": f"customer-{i % 5000:05d}",
+            "amount": i * 0.25,
+            "paid": i % 3 == 0,
+            "ts": 1_700_000_000_000 + i,
+            "note": pad,
+        }
+        for i in range(count)
+    ]
+
+
+def fill_topic(bootstrap: str, rows: list[dict[str, Any]]) -> tuple[str, int]:
+    topic = create_topic(bootstrap, f"bench-s3-{time.time_ns()}")
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 1_000_000})
+    nbytes = 0
+    for row in rows:
+        value = orjson.dumps(row)
+        nbytes += len(value)
+        while True:
+            try:
+                producer.produce(topic, value)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    producer.flush()
+    return topic, nbytes
+
+
+def objects(s3: S3Server, bucket: str) -> dict[str, int]:
+    client = s3.client()  # new per call: the benchmark polls from the main thread only
+    out: dict[str, int] = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for item in page.get("Contents", ()):
+            if not item["Key"].endswith("/"):  # S3Proxy's filesystem backend lists directories too
+                out[item["Key"]] = item["Size"]
+    return out
+
+
+def sluice_sink(bootstrap: str, s3: S3Server, topic: str, count: int, nbytes: int, fmt: str) -> tuple[Result, str]:
+    bucket = s3.create_bucket(f"bench-{uuid.uuid4().hex[:12]}")
+    expected = count // FLUSH_SIZE
+    h = herder(bootstrap)
+    try:
+        start = time.perf_counter()
+        config = {
+            "connector.class": CONNECTOR,
+            "topics": topic,
+            **s3.connector_config(bucket),
+            "format.class": fmt,
+            "parquet.codec": "zstd",
+            "flush.size": str(FLUSH_SIZE),
+        }
+        h.put_connector_config(f"bench-s3-{time.time_ns()}", config, allow_replace=False)
+        wait_until(lambda: len(objects(s3, bucket)) >= expected, timeout=900, poll=0.2)
+        elapsed = time.perf_counter() - start
+    finally:
+        h.stop()
+    return Result(f"Sluice topic → S3 sink ({fmt})", count, nbytes, elapsed), bucket
+
+
+def raw_boto3(s3: S3Server, source_bucket: str, count: int, nbytes: int) -> Result:
+    """Upload the same objects (same bytes) with bare boto3."""
+    client = s3.client()
+    bodies = [client.get_object(Bucket=source_bucket, Key=k)["Body"].read() for k in sorted(objects(s3, source_bucket))]
+    bucket = s3.create_bucket(f"bench-raw-{uuid.uuid4().hex[:12]}")
+    start = time.perf_counter()
+    for i, body in enumerate(bodies):
+        client.put_object(Bucket=bucket, Key=f"raw/{i:06d}", Body=body)
+    return Result("bare boto3 put_object, same bytes", count, nbytes, time.perf_counter() - start)
+
+
+def raw_pyarrow(rows: list[dict[str, Any]], nbytes: int) -> Result:
+    """dicts → Arrow → Parquet (zstd) with pyarrow alone, one table per object."""
+    start = time.perf_counter()
+    for i in range(0, len(rows), FLUSH_SIZE):
+        table = pa.Table.from_pylist(rows[i : i + FLUSH_SIZE])
+        pq.write_table(table, io.BytesIO(), compression="zstd")
+    return Result("pyarrow dicts → Arrow → Parquet zstd", len(rows), nbytes, time.perf_counter() - start)
+
+
+def main() -> list[tuple[Result, Result]]:
+    tune_gc()
+    count = RECORDS - RECORDS % FLUSH_SIZE or FLUSH_SIZE
+    rows = make_rows(count)
+    print(f"topic → S3 sink: {count:,} records (~200 B JSON), flush.size={FLUSH_SIZE:,}, {ROUNDS} rounds")
+    pairs: list[tuple[Result, Result]] = []
+    with broker() as bootstrap, S3Server() as s3:
+        print(f"S3 server: {s3.kind} at {s3.endpoint_url}")
+        topic, nbytes = fill_topic(bootstrap, rows)
+        for fmt in ("json", "parquet"):
+            sinks, uploads, arrows = [], [], []
+            for _ in range(ROUNDS):
+                sink, bucket = sluice_sink(bootstrap, s3, topic, count, nbytes, fmt)
+                sinks.append(sink)
+                uploads.append(raw_boto3(s3, bucket, count, nbytes))
+                if fmt == "parquet":
+                    arrows.append(raw_pyarrow(rows, nbytes))
+                ratio = f"   vs boto3 {sink.rate / uploads[-1].rate:.2f}"
+                if arrows:
+                    ratio += f"   vs pyarrow {sink.rate / arrows[-1].rate:.2f}"
+                print(f"  {fmt} round: sluice {sink.rate:>10,.0f} rec/s{ratio}")
+            sink, upload = median_result(sinks), median_result(uploads)
+            print(upload.line())
+            print(sink.line(upload))
+            pairs.append((upload, sink))
+            if arrows:
+                arrow = median_result(arrows)
+                print(arrow.line())
+                print(sink.line(arrow))
+                pairs.append((arrow, sink))
+    return pairs
+
+
+if __name__ == "__main__":
+    main()

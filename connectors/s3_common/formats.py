@@ -1,0 +1,516 @@
+"""Object formats: how record values become the bytes of an object, and back.
+
+The names follow Confluent's ``format.class`` values (``io.confluent.connect.s3.format.json.JsonFormat``
+…) and the short forms ``json``, ``parquet``, ``avro``, ``bytearray``:
+
+* JSON lines (``.json``, ``.json.gz`` with ``s3.compression.type=gzip``): one value per line as
+  Connect's JsonConverter writes it without schemas (bytes as base64, Decimal as a number,
+  Timestamp/Date/Time as ms/days/ms).
+* Parquet (``.parquet``, pyarrow; ``parquet.codec`` snappy/zstd/gzip/lz4/none): values must be
+  structs. The Arrow schema comes from the Connect schema when there is one, else is inferred from
+  the first row group and kept for the whole object.
+* Avro (``.avro``, fastavro; ``avro.codec`` null/deflate/snappy/bzip2/xz/zstandard): the Avro
+  schema comes from the Connect schema, else is inferred from the first values.
+* Bytes (``.bin`` or ``format.bytearray.extension``): raw values joined by
+  ``format.bytearray.separator`` (default a newline), gzip optional.
+
+Writers are deterministic: the same values give the same bytes (gzip header without a time,
+Avro sync markers derived from the object key), which the sink's exactly-once layout relies on.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import gzip
+import hashlib
+import io
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+from connectors.api import ConfigError, DataError, Schema, Type
+from connectors.api.schema import Date, Decimal, Time, Timestamp
+from connectors.s3_common import require_module
+
+_FORMAT_PREFIX = "io.confluent.connect.s3.format."
+FORMAT_NAMES = {
+    "json": "JsonFormat",
+    "parquet": "ParquetFormat",
+    "avro": "AvroFormat",
+    "bytearray": "ByteArrayFormat",
+}
+
+
+def short_format_name(name: str) -> str:
+    """``io.confluent.connect.s3.format.json.JsonFormat`` / ``JsonFormat`` / ``json`` → ``json``."""
+    short = name.removeprefix(_FORMAT_PREFIX).rsplit(".", 1)[-1].lower().removesuffix("format")
+    if short in ("bytes", "bytearray", "raw"):
+        return "bytearray"
+    if short in FORMAT_NAMES:
+        return short
+    raise ConfigError(
+        f"Unknown format {name!r}: use one of {', '.join(_FORMAT_PREFIX + k + '.' + v for k, v in FORMAT_NAMES.items())} "
+        f"or the short names {', '.join(FORMAT_NAMES)}",
+        key="format.class",
+    )
+
+
+@dataclass(frozen=True)
+class FormatSettings:
+    """The format-related keys of a connector configuration."""
+
+    format: str = "json"
+    compression: str = "none"  # s3.compression.type, for json and bytearray
+    compression_level: int = -1
+    parquet_codec: str = "snappy"
+    avro_codec: str = "null"
+    bytearray_extension: str = ".bin"
+    bytearray_separator: bytes = b"\n"
+    #: Parquet rows held in memory before they are encoded as a row group.
+    parquet_row_group_rows: int = 50_000
+
+
+class Output(Protocol):
+    """Where a writer puts its bytes (an :class:`~connectors.s3_common.storage.ObjectUpload`)."""
+
+    def write(self, data: bytes) -> int: ...
+
+    def tell(self) -> int: ...
+
+
+class ObjectWriter:
+    """Encodes the values of one object into an :class:`Output`, batch by batch."""
+
+    def write(self, values: Sequence[Any], schema: Schema | None) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Write whatever the format keeps back (compressor tail, last row group, footer)."""
+
+    @property
+    def pending_bytes(self) -> int:
+        """A rough size of what the writer holds in memory, not yet written to the output."""
+        return 0
+
+
+class RecordFormat:
+    """A format: its file extension, a writer factory and a reader."""
+
+    name = ""
+    extension = ""
+
+    def writer(self, out: Output, key: str) -> ObjectWriter:
+        raise NotImplementedError
+
+    def read(self, data: bytes) -> Iterator[Any]:
+        """The values stored in an object, in order."""
+        raise NotImplementedError
+
+
+# -- JSON -----------------------------------------------------------------------------------------
+
+_JSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
+def json_default(value: Any) -> Any:
+    """What orjson cannot encode itself, as Connect's JsonConverter (schemas disabled) writes it."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, decimal.Decimal):
+        return orjson.Fragment(str(value).encode("ascii"))
+    if isinstance(value, dt.datetime):
+        return Timestamp.to_int(value)
+    if isinstance(value, dt.date):
+        return Date.to_int(value)
+    if isinstance(value, dt.time):
+        return Time.to_int(value)
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    raise TypeError(f"cannot encode a {type(value).__name__} as JSON")
+
+
+def encode_json_lines(values: Sequence[Any]) -> bytes:
+    """``values`` as JSON lines, each followed by a newline."""
+    dumps = orjson.dumps
+    try:
+        lines = [dumps(v, default=json_default, option=_JSON_OPTIONS) for v in values]
+    except TypeError as exc:
+        raise DataError(f"JsonFormat cannot encode a value: {exc}") from None
+    lines.append(b"")
+    return b"\n".join(lines)
+
+
+class _Compressed(ObjectWriter):
+    """Base of line/byte writers with optional gzip."""
+
+    def __init__(self, out: Output, compression: str, level: int) -> None:
+        self.out = out
+        self._gzip = zlib.compressobj(level if level >= 0 else 6, zlib.DEFLATED, 31) if compression == "gzip" else None
+
+    def _emit(self, data: bytes) -> None:
+        if self._gzip is not None:
+            data = self._gzip.compress(data)
+        if data:
+            self.out.write(data)
+
+    def close(self) -> None:
+        if self._gzip is not None:
+            tail = self._gzip.flush()
+            self._gzip = None
+            if tail:
+                self.out.write(tail)
+
+
+class JsonLinesWriter(_Compressed):
+    def write(self, values: Sequence[Any], schema: Schema | None) -> None:
+        self._emit(encode_json_lines(values))
+
+
+class JsonFormat(RecordFormat):
+    name = "json"
+
+    def __init__(self, compression: str = "none", level: int = -1) -> None:
+        self.compression = compression
+        self.level = level
+        self.extension = ".json.gz" if compression == "gzip" else ".json"
+
+    def writer(self, out: Output, key: str) -> ObjectWriter:
+        return JsonLinesWriter(out, self.compression, self.level)
+
+    def read(self, data: bytes) -> Iterator[Any]:
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        for line in data.split(b"\n"):
+            if line:
+                yield orjson.loads(line)
+
+
+# -- raw bytes ------------------------------------------------------------------------------------
+
+
+class BytesWriter(_Compressed):
+    def __init__(self, out: Output, compression: str, level: int, separator: bytes) -> None:
+        super().__init__(out, compression, level)
+        self.separator = separator
+
+    def write(self, values: Sequence[Any], schema: Schema | None) -> None:
+        chunks: list[bytes] = []
+        for value in values:
+            if isinstance(value, (bytes, bytearray, memoryview)):
+                chunks.append(bytes(value))
+            elif isinstance(value, str):
+                chunks.append(value.encode("utf-8"))
+            elif value is None:
+                chunks.append(b"")
+            else:
+                raise DataError(f"ByteArrayFormat needs bytes or string values, got {type(value).__name__}")
+        chunks.append(b"")
+        self._emit(self.separator.join(chunks))
+
+
+class ByteArrayFormat(RecordFormat):
+    name = "bytearray"
+
+    def __init__(
+        self, compression: str = "none", level: int = -1, extension: str = ".bin", separator: bytes = b"\n"
+    ) -> None:
+        self.compression = compression
+        self.level = level
+        self.separator = separator
+        self.extension = extension + (".gz" if compression == "gzip" else "")
+
+    def writer(self, out: Output, key: str) -> ObjectWriter:
+        return BytesWriter(out, self.compression, self.level, self.separator)
+
+    def read(self, data: bytes) -> Iterator[Any]:
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        if not self.separator:
+            yield data
+            return
+        items = data.split(self.separator)
+        if items and items[-1] == b"":
+            items.pop()
+        yield from items
+
+
+# -- Parquet --------------------------------------------------------------------------------------
+
+
+def arrow_type(schema: Schema) -> Any:
+    """The Arrow type of a Connect schema (logical types included)."""
+    pa = require_module("pyarrow", "ParquetFormat")
+    if schema.name == Decimal.LOGICAL_NAME:
+        params = schema.parameters or {}
+        precision = int(params.get("connect.decimal.precision", 38))
+        return pa.decimal128(precision, Decimal.scale(schema))
+    if schema.name == Date.LOGICAL_NAME:
+        return pa.date32()
+    if schema.name == Time.LOGICAL_NAME:
+        return pa.time32("ms")
+    if schema.name == Timestamp.LOGICAL_NAME:
+        return pa.timestamp("ms", tz="UTC")
+    simple = {
+        Type.INT8: pa.int8(),
+        Type.INT16: pa.int16(),
+        Type.INT32: pa.int32(),
+        Type.INT64: pa.int64(),
+        Type.FLOAT32: pa.float32(),
+        Type.FLOAT64: pa.float64(),
+        Type.BOOLEAN: pa.bool_(),
+        Type.STRING: pa.string(),
+        Type.BYTES: pa.binary(),
+    }
+    if schema.type in simple:
+        return simple[schema.type]
+    if schema.type is Type.ARRAY:
+        assert schema.value_schema is not None
+        return pa.list_(arrow_field("element", schema.value_schema))
+    if schema.type is Type.MAP:
+        assert schema.key_schema is not None and schema.value_schema is not None
+        return pa.map_(arrow_type(schema.key_schema), arrow_field("value", schema.value_schema))
+    return pa.struct([arrow_field(f.name, f.schema) for f in schema.fields])
+
+
+def arrow_field(name: str, schema: Schema) -> Any:
+    pa = require_module("pyarrow", "ParquetFormat")
+    return pa.field(name, arrow_type(schema), nullable=schema.optional)
+
+
+def arrow_schema(schema: Schema) -> Any:
+    """The Arrow schema of a Connect struct schema."""
+    pa = require_module("pyarrow", "ParquetFormat")
+    if schema.type is not Type.STRUCT:
+        raise DataError(f"ParquetFormat needs struct values, but the value schema is {schema.type.value}")
+    return pa.schema([arrow_field(f.name, f.schema) for f in schema.fields])
+
+
+class ParquetObjectWriter(ObjectWriter):
+    """Holds rows until a row group is full, then encodes it into the output."""
+
+    def __init__(self, out: Output, codec: str, row_group_rows: int) -> None:
+        self.out = out
+        self.codec = None if codec == "none" else codec
+        self.row_group_rows = row_group_rows
+        self._rows: list[Any] = []
+        self._schema: Any = None
+        self._connect_schema: Schema | None = None
+        self._writer: Any = None
+        self._pending_estimate = 0
+
+    @property
+    def pending_bytes(self) -> int:
+        return self._pending_estimate
+
+    def write(self, values: Sequence[Any], schema: Schema | None) -> None:
+        if schema is not None and self._schema is None:
+            self._schema = arrow_schema(schema)
+            self._connect_schema = schema
+        self._rows.extend(values)
+        self._pending_estimate += 100 * len(values)
+        if len(self._rows) >= self.row_group_rows:
+            self._flush_rows()
+
+    def _flush_rows(self) -> None:
+        if not self._rows:
+            return
+        pa = require_module("pyarrow", "ParquetFormat")
+        pq = require_module("pyarrow.parquet", "ParquetFormat")
+        rows, self._rows, self._pending_estimate = self._rows, [], 0
+        try:
+            table = pa.Table.from_pylist(rows, schema=self._schema)
+        except (pa.ArrowException, TypeError, ValueError, AttributeError) as exc:
+            if not all(isinstance(r, dict) for r in rows):
+                raise DataError("ParquetFormat needs struct (dict) values") from None
+            raise DataError(f"ParquetFormat cannot convert the values to the file's schema: {exc}") from None
+        if self._schema is None:
+            self._schema = table.schema
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.out, self._schema, compression=self.codec or "none")
+        self._writer.write_table(table, row_group_size=max(len(rows), 1))
+
+    def close(self) -> None:
+        self._flush_rows()
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+class ParquetFormat(RecordFormat):
+    name = "parquet"
+    extension = ".parquet"
+
+    def __init__(self, codec: str = "snappy", row_group_rows: int = 50_000) -> None:
+        require_module("pyarrow.parquet", "ParquetFormat")
+        self.codec = codec
+        self.row_group_rows = row_group_rows
+
+    def writer(self, out: Output, key: str) -> ObjectWriter:
+        return ParquetObjectWriter(out, self.codec, self.row_group_rows)
+
+    def read(self, data: bytes) -> Iterator[Any]:
+        pq = require_module("pyarrow.parquet", "ParquetFormat")
+        table = pq.read_table(io.BytesIO(data))
+        map_columns = [f.name for f in table.schema if str(f.type).startswith("map<")]
+        for row in table.to_pylist():
+            for name in map_columns:  # Arrow gives maps back as lists of pairs
+                if row.get(name) is not None:
+                    row[name] = dict(row[name])
+            yield row
+
+
+# -- Avro -----------------------------------------------------------------------------------------
+
+
+def avro_schema(schema: Schema, names: dict[str, int] | None = None) -> Any:
+    """The Avro schema of a Connect schema (optional schemas become ``["null", T]`` unions)."""
+    names = {} if names is None else names
+    base: Any
+    if schema.name == Decimal.LOGICAL_NAME:
+        params = schema.parameters or {}
+        base = {
+            "type": "bytes",
+            "logicalType": "decimal",
+            "precision": int(params.get("connect.decimal.precision", 38)),
+            "scale": Decimal.scale(schema),
+        }
+    elif schema.name == Date.LOGICAL_NAME:
+        base = {"type": "int", "logicalType": "date"}
+    elif schema.name == Time.LOGICAL_NAME:
+        base = {"type": "int", "logicalType": "time-millis"}
+    elif schema.name == Timestamp.LOGICAL_NAME:
+        base = {"type": "long", "logicalType": "timestamp-millis"}
+    elif schema.type in (Type.INT8, Type.INT16, Type.INT32):
+        base = "int"
+    elif schema.type is Type.INT64:
+        base = "long"
+    elif schema.type is Type.FLOAT32:
+        base = "float"
+    elif schema.type is Type.FLOAT64:
+        base = "double"
+    elif schema.type is Type.BOOLEAN:
+        base = "boolean"
+    elif schema.type is Type.STRING:
+        base = "string"
+    elif schema.type is Type.BYTES:
+        base = "bytes"
+    elif schema.type is Type.ARRAY:
+        assert schema.value_schema is not None
+        base = {"type": "array", "items": avro_schema(schema.value_schema, names)}
+    elif schema.type is Type.MAP:
+        assert schema.value_schema is not None
+        base = {"type": "map", "values": avro_schema(schema.value_schema, names)}
+    else:
+        name = (schema.name or "ConnectDefault").rsplit(".", 1)[-1]
+        count = names.get(name, 0)
+        names[name] = count + 1
+        record: dict[str, Any] = {
+            "type": "record",
+            "name": name if count == 0 else f"{name}{count}",
+            "fields": [],
+        }
+        if schema.name and "." in schema.name:
+            record["namespace"] = schema.name.rsplit(".", 1)[0]
+        for f in schema.fields:
+            field_schema = avro_schema(f.schema, names)
+            entry: dict[str, Any] = {"name": f.name, "type": field_schema}
+            if f.schema.optional:
+                entry["default"] = None
+            record["fields"].append(entry)
+        base = record
+    return ["null", base] if schema.optional else base
+
+
+def infer_avro_schema(values: Sequence[Any]) -> Any:
+    """An Avro schema for schemaless values, from the first values (every field nullable)."""
+    sample = next((v for v in values if v is not None), None)
+    if isinstance(sample, dict):
+        fields = []
+        for name in sample:
+            column = [v.get(name) for v in values if isinstance(v, dict)]
+            fields.append({"name": name, "type": ["null", _infer_avro_type(column)], "default": None})
+        return {"type": "record", "name": "ConnectDefault", "fields": fields}
+    return ["null", _infer_avro_type(list(values))]
+
+
+def _infer_avro_type(column: Sequence[Any]) -> Any:
+    sample = next((v for v in column if v is not None), None)
+    if isinstance(sample, bool):
+        return "boolean"
+    if isinstance(sample, int):
+        return "long"
+    if isinstance(sample, float):
+        return "double"
+    if isinstance(sample, (bytes, bytearray)):
+        return "bytes"
+    if isinstance(sample, dict):
+        inner = [x for v in column if isinstance(v, dict) for x in v.values()]
+        return {"type": "map", "values": ["null", _infer_avro_type(inner)]}
+    if isinstance(sample, list):
+        inner = [x for v in column if isinstance(v, list) for x in v]
+        return {"type": "array", "items": ["null", _infer_avro_type(inner)]}
+    return "string"
+
+
+class AvroObjectWriter(ObjectWriter):
+    def __init__(self, out: Output, codec: str, sync_marker: bytes) -> None:
+        self.out = out
+        self.codec = codec
+        self.sync_marker = sync_marker
+        self._writer: Any = None
+
+    def write(self, values: Sequence[Any], schema: Schema | None) -> None:
+        if self._writer is None:
+            fastavro_write = require_module("fastavro.write", "AvroFormat")
+            parsed = avro_schema(schema) if schema is not None else infer_avro_schema(values)
+            self._writer = fastavro_write.Writer(self.out, parsed, codec=self.codec, sync_marker=self.sync_marker)
+        write = self._writer.write
+        try:
+            for value in values:
+                write(value)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise DataError(f"AvroFormat cannot encode a value with the file's schema: {exc}") from None
+        self._writer.flush()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+            self._writer = None
+
+
+class AvroFormat(RecordFormat):
+    name = "avro"
+    extension = ".avro"
+
+    def __init__(self, codec: str = "null") -> None:
+        require_module("fastavro", "AvroFormat")
+        if codec == "snappy":
+            require_module("cramjam", "avro.codec=snappy")
+        self.codec = codec
+
+    def writer(self, out: Output, key: str) -> ObjectWriter:
+        # A sync marker derived from the key, not random, so a rewritten object is byte-identical.
+        return AvroObjectWriter(out, self.codec, hashlib.md5(key.encode("utf-8")).digest())
+
+    def read(self, data: bytes) -> Iterator[Any]:
+        fastavro = require_module("fastavro", "AvroFormat")
+        yield from fastavro.reader(io.BytesIO(data))
+
+
+def make_format(settings: FormatSettings) -> RecordFormat:
+    """The format ``settings`` names, checked (a missing optional package is a ConfigError)."""
+    kind = short_format_name(settings.format)
+    if kind == "json":
+        return JsonFormat(settings.compression, settings.compression_level)
+    if kind == "bytearray":
+        return ByteArrayFormat(
+            settings.compression, settings.compression_level, settings.bytearray_extension, settings.bytearray_separator
+        )
+    if kind == "parquet":
+        return ParquetFormat(settings.parquet_codec, settings.parquet_row_group_rows)
+    return AvroFormat(settings.avro_codec)

@@ -1,0 +1,374 @@
+"""Turning a batch of sink records into table rows: which columns, which primary key, which values.
+
+The rules are Confluent's (``FieldsMetadata``): ``pk.mode`` decides where the key columns come
+from, ``fields.whitelist`` limits the value fields, and struct values (or, schemaless, dicts) give
+one column per field. Values are extracted a column at a time with C-level ``map`` calls and
+zipped into row tuples, so a row costs no Python-level loop unless a column needs conversion.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Any
+
+from connectors.api import (
+    INT32_SCHEMA,
+    INT64_SCHEMA,
+    STRING_SCHEMA,
+    DataError,
+    Schema,
+    SinkRecord,
+    SinkRecordBatch,
+    Type,
+)
+from connectors.jdbc_common.dialects import Column
+from connectors.jdbc_common.types import infer_field_schema, value_adapter
+from connectors.sink.jdbc.config import DEFAULT_KEY_FIELD, KAFKA_PK_FIELDS, JdbcSinkConfig, PkMode
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+class TopicRecords:
+    """The records of one topic as columns, whether they came as a :class:`SinkRecordBatch` or a list."""
+
+    __slots__ = ("topic", "values", "value_schemas", "keys", "key_schemas", "_partitions", "_offsets", "_source")
+
+    def __init__(self, topic: str, source: SinkRecordBatch | Sequence[SinkRecord]) -> None:
+        self.topic = topic
+        self._source = source
+        if isinstance(source, SinkRecordBatch):
+            self.values = source.values
+            self.value_schemas = source.value_schemas
+            self.keys = source.keys
+            self.key_schemas = source.key_schemas
+            self._partitions: list[int] | None = None
+            self._offsets: list[int] | None = None
+        else:
+            self.values = [r.value for r in source]
+            self.value_schemas = [r.value_schema for r in source]
+            self.keys = [r.key for r in source]
+            self.key_schemas = [r.key_schema for r in source]
+            self._partitions = [r.topic_partition.partition for r in source]
+            self._offsets = [r.kafka_offset if r.original_offset is None else r.original_offset for r in source]
+
+    @property
+    def consumed_topic(self) -> str:
+        """The topic the records were consumed from (for offsets), before any renaming transform."""
+        if isinstance(self._source, SinkRecordBatch) or not self._source:
+            return self.topic
+        first = self._source[0]
+        return first.original_topic if first.original_topic is not None else first.topic
+
+    @property
+    def partitions(self) -> list[int]:
+        if self._partitions is None:
+            assert isinstance(self._source, SinkRecordBatch)
+            self._partitions = self._source.partitions
+        return self._partitions
+
+    @property
+    def offsets(self) -> list[int]:
+        if self._offsets is None:
+            assert isinstance(self._source, SinkRecordBatch)
+            self._offsets = self._source.offsets
+        return self._offsets
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def slice(self, start: int, stop: int) -> TopicRecords:
+        """Records ``start:stop`` as their own :class:`TopicRecords` (for ``batch.size`` chunks)."""
+        if start == 0 and stop >= len(self.values):
+            return self
+        part = TopicRecords.__new__(TopicRecords)
+        part.topic = self.topic
+        part._source = self._source if not isinstance(self._source, SinkRecordBatch) else self._source
+        part.values = self.values[start:stop]
+        part.value_schemas = self.value_schemas[start:stop]
+        part.keys = self.keys[start:stop]
+        part.key_schemas = self.key_schemas[start:stop]
+        part._partitions = self.partitions[start:stop]
+        part._offsets = self.offsets[start:stop]
+        return part
+
+    def record(self, index: int) -> SinkRecord:
+        """Record ``index`` as a :class:`SinkRecord` (for the errant record reporter)."""
+        return SinkRecord(
+            self.topic,
+            self.partitions[index],
+            self.offsets[index],
+            self.values[index],
+            self.value_schemas[index],
+            self.keys[index],
+            self.key_schemas[index],
+        )
+
+    def coordinates(self, index: int) -> str:
+        """``topic/partition/offset`` of record ``index``, for error messages."""
+        return f"topic {self.topic!r} partition {self.partitions[index]} offset {self.offsets[index]}"
+
+
+@dataclass
+class Segment:
+    """Consecutive records that share a value schema: written with the same statement."""
+
+    start: int
+    stop: int
+    value_schema: Schema | None
+    key_schema: Schema | None
+    tombstones: bool = False  # a run of tombstones only (insert and update modes keep them apart)
+
+
+@dataclass
+class Rows:
+    """What to write for one segment."""
+
+    columns: list[Column]
+    key_count: int  # the first ``key_count`` columns form the primary key
+    rows: list[tuple[Any, ...]]
+    row_records: list[int]  # record index of each row (for error messages)
+    deletes: list[tuple[Any, ...]] = field(default_factory=list)
+    delete_records: list[int] = field(default_factory=list)
+    delete_columns: list[Column] = field(default_factory=list)
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    @property
+    def key_names(self) -> list[str]:
+        return [c.name for c in self.columns[: self.key_count]]
+
+
+def segments(records: TopicRecords, *, split_tombstones: bool) -> list[Segment]:
+    """Split into runs with one value schema; tombstones join the run they appear in, unless
+    ``split_tombstones`` (insert and update modes, where deletes must keep their place)."""
+    values, schemas, key_schemas = records.values, records.value_schemas, records.key_schemas
+    n = len(values)
+    if n == 0:
+        return []
+    first = schemas[0]
+    if None not in values and all(s is first for s in schemas):  # the common case, decided in C
+        return [Segment(0, n, first, key_schemas[0])]
+    out: list[Segment] = []
+    start = 0
+    current: Schema | None = None
+    has_schema = False
+    tomb_run: bool | None = None
+    for i in range(n):
+        is_tomb = values[i] is None
+        schema = schemas[i]
+        if split_tombstones:
+            if tomb_run is not None and is_tomb != tomb_run:
+                out.append(Segment(start, i, current, key_schemas[start], tombstones=bool(tomb_run)))
+                start, has_schema = i, False
+            tomb_run = is_tomb
+        if not is_tomb:
+            if has_schema and schema is not current and schema != current:
+                out.append(Segment(start, i, current, key_schemas[start], tombstones=False))
+                start = i
+            current, has_schema = schema, True
+    out.append(Segment(start, n, current, key_schemas[start], tombstones=bool(split_tombstones and tomb_run)))
+    return out
+
+
+class RowBuilder:
+    """Builds :class:`Rows` for segments according to the sink's ``pk.*`` and ``fields.whitelist``."""
+
+    def __init__(self, config: JdbcSinkConfig, backend: str, tz: _dt.tzinfo) -> None:
+        self.config = config
+        self.backend = backend
+        self.tz = tz
+        self._whitelist = set(config.fields_whitelist)
+
+    def build(self, records: TopicRecords, seg: Segment, *, dedupe: bool) -> Rows:
+        self._fields_cache: tuple[int, list[tuple[str, Schema]]] | None = None
+        values = records.values[seg.start : seg.stop]
+        if None not in values:  # no tombstones: decided in C
+            live, dead = list(range(seg.start, seg.stop)), []
+        else:
+            live = [i for i in range(seg.start, seg.stop) if records.values[i] is not None]
+            dead = [i for i in range(seg.start, seg.stop) if records.values[i] is None]
+            values = [records.values[i] for i in live]
+        key_cols, key_columns = self._key_columns(records, seg, live, values=values)
+        value_cols, value_columns = self._value_columns(records, seg, values, live, {c.name for c in key_columns})
+        columns = key_columns + value_columns
+        cols = key_cols + value_cols
+        rows = list(zip(*cols)) if cols else [() for _ in live]
+        result = Rows(columns, len(key_columns), rows, live)
+        if dead and self.config.delete_enabled:
+            dead_keys, result.delete_columns = self._key_columns(records, seg, dead, for_delete=True)
+            result.deletes = list(zip(*dead_keys))
+            result.delete_records = dead
+        if dedupe and result.key_count:
+            _dedupe(result, records)
+        return result
+
+    # -- key columns -----------------------------------------------------------------------------
+
+    def _key_columns(
+        self,
+        records: TopicRecords,
+        seg: Segment,
+        idx: list[int],
+        *,
+        for_delete: bool = False,
+        values: list[Any] | None = None,
+    ) -> tuple[list[list[Any]], list[Column]]:
+        mode = self.config.pk_mode
+        if mode is PkMode.NONE:
+            return [], []
+        if mode is PkMode.KAFKA:
+            names = self.config.pk_fields or list(KAFKA_PK_FIELDS)
+            partitions, offsets = records.partitions, records.offsets
+            cols: list[list[Any]] = [
+                [records.topic] * len(idx),
+                [partitions[i] for i in idx],
+                [offsets[i] for i in idx],
+            ]
+            schemas = [STRING_SCHEMA, INT32_SCHEMA, INT64_SCHEMA]
+            return cols, [Column(n, s, True) for n, s in zip(names, schemas)]
+        if mode is PkMode.RECORD_KEY:
+            return self._record_key_columns(records, seg, idx)
+        # record_value
+        if for_delete:
+            return [], []
+        if values is None:
+            values = [records.values[i] for i in idx]
+        fields = self._value_fields(seg.value_schema, values, records, idx)
+        wanted = self.config.pk_fields or [name for name, _ in fields]
+        by_name = dict(fields)
+        missing = [n for n in wanted if n not in by_name]
+        if missing:
+            raise DataError(
+                f"pk.fields {missing} are not fields of the record value ({records.coordinates(idx[0])}); "
+                f"value fields: {sorted(by_name)}"
+            )
+        columns = [Column(n, by_name[n], True) for n in wanted]
+        return [_field_column(values, n) for n in wanted], columns
+
+    def _record_key_columns(
+        self, records: TopicRecords, seg: Segment, idx: list[int]
+    ) -> tuple[list[list[Any]], list[Column]]:
+        if not idx:
+            return [], []
+        keys = [records.keys[i] for i in idx]
+        schema = seg.key_schema
+        if None in keys:
+            bad = idx[keys.index(None)]
+            raise DataError(f"pk.mode=record_key but the record has a null key ({records.coordinates(bad)})")
+        if schema is not None and schema.type is Type.STRUCT:
+            fields = [(f.name, f.schema) for f in schema.fields]
+        elif schema is None and isinstance(keys[0], dict):
+            fields = [(name, infer_field_schema(k.get(name) for k in keys)) for name in _union_keys(keys)]
+        else:
+            name = self.config.pk_fields[0] if self.config.pk_fields else DEFAULT_KEY_FIELD
+            key_schema = schema if schema is not None else infer_field_schema(keys)
+            adapt = value_adapter(key_schema, self.backend, self.tz)
+            column = keys if adapt is None else list(map(adapt, keys))
+            return [column], [Column(name, key_schema.with_(optional=False), True)]
+        by_name = dict(fields)
+        wanted = self.config.pk_fields or [n for n, _ in fields]
+        missing = [n for n in wanted if n not in by_name]
+        if missing:
+            raise DataError(f"pk.fields {missing} are not fields of the record key ({records.coordinates(idx[0])})")
+        cols = []
+        for n in wanted:
+            col = _field_column(keys, n)
+            adapt = value_adapter(by_name[n], self.backend, self.tz)
+            cols.append(col if adapt is None else list(map(adapt, col)))
+        return cols, [Column(n, by_name[n].with_(optional=False), True) for n in wanted]
+
+    # -- value columns ---------------------------------------------------------------------------
+
+    def _value_fields(
+        self, schema: Schema | None, values: list[Any], records: TopicRecords, idx: list[int]
+    ) -> list[tuple[str, Schema]]:
+        cached = getattr(self, "_fields_cache", None)
+        if cached is not None and cached[0] == id(values):
+            return cached[1]
+        fields = self._compute_value_fields(schema, values, records, idx)
+        self._fields_cache = (id(values), fields)
+        return fields
+
+    def _compute_value_fields(
+        self, schema: Schema | None, values: list[Any], records: TopicRecords, idx: list[int]
+    ) -> list[tuple[str, Schema]]:
+        if schema is not None:
+            if schema.type is not Type.STRUCT:
+                raise DataError(
+                    f"The JDBC sink needs struct (or schemaless map) record values, got a {schema.type.value} schema "
+                    f"({records.coordinates(idx[0])})"
+                )
+            return [(f.name, f.schema) for f in schema.fields]
+        bad = next((i for i, v in enumerate(values) if not isinstance(v, dict)), None)
+        if bad is not None:
+            raise DataError(
+                f"The JDBC sink needs struct or map record values, got {type(values[bad]).__name__} "
+                f"({records.coordinates(idx[bad])}); use a converter with schemas or JSON objects"
+            )
+        return [(name, infer_field_schema(v.get(name) for v in values)) for name in _union_keys(values)]
+
+    def _value_columns(
+        self, records: TopicRecords, seg: Segment, values: list[Any], idx: list[int], key_names: set[str]
+    ) -> tuple[list[list[Any]], list[Column]]:
+        if not values:
+            return [], []
+        fields = self._value_fields(seg.value_schema, values, records, idx)
+        schemaless = seg.value_schema is None
+        cols: list[list[Any]] = []
+        columns: list[Column] = []
+        for name, schema in fields:
+            if name in key_names or (self._whitelist and name not in self._whitelist):
+                continue
+            col = _field_column(values, name)
+            if schemaless:
+                adapt: Callable[[Any], Any] | None = None
+                if not set(map(type, col)) <= _PLAIN:
+                    adapt = value_adapter(None, self.backend, self.tz)
+            else:
+                adapt = value_adapter(schema, self.backend, self.tz)
+            cols.append(col if adapt is None else list(map(adapt, col)))
+            columns.append(Column(name, schema, False))
+        return cols, columns
+
+
+def _field_column(values: list[Any], name: str) -> list[Any]:
+    try:
+        return list(map(itemgetter(name), values))
+    except (KeyError, TypeError):
+        return [v.get(name) if isinstance(v, dict) else None for v in values]
+
+
+def _union_keys(dicts: list[Any]) -> list[str]:
+    first = dicts[0]
+    names = dict.fromkeys(first)
+    for d in dicts:
+        if d.keys() != first.keys():
+            names.update(dict.fromkeys(d))
+    return list(names)
+
+
+def _dedupe(rows: Rows, records: TopicRecords) -> None:
+    """Keep the last operation per primary key (upserts cannot touch a row twice in one statement)."""
+    k = rows.key_count
+    row_keys = [r[:k] for r in rows.rows]
+    if not rows.deletes and len(set(row_keys)) == len(row_keys):
+        return
+    last: dict[tuple[Any, ...], tuple[int, bool, int]] = {}  # key → (record index, is delete, position)
+    for pos, (key, rec) in enumerate(zip(row_keys, rows.row_records)):
+        prev = last.get(key)
+        if prev is None or prev[0] < rec:
+            last[key] = (rec, False, pos)
+    for pos, (key, rec) in enumerate(zip(rows.deletes, rows.delete_records)):
+        prev = last.get(key)
+        if prev is None or prev[0] < rec:
+            last[key] = (rec, True, pos)
+    keep = sorted(last.values())
+    rows.rows = [rows.rows[pos] for _, dele, pos in keep if not dele]
+    rows.row_records = [rec for rec, dele, _ in keep if not dele]
+    rows.deletes = [rows.deletes[pos] for _, dele, pos in keep if dele]
+    rows.delete_records = [rec for rec, dele, _ in keep if dele]

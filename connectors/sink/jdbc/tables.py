@@ -1,0 +1,87 @@
+"""Destination tables: looked up once, created (``auto.create``) or widened (``auto.evolve``).
+
+Like Confluent's ``DbStructure``: a missing table is created from the record schema with the
+primary key of the ``pk.*`` settings; a missing column is added only if its field is optional or
+has a default. Types are never changed, columns never dropped, keys never altered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from connectors.api import ConnectError
+from connectors.jdbc_common.dialects import Column, SqlDialect, split_table_name
+
+logger = logging.getLogger(__name__)
+
+
+class TableManager:
+    """Knows the columns of every table this task wrote to, and creates or evolves them."""
+
+    def __init__(self, dialect: SqlDialect, *, auto_create: bool, auto_evolve: bool) -> None:
+        self.dialect = dialect
+        self.auto_create = auto_create
+        self.auto_evolve = auto_evolve
+        self._columns: dict[str, dict[str, str]] = {}  # table → {lower-case name: actual name}
+
+    def invalidate(self) -> None:
+        """Forget what is known (after a rollback, DDL of the failed transaction is gone)."""
+        self._columns.clear()
+
+    def ensure(self, conn: Any, table: str, columns: Sequence[Column]) -> list[str]:
+        """Make ``table`` exist with every column of ``columns``; return their names as the table spells them."""
+        known = self._columns.get(table)
+        if known is not None and all(c.name in known.values() or c.name.lower() in known for c in columns):
+            return [_spelling(known, c.name) for c in columns]
+        known = self._reflect(conn, table)
+        if known is None:
+            if not self.auto_create:
+                raise ConnectError(
+                    f"Table {table!r} is missing and auto.create is disabled; create it or set auto.create=true"
+                )
+            if not columns:
+                raise ConnectError(f"Cannot create table {table!r}: the records have no fields")
+            ddl = self.dialect.create_table(table, columns)
+            logger.info("Creating table %s:\n%s", table, ddl)
+            conn.exec_driver_sql(ddl)
+            known = {c.name.lower(): c.name for c in columns}
+            self._columns[table] = known
+            return [c.name for c in columns]
+        missing = [c for c in columns if c.name not in known.values() and c.name.lower() not in known]
+        if missing:
+            names = ", ".join(c.name for c in missing)
+            if not self.auto_evolve:
+                raise ConnectError(
+                    f"Table {table!r} is missing columns for fields {names} and auto.evolve is disabled; "
+                    "add the columns or set auto.evolve=true"
+                )
+            for column in missing:
+                if column.primary_key or (not column.schema.optional and column.schema.default is None):
+                    raise ConnectError(
+                        f"Cannot add column {column.name!r} to table {table!r}: the field is required and has no "
+                        "default, so existing rows would violate it (auto.evolve adds only optional or defaulted fields)"
+                    )
+                ddl = self.dialect.add_column(table, column)
+                logger.info("Evolving table %s: %s", table, ddl)
+                conn.exec_driver_sql(ddl)
+                known[column.name.lower()] = column.name
+        self._columns[table] = known
+        return [_spelling(known, c.name) for c in columns]
+
+    def _reflect(self, conn: Any, table: str) -> dict[str, str] | None:
+        from sqlalchemy import inspect
+
+        parts = split_table_name(table)
+        name, schema = parts[-1], (parts[-2] if len(parts) > 1 else None)
+        inspector = inspect(conn)
+        if not inspector.has_table(name, schema=schema):
+            return None
+        return {c["name"].lower(): c["name"] for c in inspector.get_columns(name, schema=schema)}
+
+
+def _spelling(known: dict[str, str], name: str) -> str:
+    if name in known.values():
+        return name
+    return known.get(name.lower(), name)

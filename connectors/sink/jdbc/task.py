@@ -1,0 +1,342 @@
+"""The JDBC sink task: writes each batch of records to database tables in one transaction.
+
+Delivery: :meth:`JdbcSinkTask.put` commits before it returns, so :meth:`pre_commit` can hand back
+every consumed offset, except for partitions with records whose write failed (those stop at the
+first record that is not in the database). Replays after a crash rewrite the same rows: use
+``insert.mode=upsert`` with a primary key for idempotent writes.
+
+Failures: a dropped connection is retried ``max.retries`` times, ``retry.backoff.ms`` apart
+(each attempt raises :class:`RetriableError` so the runtime offers the batch again); a row the
+database rejects is located by replaying the batch row by row inside savepoints, then either
+reported through the errant record reporter (and the other rows written) or raised as a
+:class:`DataError` naming its topic, partition and offset. Nothing is skipped silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
+
+from connectors.api import (
+    ConnectError,
+    DataError,
+    RetriableError,
+    SinkRecord,
+    SinkRecordBatch,
+    SinkTask,
+    SinkTaskContext,
+    TopicPartition,
+)
+from connectors.jdbc_common.connection import create_engine, safe_url, to_sqlalchemy_url
+from connectors.jdbc_common.dialects import dialect_for
+from connectors.jdbc_common.errors import Failure, classify, describe
+from connectors.jdbc_common.types import timezone
+from connectors.sink.jdbc.config import InsertMode, JdbcSinkConfig
+from connectors.sink.jdbc.rows import RowBuilder, TopicRecords, segments
+from connectors.sink.jdbc.tables import TableManager
+from connectors.sink.jdbc.writer import writer_for
+
+logger = logging.getLogger(__name__)
+
+
+class _RowRejected(Exception):
+    """A row of the batch was rejected by the database (found while probing row by row)."""
+
+    def __init__(self, group: int, record: int, message: str) -> None:
+        super().__init__(message)
+        self.group = group
+        self.record = record
+
+
+class JdbcSinkTask(SinkTask):
+    """Writes records to tables named by ``table.name.format``.
+
+    :meth:`start`, :meth:`put` and :meth:`pre_commit` run on the task thread; :meth:`stop` may come
+    from a control thread and interrupts a retry backoff at once.
+    """
+
+    version = "0.1.0"
+
+    def __init__(self) -> None:
+        self._stopping = threading.Event()
+        self._config: JdbcSinkConfig | None = None
+        self._engine: Any = None
+        self._conn: Any = None
+        self._retries = 0
+        # Per partition, the first offset that a failed put() did not write; pre_commit stops there.
+        self._unwritten: dict[TopicPartition, int] = {}
+        self.records_written = 0
+
+    # -- SPI -------------------------------------------------------------------------------------
+
+    def start(self, config: Mapping[str, Any], context: SinkTaskContext) -> None:
+        """Parse the configuration and prepare the engine (connections open on first use)."""
+        self.context = context
+        cfg: JdbcSinkConfig = JdbcSinkConfig.from_task_config(config)
+        self._config = cfg
+        self._stopping.clear()
+        url = to_sqlalchemy_url(cfg.connection_url, cfg.connection_user, cfg.password)
+        self._url_text = safe_url(url)
+        self._engine = create_engine(url, db_timezone=cfg.db_timezone, pool_size=1)
+        backend = self._engine.dialect.name
+        self._dialect = dialect_for(backend, self._engine.dialect.paramstyle)
+        if cfg.insert_mode is InsertMode.UPSERT and not self._dialect.supports_upsert:
+            raise ConnectError(f"insert.mode=upsert is not supported for {backend} databases")
+        self._tz = timezone(cfg.db_timezone)
+        self._builder = RowBuilder(cfg, backend, self._tz)
+        self._tables = TableManager(self._dialect, auto_create=cfg.auto_create, auto_evolve=cfg.auto_evolve)
+        self._writer = writer_for(self._dialect)
+        self._warned_tombstones = False
+        logger.info(
+            "Writing to %s (%s, insert.mode=%s, pk.mode=%s)", self._url_text, backend, cfg.insert_mode, cfg.pk_mode
+        )
+
+    def put(self, records: Sequence[SinkRecord]) -> None:
+        """Write ``records`` in transactions of at most ``batch.size`` records. Thread: the task thread."""
+        if not records:
+            return
+        cfg = self._require_config()
+        groups = _by_topic(records)
+        size = cfg.batch_size
+        total = sum(len(g) for g in groups)
+        if total <= size:
+            self._write_chunk(groups)
+            return
+        for group in groups:
+            for start in range(0, len(group), size):
+                self._write_chunk([group.slice(start, start + size)])
+
+    def pre_commit(self, offsets: Mapping[TopicPartition, int]) -> Mapping[TopicPartition, int]:
+        """Everything consumed is committed, except past the first record a failed put() left out."""
+        if not self._unwritten:
+            return offsets
+        return {
+            tp: min(offset, self._unwritten[tp]) if tp in self._unwritten else offset for tp, offset in offsets.items()
+        }
+
+    def stop(self) -> None:
+        """Interrupt a retry backoff and close the connection. Thread: any; never raises."""
+        self._stopping.set()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # a connection being used by the task thread may refuse
+                logger.debug("Closing the connection failed", exc_info=True)
+        if self._engine is not None:
+            try:
+                self._engine.dispose()
+            except Exception:
+                logger.debug("Disposing the engine failed", exc_info=True)
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    def _write_chunk(self, groups: list[TopicRecords]) -> None:
+        try:
+            self._transaction(groups, exclude=set())
+        except _Rejected as rejected:
+            self._handle_rejected(groups, rejected.cause)
+        except Exception as exc:
+            self._mark_unwritten(groups)
+            self._raise_for(exc, groups)
+        self._retries = 0
+        self._mark_written(groups)
+
+    def _transaction(
+        self, groups: list[TopicRecords], exclude: set[tuple[int, int]], probe: bool = False
+    ) -> list[_RowRejected]:
+        """Write every group in one transaction (``probe``: row by row, collecting rejected rows, then roll back)."""
+        cfg = self._require_config()
+        conn = self._connection()
+        upsert = cfg.insert_mode is InsertMode.UPSERT
+        rejected: list[_RowRejected] = []
+        trans = conn.begin()
+        try:
+            for gi, group in enumerate(groups):
+                table = cfg.table_name(group.topic)
+                for seg in segments(group, split_tombstones=not upsert):
+                    rows = self._builder.build(group, seg, dedupe=upsert)
+                    if exclude:
+                        _drop(rows, gi, exclude)
+                    if rows.rows:
+                        names = self._tables.ensure(conn, table, rows.columns)
+                        keys = names[: rows.key_count]
+                        if probe:
+                            rejected += self._probe(conn, gi, table, names, keys, rows.rows, rows.row_records)
+                        else:
+                            self._writer.write(conn, table, names, keys, rows.rows, cfg.insert_mode)
+                    if rows.deletes:
+                        self._delete(conn, table, rows)
+                    elif seg.tombstones and not cfg.delete_enabled and not self._warned_tombstones:
+                        self._warned_tombstones = True
+                        logger.warning(
+                            "Ignoring tombstones (null values) of topic %s: delete.enabled is false", group.topic
+                        )
+            if probe:
+                trans.rollback()
+            else:
+                trans.commit()
+        except BaseException as exc:
+            self._rollback(trans)
+            if not probe and isinstance(exc, Exception) and classify(exc) is Failure.ROW:
+                raise _Rejected(exc) from exc
+            raise
+        finally:
+            self._writer.reset() if probe else self._writer.end_transaction()
+        return rejected
+
+    def _delete(self, conn: Any, table: str, rows: Any) -> None:
+        names = self._tables.ensure(conn, table, rows.delete_columns)
+        self._writer.delete(conn, table, names, rows.deletes)
+
+    def _probe(
+        self, conn: Any, gi: int, table: str, names: list[str], keys: list[str], rows: list[Any], records: list[int]
+    ) -> list[_RowRejected]:
+        cfg = self._require_config()
+        rejected = []
+        for row, rec in zip(rows, records):
+            savepoint = conn.begin_nested()
+            try:
+                self._writer.write_one(conn, table, names, keys, row, cfg.insert_mode)
+                savepoint.commit()
+            except Exception as exc:
+                savepoint.rollback()
+                if classify(exc) is not Failure.ROW:
+                    raise
+                rejected.append(_RowRejected(gi, rec, describe(exc)))
+        return rejected
+
+    def _handle_rejected(self, groups: list[TopicRecords], cause: BaseException) -> None:
+        """The batch failed on data: find the rows, then report them or fail naming the first."""
+        try:
+            rejected = self._transaction(groups, exclude=set(), probe=True)
+        except Exception as exc:
+            self._mark_unwritten(groups)
+            self._raise_for(exc, groups)
+        if not rejected:  # the batch failed as a whole but no single row does: a constraint across rows
+            self._mark_unwritten(groups)
+            raise DataError(f"The database rejected a batch of records: {describe(cause)}") from cause
+        reporter = self.context.errant_record_reporter if self.context is not None else None
+        if reporter is None:
+            first = rejected[0]
+            self._mark_unwritten(groups)
+            raise DataError(
+                f"The database rejected the record at {groups[first.group].coordinates(first.record)}: {first}"
+            ) from cause
+        for r in rejected:
+            group = groups[r.group]
+            logger.warning("The database rejected the record at %s: %s", group.coordinates(r.record), r)
+            reporter.report(group.record(r.record), DataError(str(r)))
+        try:
+            self._transaction(groups, exclude={(r.group, r.record) for r in rejected})
+        except Exception as exc:
+            self._mark_unwritten(groups)
+            self._raise_for(exc, groups)
+
+    def _raise_for(self, exc: Exception, groups: list[TopicRecords]) -> NoReturn:
+        if isinstance(exc, ConnectError):
+            raise exc
+        failure = classify(exc)
+        cfg = self._require_config()
+        if failure is Failure.TRANSIENT:
+            self._drop_connection()
+            self._retries += 1
+            if self._retries > cfg.max_retries:
+                raise ConnectError(
+                    f"Writing to {self._url_text} failed {self._retries} times in a row (max.retries={cfg.max_retries}): "
+                    f"{describe(exc)}"
+                ) from exc
+            logger.warning(
+                "Writing to %s failed (attempt %d of %d), retrying in %d ms: %s",
+                self._url_text,
+                self._retries,
+                cfg.max_retries + 1,
+                cfg.retry_backoff_ms,
+                describe(exc),
+            )
+            self._stopping.wait(cfg.retry_backoff_ms / 1000)
+            raise RetriableError(f"Database unavailable: {describe(exc)}") from exc
+        tables = ", ".join(sorted({cfg.table_name(g.topic) for g in groups}))
+        raise ConnectError(f"Writing to table {tables} failed: {describe(exc)}") from exc
+
+    # -- offsets -----------------------------------------------------------------------------------
+
+    def _mark_unwritten(self, groups: list[TopicRecords]) -> None:
+        for group in groups:
+            for partition, offset in zip(group.partitions, group.offsets):
+                tp = TopicPartition(group.consumed_topic, partition)
+                if offset < self._unwritten.get(tp, offset + 1):
+                    self._unwritten[tp] = offset
+
+    def _mark_written(self, groups: list[TopicRecords]) -> None:
+        if not self._unwritten:
+            self.records_written += sum(len(g) for g in groups)
+            return
+        for group in groups:
+            last = dict(zip(group.partitions, group.offsets))
+            for partition, offset in last.items():
+                tp = TopicPartition(group.consumed_topic, partition)
+                if tp in self._unwritten and offset >= self._unwritten[tp]:
+                    del self._unwritten[tp]
+            self.records_written += len(group)
+
+    # -- connection ----------------------------------------------------------------------------------
+
+    def _connection(self) -> Any:
+        if self._stopping.is_set():
+            raise ConnectError("The JDBC sink task is stopping")
+        if self._conn is None:
+            self._conn = self._engine.connect()
+            self._writer.reset()
+            self._tables.invalidate()
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.invalidate()
+                conn.close()
+            except Exception:
+                logger.debug("Discarding a broken connection failed", exc_info=True)
+        self._writer.reset()
+        self._tables.invalidate()
+
+    def _rollback(self, trans: Any) -> None:
+        self._tables.invalidate()
+        self._writer.reset()
+        try:
+            if trans.is_active:
+                trans.rollback()
+        except Exception:
+            logger.debug("Rollback failed; discarding the connection", exc_info=True)
+            self._drop_connection()
+
+    def _require_config(self) -> JdbcSinkConfig:
+        if self._config is None:
+            raise ConnectError("The JDBC sink task is not started")
+        return self._config
+
+
+class _Rejected(Exception):
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def _by_topic(records: Sequence[SinkRecord]) -> list[TopicRecords]:
+    if isinstance(records, SinkRecordBatch):
+        return [TopicRecords(records.topic, records)]
+    topics: dict[str, list[SinkRecord]] = {}
+    for record in records:
+        topics.setdefault(record.topic, []).append(record)
+    return [TopicRecords(topic, recs) for topic, recs in topics.items()]
+
+
+def _drop(rows: Any, group: int, exclude: set[tuple[int, int]]) -> None:
+    keep = [i for i, rec in enumerate(rows.row_records) if (group, rec) not in exclude]
+    if len(keep) != len(rows.row_records):
+        rows.rows = [rows.rows[i] for i in keep]
+        rows.row_records = [rows.row_records[i] for i in keep]

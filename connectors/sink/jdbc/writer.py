@@ -1,0 +1,145 @@
+"""Statements that write a batch of rows, with the fastest path each database offers.
+
+* PostgreSQL: ``COPY … FROM STDIN`` straight into the table for ``insert``; for ``upsert`` and
+  ``update``, ``COPY`` into a session-local staging table, then one ``INSERT … SELECT … ON CONFLICT``
+  or ``UPDATE … FROM``. About 10x faster than ``executemany`` (``perf-notes.md`` §5.6).
+* Everyone else: the driver's ``executemany`` (SQLite runs it in C; PyMySQL rewrites an
+  ``INSERT … VALUES`` into multi-row statements).
+
+Every method runs inside the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from connectors.jdbc_common.dialects import PostgresDialect, SqlDialect
+from connectors.sink.jdbc.config import InsertMode
+
+
+class RowWriter:
+    """Writes with ``executemany``; works on every DB-API driver."""
+
+    def __init__(self, dialect: SqlDialect) -> None:
+        self.dialect = dialect
+
+    def write(
+        self,
+        conn: Any,
+        table: str,
+        columns: Sequence[str],
+        keys: Sequence[str],
+        rows: list[tuple[Any, ...]],
+        mode: InsertMode,
+    ) -> None:
+        if not rows:
+            return
+        d = self.dialect
+        if mode is InsertMode.INSERT:
+            conn.exec_driver_sql(d.insert(table, columns), rows)
+        elif mode is InsertMode.UPSERT:
+            conn.exec_driver_sql(d.upsert(table, columns, keys), rows)
+        else:
+            k = len(keys)
+            conn.exec_driver_sql(d.update(table, columns, keys), [r[k:] + r[:k] for r in rows])
+
+    def delete(self, conn: Any, table: str, keys: Sequence[str], key_rows: list[tuple[Any, ...]]) -> None:
+        if key_rows:
+            conn.exec_driver_sql(self.dialect.delete(table, keys), key_rows)
+
+    def write_one(
+        self, conn: Any, table: str, columns: Sequence[str], keys: Sequence[str], row: tuple[Any, ...], mode: InsertMode
+    ) -> None:
+        """One row with a plain statement (to find which row of a failed batch the database rejects)."""
+        RowWriter.write(self, conn, table, columns, keys, [row], mode)
+
+    def reset(self) -> None:
+        """The connection was replaced: forget per-session state."""
+
+    def end_transaction(self) -> None:
+        """The transaction committed or rolled back."""
+
+
+class PostgresCopyWriter(RowWriter):
+    """COPY-based writes for PostgreSQL (psycopg 3)."""
+
+    def __init__(self, dialect: PostgresDialect) -> None:
+        super().__init__(dialect)
+        self.pg = dialect
+        self._stages: dict[tuple[str, tuple[str, ...]], str] = {}  # (table, columns) → temp table
+        self._dirty: set[str] = set()  # staging tables holding rows in this transaction
+
+    def write(
+        self,
+        conn: Any,
+        table: str,
+        columns: Sequence[str],
+        keys: Sequence[str],
+        rows: list[tuple[Any, ...]],
+        mode: InsertMode,
+    ) -> None:
+        if not rows:
+            return
+        raw = conn.connection.driver_connection
+        d = self.pg
+        cols = d.columns(columns)
+        with raw.cursor() as cur:
+            if mode is InsertMode.INSERT:
+                _copy(cur, f"COPY {d.table(table)} ({cols}) FROM STDIN", rows)
+                return
+            stage = self._stage(cur, table, columns)
+            _copy(cur, f"COPY {stage} ({cols}) FROM STDIN", rows)
+            if mode is InsertMode.UPSERT:
+                cur.execute(
+                    f"INSERT INTO {d.table(table)} ({cols}) SELECT {cols} FROM {stage}" + d.on_conflict(columns, keys)
+                )
+            else:
+                values = [c for c in columns if c not in keys]
+                sets = ", ".join(f"{d.quote(c)} = s.{d.quote(c)}" for c in values)
+                where = " AND ".join(f"t.{d.quote(k)} = s.{d.quote(k)}" for k in keys)
+                cur.execute(f"UPDATE {d.table(table)} AS t SET {sets} FROM {stage} AS s WHERE {where}")
+
+    def _stage(self, cur: Any, table: str, columns: Sequence[str]) -> str:
+        """A temporary table with the target's column types, emptied at every commit."""
+        key = (table, tuple(columns))
+        stage = self._stages.get(key)
+        if stage is None:
+            digest = hashlib.sha1(repr(key).encode()).hexdigest()[:16]
+            stage = self.pg.quote(f"sluice_stage_{digest}")
+            cols = self.pg.columns(columns)
+            cur.execute(
+                f"CREATE TEMPORARY TABLE IF NOT EXISTS {stage} ON COMMIT DELETE ROWS AS "
+                f"SELECT {cols} FROM {self.pg.table(table)} WITH NO DATA"
+            )
+            self._stages[key] = stage
+        elif stage in self._dirty:
+            cur.execute(f"TRUNCATE {stage}")
+        self._dirty.add(stage)
+        return stage
+
+    def reset(self) -> None:
+        self._stages.clear()
+        self._dirty.clear()
+
+    def end_transaction(self) -> None:
+        self._dirty.clear()
+
+    def rolled_back(self) -> None:
+        # A rollback also undoes the CREATE of a staging table made in that transaction.
+        self._stages.clear()
+        self._dirty.clear()
+
+
+def _copy(cur: Any, statement: str, rows: list[tuple[Any, ...]]) -> None:
+    with cur.copy(statement) as copy:
+        write_row = copy.write_row
+        for row in rows:
+            write_row(row)
+
+
+def writer_for(dialect: SqlDialect) -> RowWriter:
+    if isinstance(dialect, PostgresDialect):
+        return PostgresCopyWriter(dialect)
+    return RowWriter(dialect)

@@ -1,0 +1,101 @@
+"""Configuration of the S3 sink connector (Confluent's ``S3SinkConnector`` keys)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+from connectors.api import ConfigError
+from connectors.s3_common.config import S3CommonConfig
+from connectors.s3_common.formats import short_format_name
+from connectors.s3_common.storage import MIN_PART_SIZE
+
+
+class S3SinkConfig(S3CommonConfig):
+    """Where objects go, how they are encoded and named, and when they are committed."""
+
+    flush_size: int = Field(ge=1, description="Records per Kafka partition after which every open object is committed.")
+    rotate_interval_ms: int = Field(
+        -1,
+        description="Commit when a record's time is this far past the first record's (the partitioner's timestamp extractor); -1 disables.",
+    )
+    rotate_schedule_interval_ms: int = Field(
+        -1,
+        description="Commit open objects on this wall-clock schedule (aligned to 'timezone'), even without traffic; -1 disables.",
+    )
+    s3_part_size: int = Field(
+        25 * 1024 * 1024,
+        ge=MIN_PART_SIZE,
+        le=2**31 - 1,
+        description="Multipart part size: an open object buffers at most this much before a part is uploaded.",
+    )
+    partitioner_max_open_files: int = Field(
+        100,
+        ge=1,
+        description="Open objects per Kafka partition; opening one more commits the oldest first, bounding memory.",
+    )
+    behavior_on_null_values: Literal["fail", "ignore", "write"] = Field(
+        "fail",
+        description="Tombstones: fail the task, skip them, or write them (JSON null / empty bytes) under tombstone.encoded.partition.",
+    )
+    tombstone_encoded_partition: str = Field(
+        "tombstone", description="Directory of tombstones when behavior.on.null.values=write."
+    )
+    store_kafka_keys: bool = Field(
+        False, description="Also write each object's record keys to a '.keys' sidecar object."
+    )
+    store_kafka_headers: bool = Field(
+        False, description="Also write each object's record headers to a '.headers.json' sidecar object."
+    )
+    store_kafka_timestamps: bool = Field(
+        False,
+        description="Sluice addition: also write record timestamps to a '.timestamps.json' sidecar (the S3 source restores them).",
+    )
+    keys_format_class: str = Field(
+        "JsonFormat", description="Format of the keys sidecar: JsonFormat, AvroFormat or ByteArrayFormat."
+    )
+    headers_format_class: str = Field(
+        "JsonFormat", description="Format of the headers sidecar (only JsonFormat is supported)."
+    )
+    schema_compatibility: Literal["NONE", "BACKWARD", "FORWARD", "FULL"] = Field(
+        "NONE", description="Any value-schema change commits the open objects (NONE behaviour, whatever the setting)."
+    )
+    report_null_values_to_dlq: bool = Field(True, description="Accepted for compatibility.")
+    enable_conditional_writes: bool = Field(
+        False, description="Accepted for compatibility; objects are overwritten with identical content instead."
+    )
+    parquet_row_group_records: int = Field(
+        50_000, ge=1, description="Sluice addition: Parquet rows buffered before they are encoded as a row group."
+    )
+
+    @field_validator("behavior_on_null_values")
+    @classmethod
+    def _null_values_format(cls, value: str, info: ValidationInfo) -> str:
+        fmt = info.data.get("format_class")
+        if value == "write" and fmt and short_format_name(fmt) in ("parquet", "avro"):
+            raise PydanticCustomError("null_values", "'write' needs JsonFormat or ByteArrayFormat; use ignore or fail")
+        return value
+
+    @field_validator("keys_format_class")
+    @classmethod
+    def _keys_format(cls, value: str) -> str:
+        try:
+            fmt = short_format_name(value)
+        except ConfigError as exc:
+            raise PydanticCustomError("unknown_format", str(exc)) from None
+        if fmt == "parquet":
+            raise PydanticCustomError("keys_format", "cannot be ParquetFormat (keys are not structs)")
+        return value
+
+    @field_validator("headers_format_class")
+    @classmethod
+    def _headers_format(cls, value: str) -> str:
+        try:
+            fmt = short_format_name(value)
+        except ConfigError as exc:
+            raise PydanticCustomError("unknown_format", str(exc)) from None
+        if fmt != "json":
+            raise PydanticCustomError("headers_format", "only JsonFormat is supported")
+        return value

@@ -1,0 +1,262 @@
+"""The S3 sink task: records → objects named by (topic, partition, start offset), committed on rotation.
+
+Guarantees, in the order the runtime drives them:
+
+1. :meth:`S3SinkTask.put` hands each Kafka partition's records to its
+   :class:`~connectors.sink.s3.writer.TopicPartitionWriter`, which streams them into multipart
+   uploads (at most ``s3.part.size`` buffered per open object, at most
+   ``partitioner.max.open.files`` open objects per partition) and completes the uploads when a
+   rotation rule fires.
+2. :meth:`S3SinkTask.pre_commit` returns, per partition, only the offset after the last record
+   that is inside a completed object, so the consumer group never passes data that is not in
+   the bucket.
+3. After a crash or a rebalance the new owner consumes from that offset and, because the writer's
+   decisions depend only on the records, rewrites the same keys with the same bytes: each record
+   ends up in exactly one object.
+
+A storage failure in ``put`` is raised as ``RetriableError`` (throttling, 5xx, connection) or
+``ConnectError`` (access denied, missing bucket). A retried ``put`` skips the records it already
+buffered, so a retry never duplicates data inside an object.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from connectors.api import (
+    ConnectError,
+    Headers,
+    SinkRecord,
+    SinkRecordBatch,
+    SinkTask,
+    SinkTaskContext,
+    TopicPartition,
+)
+from connectors.s3_common.formats import FormatSettings, RecordFormat, make_format
+from connectors.s3_common.layout import ObjectLayout
+from connectors.s3_common.partitioners import Partitioner, make_partitioner
+from connectors.s3_common.storage import ObjectStorage, S3Storage
+from connectors.sink.s3.config import S3SinkConfig
+from connectors.sink.s3.writer import Columns, TopicPartitionWriter, WriterSettings
+
+logger = logging.getLogger(__name__)
+
+
+class S3SinkTask(SinkTask):
+    """Writes consumed records to S3 objects; one :class:`TopicPartitionWriter` per partition.
+
+    :meth:`start`, :meth:`open`, :meth:`put`, :meth:`pre_commit` and :meth:`close` run on the task
+    thread; :meth:`stop` may come from a control thread and waits for a running ``put``.
+    """
+
+    version = "0.1.0"
+
+    #: Builds the storage from the configuration; tests replace it with an in-memory bucket.
+    storage_factory: ClassVar[Callable[[S3SinkConfig], ObjectStorage] | None] = None
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.writers: dict[TopicPartition, TopicPartitionWriter] = {}
+        self.storage: ObjectStorage | None = None
+        self._config: S3SinkConfig | None = None
+        self._format: RecordFormat | None = None
+        self._keys_format: RecordFormat | None = None
+        self._partitioner: Partitioner | None = None
+        self._layout = ObjectLayout()
+        self._settings: WriterSettings | None = None
+
+    # -- SPI --------------------------------------------------------------------------------------
+
+    def start(self, config: Mapping[str, Any], context: SinkTaskContext) -> None:
+        """Parse the configuration, build format and partitioner, check the bucket. Thread: the task thread."""
+        self.context = context
+        cfg = S3SinkConfig.from_task_config(config)
+        self._config = cfg
+        self._format = make_format(
+            cfg.format_settings(parquet_row_group_rows=min(cfg.parquet_row_group_records, cfg.flush_size))
+        )
+        self._keys_format = make_format(
+            FormatSettings(format=cfg.keys_format_class, compression=cfg.s3_compression_type)
+        )
+        self._partitioner = make_partitioner(cfg.partitioner_settings())
+        self._layout = cfg.layout()
+        self._settings = WriterSettings(
+            flush_size=cfg.flush_size,
+            rotate_interval_ms=cfg.rotate_interval_ms,
+            rotate_schedule_interval_ms=cfg.rotate_schedule_interval_ms,
+            max_open_files=cfg.partitioner_max_open_files,
+            part_size=cfg.s3_part_size,
+            null_values=cfg.behavior_on_null_values,
+            tombstone_partition=cfg.tombstone_encoded_partition,
+            store_keys=cfg.store_kafka_keys,
+            store_headers=cfg.store_kafka_headers,
+            store_timestamps=cfg.store_kafka_timestamps,
+            timestamp_extractor=cfg.timestamp_extractor,
+            timestamp_field=cfg.timestamp_field,
+            timezone=cfg.timezone,
+        )
+        factory = type(self).storage_factory
+        if factory is not None:
+            self.storage = factory(cfg)
+        else:
+            storage = S3Storage(cfg.connection())
+            storage.check_bucket()  # a missing bucket or bad credentials fail the task now, by name
+            self.storage = storage
+        logger.info(
+            "Writing %s objects to bucket %s under %r (flush.size=%d)",
+            self._format.name,
+            cfg.s3_bucket_name,
+            cfg.topics_dir,
+            cfg.flush_size,
+        )
+
+    def open(self, partitions: Sequence[TopicPartition]) -> None:
+        """New partitions start with an empty writer. Thread: the task thread."""
+        with self._lock:
+            for tp in partitions:
+                old = self.writers.pop(tp, None)
+                if old is not None:
+                    old.abort()
+
+    def put(self, records: Sequence[SinkRecord]) -> None:
+        """Buffer/upload the records, partition by partition. Thread: the task thread."""
+        if not records:
+            return
+        with self._lock:
+            for tp, cols in self._split(records):
+                self._writer(tp, cols.topic).write(cols)
+
+    def pre_commit(self, offsets: Mapping[TopicPartition, int]) -> Mapping[TopicPartition, int]:
+        """The offsets whose records are all in completed objects. Thread: the task thread."""
+        safe: dict[TopicPartition, int] = {}
+        with self._lock:
+            for tp, consumed in offsets.items():
+                writer = self.writers.get(tp)
+                if writer is None:
+                    safe[tp] = consumed
+                    continue
+                try:
+                    writer.check_schedule()
+                    writer.drain()
+                except ConnectError as exc:
+                    # Not fatal here: the next put or pre-commit resumes the upload.
+                    logger.warning("Uploading the objects of %s-%d failed: %s", tp.topic, tp.partition, exc)
+                offset = writer.safe_offset(consumed)
+                if offset is not None:
+                    safe[tp] = offset
+        return safe
+
+    def close(self, partitions: Sequence[TopicPartition]) -> None:
+        """Revoked partitions: abort their uploads; the next owner rewrites them. Thread: the task thread."""
+        with self._lock:
+            for tp in partitions:
+                writer = self.writers.pop(tp, None)
+                if writer is not None:
+                    writer.abort()
+
+    def stop(self) -> None:
+        """Abort every open upload (what is not committed is re-consumed). Never raises. Thread: any."""
+        with self._lock:
+            for writer in self.writers.values():
+                try:
+                    writer.abort()
+                except Exception:
+                    logger.warning(
+                        "Aborting the uploads of %s-%d failed", writer.topic, writer.partition, exc_info=True
+                    )
+            self.writers.clear()
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes the task holds in buffers (for tests and metrics)."""
+        return sum(w.memory_bytes for w in self.writers.values())
+
+    def _writer(self, tp: TopicPartition, topic: str) -> TopicPartitionWriter:
+        writer = self.writers.get(tp)
+        if writer is None:
+            if self.storage is None or self._format is None or self._partitioner is None or self._settings is None:
+                raise ConnectError("The S3 sink task is not started")
+            writer = self.writers[tp] = TopicPartitionWriter(
+                topic,
+                tp.partition,
+                self.storage,
+                self._format,
+                self._partitioner,
+                self._layout,
+                self._settings,
+                self._keys_format,
+            )
+        return writer
+
+    def _split(self, records: Sequence[SinkRecord]) -> list[tuple[TopicPartition, Columns]]:
+        """The records by Kafka partition, as columns (without building records for a batch)."""
+        if isinstance(records, SinkRecordBatch):
+            return _split_batch(records)
+        groups: dict[TopicPartition, list[SinkRecord]] = {}
+        for record in records:
+            groups.setdefault(record.topic_partition, []).append(record)
+        out = []
+        for tp, group in groups.items():
+            timestamps = [r.timestamp for r in group]
+            headers = [r.headers for r in group]
+            out.append(
+                (
+                    tp,
+                    Columns(
+                        topic=group[0].topic,
+                        partition=group[0].partition,
+                        offsets=[r.kafka_offset for r in group],
+                        values=[r.value for r in group],
+                        schemas=[r.value_schema for r in group],
+                        keys=[r.key for r in group],
+                        timestamps=lambda ts=timestamps: ts,  # type: ignore[misc]
+                        headers=lambda hs=headers: hs,  # type: ignore[misc]
+                    ),
+                )
+            )
+        return out
+
+
+def _split_batch(batch: SinkRecordBatch) -> list[tuple[TopicPartition, Columns]]:
+    partitions = batch.partitions
+    first = partitions[0]
+    if partitions.count(first) == len(partitions):  # the common case: one partition per batch
+        cols = Columns(
+            topic=batch.topic,
+            partition=first,
+            offsets=batch.offsets,
+            values=batch.values,
+            schemas=batch.value_schemas,
+            keys=batch.keys,
+            timestamps=lambda: batch.timestamps,
+            headers=lambda: batch.headers,
+        )
+        return [(TopicPartition(batch.topic, first), cols)]
+    indices: dict[int, list[int]] = {}
+    for i, p in enumerate(partitions):
+        indices.setdefault(p, []).append(i)
+    out = []
+    for p, idx in indices.items():
+
+        def pick(column: Callable[[], Sequence[Any]], idx: list[int] = idx) -> Callable[[], list[Any]]:
+            return lambda: [column()[i] for i in idx]
+
+        timestamps: Callable[[], Sequence[int | None]] = pick(lambda: batch.timestamps)
+        headers: Callable[[], Sequence[Headers | None]] = pick(lambda: batch.headers)
+        cols = Columns(
+            topic=batch.topic,
+            partition=p,
+            offsets=[batch.offsets[i] for i in idx],
+            values=[batch.values[i] for i in idx],
+            schemas=[batch.value_schemas[i] for i in idx],
+            keys=[batch.keys[i] for i in idx],
+            timestamps=timestamps,
+            headers=headers,
+        )
+        out.append((TopicPartition(batch.topic, p), cols))
+    return out

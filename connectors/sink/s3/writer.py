@@ -1,0 +1,489 @@
+"""Per-Kafka-partition object writing: rotation rules, the open-object cap and durable offsets.
+
+One :class:`TopicPartitionWriter` per assigned Kafka partition. Records go into *open objects*,
+one per encoded partition (directory), each streamed to a multipart upload as it grows. The
+writer's state since it was last empty is a function of the records alone (never of the
+wall clock, of other partitions or of batch boundaries), which is what makes the layout
+exactly-once: replaying from a committed offset rebuilds the same objects, with the same names
+and the same bytes. Rules, in the order they are applied to each record:
+
+1. ``rotate.interval.ms``: if the record's time (the partitioner's extractor) is at least the
+   interval past the first record of the current epoch, or a time-based partitioner puts it in
+   another bucket than the previous record, every open object is committed first.
+2. A value-schema change commits every open object first (``schema.compatibility=NONE``).
+3. Opening an object beyond ``partitioner.max.open.files`` commits the oldest open object alone,
+   so memory stays bounded however many directories a partition spreads over.
+4. After the record is written, ``flush.size`` records since the last full commit commit every
+   open object.
+
+``rotate.schedule.interval.ms`` (wall clock) commits everything when due, checked on each put
+and pre-commit. The safe consumer offset is the offset after the last *full* commit: a replay
+must start from a point where the writer was empty, or it would name objects differently.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from connectors.api import DataError, Headers, Schema
+from connectors.s3_common.formats import JsonFormat, ObjectWriter, RecordFormat, json_default
+from connectors.s3_common.layout import ObjectLayout, sidecar_key
+from connectors.s3_common.partitioners import (
+    DefaultPartitioner,
+    Extractor,
+    Partitioner,
+    TimeBasedPartitioner,
+    make_extractor,
+)
+from connectors.s3_common.storage import ObjectStorage, ObjectUpload
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WriterSettings:
+    """The rotation, memory and content settings of the sink (from its configuration)."""
+
+    flush_size: int
+    rotate_interval_ms: int = -1
+    rotate_schedule_interval_ms: int = -1
+    max_open_files: int = 100
+    part_size: int = 25 * 1024 * 1024
+    null_values: str = "fail"  # fail | ignore | write
+    tombstone_partition: str = "tombstone"
+    store_keys: bool = False
+    store_headers: bool = False
+    store_timestamps: bool = False
+    timestamp_extractor: str = "Record"
+    timestamp_field: str = "timestamp"
+    timezone: str = "UTC"
+
+
+@dataclass
+class Columns:
+    """The records of one Kafka partition from one put, by column (headers/timestamps loaded lazily)."""
+
+    topic: str
+    partition: int
+    offsets: Sequence[int]
+    values: Sequence[Any]
+    schemas: Sequence[Schema | None]
+    keys: Sequence[Any]
+    timestamps: Callable[[], Sequence[int | None]]
+    headers: Callable[[], Sequence[Headers | None]]
+
+
+def _pick(column: Sequence[Any], index: Sequence[int] | slice) -> Sequence[Any]:
+    if isinstance(index, slice):
+        return column[index]
+    return [column[i] for i in index]
+
+
+class _Sidecar:
+    def __init__(self, upload: ObjectUpload, writer: ObjectWriter, kind: str) -> None:
+        self.upload = upload
+        self.writer = writer
+        self.kind = kind
+
+
+class OpenObject:
+    """One object being written: its upload, its format writer and its sidecars."""
+
+    def __init__(
+        self,
+        key: str,
+        encoded: str,
+        start_offset: int,
+        storage: ObjectStorage,
+        fmt: RecordFormat,
+        settings: WriterSettings,
+        keys_format: RecordFormat,
+    ) -> None:
+        self.key = key
+        self.encoded = encoded
+        self.start_offset = start_offset
+        self.count = 0
+        self.upload = ObjectUpload(storage, key, settings.part_size)
+        self.writer = fmt.writer(self.upload, key)
+        self.sidecars: list[_Sidecar] = []
+        self._closed = False
+        for kind, enabled, sidecar_fmt in (
+            ("keys", settings.store_keys, keys_format),
+            ("headers", settings.store_headers, _JSON),
+            ("timestamps", settings.store_timestamps, _JSON),
+        ):
+            if enabled:
+                skey = sidecar_key(key, fmt.extension, kind, sidecar_fmt.extension)
+                upload = ObjectUpload(storage, skey, settings.part_size)
+                self.sidecars.append(_Sidecar(upload, sidecar_fmt.writer(upload, skey), kind))
+
+    def append(self, cols: Columns, index: Sequence[int] | slice, schema: Schema | None) -> None:
+        values = _pick(cols.values, index)
+        self.writer.write(values, schema)
+        self.count += len(values)
+        for sidecar in self.sidecars:
+            if sidecar.kind == "keys":
+                sidecar.writer.write(_pick(cols.keys, index), None)
+            elif sidecar.kind == "headers":
+                sidecar.writer.write([encode_headers(h) for h in _pick(cols.headers(), index)], None)
+            else:
+                sidecar.writer.write(_pick(cols.timestamps(), index), None)
+
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes this object holds in memory (upload buffers and format buffers)."""
+        total = self.upload.buffered_bytes + self.writer.pending_bytes
+        for sidecar in self.sidecars:
+            total += sidecar.upload.buffered_bytes + sidecar.writer.pending_bytes
+        return total
+
+    def commit(self) -> None:
+        """Finish the format and complete the uploads (sidecars first). Safe to retry."""
+        if not self._closed:
+            self.writer.close()
+            for sidecar in self.sidecars:
+                sidecar.writer.close()
+            self._closed = True
+        for sidecar in self.sidecars:
+            sidecar.upload.commit()
+        self.upload.commit()
+
+    def abort(self) -> None:
+        for sidecar in self.sidecars:
+            sidecar.upload.abort()
+        self.upload.abort()
+
+
+_JSON = JsonFormat()
+
+
+def encode_headers(headers: Headers | None) -> list[list[Any]]:
+    """Headers as ``[[name, value], ...]``; bytes values as ``{"$bytes": base64}`` so they restore as bytes."""
+    if not headers:
+        return []
+    out: list[list[Any]] = []
+    for name, value in headers:
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            value = {"$bytes": json_default(value)}
+        out.append([name, value])
+    return out
+
+
+class TopicPartitionWriter:
+    """Writes the records of one Kafka partition into objects; see the module docstring."""
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        storage: ObjectStorage,
+        fmt: RecordFormat,
+        partitioner: Partitioner,
+        layout: ObjectLayout,
+        settings: WriterSettings,
+        keys_format: RecordFormat | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.storage = storage
+        self.fmt = fmt
+        self.partitioner = partitioner
+        self.layout = layout
+        self.settings = settings
+        self.keys_format = keys_format or _JSON
+        self.clock = clock
+        self.open: dict[str, OpenObject] = {}
+        #: Objects rotated out but not yet uploaded, each with the offset that becomes durable when
+        #: it (and everything before it) is committed — ``None`` for a lone capped object.
+        self.pending: deque[tuple[OpenObject, int | None]] = deque()
+        self._boundary_without_objects: int | None = None
+        #: Every record before this offset is in a committed object (or was skipped).
+        self.durable: int | None = None
+        #: The offset after the last record seen (records below it are duplicates of a retried put).
+        self.next_offset: int | None = None
+        self.epoch_count = 0
+        self.epoch_base_time: int | None = None
+        self.current_encoded: str | None = None
+        self.current_schema: Schema | None = None
+        self.committed_keys: list[str] = []
+        self._times_extractor: Extractor | None = None
+        if settings.rotate_interval_ms > 0:
+            if isinstance(partitioner, TimeBasedPartitioner):
+                self._times_extractor = partitioner.record_times
+            else:
+                self._times_extractor = make_extractor(settings.timestamp_extractor, settings.timestamp_field)
+        self.next_scheduled_ms = self._next_schedule(int(clock() * 1000))
+
+    # -- state ----------------------------------------------------------------------------------
+
+    @property
+    def is_empty(self) -> bool:
+        """True when nothing is buffered or waiting for upload."""
+        return not self.open and not self.pending
+
+    @property
+    def memory_bytes(self) -> int:
+        return sum(o.memory_bytes for o in self.open.values()) + sum(o.memory_bytes for o, _ in self.pending)
+
+    def safe_offset(self, consumed: int) -> int | None:
+        """The consumer offset that may be committed now (``None``: nothing new is durable)."""
+        if self.is_empty:
+            return consumed
+        return self.durable
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def write(self, cols: Columns) -> None:
+        """Add the records of ``cols`` (offsets ascending); records already seen are skipped."""
+        self.drain()
+        n = len(cols.offsets)
+        start = 0
+        if self.next_offset is not None and n and cols.offsets[0] < self.next_offset:
+            while start < n and cols.offsets[start] < self.next_offset:
+                start += 1  # a put() retried after a RetriableError: these are buffered already
+        if start >= n:
+            return
+        self.check_schedule()
+        values = cols.values
+        fast = (
+            self.partitioner.per_kafka_partition
+            and self._times_extractor is None
+            and None not in values
+            and _uniform(cols.schemas, start)
+        )
+        if fast:
+            self._write_fast(cols, start)
+        else:
+            self._write_general(cols, start)
+        self.drain()
+
+    def _write_fast(self, cols: Columns, start: int) -> None:
+        """One directory, no time rules, one schema: cut the batch at flush.size boundaries."""
+        n = len(cols.offsets)
+        assert isinstance(self.partitioner, DefaultPartitioner)
+        encoded = self.partitioner.encode(cols.partition)
+        schema = cols.schemas[start] if cols.schemas else None
+        if self.open and schema is not self.current_schema and schema != self.current_schema:
+            self.rotate_all(cols.offsets[start])
+        self.current_schema = schema
+        i = start
+        while i < n:
+            if self.is_empty:
+                self.durable = cols.offsets[i]
+            room = self.settings.flush_size - self.epoch_count
+            j = min(n, i + room)
+            obj = self._object(encoded, cols, i)
+            obj.append(cols, slice(i, j), schema)
+            self.epoch_count += j - i
+            self.next_offset = cols.offsets[j - 1] + 1
+            if self.epoch_count >= self.settings.flush_size:
+                self.rotate_all(self.next_offset)
+            i = j
+
+    def _write_general(self, cols: Columns, start: int) -> None:
+        n = len(cols.offsets)
+        offsets, values, schemas = cols.offsets, cols.values, cols.schemas
+        settings = self.settings
+        sub_values = values[start:] if start else values
+        times = _record_times(self._times_extractor, cols, start) if self._times_extractor else None
+        if isinstance(self.partitioner, DefaultPartitioner):
+            encoded_list: Sequence[str] | None = None
+            constant = self.partitioner.encode(cols.partition)
+        elif isinstance(self.partitioner, TimeBasedPartitioner) and times is not None:
+            encoded_list, constant = self.partitioner.encode_times(times), ""
+        else:
+            non_null = [v for v in sub_values if v is not None] if None in sub_values else sub_values
+            encoded_non_null = self.partitioner.encode_batch(
+                cols.partition, non_null, lambda: _non_null_times(cols, start)
+            )
+            if non_null is sub_values:
+                encoded_list = encoded_non_null
+            else:
+                it = iter(encoded_non_null)
+                encoded_list = [settings.tombstone_partition if v is None else next(it) for v in sub_values]
+            constant = ""
+        run: dict[str, list[int]] = {}  # records not yet handed to their object, per directory
+        rotate_interval = settings.rotate_interval_ms
+        time_based = self.partitioner.time_based
+        for k in range(n - start):
+            i = start + k
+            offset = offsets[i]
+            value = values[i]
+            encoded = encoded_list[k] if encoded_list is not None else constant
+            if value is None:
+                if settings.null_values == "ignore":
+                    if self.is_empty and not run:
+                        self.durable = offset + 1
+                    self.next_offset = offset + 1
+                    continue
+                if settings.null_values == "fail":
+                    raise DataError(
+                        f"Null value in {cols.topic}-{cols.partition} at offset {offset}; "
+                        "set behavior.on.null.values=ignore (or write) to accept tombstones"
+                    )
+                encoded = settings.tombstone_partition
+            if self.is_empty and not run:
+                self.durable = offset
+            schema = schemas[i] if schemas else None
+            if (self.open or run) and schema is not self.current_schema and schema != self.current_schema:
+                self._flush_run(run, cols)
+                self.rotate_all(offset)
+            self.current_schema = schema
+            if times is not None:
+                record_time = times[k]
+                if self.epoch_base_time is None or not (self.open or run):
+                    self.epoch_base_time = record_time
+                elif record_time - self.epoch_base_time >= rotate_interval or (
+                    time_based and encoded != self.current_encoded
+                ):
+                    self._flush_run(run, cols)
+                    self.rotate_all(offset)
+                    self.epoch_base_time = record_time
+            self.current_encoded = encoded
+            if encoded not in self.open and encoded not in run:
+                while len(self.open.keys() | run.keys()) >= settings.max_open_files:
+                    self._evict_oldest(run, cols)
+            run.setdefault(encoded, []).append(i)
+            self.epoch_count += 1
+            self.next_offset = offset + 1
+            if self.epoch_count >= settings.flush_size:
+                self._flush_run(run, cols)
+                self.rotate_all(offset + 1)
+        self._flush_run(run, cols)
+
+    def _flush_run(self, run: dict[str, list[int]], cols: Columns) -> None:
+        for encoded, indices in run.items():
+            obj = self._object(encoded, cols, indices[0])
+            schema = cols.schemas[indices[0]] if cols.schemas else None
+            obj.append(cols, indices, schema)
+        run.clear()
+
+    def _evict_oldest(self, run: dict[str, list[int]], cols: Columns) -> None:
+        # Open objects were opened before anything in the current run, so they are the oldest.
+        if self.open:
+            encoded = next(iter(self.open))
+        else:
+            encoded = next(iter(run))
+        indices = run.pop(encoded, None)
+        if indices:
+            schema = cols.schemas[indices[0]] if cols.schemas else None
+            self._object(encoded, cols, indices[0]).append(cols, indices, schema)
+        obj = self.open.pop(encoded)
+        logger.debug("Open-object cap reached: committing %s early", obj.key)
+        self.pending.append((obj, None))
+
+    def _object(self, encoded: str, cols: Columns, first_index: int) -> OpenObject:
+        obj = self.open.get(encoded)
+        if obj is None:
+            start = cols.offsets[first_index]
+            key = self.layout.object_key(cols.topic, encoded, cols.partition, start, self.fmt.extension)
+            obj = self.open[encoded] = OpenObject(
+                key, encoded, start, self.storage, self.fmt, self.settings, self.keys_format
+            )
+        return obj
+
+    # -- rotation and upload ----------------------------------------------------------------------
+
+    def rotate_all(self, next_offset: int) -> None:
+        """Queue every open object for upload; ``next_offset`` becomes durable once they are."""
+        objects = list(self.open.values())
+        self.open.clear()
+        self.epoch_count = 0
+        self.epoch_base_time = None
+        if objects:
+            for obj in objects[:-1]:
+                self.pending.append((obj, None))
+            self.pending.append((objects[-1], next_offset))
+        elif self.pending:
+            last, _ = self.pending.pop()
+            self.pending.append((last, next_offset))
+        else:
+            self.durable = next_offset
+
+    def drain(self) -> None:
+        """Upload the queued objects in order (raises the storage's error; call again to resume)."""
+        while self.pending:
+            obj, boundary = self.pending[0]
+            obj.commit()
+            self.pending.popleft()
+            self.committed_keys.append(obj.key)
+            if len(self.committed_keys) > 10_000:
+                del self.committed_keys[:5_000]
+            if boundary is not None:
+                self.durable = boundary
+        if not self.open and self.next_offset is not None:
+            self.durable = self.next_offset
+
+    def check_schedule(self) -> None:
+        """Commit everything if the ``rotate.schedule.interval.ms`` wall-clock boundary passed."""
+        if self.next_scheduled_ms is None:
+            return
+        now = int(self.clock() * 1000)
+        if now < self.next_scheduled_ms:
+            return
+        self.next_scheduled_ms = self._next_schedule(now)
+        if self.open and self.next_offset is not None:
+            logger.debug("Scheduled rotation of %s-%d", self.topic, self.partition)
+            self.rotate_all(self.next_offset)
+
+    def _next_schedule(self, now_ms: int) -> int | None:
+        interval = self.settings.rotate_schedule_interval_ms
+        if interval <= 0:
+            return None
+        offset = _zone_offset_ms(self.settings.timezone, now_ms)
+        local = now_ms + offset
+        return local - local % interval + interval - offset
+
+    def abort(self) -> None:
+        """Drop everything buffered (partition revoked or task stopped): uploads are aborted."""
+        for obj in self.open.values():
+            obj.abort()
+        for obj, _ in self.pending:
+            obj.abort()
+        self.open.clear()
+        self.pending.clear()
+
+
+def _uniform(schemas: Sequence[Schema | None], start: int) -> bool:
+    if not schemas:
+        return True
+    first = schemas[start]
+    for s in schemas[start:]:
+        if s is not first and s != first:
+            return False
+    return True
+
+
+def _non_null_times(cols: Columns, start: int) -> list[int | None]:
+    ts = cols.timestamps()
+    return [t for t, v in zip(ts[start:], cols.values[start:], strict=False) if v is not None]
+
+
+def _record_times(extract: Any, cols: Columns, start: int) -> list[int]:
+    """Each record's time for the rotation rule; a null value (tombstone) takes its predecessor's."""
+    values = cols.values[start:]
+    if None not in values:
+        return list(extract(values, lambda: cols.timestamps()[start:]))
+    keep = [i for i, v in enumerate(values) if v is not None]
+    found = extract([values[i] for i in keep], lambda: [cols.timestamps()[start + i] for i in keep]) if keep else []
+    out: list[int] = []
+    it = iter(found)
+    last = 0
+    for v in values:
+        if v is not None:
+            last = next(it)
+        out.append(last)
+    return out
+
+
+def _zone_offset_ms(zone_name: str, now_ms: int) -> int:
+    delta = ZoneInfo(zone_name).utcoffset(dt.datetime.fromtimestamp(now_ms / 1000, dt.UTC))
+    return int(delta.total_seconds() * 1000) if delta else 0

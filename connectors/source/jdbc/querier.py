@@ -1,0 +1,368 @@
+"""One table (or the configured query) read in the source's mode, with its offset.
+
+A querier runs its query, hands out the result ``batch.max.rows`` rows per poll from an open,
+streamed cursor (server-side on PostgreSQL), and closes it when the result is exhausted; the
+task then waits ``poll.interval.ms`` before querying again from the last offset.
+
+Offsets follow Confluent's shapes: ``{"incrementing": n}``, ``{"timestamp": ms,
+"timestamp_nanos": ns}`` or both. In ``timestamp`` mode a row's offset moves to its timestamp only
+once every row with that timestamp has been read (one row of look-ahead), so a restart in the
+middle of equal timestamps re-reads them instead of skipping the rest.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from connectors.api import ConnectError, Schema, SourceRecordBatch
+from connectors.jdbc_common.dialects import SqlDialect
+from connectors.jdbc_common.types import column_schema, converter_for_schema, value_schema_from_python
+from connectors.source.jdbc.config import JdbcSourceConfig, Mode
+from connectors.source.jdbc.tables import TableRef
+
+logger = logging.getLogger(__name__)
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+INCREMENTING = "incrementing"
+TIMESTAMP = "timestamp"
+TIMESTAMP_NANOS = "timestamp_nanos"
+
+
+def to_epoch(value: Any, tz: _dt.tzinfo) -> tuple[int, int]:
+    """A timestamp column value as Confluent's offset pair: epoch milliseconds and nanos of the second."""
+    if isinstance(value, str):
+        value = _dt.datetime.fromisoformat(value)
+    if not isinstance(value, _dt.datetime):  # a DATE column
+        value = _dt.datetime(value.year, value.month, value.day)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=tz)
+    micros = (value - _EPOCH) // _dt.timedelta(microseconds=1)
+    return micros // 1000, (micros % 1_000_000) * 1000
+
+
+def from_epoch(millis: int, nanos: int | None, tz: _dt.tzinfo) -> _dt.datetime:
+    """The inverse of :func:`to_epoch`, as a naive datetime in ``tz`` (what queries compare with)."""
+    micros = (millis // 1000) * 1_000_000 + (nanos // 1000 if nanos is not None else (millis % 1000) * 1000)
+    return (_EPOCH + _dt.timedelta(microseconds=micros)).astimezone(tz).replace(tzinfo=None)
+
+
+class Querier:
+    """Reads one table or query; not thread-safe (the task thread owns it)."""
+
+    def __init__(
+        self,
+        *,
+        config: JdbcSourceConfig,
+        dialect: SqlDialect,
+        backend: str,
+        tz: _dt.tzinfo,
+        topic: str,
+        table: TableRef | None,
+        partition: Mapping[str, Any],
+        legacy_partition: Mapping[str, Any] | None,
+    ) -> None:
+        self.config = config
+        self.mode = config.mode
+        self.dialect = dialect
+        self.backend = backend
+        self.tz = tz
+        self.topic = topic
+        self.table = table
+        self.partition = dict(partition)
+        self.legacy_partition = dict(legacy_partition) if legacy_partition is not None else None
+        self.name = table.qualified if table is not None else "query"
+        self.next_due = 0.0
+        self.incrementing: int = -1
+        self.timestamp: _dt.datetime | None = None  # naive, in db.timezone
+        self.timestamp_offset: dict[str, int] | None = None
+        self._columns: list[str] = []
+        self._schema: Schema | None = None
+        self._converters: list[tuple[int, Callable[[Any], Any]]] = []
+        self._inc_column = config.incrementing_column_name
+        self._ts_columns = list(config.timestamp_column_name)
+        self._table_obj: Any = None
+        self._conn: Any = None
+        self._result: Any = None
+        self._lookahead: Any = None
+
+    # -- set-up --------------------------------------------------------------------------------
+
+    def restore(self, stored: Mapping[str, Any] | None, now: _dt.datetime | None) -> None:
+        """Start from a stored offset, else from ``timestamp.initial`` (``now``: the DB clock, for -1)."""
+        stored = stored or {}
+        if INCREMENTING in stored and stored[INCREMENTING] is not None:
+            self.incrementing = int(stored[INCREMENTING])
+        if TIMESTAMP in stored and stored[TIMESTAMP] is not None:
+            millis, nanos = int(stored[TIMESTAMP]), stored.get(TIMESTAMP_NANOS)
+            self.timestamp = from_epoch(millis, int(nanos) if nanos is not None else None, self.tz)
+            self.timestamp_offset = {TIMESTAMP: millis, TIMESTAMP_NANOS: to_epoch(self.timestamp, self.tz)[1]}
+        elif self.mode.uses_timestamp:
+            initial = self.config.timestamp_initial
+            if initial == -1 and now is not None:
+                self.timestamp = now
+            elif initial is not None and initial >= 0:
+                self.timestamp = from_epoch(initial, None, self.tz)
+            else:
+                self.timestamp = from_epoch(0, None, self.tz)
+            millis, nanos = to_epoch(self.timestamp, self.tz)
+            self.timestamp_offset = {TIMESTAMP: millis, TIMESTAMP_NANOS: nanos}
+
+    def prepare(self, conn: Any) -> None:
+        """Reflect the table: its schema, converters, and the incrementing/timestamp columns."""
+        if self.table is None:
+            return
+        from sqlalchemy import MetaData, Table
+
+        t = self.table
+        try:
+            table = Table(t.name, MetaData(), schema=t.schema, autoload_with=conn)
+        except Exception as exc:
+            raise ConnectError(f"Cannot read the columns of table {t.qualified}: {exc}") from exc
+        self._table_obj = table
+        fields = []
+        self._converters = []
+        self._columns = []
+        for i, col in enumerate(table.columns):
+            schema, convert = column_schema(
+                col.type,
+                optional=bool(col.nullable) and not col.primary_key,
+                numeric_mapping=self.config.numeric_mapping,
+                tz=self.tz,
+                backend=self.backend,
+            )
+            name = str(col.name)  # reflection returns a str subclass, which orjson refuses as a key
+            fields.append((name, schema))
+            self._columns.append(name)
+            if convert is not None:
+                self._converters.append((i, convert))
+        self._schema = Schema.struct(fields, name=t.name)
+        if self.mode.uses_incrementing and not self._inc_column:
+            self._inc_column = _detect_incrementing(table)
+        self._check_columns(table)
+
+    def _check_columns(self, table: Any) -> None:
+        wanted = ([self._inc_column] if self.mode.uses_incrementing else []) + (
+            self._ts_columns if self.mode.uses_timestamp else []
+        )
+        for name in wanted:
+            if name not in table.c:
+                raise ConnectError(f"Column {name!r} is not in table {self.name}; columns: {', '.join(self._columns)}")
+        if not self.config.validate_non_null:
+            return
+
+        def is_nullable(name: str) -> bool:
+            column = table.c[name]
+            return bool(column.nullable) and not column.primary_key  # SQLite reports key columns nullable
+
+        nullable = [n for n in ([self._inc_column] if self.mode.uses_incrementing else []) if is_nullable(n)]
+        if self.mode.uses_timestamp and all(is_nullable(n) for n in self._ts_columns):
+            nullable += self._ts_columns
+        if nullable:
+            raise ConnectError(
+                f"Cannot make incremental queries on table {self.name}: column(s) {', '.join(nullable)} are nullable "
+                "(make them NOT NULL or set validate.non.null=false)"
+            )
+
+    # -- querying --------------------------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        return self._result is not None
+
+    def open(self, engine: Any, end: _dt.datetime | None) -> None:
+        """Run the query (from the current offset up to ``end``, the timestamp modes' upper bound)."""
+        stmt, params = self._statement(end)
+        conn = engine.connect()
+        try:
+            self._result = conn.execution_options(
+                stream_results=True, max_row_buffer=self.config.batch_max_rows
+            ).execute(stmt, params)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        self._lookahead = None
+        if self.table is None:
+            self._columns = [str(k) for k in self._result.keys()]
+
+    def _statement(self, end: _dt.datetime | None) -> tuple[Any, dict[str, Any]]:
+        from sqlalchemy import and_, bindparam, column, func, literal_column, or_, select, text
+
+        if self._table_obj is not None:
+            source: Any = self._table_obj
+            cols: list[Any] = [source.c[n] for n in self._columns]
+
+            def col(name: str) -> Any:
+                return source.c[name]
+        else:
+            source = text(f"({self.config.query}) AS sluice_query")
+            cols = [literal_column("*")]
+
+            def col(name: str) -> Any:
+                return column(name)
+
+        stmt = select(*cols).select_from(source)
+        params: dict[str, Any] = {}
+        ts_expr: Any = None
+        if self.mode.uses_timestamp:
+            ts_cols = [col(n) for n in self._ts_columns]
+            ts_expr = ts_cols[0] if len(ts_cols) == 1 else func.coalesce(*ts_cols)
+            if self.backend == "sqlite":
+                ts_expr = func.julianday(ts_expr)
+        inc = col(self._inc_column) if self.mode.uses_incrementing else None
+        ts_start: Any = None
+        ts_end: Any = None
+        if ts_expr is not None:
+            ts_start = bindparam("ts_start")
+            ts_end = bindparam("ts_end")
+            if self.backend == "sqlite":
+                ts_start, ts_end = func.julianday(ts_start), func.julianday(ts_end)
+            params["ts_start"] = self._param(self.timestamp)
+            params["ts_end"] = self._param(end)
+        if self.mode is Mode.INCREMENTING:
+            assert inc is not None
+            stmt = stmt.where(inc > bindparam("inc")).order_by(inc.asc())
+            params["inc"] = self.incrementing
+        elif self.mode is Mode.TIMESTAMP:
+            stmt = stmt.where(and_(ts_expr > ts_start, ts_expr < ts_end)).order_by(ts_expr.asc())
+        elif self.mode is Mode.TIMESTAMP_INCREMENTING:
+            assert inc is not None
+            stmt = stmt.where(
+                and_(ts_expr < ts_end, or_(and_(ts_expr == ts_start, inc > bindparam("inc")), ts_expr > ts_start))
+            ).order_by(ts_expr.asc(), inc.asc())
+            params["inc"] = self.incrementing
+        if self.config.query_suffix:
+            stmt = stmt.suffix_with(self.config.query_suffix)
+        return stmt, params
+
+    def _param(self, value: _dt.datetime | None) -> Any:
+        if value is None:
+            return None
+        if self.backend == "sqlite":
+            return value.isoformat(" ")
+        return value
+
+    def fetch(self, max_rows: int) -> tuple[SourceRecordBatch | None, bool]:
+        """Up to ``max_rows`` rows as a batch, and whether the result is exhausted (then it is closed)."""
+        result = self._result
+        assert result is not None
+        want = max_rows + 1 if self.mode is Mode.TIMESTAMP else max_rows
+        rows = result.fetchmany(want - (1 if self._lookahead is not None else 0))
+        if self._lookahead is not None:
+            rows.insert(0, self._lookahead)
+            self._lookahead = None
+        done = len(rows) < want
+        if self.mode is Mode.TIMESTAMP and not done:
+            self._lookahead = rows.pop()
+        if done:
+            self.close()
+        if not rows:
+            return None, done
+        return self._batch(rows, done), done
+
+    def close(self) -> None:
+        """Close the open result and give the connection back (rolling back the read transaction)."""
+        result, conn = self._result, self._conn
+        self._result = self._conn = None
+        self._lookahead = None
+        for action in (getattr(result, "close", None), getattr(conn, "close", None)):
+            if action is not None:
+                try:
+                    action()
+                except Exception:
+                    logger.debug("Closing the result of %s failed", self.name, exc_info=True)
+
+    # -- records ---------------------------------------------------------------------------------
+
+    def _batch(self, rows: list[Any], done: bool) -> SourceRecordBatch:
+        names = self._columns
+        if self._schema is None or self.table is None:
+            self._infer_schema(rows)
+        if self._converters:
+            columns = list(zip(*rows))
+            for i, convert in self._converters:
+                columns[i] = tuple(map(convert, columns[i]))
+            values = [dict(zip(names, r)) for r in zip(*columns)]
+        else:
+            values = [dict(zip(names, r)) for r in rows]
+        if self.mode is Mode.BULK:
+            return SourceRecordBatch(self.topic, values, value_schema=self._schema)
+        offsets = self._offsets(rows, done)
+        return SourceRecordBatch(
+            self.topic, values, value_schema=self._schema, source_partition=self.partition, source_offsets=offsets
+        )
+
+    def _infer_schema(self, rows: list[Any]) -> None:
+        """Query mode: column types judged by the first non-null value of each column."""
+        fields = []
+        self._converters = []
+        previous = {f.name: f.schema for f in self._schema.fields} if self._schema is not None else {}
+        for i, name in enumerate(self._columns):
+            sample = next((r[i] for r in rows if r[i] is not None), None)
+            schema = previous.get(name) if sample is None and name in previous else value_schema_from_python(sample)
+            assert schema is not None
+            fields.append((name, schema))
+            convert = converter_for_schema(schema, self.tz)
+            if convert is not None:
+                self._converters.append((i, convert))
+        schema = Schema.struct(fields)
+        if schema != self._schema:
+            self._schema = schema
+
+    def _offsets(self, rows: list[Any], done: bool) -> list[Mapping[str, Any] | None]:
+        names = self._columns
+        inc_i = names.index(self._inc_column) if self.mode.uses_incrementing else -1
+        ts_is = [names.index(c) for c in self._ts_columns] if self.mode.uses_timestamp else []
+        out: list[Mapping[str, Any] | None] = []
+        if self.mode is Mode.INCREMENTING:
+            for r in rows:
+                self.incrementing = int(r[inc_i])
+                out.append({INCREMENTING: self.incrementing})
+            return out
+        stamps = [self._row_timestamp(r, ts_is) for r in rows]
+        if self.mode is Mode.TIMESTAMP_INCREMENTING:
+            for r, ts in zip(rows, stamps):
+                self.timestamp = ts
+                self.incrementing = int(r[inc_i])
+                millis, nanos = to_epoch(ts, self.tz)
+                out.append({TIMESTAMP: millis, TIMESTAMP_NANOS: nanos, INCREMENTING: self.incrementing})
+            return out
+        # timestamp only: a timestamp is complete once a later one (or the end of the result) follows
+        following = stamps[1:] + [self._row_timestamp(self._lookahead, ts_is) if self._lookahead is not None else None]
+        for ts, nxt in zip(stamps, following):
+            if nxt is None and done or nxt is not None and nxt > ts:
+                millis, nanos = to_epoch(ts, self.tz)
+                self.timestamp = ts
+                self.timestamp_offset = {TIMESTAMP: millis, TIMESTAMP_NANOS: nanos}
+            out.append(dict(self.timestamp_offset) if self.timestamp_offset is not None else None)
+        return out
+
+    def _row_timestamp(self, row: Any, indexes: list[int]) -> _dt.datetime:
+        value = next((row[i] for i in indexes if row[i] is not None), None)
+        if value is None:
+            raise ConnectError(
+                f"A row of {self.name} has no value in timestamp column(s) {', '.join(self._ts_columns)}"
+            )
+        if isinstance(value, str):
+            value = _dt.datetime.fromisoformat(value)
+        elif not isinstance(value, _dt.datetime):
+            value = _dt.datetime(value.year, value.month, value.day)
+        if value.tzinfo is not None:
+            value = value.astimezone(self.tz).replace(tzinfo=None)
+        return value
+
+
+def _detect_incrementing(table: Any) -> str:
+    """The auto-increment column (Confluent's default), else a single-column integer primary key."""
+    from sqlalchemy import types as t
+
+    for col in table.columns:
+        if col.autoincrement is True and isinstance(col.type, t.Integer):
+            return str(col.name)
+    pk = list(table.primary_key.columns)
+    if len(pk) == 1 and isinstance(pk[0].type, t.Integer):
+        return str(pk[0].name)
+    raise ConnectError(f"Cannot find an auto-increment column in table {table.name}; set incrementing.column.name")

@@ -1,0 +1,61 @@
+"""The S3 source connector: restores what the S3 sink archived (``io.confluent.connect.s3.source.S3SourceConnector``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from connectors.api import ConfigError, SourceConnector
+from connectors.s3_common.formats import make_format
+from connectors.s3_common.storage import S3Storage
+from connectors.source.s3.config import TASK_TOPICS_KEY, S3SourceConfig
+from connectors.source.s3.task import S3SourceTask
+
+
+class S3SourceConnector(SourceConnector):
+    """Splits the topics to restore over the tasks; each task replays whole topics.
+
+    A topic is never split, because its partitions' objects are interleaved in the same
+    directories (time- and field-based layouts) and one reader keeps them in offset order.
+    """
+
+    Config = S3SourceConfig
+    task_class = S3SourceTask
+    version = "0.1.0"
+    aliases: ClassVar[tuple[str, ...]] = (
+        "io.confluent.connect.s3.source.S3SourceConnector",
+        "S3SourceConnector",
+        "S3Source",
+    )
+
+    def __init__(self) -> None:
+        self._config: S3SourceConfig | None = None
+
+    @classmethod
+    def validate(cls, raw: Mapping[str, Any]) -> Any:
+        config = S3SourceConfig.parse(raw)
+        make_format(config.format_settings())
+        return config
+
+    def start(self, config: Any) -> None:
+        """Keep the validated configuration. Thread: the connector thread."""
+        self._config = config if isinstance(config, S3SourceConfig) else self.validate(config)
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, Any]]:
+        """Topics round-robin over at most ``max_tasks`` tasks. Thread: the connector thread."""
+        if self._config is None:
+            raise ConfigError("task_configs() called before start()")
+        topics = self._config.topics or self._discover_topics(self._config)
+        if not topics:
+            return []
+        count = max(1, min(max_tasks, len(topics)))
+        base = self._config.to_task_config()
+        return [{**base, TASK_TOPICS_KEY: ",".join(topics[i::count])} for i in range(count)]
+
+    @staticmethod
+    def _discover_topics(config: S3SourceConfig) -> list[str]:
+        layout = config.layout()
+        delim = layout.directory_delim
+        root = f"{layout.topics_dir}{delim}" if layout.topics_dir else ""
+        prefixes = S3Storage(config.connection()).list_prefixes(root, delim)
+        return sorted(p[len(root) : -len(delim)] for p in prefixes)

@@ -1,0 +1,456 @@
+"""A real S3-compatible HTTP server on loopback: S3Proxy from Maven Central, moto as a fallback.
+
+* :func:`ensure_s3proxy_jars` resolves ``org.gaul:s3proxy`` (Jetty is shaded into it) with
+  ``mvn dependency:copy-dependencies``, once per version, into
+  ``~/.cache/sluice/s3proxy-<version>/libs`` (the same cache and locking as the Kafka jars).
+* :class:`S3Server` runs ``org.gaul.s3proxy.Main`` with jclouds' ``filesystem`` backend in a
+  data directory, on a free loopback port, with fixed credentials (AWS SigV2/V4), and waits
+  until it answers HTTP. Not ``filesystem-nio2``: in S3Proxy 2.7.0 its ListObjects fails with a
+  500 while a PutObject to the same bucket is in flight (it lists the temporary file). The
+  ``filesystem`` backend has one quirk of its own: ListObjects without a delimiter also returns
+  the directories as ``…/`` keys, which real S3 does not; skip keys ending with ``/``. Only when S3Proxy cannot be fetched (no Maven, no Maven Central) does it
+  fall back to moto's standalone server (``moto_server``, in memory), and it logs that it did.
+
+Command line::
+
+    python -m deploy.s3_server fetch                 # prints the libs directory
+    python -m deploy.s3_server run [--port 9000]     # foreground server, Ctrl-C stops it
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import datetime as dt
+import json
+import logging
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Final
+
+from deploy.kafka_stack import (
+    _die_with_parent_hook,
+    _maven_tail,
+    _tail_file,
+    cache_dir,
+    exclusive_lock,
+    find_free_port,
+    signal_process_group,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_S3PROXY_VERSION: Final = "2.7.0"
+LOOPBACK: Final = "127.0.0.1"
+S3_FILES_DIR: Final = Path(__file__).resolve().parent / "s3"
+POM_PATH: Final = S3_FILES_DIR / "pom.xml"
+LOGBACK_CONFIG: Final = S3_FILES_DIR / "logback.xml"
+DEFAULT_ACCESS_KEY: Final = "sluice-access"
+DEFAULT_SECRET_KEY: Final = "sluice-secret-key"
+DEFAULT_REGION: Final = "us-east-1"
+
+_COMPLETE_MARKER: Final = ".complete"
+_MVN_TIMEOUT_S: Final = 900.0
+
+
+class S3ServerError(RuntimeError):
+    """Base class for errors fetching or running the local S3 server."""
+
+
+class S3ServerFetchError(S3ServerError):
+    """S3Proxy's jars could not be fetched from Maven Central."""
+
+
+class S3ServerStartError(S3ServerError):
+    """The server could not be launched, exited during startup, or did not become ready."""
+
+
+# -- jars ---------------------------------------------------------------------------------------
+
+
+def s3proxy_libs_dir(version: str = DEFAULT_S3PROXY_VERSION) -> Path:
+    """Where the jars of S3Proxy ``version`` live once fetched."""
+    return cache_dir() / f"s3proxy-{version}" / "libs"
+
+
+def is_s3proxy_cached(version: str = DEFAULT_S3PROXY_VERSION) -> bool:
+    libs = s3proxy_libs_dir(version)
+    return (libs.parent / _COMPLETE_MARKER).is_file() and libs.is_dir()
+
+
+def ensure_s3proxy_jars(version: str = DEFAULT_S3PROXY_VERSION, *, mvn: str | None = None) -> Path:
+    """The directory of S3Proxy ``version``'s runtime jars, fetched with Maven on first use.
+
+    Maven copies into a staging directory that is renamed into place before a marker file is
+    written, so an interrupted fetch is never mistaken for a complete one; concurrent callers
+    serialise on a lock file. Raises :class:`S3ServerFetchError` with Maven's output tail.
+    """
+    if not version.replace(".", "").replace("-", "").isalnum():
+        raise ValueError(f"unsupported S3Proxy version {version!r}")
+    libs = s3proxy_libs_dir(version)
+    if is_s3proxy_cached(version):
+        return libs
+    home = libs.parent
+    home.mkdir(parents=True, exist_ok=True)
+    with exclusive_lock(home / ".lock"):
+        if not is_s3proxy_cached(version):
+            _fetch_locked(version, home, mvn)
+    return libs
+
+
+def _fetch_locked(version: str, home: Path, mvn: str | None) -> None:
+    mvn_exe = mvn or shutil.which("mvn")
+    if not mvn_exe:
+        raise S3ServerFetchError(f"Maven ('mvn') is not on PATH; it is needed once to fetch S3Proxy {version}")
+    for leftover in home.glob("libs.partial-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    staging = Path(tempfile.mkdtemp(prefix="libs.partial-", dir=home))
+    cmd = [
+        mvn_exe,
+        "-B",
+        "-q",
+        "-Dstyle.color=never",
+        "-f",
+        str(POM_PATH),
+        "dependency:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={staging}",
+        f"-Ds3proxy.version={version}",
+    ]
+    logger.info("Fetching S3Proxy %s jars from Maven Central: %s", version, shlex.join(cmd))
+    started = time.monotonic()
+    try:
+        try:
+            result = subprocess.run(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                timeout=_MVN_TIMEOUT_S,
+                cwd=home,
+                check=False,
+            )
+        except (subprocess.TimeoutExpired, OSError) as exc:
+            raise S3ServerFetchError(f"could not run {shlex.join(cmd)}: {exc}") from exc
+        if result.returncode != 0:
+            raise S3ServerFetchError(
+                f"mvn failed (exit code {result.returncode}) fetching org.gaul:s3proxy:{version}"
+                f"\n  command: {shlex.join(cmd)}\n  mvn output (last lines):\n{_maven_tail(result.stdout)}"
+            )
+        jars = sorted(p.name for p in staging.glob("*.jar"))
+        if f"s3proxy-{version}.jar" not in jars:
+            raise S3ServerFetchError(
+                f"mvn succeeded but s3proxy-{version}.jar is missing from its output; check {POM_PATH}"
+            )
+        libs = home / "libs"
+        if libs.exists():
+            shutil.rmtree(libs)
+        staging.chmod(0o755)
+        os.replace(staging, libs)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    marker = {
+        "s3proxy_version": version,
+        "jars": jars,
+        "fetched_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    (home / _COMPLETE_MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+    logger.info("Fetched %d jars for S3Proxy %s into %s", len(jars), version, libs)
+
+
+def _find_java() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and os.access(Path(java_home) / "bin" / "java", os.X_OK):
+        return str(Path(java_home) / "bin" / "java")
+    found = shutil.which("java")
+    if not found:
+        raise S3ServerStartError("S3Proxy needs Java 17 or newer, but JAVA_HOME is unset and 'java' is not on PATH")
+    return found
+
+
+# -- the server ---------------------------------------------------------------------------------
+
+_LIVE_SERVERS: set[S3Server] = set()
+
+
+@atexit.register
+def _stop_live_servers() -> None:
+    for server in list(_LIVE_SERVERS):
+        with contextlib.suppress(Exception):
+            server.stop()
+
+
+class S3Server:
+    """An S3-compatible server on ``127.0.0.1`` for tests, benchmarks and the local stack.
+
+    ``backend="auto"`` runs S3Proxy (filesystem backend under :attr:`data_dir`) and falls back to
+    ``moto_server`` only if S3Proxy's jars cannot be fetched; ``"s3proxy"`` or ``"moto"`` force
+    one. Use :attr:`endpoint_url`, :attr:`access_key`, :attr:`secret_key` and :attr:`region`
+    in clients; :meth:`client` builds a boto3 client and :meth:`create_bucket` a bucket.
+    """
+
+    def __init__(
+        self,
+        *,
+        version: str = DEFAULT_S3PROXY_VERSION,
+        backend: str = "auto",
+        port: int | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
+        access_key: str = DEFAULT_ACCESS_KEY,
+        secret_key: str = DEFAULT_SECRET_KEY,
+        start_timeout: float = 60.0,
+        kill_with_parent: bool = False,
+        provider: str = "filesystem",
+    ) -> None:
+        if backend not in ("auto", "s3proxy", "moto"):
+            raise ValueError(f"backend must be auto, s3proxy or moto, not {backend!r}")
+        self.version = version
+        self.backend = backend
+        self.host = LOOPBACK
+        self.port = port if port is not None else find_free_port()
+        self.access_key = access_key
+        self.secret_key = secret_key
+        self.region = DEFAULT_REGION
+        self.start_timeout = start_timeout
+        self.kill_with_parent = kill_with_parent
+        #: The jclouds blob-store provider S3Proxy serves from.
+        self.provider = provider
+        self._owns_data_dir = data_dir is None
+        self._data_dir = (
+            Path(data_dir).resolve() if data_dir is not None else Path(tempfile.mkdtemp(prefix="sluice-s3-"))
+        )
+        #: Which server actually runs: ``"s3proxy"`` or ``"moto"`` (``None`` before :meth:`start`).
+        self.kind: str | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def data_dir(self) -> Path:
+        return self._data_dir
+
+    @property
+    def log_path(self) -> Path:
+        return self._data_dir / "server.log"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self.is_running() and self._proc else None
+
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def __enter__(self) -> S3Server:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Launch the server and wait until it answers; raises :class:`S3ServerError` on failure."""
+        if self.is_running():
+            return
+        self._data_dir.mkdir(parents=True, exist_ok=True)
+        cmd = self._command()
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - kept open for the child's lifetime
+        try:
+            self._proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                cwd=self._data_dir,
+                start_new_session=True,
+                preexec_fn=_die_with_parent_hook() if self.kill_with_parent else None,  # noqa: PLW1509
+            )
+        except OSError as exc:
+            raise S3ServerStartError(f"could not run {shlex.join(cmd)}: {exc}") from exc
+        _LIVE_SERVERS.add(self)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        logger.info("%s serves S3 on %s (data in %s)", self.kind, self.endpoint_url, self._data_dir)
+
+    def _command(self) -> list[str]:
+        if self.backend in ("auto", "s3proxy"):
+            try:
+                libs = ensure_s3proxy_jars(self.version)
+            except S3ServerFetchError as exc:
+                if self.backend == "s3proxy" or not shutil.which("moto_server"):
+                    raise
+                logger.warning("S3Proxy could not be fetched, falling back to moto_server (in memory): %s", exc)
+            else:
+                self.kind = "s3proxy"
+                return self._s3proxy_command(libs)
+        moto = shutil.which("moto_server")
+        if not moto:
+            raise S3ServerStartError("moto_server is not on PATH (pip install 'moto[server]')")
+        self.kind = "moto"
+        return [moto, "-H", self.host, "-p", str(self.port)]
+
+    def _s3proxy_command(self, libs: Path) -> list[str]:
+        blobs = self._data_dir / "blobs"
+        blobs.mkdir(exist_ok=True)
+        conf = self._data_dir / "s3proxy.conf"
+        conf.write_text(
+            "\n".join(
+                [
+                    f"s3proxy.endpoint={self.endpoint_url}",
+                    "s3proxy.authorization=aws-v2-or-v4",
+                    f"s3proxy.identity={self.access_key}",
+                    f"s3proxy.credential={self.secret_key}",
+                    f"jclouds.provider={self.provider}",
+                    f"jclouds.filesystem.basedir={blobs}",
+                    # The filesystem provider ignores these, but S3Proxy refuses to start without them.
+                    "jclouds.identity=local",
+                    "jclouds.credential=local",
+                    "",
+                ]
+            ),
+            encoding="utf-8",
+        )
+        return [
+            _find_java(),
+            "-Xms64m",
+            "-Xmx512m",
+            "-XX:+UseSerialGC",
+            "-XX:-UsePerfData",
+            f"-Dlogback.configurationFile={LOGBACK_CONFIG}",
+            "-cp",
+            str(libs / "*"),
+            "org.gaul.s3proxy.Main",
+            "--properties",
+            str(conf),
+        ]
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            assert self._proc is not None
+            if self._proc.poll() is not None:
+                raise S3ServerStartError(
+                    f"{self.kind} exited with code {self._proc.returncode} during startup; log tail:\n{_tail_file(self.log_path)}"
+                )
+            try:
+                urllib.request.urlopen(self.endpoint_url + "/", timeout=1).close()
+                return
+            except urllib.error.HTTPError:
+                return  # any HTTP answer (S3Proxy: 403 for anonymous requests) means it serves
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.1)
+        raise S3ServerStartError(
+            f"{self.kind} did not answer on {self.endpoint_url} within {self.start_timeout:.0f}s; "
+            f"log tail:\n{_tail_file(self.log_path)}"
+        )
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server (SIGTERM, then SIGKILL) and delete a temporary data directory."""
+        proc, self._proc = self._proc, None
+        _LIVE_SERVERS.discard(self)
+        if proc is not None and proc.poll() is None:
+            signal_process_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                signal_process_group(proc.pid, signal.SIGKILL)
+                proc.wait(timeout)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        if self._owns_data_dir:
+            shutil.rmtree(self._data_dir, ignore_errors=True)
+
+    # -- client helpers -----------------------------------------------------------------------
+
+    def client(self) -> Any:
+        """A boto3 S3 client for this server (path-style addressing)."""
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+            region_name=self.region,
+            config=Config(
+                s3={"addressing_style": "path"},
+                request_checksum_calculation="when_required",
+                response_checksum_validation="when_required",
+            ),
+        )
+
+    def create_bucket(self, name: str) -> str:
+        """Create bucket ``name`` (3-63 lower-case characters) and return its name."""
+        self.client().create_bucket(Bucket=name)
+        return name
+
+    def connector_config(self, bucket: str) -> dict[str, str]:
+        """The S3 connector keys that reach this server's ``bucket``."""
+        return {
+            "s3.bucket.name": bucket,
+            "s3.region": self.region,
+            "store.url": self.endpoint_url,
+            "s3.path.style.access.enabled": "true",
+            "aws.access.key.id": self.access_key,
+            "aws.secret.access.key": self.secret_key,
+        }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m deploy.s3_server", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    fetch = sub.add_parser("fetch", help="fetch S3Proxy's jars into the cache and print their directory")
+    fetch.add_argument("--version", default=DEFAULT_S3PROXY_VERSION)
+    run = sub.add_parser("run", help="run a server in the foreground until Ctrl-C")
+    run.add_argument("--version", default=DEFAULT_S3PROXY_VERSION)
+    run.add_argument("--port", type=int, default=None)
+    run.add_argument("--backend", choices=("auto", "s3proxy", "moto"), default="auto")
+    run.add_argument("--data-dir", default=None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
+    try:
+        if args.command == "fetch":
+            print(ensure_s3proxy_jars(args.version))
+            return 0
+        server = S3Server(version=args.version, port=args.port, backend=args.backend, data_dir=args.data_dir)
+        server.start()
+    except S3ServerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"endpoint={server.endpoint_url} access_key={server.access_key} secret_key={server.secret_key}", flush=True)
+    try:
+        while server.is_running():
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

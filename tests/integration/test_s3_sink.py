@@ -1,0 +1,288 @@
+"""Topic → S3 through a real worker process, a real Kafka broker and a real S3 server (S3Proxy).
+
+What a user checks: the objects in the bucket (names and contents), the consumer group's
+committed offsets, and that a worker killed mid-stream leaves each record in exactly one object.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pyarrow.parquet as pq
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from deploy.s3_server import S3Server
+from tests.integration.kafka_helpers import OutgoingRecord, create_topic, produce, unique_topic_name
+from tests.integration.worker_process import WorkerProcess
+
+pytestmark = pytest.mark.integration
+
+# Named by Python path, found through plugin.path = the repository, so the tests do not depend on
+# the installed entry points (alias io.confluent.connect.s3.S3SinkConnector) being up to date.
+S3_SINK = "connectors.sink.s3.connector.S3SinkConnector"
+REPO_ROOT = str(Path(__file__).resolve().parents[2])
+JSON_VALUES: dict[str, Any] = {
+    "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+    "value.converter.schemas.enable": "false",
+    "plugin.path": REPO_ROOT,
+}
+T0 = 1_700_000_000_000
+
+
+def _objects(s3: S3Server, bucket: str, prefix: str = "") -> dict[str, bytes]:
+    client = s3.client()
+    out: dict[str, bytes] = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", ()):
+            if not item["Key"].endswith("/"):  # S3Proxy's filesystem backend lists directories too
+                out[item["Key"]] = client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
+    return out
+
+
+def _wait_for_keys(
+    s3: S3Server, bucket: str, expected: set[str], worker: WorkerProcess, timeout: float = 60
+) -> dict[str, bytes]:
+    deadline = time.monotonic() + timeout
+    found: dict[str, bytes] = {}
+    while time.monotonic() < deadline:
+        found = _objects(s3, bucket)
+        if expected <= set(found):
+            return found
+        time.sleep(0.3)
+    raise AssertionError(f"objects {sorted(expected - set(found))} missing; have {sorted(found)}\n{worker.log()}")
+
+
+def _committed(bootstrap: str, group: str, topic: str, partitions: int = 1) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        tps = consumer.committed([KafkaTopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return [tp.offset for tp in tps]
+    finally:
+        consumer.close()
+
+
+def _wait_committed(bootstrap: str, group: str, topic: str, expected: list[int], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    got: list[int] = []
+    while time.monotonic() < deadline:
+        got = _committed(bootstrap, group, topic, len(expected))
+        if got == expected:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"committed offsets of {group} are {got}, expected {expected}")
+
+
+def _worker(tmp_path: Path, bootstrap: str, **settings: str) -> WorkerProcess:
+    merged: dict[str, Any] = {**JSON_VALUES, **settings}
+    return WorkerProcess(tmp_path, bootstrap, **merged)
+
+
+def _deploy(worker: WorkerProcess, name: str, config: dict[str, Any]) -> None:
+    response = httpx.post(f"{worker.url}/connectors", json={"name": name, "config": config}, timeout=30)
+    assert response.status_code == 201, response.text
+    worker.wait_running(name)
+
+
+def _sink_config(s3: S3Server, bucket: str, topic: str, **extra: str) -> dict[str, str]:
+    return {"connector.class": S3_SINK, "topics": topic, **s3.connector_config(bucket), **extra}
+
+
+def _json_lines(data: bytes) -> list[Any]:
+    return [orjson.loads(line) for line in data.splitlines() if line]
+
+
+def test_json_default_partitioner_writes_documented_layout_and_commits_after_upload(
+    kafka: Any, s3: S3Server, s3_bucket: str, tmp_path: Path
+) -> None:
+    bootstrap = kafka.bootstrap_servers
+    topic = unique_topic_name("s3json")
+    create_topic(bootstrap, topic, partitions=2)
+    produce(
+        bootstrap,
+        topic,
+        [
+            OutgoingRecord(key=f"k{i}", value=orjson.dumps({"id": i, "name": f"n{i}"}), partition=i % 2)
+            for i in range(200)
+        ],
+    )
+    worker = _worker(tmp_path, bootstrap).start()
+    try:
+        _deploy(
+            worker,
+            "s3-json",
+            _sink_config(
+                s3,
+                s3_bucket,
+                topic,
+                **{"format.class": "io.confluent.connect.s3.format.json.JsonFormat", "flush.size": "50"},
+            ),
+        )
+        expected = {f"topics/{topic}/partition={p}/{topic}+{p}+{o:010d}.json" for p in (0, 1) for o in (0, 50)}
+        objects = _wait_for_keys(s3, s3_bucket, expected, worker)
+        assert set(objects) == expected
+        for p in (0, 1):
+            for start in (0, 50):
+                rows = _json_lines(objects[f"topics/{topic}/partition={p}/{topic}+{p}+{start:010d}.json"])
+                # Partition p holds ids p, p+2, ...; its offset o is id 2*o+p.
+                assert rows == [{"id": 2 * o + p, "name": f"n{2 * o + p}"} for o in range(start, start + 50)]
+        _wait_committed(bootstrap, "connect-s3-json", topic, [100, 100])
+    finally:
+        worker.stop()
+
+
+def test_parquet_time_based_partitioner_buckets_by_record_time(
+    kafka: Any, s3: S3Server, s3_bucket: str, tmp_path: Path
+) -> None:
+    bootstrap = kafka.bootstrap_servers
+    topic = unique_topic_name("s3parquet")
+    create_topic(bootstrap, topic, partitions=1)
+    hour = 3_600_000
+    # Ten records in each of three hours, then one in a fourth hour, which closes the third.
+    times = [T0 + h * hour + i * 1000 for h in range(3) for i in range(10)] + [T0 + 3 * hour]
+    produce(
+        bootstrap,
+        topic,
+        [
+            OutgoingRecord(value=orjson.dumps({"id": i, "amount": i * 1.5, "ok": i % 2 == 0}), timestamp=ts)
+            for i, ts in enumerate(times)
+        ],
+    )
+    worker = _worker(tmp_path, bootstrap).start()
+    try:
+        config = _sink_config(
+            s3,
+            s3_bucket,
+            topic,
+            **{
+                "format.class": "io.confluent.connect.s3.format.parquet.ParquetFormat",
+                "parquet.codec": "zstd",
+                "partitioner.class": "io.confluent.connect.storage.partitioner.TimeBasedPartitioner",
+                "path.format": "'dt'=YYYY-MM-dd/'hour'=HH",
+                "partition.duration.ms": str(hour),
+                "rotate.interval.ms": str(hour),
+                "timestamp.extractor": "Record",
+                "timezone": "UTC",
+                "locale": "en-US",
+                "flush.size": "1000",
+            },
+        )
+        _deploy(worker, "s3-parquet", config)
+        expected = {
+            f"topics/{topic}/dt=2023-11-14/hour=22/{topic}+0+0000000000.parquet",
+            f"topics/{topic}/dt=2023-11-14/hour=23/{topic}+0+0000000010.parquet",
+            f"topics/{topic}/dt=2023-11-15/hour=00/{topic}+0+0000000020.parquet",
+        }
+        objects = _wait_for_keys(s3, s3_bucket, expected, worker)
+        assert set(objects) == expected  # the fourth hour's object is still open
+        for key in sorted(expected):
+            table = pq.read_table(io.BytesIO(objects[key]))
+            start = int(key.rsplit("+", 1)[1].split(".")[0])
+            assert table.to_pylist() == [
+                {"id": i, "amount": i * 1.5, "ok": i % 2 == 0} for i in range(start, start + 10)
+            ]
+            assert pq.ParquetFile(io.BytesIO(objects[key])).metadata.row_group(0).column(0).compression == "ZSTD"
+        # Only what is in completed objects is committed: record 30 is buffered, so 30, not 31.
+        _wait_committed(bootstrap, "connect-s3-parquet", topic, [30])
+        time.sleep(2)
+        assert _committed(bootstrap, "connect-s3-parquet", topic) == [30]
+    finally:
+        worker.stop()
+
+
+def test_committed_offset_waits_for_the_upload(kafka: Any, s3: S3Server, s3_bucket: str, tmp_path: Path) -> None:
+    bootstrap = kafka.bootstrap_servers
+    topic = unique_topic_name("s3commit")
+    create_topic(bootstrap, topic, partitions=1)
+    produce(bootstrap, topic, [OutgoingRecord(value=orjson.dumps({"i": i})) for i in range(150)])
+    worker = _worker(tmp_path, bootstrap, **{"offset.flush.interval.ms": "300"}).start()
+    try:
+        _deploy(
+            worker, "s3-commit", _sink_config(s3, s3_bucket, topic, **{"format.class": "json", "flush.size": "100"})
+        )
+        first = f"topics/{topic}/partition=0/{topic}+0+0000000000.json"
+        _wait_for_keys(s3, s3_bucket, {first}, worker)
+        _wait_committed(bootstrap, "connect-s3-commit", topic, [100])
+        time.sleep(1.5)  # several commit intervals: records 100..149 are consumed but not uploaded
+        assert _committed(bootstrap, "connect-s3-commit", topic) == [100]
+        assert set(_objects(s3, s3_bucket)) == {first}
+        produce(bootstrap, topic, [OutgoingRecord(value=orjson.dumps({"i": i})) for i in range(150, 200)])
+        _wait_for_keys(s3, s3_bucket, {first, f"topics/{topic}/partition=0/{topic}+0+0000000100.json"}, worker)
+        _wait_committed(bootstrap, "connect-s3-commit", topic, [200])
+    finally:
+        worker.stop()
+
+
+def test_sigkill_mid_stream_rewrites_identical_objects_and_keeps_each_record_once(
+    kafka: Any, s3: S3Server, s3_bucket: str, tmp_path: Path
+) -> None:
+    bootstrap = kafka.bootstrap_servers
+    topic = unique_topic_name("s3kill")
+    create_topic(bootstrap, topic, partitions=2)
+    total, flush = 6000, 100
+    config = _sink_config(
+        s3,
+        s3_bucket,
+        topic,
+        **{"format.class": "json", "flush.size": str(flush), "s3.compression.type": "gzip", "store.kafka.keys": "true"},
+    )
+    (tmp_path / "sink.json").write_bytes(orjson.dumps({"name": "s3-kill", "config": config}))
+
+    def feed() -> None:  # a live producer, so the kill lands while the sink is writing
+        for start in range(0, total, 200):
+            produce(
+                bootstrap,
+                topic,
+                [
+                    OutgoingRecord(key=f"k{i}", value=orjson.dumps({"i": i}), partition=i % 2)
+                    for i in range(start, start + 200)
+                ],
+            )
+            time.sleep(0.05)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    worker = _worker(tmp_path, bootstrap, **{"offset.flush.interval.ms": "400"})
+    worker.start(tmp_path / "sink.json")
+    feeder.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(_objects(s3, s3_bucket)) < 10 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        before_kill = _objects(s3, s3_bucket)
+        assert len(before_kill) >= 10, worker.log()
+        worker.kill()
+        feeder.join(60)
+        worker = _worker(tmp_path, bootstrap, **{"offset.flush.interval.ms": "400"})
+        worker.start(tmp_path / "sink.json")
+        per_partition = total // 2
+        expected = {
+            f"topics/{topic}/partition={p}/{topic}+{p}+{o:010d}{ext}"
+            for p in (0, 1)
+            for o in range(0, per_partition, flush)
+            for ext in (".json.gz", ".keys.json.gz")
+        }
+        after = _wait_for_keys(s3, s3_bucket, expected, worker, timeout=120)
+        assert set(after) == expected
+        # Every object written before the kill was rewritten byte for byte (or left alone).
+        for key, data in before_kill.items():
+            assert after[key] == data, key
+        import gzip
+
+        seen: list[int] = []
+        for key in sorted(k for k in after if not k.endswith(".keys.json.gz")):
+            values = _json_lines(gzip.decompress(after[key]))
+            keys = _json_lines(gzip.decompress(after[key.replace(".json.gz", ".keys.json.gz")]))
+            assert len(values) == flush
+            assert keys == [f"k{v['i']}" for v in values]
+            seen.extend(v["i"] for v in values)
+        assert sorted(seen) == list(range(total))  # each record exactly once, none missing
+        _wait_committed(bootstrap, "connect-s3-kill", topic, [per_partition, per_partition])
+    finally:
+        worker.stop()
