@@ -69,7 +69,7 @@ def sluice_sink(bootstrap: str, topic: str, count: int, nbytes: int, out: Path) 
             {"connector.class": "FileStreamSink", "file": str(out), "topics": topic},
             allow_replace=False,
         )
-        wait_until(lambda: out.exists() and out.stat().st_size >= expected_size, timeout=600, poll=0.05)
+        wait_until(lambda: out.exists() and out.stat().st_size >= expected_size, timeout=600, poll=0.005)
         elapsed = time.perf_counter() - start
     finally:
         h.stop()

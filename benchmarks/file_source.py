@@ -61,7 +61,7 @@ def sluice_source(bootstrap: str, lines: list[bytes], path: Path) -> Result:
             {"connector.class": "FileStreamSource", "file": str(path), "topic": topic, "batch.size": "10000"},
             allow_replace=False,
         )
-        wait_until(lambda: high_watermark(bootstrap, topic) >= len(lines), timeout=600, poll=0.05)
+        wait_until(lambda: high_watermark(bootstrap, topic) >= len(lines), timeout=600, poll=0.02)
         elapsed = time.perf_counter() - start
     finally:
         h.stop()
