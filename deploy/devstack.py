@@ -30,6 +30,7 @@ from typing import Any
 
 import click
 
+from deploy import maven
 from deploy.kafka_stack import (
     DEFAULT_KAFKA_VERSION,
     KafkaBroker,
@@ -174,7 +175,7 @@ class DevStack:
                 started_at=_now(),
             )
             # Written before waiting, so `status` and `down` in another terminal see it.
-            _write_atomically(self.state_path, state.to_json())
+            maven.write_atomically(self.state_path, state.to_json())
             broker.wait_until_ready()
         except BaseException:
             # Includes Ctrl-C while waiting: an aborted `up` leaves nothing running.
@@ -256,12 +257,6 @@ def _terminate_process_group(pid: int, timeout: float = 30.0) -> bool:
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 # --------------------------------------------------------------------------------------

@@ -24,8 +24,6 @@ import base64
 import contextlib
 import ctypes
 import datetime as dt
-import fcntl
-import json
 import logging
 import os
 import re
@@ -38,10 +36,13 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Final
+
+from deploy import maven
+from deploy.maven import cache_dir, exclusive_lock  # noqa: F401 - devstack and s3_server import them from here
 
 logger = logging.getLogger(__name__)
 
@@ -56,15 +57,9 @@ KAFKA_FILES_DIR: Final = Path(__file__).resolve().parent / "kafka"
 POM_PATH: Final = KAFKA_FILES_DIR / "pom.xml"
 LOG4J2_CONFIG: Final = KAFKA_FILES_DIR / "log4j2.properties"
 
-_COMPLETE_MARKER: Final = ".complete"
-_MVN_TIMEOUT_S: Final = 900.0
 _FORMAT_TIMEOUT_S: Final = 120.0
 _LOG_TAIL_LINES: Final = 40
 _VERSION_RE: Final = re.compile(r"^4\.\d+\.\d+(?:[.-][A-Za-z0-9]+)*$")
-_ANSI_ESCAPE_RE: Final = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_MAVEN_BOILERPLATE_RE: Final = re.compile(
-    r"re-run Maven|Re-run Maven|For more information about the errors|\[Help \d+\] http"
-)
 
 
 class KafkaStackError(RuntimeError):
@@ -94,27 +89,14 @@ class PortInUseError(KafkaStartError):
 # --------------------------------------------------------------------------------------
 
 
-def cache_dir() -> Path:
-    """Root of Sluice's download cache.
-
-    ``$SLUICE_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/sluice``, else ``~/.cache/sluice``.
-    """
-    override = os.environ.get("SLUICE_CACHE_DIR")
-    if override:
-        return Path(override).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "sluice"
-
-
 def kafka_libs_dir(version: str = DEFAULT_KAFKA_VERSION) -> Path:
     """Where the jars of ``version`` live once fetched (whether or not they are yet)."""
-    return cache_dir() / f"kafka-{version}" / "libs"
+    return maven.libs_dir("kafka", version)
 
 
 def is_kafka_cached(version: str = DEFAULT_KAFKA_VERSION) -> bool:
     """True if a completed fetch of ``version`` is in the cache."""
-    libs = kafka_libs_dir(version)
-    return (libs.parent / _COMPLETE_MARKER).is_file() and libs.is_dir()
+    return maven.is_cached("kafka", version)
 
 
 def ensure_kafka_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None = None) -> Path:
@@ -122,10 +104,7 @@ def ensure_kafka_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None =
 
     The first call runs ``mvn dependency:copy-dependencies -DincludeScope=runtime`` on
     ``deploy/kafka/pom.xml`` (about 5-60 s, depending on the local Maven repository); later
-    calls only check a marker file. Maven copies into a temporary directory that is renamed
-    into place, and the marker is written after that, so an interrupted fetch is never
-    mistaken for a complete one. Concurrent callers (parallel test sessions, the Makefile)
-    serialise on a lock file.
+    calls only check a marker file (see :mod:`deploy.maven`).
 
     Raises:
         ValueError: ``version`` is not a Kafka 4.x version string.
@@ -135,123 +114,22 @@ def ensure_kafka_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None =
         # The pom, the log4j2 binding and the broker settings are all Kafka 4.x specific;
         # the check also keeps the version from escaping the cache directory.
         raise ValueError(f"unsupported Kafka version {version!r}: expected 4.x.y")
-    libs = kafka_libs_dir(version)
-    if is_kafka_cached(version):
-        return libs
-    home = libs.parent
-    home.mkdir(parents=True, exist_ok=True)
-    with exclusive_lock(home / ".lock"):
-        if not is_kafka_cached(version):  # another process may have finished while we waited
-            _fetch_locked(version, home, mvn)
-    return libs
 
-
-def _fetch_locked(version: str, home: Path, mvn: str | None) -> None:
-    mvn_exe = mvn or shutil.which("mvn")
-    if not mvn_exe:
-        raise KafkaFetchError(
-            f"Maven ('mvn') is not on PATH. It is needed once, to fetch Kafka {version} from "
-            "Maven Central; install Maven 3.8+ (e.g. `apt-get install maven`) and retry."
-        )
-    for leftover in home.glob("libs.partial-*"):  # from fetches that were killed
-        shutil.rmtree(leftover, ignore_errors=True)
-    staging = Path(tempfile.mkdtemp(prefix="libs.partial-", dir=home))
-    cmd = [
-        mvn_exe,
-        "-B",
-        "-q",
-        # Retry artifacts an earlier failed attempt marked missing (Maven caches that for a day).
-        "-U",
-        "-Dstyle.color=never",
-        "-f",
-        str(POM_PATH),
-        "dependency:copy-dependencies",
-        "-DincludeScope=runtime",
-        f"-DoutputDirectory={staging}",
-        f"-Dkafka.version={version}",
-    ]
-    logger.info("Fetching Kafka %s jars from Maven Central: %s", version, shlex.join(cmd))
-    started = time.monotonic()
-    try:
-        try:
-            # Maven writes its [ERROR] lines to stdout, so merge the streams for the tail.
-            result = subprocess.run(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",
-                timeout=_MVN_TIMEOUT_S,
-                cwd=home,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise KafkaFetchError(
-                f"mvn did not finish fetching Kafka {version} within {_MVN_TIMEOUT_S:.0f}s"
-                f"\n  command: {shlex.join(cmd)}"
-                f"\n  mvn output (last lines):\n{_indent(_maven_tail(_as_text(exc.stdout)))}"
-            ) from exc
-        except OSError as exc:
-            raise KafkaFetchError(f"could not run {mvn_exe}: {exc}") from exc
-        if result.returncode != 0:
-            raise KafkaFetchError(
-                f"mvn failed (exit code {result.returncode}) fetching "
-                f"org.apache.kafka:kafka_2.13:{version} from Maven Central"
-                f"\n  command: {shlex.join(cmd)}"
-                f"\n  mvn output (last lines):\n{_indent(_maven_tail(result.stdout))}"
-            )
-        jars = sorted(p.name for p in staging.glob("*.jar"))
+    def check(jars: list[str]) -> str | None:
         if f"kafka_2.13-{version}.jar" not in jars or not any(j.startswith("log4j-slf4j-impl-") for j in jars):
-            raise KafkaFetchError(
-                f"mvn succeeded but the Kafka {version} jars or the log4j SLF4J binding are "
-                f"missing from its output ({len(jars)} jars); check {POM_PATH}"
-            )
-        libs = home / "libs"
-        if libs.exists():  # a crash between the rename and the marker left it unmarked
-            shutil.rmtree(libs)
-        staging.chmod(0o755)  # mkdtemp makes it owner-only; it is an ordinary cache directory
-        os.replace(staging, libs)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    elapsed = time.monotonic() - started
-    marker = {
-        "kafka_version": version,
-        "jars": jars,
-        "fetched_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "seconds": round(elapsed, 1),
-    }
-    _write_atomically(home / _COMPLETE_MARKER, json.dumps(marker, indent=2) + "\n")
-    logger.info("Fetched %d jars for Kafka %s in %.1fs into %s", len(jars), version, elapsed, libs)
+            return f"the Kafka {version} jars or the log4j SLF4J binding are missing from its output"
+        return None
 
-
-def _maven_tail(output: str) -> str:
-    # Drop Maven's boilerplate ("Re-run Maven using the -X switch", "[Help 1] http://...")
-    # so the tail shows the lines that say what failed.
-    kept = [
-        line
-        for line in _ANSI_ESCAPE_RE.sub("", output).splitlines()
-        if line.strip() not in ("", "[ERROR]") and not _MAVEN_BOILERPLATE_RE.search(line)
-    ]
-    return _tail_text("\n".join(kept))
-
-
-@contextlib.contextmanager
-def exclusive_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (created if missing) for the ``with`` block."""
-    with open(path, "ab") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    return maven.ensure_jars(
+        "kafka",
+        version,
+        pom=POM_PATH,
+        properties={"kafka.version": version},
+        artifact=f"org.apache.kafka:kafka_2.13:{version}",
+        check=check,
+        mvn=mvn,
+        error=KafkaFetchError,
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -348,11 +226,6 @@ def _die_with_parent_hook() -> Callable[[], None] | None:
     return hook
 
 
-def _tail_text(text: str, lines: int = _LOG_TAIL_LINES) -> str:
-    text = _ANSI_ESCAPE_RE.sub("", text)
-    return "\n".join(text.strip("\n").splitlines()[-lines:]) or "(no output)"
-
-
 def _tail_file(path: Path, start: int = 0, lines: int = _LOG_TAIL_LINES) -> str:
     try:
         with open(path, "rb") as handle:
@@ -361,17 +234,7 @@ def _tail_file(path: Path, start: int = 0, lines: int = _LOG_TAIL_LINES) -> str:
             data = handle.read()
     except OSError as exc:
         return f"(cannot read {path}: {exc})"
-    return _tail_text(data.decode(errors="replace"), lines)
-
-
-def _indent(text: str, prefix: str = "    ") -> str:
-    return "\n".join(prefix + line for line in text.splitlines())
-
-
-def _as_text(data: str | bytes | None) -> str:
-    if data is None:
-        return ""
-    return data.decode(errors="replace") if isinstance(data, bytes) else data
+    return maven.tail_text(data.decode(errors="replace"), lines)
 
 
 # --------------------------------------------------------------------------------------
@@ -724,7 +587,7 @@ class KafkaBroker:
         for key, value in self.server_properties().items():
             # java.util.Properties treats backslash as an escape character.
             lines.append(f"{key}={value.replace(chr(92), chr(92) * 2)}")
-        _write_atomically(self.config_path, "\n".join(lines) + "\n")
+        maven.write_atomically(self.config_path, "\n".join(lines) + "\n")
 
     @staticmethod
     def _logging_options() -> list[str]:
@@ -772,7 +635,7 @@ class KafkaBroker:
         if result.returncode != 0:
             raise KafkaStartError(
                 f"formatting Kafka storage in {self.log_dirs} failed (exit code {result.returncode}):\n"
-                + _indent(_tail_text(result.stdout))
+                + maven.indent(maven.tail_text(result.stdout))
             )
         logger.debug("Formatted %s with cluster id %s", self.log_dirs, cluster_id)
 
@@ -799,7 +662,7 @@ class KafkaBroker:
         pid = f"pid {self._proc.pid}, " if self._proc else ""
         return KafkaStartError(
             f"Kafka {self.version} broker ({pid}{self.bootstrap_servers}) {reason}.\n"
-            f"Broker log {self.log_path} (last lines):\n" + _indent(_tail_file(self.log_path, self._log_start))
+            f"Broker log {self.log_path} (last lines):\n" + maven.indent(_tail_file(self.log_path, self._log_start))
         )
 
     def _terminate(self, timeout: float) -> None:

@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import datetime as dt
-import json
 import logging
 import os
 import shlex
@@ -39,15 +37,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Final
 
-from deploy.kafka_stack import (
-    _die_with_parent_hook,
-    _maven_tail,
-    _tail_file,
-    cache_dir,
-    exclusive_lock,
-    find_free_port,
-    signal_process_group,
-)
+from deploy import maven
+from deploy.kafka_stack import _die_with_parent_hook, _tail_file, find_free_port, signal_process_group
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +51,6 @@ DEFAULT_ACCESS_KEY: Final = "sluice-access"
 DEFAULT_SECRET_KEY: Final = "sluice-secret-key"
 DEFAULT_REGION: Final = "us-east-1"
 
-_COMPLETE_MARKER: Final = ".complete"
-_MVN_TIMEOUT_S: Final = 900.0
 
 
 class S3ServerError(RuntimeError):
@@ -81,96 +70,32 @@ class S3ServerStartError(S3ServerError):
 
 def s3proxy_libs_dir(version: str = DEFAULT_S3PROXY_VERSION) -> Path:
     """Where the jars of S3Proxy ``version`` live once fetched."""
-    return cache_dir() / f"s3proxy-{version}" / "libs"
+    return maven.libs_dir("s3proxy", version)
 
 
 def is_s3proxy_cached(version: str = DEFAULT_S3PROXY_VERSION) -> bool:
-    libs = s3proxy_libs_dir(version)
-    return (libs.parent / _COMPLETE_MARKER).is_file() and libs.is_dir()
+    return maven.is_cached("s3proxy", version)
 
 
 def ensure_s3proxy_jars(version: str = DEFAULT_S3PROXY_VERSION, *, mvn: str | None = None) -> Path:
-    """The directory of S3Proxy ``version``'s runtime jars, fetched with Maven on first use.
-
-    Maven copies into a staging directory that is renamed into place before a marker file is
-    written, so an interrupted fetch is never mistaken for a complete one; concurrent callers
-    serialise on a lock file. Raises :class:`S3ServerFetchError` with Maven's output tail.
-    """
+    """The directory of S3Proxy ``version``'s runtime jars, fetched with Maven on first use
+    (see :mod:`deploy.maven`). Raises :class:`S3ServerFetchError` with Maven's output tail."""
     if not version.replace(".", "").replace("-", "").isalnum():
         raise ValueError(f"unsupported S3Proxy version {version!r}")
-    libs = s3proxy_libs_dir(version)
-    if is_s3proxy_cached(version):
-        return libs
-    home = libs.parent
-    home.mkdir(parents=True, exist_ok=True)
-    with exclusive_lock(home / ".lock"):
-        if not is_s3proxy_cached(version):
-            _fetch_locked(version, home, mvn)
-    return libs
 
+    def check(jars: list[str]) -> str | None:
+        return None if f"s3proxy-{version}.jar" in jars else f"s3proxy-{version}.jar is missing from its output"
 
-def _fetch_locked(version: str, home: Path, mvn: str | None) -> None:
-    mvn_exe = mvn or shutil.which("mvn")
-    if not mvn_exe:
-        raise S3ServerFetchError(f"Maven ('mvn') is not on PATH; it is needed once to fetch S3Proxy {version}")
-    for leftover in home.glob("libs.partial-*"):
-        shutil.rmtree(leftover, ignore_errors=True)
-    staging = Path(tempfile.mkdtemp(prefix="libs.partial-", dir=home))
-    cmd = [
-        mvn_exe,
-        "-B",
-        "-q",
-        "-Dstyle.color=never",
-        "-f",
-        str(POM_PATH),
-        "dependency:copy-dependencies",
-        "-DincludeScope=runtime",
-        f"-DoutputDirectory={staging}",
-        f"-Ds3proxy.version={version}",
-    ]
-    logger.info("Fetching S3Proxy %s jars from Maven Central: %s", version, shlex.join(cmd))
-    started = time.monotonic()
-    try:
-        try:
-            result = subprocess.run(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",
-                timeout=_MVN_TIMEOUT_S,
-                cwd=home,
-                check=False,
-            )
-        except (subprocess.TimeoutExpired, OSError) as exc:
-            raise S3ServerFetchError(f"could not run {shlex.join(cmd)}: {exc}") from exc
-        if result.returncode != 0:
-            raise S3ServerFetchError(
-                f"mvn failed (exit code {result.returncode}) fetching org.gaul:s3proxy:{version}"
-                f"\n  command: {shlex.join(cmd)}\n  mvn output (last lines):\n{_maven_tail(result.stdout)}"
-            )
-        jars = sorted(p.name for p in staging.glob("*.jar"))
-        if f"s3proxy-{version}.jar" not in jars:
-            raise S3ServerFetchError(
-                f"mvn succeeded but s3proxy-{version}.jar is missing from its output; check {POM_PATH}"
-            )
-        libs = home / "libs"
-        if libs.exists():
-            shutil.rmtree(libs)
-        staging.chmod(0o755)
-        os.replace(staging, libs)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    marker = {
-        "s3proxy_version": version,
-        "jars": jars,
-        "fetched_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "seconds": round(time.monotonic() - started, 1),
-    }
-    (home / _COMPLETE_MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
-    logger.info("Fetched %d jars for S3Proxy %s into %s", len(jars), version, libs)
+    return maven.ensure_jars(
+        "s3proxy",
+        version,
+        pom=POM_PATH,
+        properties={"s3proxy.version": version},
+        artifact=f"org.gaul:s3proxy:{version}",
+        check=check,
+        mvn=mvn,
+        error=S3ServerFetchError,
+    )
 
 
 def _find_java() -> str:

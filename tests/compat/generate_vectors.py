@@ -23,33 +23,19 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script from anywhere
+from deploy import maven  # noqa: E402
+
 CONNECT_VERSION = "4.1.1"  # keep equal to <connect.version> in pom.xml
 COMPAT_DIR = Path(__file__).resolve().parent
 REPO_ROOT = COMPAT_DIR.parent.parent
 VECTORS_PATH = REPO_ROOT / "tests" / "unit" / "converters" / "vectors" / "json_converter.jsonl"
 PROGRAM = COMPAT_DIR / "JsonConverterVectors.java"
 POM = COMPAT_DIR / "pom.xml"
-_COMPLETE_MARKER = ".complete"
-_MVN_TIMEOUT_S = 600
 
 
 class ToolMissing(RuntimeError):
     """``java`` or ``mvn`` is not installed; the message says which and how to point at it."""
-
-
-def cache_dir(version: str = CONNECT_VERSION) -> Path:
-    """Where the connect-json jars of ``version`` are kept.
-
-    Under Sluice's download cache, as for the Kafka broker jars: ``$SLUICE_CACHE_DIR`` if set, else
-    ``$XDG_CACHE_HOME/sluice``, else ``~/.cache/sluice``.
-    """
-    override = os.environ.get("SLUICE_CACHE_DIR")
-    if override:
-        root = Path(override).expanduser()
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        root = (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "sluice"
-    return root / f"connect-json-{version}"
 
 
 def find_tool(name: str, explicit: str | None = None) -> str:
@@ -67,38 +53,23 @@ def find_tool(name: str, explicit: str | None = None) -> str:
 
 
 def ensure_jars(version: str = CONNECT_VERSION, mvn: str | None = None) -> Path:
-    """Download connect-json ``version`` and its runtime dependencies unless already cached.
-
-    Maven copies into a staging directory that is renamed into place before the marker file is
-    written, so an interrupted download is never mistaken for a complete one.
-    """
+    """connect-json ``version`` and its runtime dependencies, fetched once into Sluice's cache."""
     if not re.fullmatch(r"\d+\.\d+\.\d+", version):
         raise ValueError(f"unsupported connect-json version {version!r}: expected x.y.z")
-    target = cache_dir(version)
-    if (target / _COMPLETE_MARKER).is_file():
-        return target
-    mvn_exe = find_tool("mvn", mvn)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{target.name}.partial-", dir=target.parent))
-    try:
-        command = [
-            mvn_exe, "-B", "-q", "-f", str(POM), "dependency:copy-dependencies", "-DincludeScope=runtime",
-            f"-DoutputDirectory={staging}", f"-Dconnect.version={version}",
-        ]  # fmt: skip
-        result = subprocess.run(command, capture_output=True, text=True, timeout=_MVN_TIMEOUT_S, check=False)
-        if result.returncode != 0:
-            raise RuntimeError(f"mvn failed ({result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
-        if not (staging / f"connect-json-{version}.jar").exists():
-            raise RuntimeError(f"mvn finished but fetched no connect-json-{version}.jar; check {POM}")
-        staging.chmod(0o755)
-        if target.exists():  # an earlier run died between the rename and the marker
-            shutil.rmtree(target)
-        os.replace(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    (target / _COMPLETE_MARKER).write_text(version + "\n")
-    return target
+
+    def check(jars: list[str]) -> str | None:
+        return None if f"connect-json-{version}.jar" in jars else f"no connect-json-{version}.jar was fetched"
+
+    return maven.ensure_jars(
+        "connect-json",
+        version,
+        pom=POM,
+        properties={"connect.version": version},
+        artifact=f"org.apache.kafka:connect-json:{version}",
+        check=check,
+        mvn=find_tool("mvn", mvn),
+        error=RuntimeError,
+    )
 
 
 def generate(version: str = CONNECT_VERSION, java: str | None = None, mvn: str | None = None) -> bytes:
