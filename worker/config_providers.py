@@ -40,6 +40,7 @@ key and the placeholder (never the value); Connect leaves such placeholders unre
 
 from __future__ import annotations
 
+import abc
 import logging
 import os
 import re
@@ -63,7 +64,7 @@ PROVIDERS_KEY = "config.providers"
 DEFAULT_PROVIDERS = ("env", "file", "dir")
 
 
-class ConfigProvider:
+class ConfigProvider(abc.ABC):
     """Base of config providers: looks up the values that ``${<name>:<path>:<key>}`` refers to.
 
     The worker creates one instance per ``config.providers`` entry, calls :meth:`configure` once
@@ -81,15 +82,15 @@ class ConfigProvider:
         """Validate and keep ``params`` (the ``config.providers.<name>.param.*`` keys)."""
         self.config = self.Config.parse(params)
 
+    @abc.abstractmethod
     def get(self, path: str, keys: Iterable[str]) -> dict[str, str]:
         """The values of ``keys`` under ``path`` ("" when the placeholder has no path).
 
         Leave out keys that do not exist (the caller reports them); raise
         :class:`~connectors.api.ConfigError` when ``path`` itself cannot be read.
         """
-        raise NotImplementedError
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook
         """Release what :meth:`configure` acquired."""
 
 

@@ -20,6 +20,7 @@ Avro sync markers derived from the object key), which the sink's exactly-once la
 
 from __future__ import annotations
 
+import abc
 import base64
 import datetime as dt
 import decimal
@@ -83,13 +84,14 @@ class Output(Protocol):
     def tell(self) -> int: ...
 
 
-class ObjectWriter:
+class ObjectWriter(abc.ABC):
     """Encodes the values of one object into an :class:`Output`, batch by batch."""
 
+    @abc.abstractmethod
     def write(self, values: Sequence[Any], schema: Schema | None) -> None:
-        raise NotImplementedError
+        """Encode one batch of values into the object."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook
         """Write whatever the format keeps back (compressor tail, last row group, footer)."""
 
     @property
@@ -98,18 +100,19 @@ class ObjectWriter:
         return 0
 
 
-class RecordFormat:
+class RecordFormat(abc.ABC):
     """A format: its file extension, a writer factory and a reader."""
 
     name = ""
     extension = ""
 
+    @abc.abstractmethod
     def writer(self, out: Output, key: str) -> ObjectWriter:
-        raise NotImplementedError
+        """A writer for one new object called ``key``."""
 
+    @abc.abstractmethod
     def read(self, data: bytes) -> Iterator[Any]:
         """The values stored in an object, in order."""
-        raise NotImplementedError
 
 
 # -- JSON -----------------------------------------------------------------------------------------

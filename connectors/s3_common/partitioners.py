@@ -15,6 +15,7 @@ record on the sink's hot path.
 
 from __future__ import annotations
 
+import abc
 import datetime as dt
 import re
 import time
@@ -45,7 +46,7 @@ class PartitionerSettings:
     directory_delim: str = "/"
 
 
-class Partitioner:
+class Partitioner(abc.ABC):
     """Maps records to encoded partitions (directory names below ``<topics.dir>/<topic>/``)."""
 
     #: True when the encoded partition depends only on the Kafka partition (no per-record work).
@@ -53,6 +54,7 @@ class Partitioner:
     #: True when encoded partitions are time buckets (enables rotate-on-partition-change).
     time_based: bool = False
 
+    @abc.abstractmethod
     def encode_batch(
         self,
         kafka_partition: int,
@@ -60,7 +62,6 @@ class Partitioner:
         timestamps: Callable[[], Sequence[int | None]],
     ) -> list[str]:
         """The encoded partition of each record of one Kafka partition."""
-        raise NotImplementedError
 
     def record_times(self, values: Sequence[Any], timestamps: Callable[[], Sequence[int | None]]) -> list[int] | None:
         """Each record's time in ms as this partitioner's extractor sees it (``None``: no extractor)."""
