@@ -27,6 +27,7 @@ from plugins import PluginInfo, PluginKind, PluginRegistry
 from worker.clients import SINK_CONSUMER_DEFAULTS, SOURCE_PRODUCER_DEFAULTS, client_config
 from worker.config import ConnectorConfig, WorkerConfig, split_connector_config, sub_config
 from worker.config_providers import ConfigProviders, has_placeholder, reverse_transform
+from worker.errors import DeadLetterQueue, ErrorHandlingConfig
 from worker.masking import mask_text, register_config_secrets
 from worker.runners import SinkTaskRunner, SourceTaskRunner, TaskStatusListener, WorkerTask
 from worker.status import ConnectorTaskId, TargetState
@@ -123,6 +124,7 @@ class Worker:
         own_raw.update({k: v for k, v in common_raw.items() if k in declared})
         register_config_secrets(resolved, connector_cls.Config.secret_keys())
         own = connector_cls.validate(own_raw)
+        ErrorHandlingConfig.parse(common_raw)
         if plugin.kind is PluginKind.SINK:
             if not common.topic_list and not common.topics_regex:
                 raise ConfigError(
@@ -187,6 +189,8 @@ class Worker:
         key, value, header = self._converters(validated.common, resolved)
         transform = build_chain(resolved, self.plugins)
         policy = self.config.connector_client_config_override_policy
+        errors = ErrorHandlingConfig.parse(resolved)
+        dlq = self._dead_letter_queue(task_id, errors, resolved) if errors.dlq_topic else None
         if issubclass(connector_cls, SourceConnector):
             producer = client_config(
                 self.config.bootstrap_servers,
@@ -210,6 +214,8 @@ class Worker:
                 transform=transform,
                 offset_flush_interval_ms=self.config.offset_flush_interval_ms,
                 offset_flush_timeout_ms=self.config.offset_flush_timeout_ms,
+                errors=errors,
+                dlq=dlq,
             )
         if issubclass(connector_cls, SinkConnector):
             consumer = client_config(
@@ -238,5 +244,28 @@ class Worker:
                 header_converter=header,
                 transform=transform,
                 offset_flush_interval_ms=self.config.offset_flush_interval_ms,
+                errors=errors,
+                dlq=dlq,
             )
         raise ConfigError(f"{connector_cls.__name__} is neither a source nor a sink connector", key="connector.class")
+
+    def _dead_letter_queue(self, task_id: ConnectorTaskId, errors: ErrorHandlingConfig, resolved: Mapping[str, Any]) -> DeadLetterQueue:
+        """A task's own DLQ producer (and the admin client that creates the topic if missing)."""
+        policy = self.config.connector_client_config_override_policy
+        producer = client_config(
+            self.config.bootstrap_servers,
+            {"acks": "all", "linger.ms": 5, "client.id": f"connector-dlq-producer-{task_id}"},
+            self.config.prefixed("producer."),
+            sub_config(resolved, "producer.override."),
+            policy,
+            what="producer",
+        )
+        admin = client_config(
+            self.config.bootstrap_servers,
+            {"client.id": f"connector-dlq-admin-{task_id}"},
+            self.config.prefixed("admin."),
+            sub_config(resolved, "admin.override."),
+            policy,
+            what="admin",
+        )
+        return DeadLetterQueue(errors, producer, admin)

@@ -6,6 +6,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -22,6 +23,16 @@ from connectors.api import (
     SinkRecordBatch,
     SinkTask,
     TopicPartition,
+)
+from worker.errors import (
+    SKIPPED,
+    DeadLetterQueue,
+    ErrorContext,
+    ErrorHandlingConfig,
+    RetryWithTolerance,
+    Stage,
+    context_headers,
+    transform_each,
 )
 from worker.runners.base import TaskStatusListener, WorkerTask
 from worker.status import ConnectorTaskId, TargetState
@@ -65,6 +76,33 @@ class SinkTaskContextImpl:
         return self._runner.errant_record_reporter
 
 
+class SinkErrantRecordReporter:
+    """KIP-610: a record ``put()`` could not write goes to the DLQ (re-serialised with the task's
+    converters, with context headers); ``errors.tolerance=none`` then fails the task."""
+
+    def __init__(self, runner: SinkTaskRunner) -> None:
+        self._runner = runner
+
+    def report(self, record: SinkRecord, error: BaseException) -> None:
+        runner = self._runner
+        tp = record.topic_partition
+        offset = record.original_offset if record.original_offset is not None else record.kafka_offset
+        ctx = ErrorContext(
+            Stage.TASK_PUT,
+            f"{type(runner.task).__module__}.{type(runner.task).__qualname__}",
+            error,
+            f"topic {tp.topic!r} partition {tp.partition} offset {offset}",
+            record,
+        )
+        dlq = runner.dlq
+        if dlq is not None:
+            key, value, headers = runner.serialise(record)
+            if runner.errors.dlq_context_headers:
+                headers = headers + context_headers(ctx, runner.id.connector, runner.id.task, tp.topic, tp.partition, offset)
+            dlq.send(key, value, headers)
+        runner.retry.fail(ctx, report=False)
+
+
 class SinkTaskRunner(WorkerTask):
     """Runs a sink task with at-least-once delivery.
 
@@ -101,6 +139,8 @@ class SinkTaskRunner(WorkerTask):
         offset_flush_interval_ms: int = 60_000,
         batch_size: int = 2_000,
         errant_record_reporter: ErrantRecordReporter | None = None,
+        errors: ErrorHandlingConfig | None = None,
+        dlq: DeadLetterQueue | None = None,
     ) -> None:
         super().__init__(task_id, listener, initial_state)
         self.task = task
@@ -114,6 +154,11 @@ class SinkTaskRunner(WorkerTask):
         self._transform = transform
         self._flush_interval_s = offset_flush_interval_ms / 1000
         self._batch_size = batch_size
+        self.errors = errors if errors is not None else ErrorHandlingConfig()
+        self.dlq = dlq
+        self.retry = RetryWithTolerance(self.errors, reporter=self._report_failed_message, stop_event=self._stopping)
+        if errant_record_reporter is None and (dlq is not None or self.errors.wants_reporter):
+            errant_record_reporter = SinkErrantRecordReporter(self)
         self.errant_record_reporter = errant_record_reporter
         self._consumer: Consumer | None = None
         self.assignment: set[TopicPartition] = set()
@@ -125,6 +170,7 @@ class SinkTaskRunner(WorkerTask):
         self._closing = False
         self._next_commit = 0.0
         self.records_put = 0
+        self._failed_message: Any = None
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -135,6 +181,8 @@ class SinkTaskRunner(WorkerTask):
             self._consumer = Consumer(config)
         except KafkaException as exc:
             raise ConnectError(f"Invalid consumer configuration: {exc.args[0].str()}") from exc
+        if self.dlq is not None:
+            self.dlq.start()
         self.task.start(self.task_config, SinkTaskContextImpl(self))
         subscription = list(self._topics)
         if self._topics_regex:
@@ -166,7 +214,11 @@ class SinkTaskRunner(WorkerTask):
                 consumer.close()
             finally:
                 self._consumer = None
-                self.task.stop()
+                try:
+                    self.task.stop()
+                finally:
+                    if self.dlq is not None:
+                        self.dlq.close()
 
     # -- rebalance callbacks (run inside consumer.consume on the task thread) ----------------------
 
@@ -265,11 +317,80 @@ class SinkTaskRunner(WorkerTask):
         if not good:
             return
         self._track_consumed(good)
-        records = self._convert(good)
-        if self._transform is not None:
-            records = self._transform(list(records))
+        try:
+            records = self._convert(good)
+            if self._transform is not None:
+                records = self._transform(list(records))
+        except Exception:
+            # Only now go record by record, to isolate the bad record(s) of this batch.
+            records = self._convert_each(good)
         if records:
             self._put(records)
+
+    def _convert_each(self, messages: list[Any]) -> list[SinkRecord]:
+        """Steps 2 and 3 one record at a time, under ``errors.*``: a record that fails is skipped
+        (and sent to the DLQ) with ``errors.tolerance=all``, or fails the task."""
+        execute = self.retry.execute
+        kc, vc, transform = self._key_converter, self._value_converter, self._transform
+        kname, vname, hname = _class_name(kc), _class_name(vc), _class_name(self._header_converter)
+        out: list[SinkRecord] = []
+        for m in messages:
+            topic = m.topic()
+            where = f"topic {topic!r} partition {m.partition()} offset {m.offset()}"
+            key = execute(Stage.KEY_CONVERTER, partial(kc.to_connect_batch, topic, [m.key()]), class_name=kname, coordinates=where, record=m)
+            if key is SKIPPED:
+                continue
+            value = execute(Stage.VALUE_CONVERTER, partial(vc.to_connect_batch, topic, [m.value()]), class_name=vname, coordinates=where, record=m)
+            if value is SKIPPED:
+                continue
+            raw_headers = m.headers()
+            headers = None
+            if raw_headers:
+                headers = execute(Stage.HEADER_CONVERTER, partial(self._convert_headers, topic, raw_headers), class_name=hname, coordinates=where, record=m)
+                if headers is SKIPPED:
+                    continue
+            ts_type, ts = m.timestamp()
+            record = SinkRecord(
+                topic, m.partition(), m.offset(), value[1][0], value[0][0], key[1][0], key[0][0],
+                ts if ts_type else None, ts_type, headers,
+            )
+            if transform is None:
+                out.append(record)
+                continue
+            self._failed_message = m
+            try:
+                result = transform_each(transform, record, self.retry, where)
+            finally:
+                self._failed_message = None
+            if result is not SKIPPED:
+                out.extend(result)
+        return out
+
+    def _report_failed_message(self, ctx: ErrorContext) -> None:
+        """A tolerated failure: the original consumed bytes go to the DLQ (Connect semantics)."""
+        dlq = self.dlq
+        if dlq is None:
+            return
+        m = ctx.record if ctx.stage is not Stage.TRANSFORMATION else self._failed_message
+        if m is None:
+            return
+        headers = list(m.headers() or [])
+        if self.errors.dlq_context_headers:
+            headers += context_headers(ctx, self.id.connector, self.id.task, m.topic(), m.partition(), m.offset())
+        dlq.send(m.key(), m.value(), headers)
+
+    def serialise(self, record: SinkRecord) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
+        """``record`` as bytes again, with the task's converters (for the errant record reporter)."""
+        topic = record.topic_partition.topic
+        try:
+            key = self._key_converter.from_connect_data(topic, record.key_schema, record.key)
+            value = self._value_converter.from_connect_data(topic, record.value_schema, record.value)
+            convert = self._header_converter.from_connect_header
+            headers = [(k, convert(topic, k, None, v)) for k, v in record.headers or ()]
+        except Exception as exc:  # the reporter must not fail on a record it cannot serialise
+            log.warning("Could not serialise a reported record for the dead letter queue: %s", exc)
+            return None, repr(record.value).encode(), []
+        return key, value, headers
 
     def _track_consumed(self, messages: list[Any]) -> None:
         """Remember the next offset of each partition in the batch.
@@ -376,6 +497,10 @@ class SinkTaskRunner(WorkerTask):
         ]
         if not to_commit:
             return
+        # Skipped and reported records covered by these offsets must be in the DLQ first.
+        if self.dlq is not None and not self.dlq.flush(30.0):
+            log.warning("Dead letter queue records still pending; offsets not committed this time")
+            return
         try:
             consumer.commit(offsets=to_commit, asynchronous=False)
         except KafkaException as exc:
@@ -387,3 +512,8 @@ class SinkTaskRunner(WorkerTask):
             return
         for tp in to_commit:
             self._committed[TopicPartition(tp.topic, tp.partition)] = tp.offset
+
+
+def _class_name(obj: Any) -> str:
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -21,6 +22,16 @@ from connectors.api import (
     SourceTask,
 )
 from offsets import OffsetStore, StoreOffsetReader, offset_key
+from worker.errors import (
+    SKIPPED,
+    DeadLetterQueue,
+    ErrorContext,
+    ErrorHandlingConfig,
+    RetryWithTolerance,
+    Stage,
+    context_headers,
+    transform_each,
+)
 from worker.runners.base import TaskStatusListener, WorkerTask
 from worker.status import ConnectorTaskId, TargetState
 
@@ -85,6 +96,8 @@ class SourceTaskRunner(WorkerTask):
         transform: Transform | None = None,
         offset_flush_interval_ms: int = 60_000,
         offset_flush_timeout_ms: int = 5_000,
+        errors: ErrorHandlingConfig | None = None,
+        dlq: DeadLetterQueue | None = None,
     ) -> None:
         super().__init__(task_id, listener, initial_state)
         self.task = task
@@ -107,6 +120,9 @@ class SourceTaskRunner(WorkerTask):
         self._next_commit = 0.0
         self.records_produced = 0
         self.records_polled = 0
+        self.errors = errors if errors is not None else ErrorHandlingConfig()
+        self.dlq = dlq
+        self.retry = RetryWithTolerance(self.errors, reporter=self._report_failed_record, stop_event=self._stopping)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -121,6 +137,8 @@ class SourceTaskRunner(WorkerTask):
             self._producer = Producer(config)
         except KafkaException as exc:
             raise ConnectError(f"Invalid producer configuration: {exc.args[0].str()}") from exc
+        if self.dlq is not None:
+            self.dlq.start()
         reader = StoreOffsetReader(self._offset_store, self.id.connector)
         self.task.start(self.task_config, SourceTaskContextImpl(self.id, reader))
         self._next_commit = time.monotonic() + self._flush_interval_s
@@ -136,6 +154,8 @@ class SourceTaskRunner(WorkerTask):
             if self._producer is not None:
                 self._producer.flush(self._flush_timeout_s)
                 self._producer = None
+            if self.dlq is not None:
+                self.dlq.close(self._flush_timeout_s)
 
     # -- delivery reports -------------------------------------------------------------------------
 
@@ -181,15 +201,22 @@ class SourceTaskRunner(WorkerTask):
         producer = self._producer
         assert producer is not None
         if isinstance(records, SourceRecordBatch):
-            if self._transform is None and not self._wants_commit_record:
-                self._send_columns(records)
+            if self._transform is None and not self._wants_commit_record and self._send_columns(records):
                 return
             records = records.records()
-        if self._transform is not None:
-            records = self._transform(list(records))
+        try:
+            polled = records
+            if self._transform is not None:
+                records = self._transform(list(records))
+                if not records:
+                    return
+            keys, values = self._convert(records)
+        except Exception:
+            # Only now go record by record, to isolate the bad record(s) of this batch.
+            records, keys, values = self._convert_each(polled)
             if not records:
+                producer.poll(0)
                 return
-        keys, values = self._convert(records)
         produce = producer.produce
         pending = self._pending
         key_cache = self._key_cache
@@ -226,9 +253,10 @@ class SourceTaskRunner(WorkerTask):
         self.records_produced += len(records)
         producer.poll(0)
 
-    def _send_columns(self, batch: SourceRecordBatch) -> None:
+    def _send_columns(self, batch: SourceRecordBatch) -> bool:
         """Steps 3-5 for a columnar batch: one conversion call per column, a tight produce loop,
-        and one pending offset (the batch's last) instead of one per record."""
+        and one pending offset (the batch's last) instead of one per record. ``False`` (nothing
+        sent) when conversion failed: the caller goes record by record."""
         producer = self._producer
         assert producer is not None
         topic = batch.topic
@@ -240,10 +268,8 @@ class SourceTaskRunner(WorkerTask):
             if batch.keys is not None or batch.key_schema is not None:
                 key_values = batch.keys if batch.keys is not None else [None] * n
                 keys = self._key_converter.from_connect_batch(topic, [batch.key_schema] * n, key_values)
-        except DataError:
-            raise
-        except Exception as exc:
-            raise DataError(f"Converter failed on a record for topic {topic!r}: {exc}") from exc
+        except Exception:
+            return False
         produce = producer.produce
         try:
             if keys is None:
@@ -267,6 +293,74 @@ class SourceTaskRunner(WorkerTask):
             self._pending[offset_key(self.id.connector, sp)] = (sp, batch.last_offset)
         self.records_produced += n
         producer.poll(0)
+        return True
+
+    def _convert_each(self, records: Sequence[SourceRecord]) -> tuple[list[SourceRecord], list[bytes | None], list[bytes | None]]:
+        """Steps 2 and 3 one record at a time, under ``errors.*``: a record that fails is skipped
+        (its offset still counts as done, after it reached the DLQ) or fails the task."""
+        execute = self.retry.execute
+        kc, vc, transform = self._key_converter, self._value_converter, self._transform
+        kname, vname, hname = _class_name(kc), _class_name(vc), _class_name(self._header_converter)
+        out: list[SourceRecord] = []
+        keys: list[bytes | None] = []
+        values: list[bytes | None] = []
+        for polled in records:
+            where = f"source partition {polled.source_partition} offset {polled.source_offset}"
+            if transform is not None:
+                transformed = transform_each(transform, polled, self.retry, where)
+                if transformed is SKIPPED:
+                    self._skip(polled)
+                    continue
+            else:
+                transformed = [polled]
+            for r in transformed:
+                key = None
+                if r.key is not None or r.key_schema is not None:
+                    key = execute(Stage.KEY_CONVERTER, partial(kc.from_connect_data, r.topic, r.key_schema, r.key), class_name=kname, coordinates=where, record=r)
+                    if key is SKIPPED:
+                        self._skip(r)
+                        continue
+                value = execute(Stage.VALUE_CONVERTER, partial(vc.from_connect_data, r.topic, r.value_schema, r.value), class_name=vname, coordinates=where, record=r)
+                if value is SKIPPED:
+                    self._skip(r)
+                    continue
+                if r.headers and execute(Stage.HEADER_CONVERTER, partial(self._convert_headers, r), class_name=hname, coordinates=where, record=r) is SKIPPED:
+                    self._skip(r)
+                    continue
+                out.append(r)
+                keys.append(key)
+                values.append(value)
+        return out, keys, values
+
+    def _skip(self, record: SourceRecord) -> None:
+        """A skipped record is done: its offset may be stored once the DLQ has it (flushed at commit)."""
+        sp = record.source_partition
+        if sp is not None:
+            self._pending[offset_key(self.id.connector, sp)] = (sp, record.source_offset)
+
+    def _report_failed_record(self, ctx: ErrorContext) -> None:
+        """Sluice's source DLQ: the record's converted bytes where they exist, else JSON."""
+        dlq = self.dlq
+        if dlq is None:
+            return
+        r: SourceRecord = ctx.record
+        key = value = None
+        try:
+            if r.key is not None or r.key_schema is not None:
+                key = self._key_converter.from_connect_data(r.topic, r.key_schema, r.key)
+        except Exception:
+            key = _json(r.key)
+        try:
+            value = self._value_converter.from_connect_data(r.topic, r.value_schema, r.value)
+        except Exception:
+            value = _json(r.value)
+        try:
+            headers = self._convert_headers(r) if r.headers else []
+        except Exception:
+            headers = [(k, _json(v)) for k, v in r.headers or ()]
+        if self.errors.dlq_context_headers:
+            headers = headers + context_headers(ctx, self.id.connector, self.id.task, r.topic)
+        dlq.send(key, value, headers)
 
     def _produce_columns_when_room(self, topic: str, values: list[Any], keys: list[Any] | None, start: int) -> None:
         """The queue filled up at ``start``: produce the rest, serving delivery reports when it is full."""
@@ -353,6 +447,8 @@ class SourceTaskRunner(WorkerTask):
         snapshot = self._pending
         self._pending = {}
         remaining = producer.flush(self._flush_timeout_s)
+        if self.dlq is not None and not self.dlq.flush(self._flush_timeout_s):
+            remaining += 1  # skipped records are not in the DLQ yet: their offsets must wait
         if remaining > 0 or self._delivery_error is not None:
             # Put the snapshot back under anything newer (there is nothing newer: this thread is
             # the only producer) and try again at the next interval.
@@ -374,3 +470,14 @@ class SourceTaskRunner(WorkerTask):
         except Exception:
             log.exception("Exception in SourceTask.commit(); offsets were stored")
         return True
+
+
+def _class_name(obj: Any) -> str:
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _json(value: Any) -> bytes:
+    import orjson
+
+    return orjson.dumps(value, default=str)

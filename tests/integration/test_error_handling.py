@@ -1,0 +1,175 @@
+"""errors.* on a real worker: tolerance, the dead-letter queue with Connect's context headers,
+and the errant record reporter of sink tasks (KIP-610)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce, unique_topic_name
+from tests.integration.worker_process import WorkerProcess
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def worker(kafka, tmp_path_factory: pytest.TempPathFactory):
+    w = WorkerProcess(tmp_path_factory.mktemp("errors-worker"), kafka.bootstrap_servers, **{"offset.flush.interval.ms": "500"})
+    w.start()
+    yield w
+    assert w.stop() == 0, w.log()
+
+
+def envelope(text: str) -> bytes:
+    return b'{"schema":{"type":"string"},"payload":"%s"}' % text.encode()
+
+
+POISONED = [
+    OutgoingRecord(envelope("one"), key="k0"),
+    OutgoingRecord(b'{"plain": "json"}', key="k1", headers=[("origin", b"test")]),
+    OutgoingRecord(envelope("two"), key="k2"),
+    OutgoingRecord(b"\x00garbage{", key="k3"),
+    OutgoingRecord(envelope("three"), key="k4"),
+]
+
+
+def committed(bootstrap: str, group: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        return consumer.committed([KafkaTopicPartition(topic, 0)], timeout=10)[0].offset
+    finally:
+        consumer.close()
+
+
+def wait_for(condition: Any, timeout: float = 30, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def create(worker: WorkerProcess, name: str, config: dict[str, str]) -> None:
+    r = httpx.post(f"{worker.url}/connectors", json={"name": name, "config": config}, timeout=10)
+    assert r.status_code == 201, r.text
+
+
+def json_sink_config(topic: str, out: Path, **extra: str) -> dict[str, str]:
+    return {
+        "connector.class": "FileStreamSink",
+        "topics": topic,
+        "file": str(out),
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "true",
+        **extra,
+    }
+
+
+def test_tolerance_all_skips_poison_records_into_the_dlq_with_context_headers(worker: WorkerProcess, kafka, tmp_path: Path) -> None:
+    topic, dlq = unique_topic_name("poison"), unique_topic_name("dlq")
+    create_topic(kafka.bootstrap_servers, topic)
+    produce(kafka.bootstrap_servers, topic, POISONED)
+    out = tmp_path / "out.txt"
+    name = f"dlq-{topic}"
+    create(worker, name, json_sink_config(
+        topic, out,
+        **{
+            "errors.tolerance": "all",
+            "errors.log.enable": "true",
+            "errors.deadletterqueue.topic.name": dlq,
+            "errors.deadletterqueue.topic.replication.factor": "3",  # capped at the one broker
+            "errors.deadletterqueue.context.headers.enable": "true",
+        },
+    ))
+    wait_for(lambda: len(lines(out)) >= 3, what=f"3 lines in the sink file\n{worker.log()}")
+    assert lines(out) == ["one", "two", "three"]
+
+    dead = consume_all(kafka.bootstrap_servers, dlq, 2)
+    assert [(r.key, r.value) for r in dead] == [(b"k1", b'{"plain": "json"}'), (b"k3", b"\x00garbage{")]
+    first = dict(dead[0].headers)
+    assert first["origin"] == b"test"  # the original headers travel too
+    assert first["__connect.errors.topic"] == topic.encode()
+    assert first["__connect.errors.partition"] == b"0"
+    assert first["__connect.errors.offset"] == b"1"
+    assert first["__connect.errors.connector.name"] == name.encode()
+    assert first["__connect.errors.task.id"] == b"0"
+    assert first["__connect.errors.stage"] == b"VALUE_CONVERTER"
+    assert first["__connect.errors.class.name"].endswith(b"JsonConverter")
+    assert first["__connect.errors.exception.class.name"].endswith(b"DataError")
+    assert b"schema" in first["__connect.errors.exception.message"]
+    assert first["__connect.errors.exception.stacktrace"]
+    assert dict(dead[1].headers)["__connect.errors.offset"] == b"3"
+
+    # The consumer group moved past the skipped records.
+    wait_for(lambda: committed(kafka.bootstrap_servers, f"connect-{name}", topic) == 5, what="offset 5 committed")
+
+
+def test_tolerance_none_fails_the_task_and_commits_nothing_past_the_poison_record(worker: WorkerProcess, kafka, tmp_path: Path) -> None:
+    topic = unique_topic_name("poison-none")
+    create_topic(kafka.bootstrap_servers, topic)
+    produce(kafka.bootstrap_servers, topic, POISONED)
+    out = tmp_path / "out.txt"
+    name = f"none-{topic}"
+    create(worker, name, json_sink_config(topic, out))
+
+    def failed() -> dict[str, Any] | None:
+        body = httpx.get(f"{worker.url}/connectors/{name}/status", timeout=5).json()
+        tasks = body.get("tasks") or []
+        return tasks[0] if tasks and tasks[0]["state"] == "FAILED" else None
+
+    task = wait_for(failed, what=f"task FAILED\n{worker.log()}")
+    assert "Tolerance exceeded in error handler" in task["trace"]
+    assert "schema" in task["trace"] and "payload" in task["trace"]  # the converter's own message
+    time.sleep(1.5)  # more than offset.flush.interval.ms: a commit would have happened by now
+    assert committed(kafka.bootstrap_servers, f"connect-{name}", topic) <= 1
+    assert lines(out) in ([], ["one"])
+
+
+def test_errant_record_reporter_sends_rejected_records_to_the_dlq(worker: WorkerProcess, kafka, tmp_path: Path) -> None:
+    topic, dlq = unique_topic_name("errant"), unique_topic_name("errant-dlq")
+    create_topic(kafka.bootstrap_servers, topic)
+    produce(kafka.bootstrap_servers, topic, [OutgoingRecord(v, key=f"k{i}") for i, v in enumerate(["good1", "bad2", "good3", "bad4"])])
+    out = tmp_path / "out.txt"
+    name = f"errant-{topic}"
+    create(worker, name, {
+        "connector.class": "tests.plugins.errant.ErrantSink",
+        "topics": topic,
+        "file": str(out),
+        "errors.tolerance": "all",
+        "errors.deadletterqueue.topic.name": dlq,
+        "errors.deadletterqueue.topic.replication.factor": "1",
+        "errors.deadletterqueue.context.headers.enable": "true",
+    })
+    wait_for(lambda: len(lines(out)) >= 2, what=f"2 lines in the sink file\n{worker.log()}")
+    dead = consume_all(kafka.bootstrap_servers, dlq, 2)
+    assert lines(out) == ["good1", "good3"]
+    assert [(r.key, r.value) for r in dead] == [(b"k1", b"bad2"), (b"k3", b"bad4")]
+    headers = dict(dead[0].headers)
+    assert headers["__connect.errors.stage"] == b"TASK_PUT"
+    assert headers["__connect.errors.offset"] == b"1"
+    assert headers["__connect.errors.class.name"] == b"tests.plugins.errant.ErrantSinkTask"
+    assert headers["__connect.errors.exception.message"] == b"rejected value 'bad2'"
+    wait_for(lambda: committed(kafka.bootstrap_servers, f"connect-{name}", topic) == 4, what="offset 4 committed")
+    assert httpx.get(f"{worker.url}/connectors/{name}/status", timeout=5).json()["tasks"][0]["state"] == "RUNNING"
+
+
+def test_unknown_errors_key_is_rejected_naming_it(worker: WorkerProcess, tmp_path: Path) -> None:
+    r = httpx.post(
+        f"{worker.url}/connectors",
+        json={"name": "bad-errors", "config": json_sink_config("t", tmp_path / "o.txt", **{"errors.tolerance": "most"})},
+        timeout=10,
+    )
+    assert r.status_code == 400, r.text
+    assert "errors.tolerance" in r.text
