@@ -42,8 +42,14 @@ def _objects(s3: S3Server, bucket: str, prefix: str = "") -> dict[str, bytes]:
     out: dict[str, bytes] = {}
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for item in page.get("Contents", ()):
-            if not item["Key"].endswith("/"):  # S3Proxy's filesystem backend lists directories too
+            if item["Key"].endswith("/"):  # S3Proxy's filesystem backend lists directories too
+                continue
+            try:
                 out[item["Key"]] = client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
+            except client.exceptions.NoSuchKey:
+                # Listed while the sink was replacing it (the filesystem backend writes a temporary
+                # name and renames): the callers poll, so the next listing sees the settled object.
+                continue
     return out
 
 
