@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from connectors.api import AlreadyExistsError, ConfigError, ConnectError, NotFoundError
+from worker.distributed.forwarding import ForwardedError, NoLeader
 from worker.herder import BadRequest, Conflict, Forbidden
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,10 @@ def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers that turn domain errors into Connect's error body."""
 
     async def connect_error(request: Request, exc: Exception) -> JSONResponse:
+        if isinstance(exc, ForwardedError):  # the leader's own answer, passed on unchanged
+            return error_response(exc.status, str(exc))
+        if isinstance(exc, NoLeader):
+            return error_response(409, str(exc), headers={"Retry-After": str(exc.retry_after_s)})
         for cls, status in _STATUS:
             if isinstance(exc, cls):
                 message = str(exc)

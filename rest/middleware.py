@@ -9,17 +9,39 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
+import re
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rest.errors import error_response
 from rest.settings import RestSettings
+from worker.distributed.forwarding import request_headers
 
 #: Paths served without credentials: load balancers and orchestrators probe them.
 OPEN_PATHS = frozenset({"/health"})
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+_INTERNAL_TASKS = re.compile(r"^/connectors/[^/]+/tasks/?$")
+
+
+class RequestHeadersMiddleware:
+    """Makes the request's headers visible to the herder (forwarding passes ``Authorization`` on)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        token = request_headers.set(dict(Headers(scope=scope)))
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            request_headers.reset(token)
 
 
 class AuthMiddleware:
@@ -36,7 +58,14 @@ class AuthMiddleware:
         self._challenge = ", ".join(challenges)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or self._authorized(Headers(scope=scope).get("authorization")):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        # Internal requests between workers (task configs to the leader) carry the cluster's HMAC
+        # signature instead of user credentials; the herder verifies it.
+        internal = scope["method"] == "POST" and _INTERNAL_TASKS.match(scope["path"]) and "x-connect-authorization" in headers
+        if scope["path"] in OPEN_PATHS or internal or self._authorized(headers.get("authorization")):
             await self.app(scope, receive, send)
             return
         response = error_response(

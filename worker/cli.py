@@ -19,6 +19,7 @@ def main() -> None:
     Quick start:
       sluice dev up                                   start a local Kafka broker
       sluice standalone worker.properties conn.json   run a worker with a connector
+      sluice distributed cluster.properties           ... or join a cluster of workers
       curl localhost:8083/connectors                  talk to it over the Connect REST API
       sluice connectors status my-connector           ... or with this CLI
     """
@@ -45,6 +46,28 @@ def standalone(worker_config: str, connector_configs: tuple[str, ...], log_level
 
     configure_logging(log_level)
     sys.exit(run_standalone(worker_config, list(connector_configs)))
+
+
+@main.command()
+@click.argument("worker_config", type=click.Path(exists=True, dir_okay=False))
+@click.option("--log-level", default="INFO", show_default=True, help="Root log level (DEBUG, INFO, WARNING, ERROR).")
+def distributed(worker_config: str, log_level: str) -> None:
+    """Run one worker of a cluster, like Kafka Connect's connect-distributed.
+
+    WORKER_CONFIG holds the standalone keys plus the cluster's: group.id,
+    config.storage.topic, offset.storage.topic (+ .partitions), status.storage.topic
+    (+ .partitions), their .replication.factor, session.timeout.ms,
+    heartbeat.interval.ms, rebalance.timeout.ms, scheduled.rebalance.max.delay.ms and
+    rest.advertised.host.name / .port / .listener.
+
+    Start more workers with the same group.id to share the work; any of them accepts
+    any REST call. Missing internal topics are created (compacted). SIGTERM leaves the
+    group at once, so the others take over without waiting for the session timeout.
+    """
+    from worker.distributed.main import run_distributed
+
+    configure_logging(log_level)
+    sys.exit(run_distributed(worker_config))
 
 
 @main.command()

@@ -11,12 +11,13 @@ import logging
 import re
 import socket
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Self
 from urllib.parse import urlparse
 
 from pydantic import Field, field_validator, model_validator
 
 from connectors.api import ConfigError, PluginConfig
+from worker.restarts import RestartPolicy
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,11 @@ class WorkerConfig(PluginConfig):
         "All", description="Which producer/consumer/admin overrides connectors may set"
     )
     group_id: str | None = Field(None, description="Distributed mode: the cluster's group id")
+    task_restart_max_attempts: int = Field(
+        3, ge=0, description="Automatic restarts of a failed task before it stays FAILED (0: never, as Kafka Connect)"
+    )
+    task_restart_backoff_initial_ms: int = Field(1_000, ge=0, description="Wait before the first automatic restart")
+    task_restart_backoff_max_ms: int = Field(60_000, ge=0, description="Longest wait between automatic restarts")
     config_providers: str | None = Field(
         None,
         description="Comma-separated config provider names (config.providers.<name>.class, .param.*); "
@@ -63,7 +69,7 @@ class WorkerConfig(PluginConfig):
     raw: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any]) -> WorkerConfig:
+    def from_mapping(cls, raw: Mapping[str, Any]) -> Self:
         known = {info.alias for info in cls.model_fields.values() if info.alias}
         for key in raw:
             if key not in known and not key.startswith(WORKER_PREFIXES):
@@ -81,6 +87,12 @@ class WorkerConfig(PluginConfig):
         first = self.listeners.split(",")[0].strip()
         url = urlparse(first if "://" in first else f"http://{first}")
         return url.scheme or "http", url.hostname or "0.0.0.0", url.port or 8083
+
+    @property
+    def restart_policy(self) -> RestartPolicy:
+        return RestartPolicy(
+            self.task_restart_max_attempts, self.task_restart_backoff_initial_ms, self.task_restart_backoff_max_ms
+        )
 
     @property
     def worker_id(self) -> str:

@@ -170,5 +170,9 @@ class Herder(abc.ABC):
     @abc.abstractmethod
     def restart_task(self, name: str, task: int) -> None: ...
 
+    def put_task_configs(self, name: str, body: bytes, signature: str | None, algorithm: str | None) -> None:
+        """Internal (distributed mode): task configs from the worker running the connector, signed."""
+        raise Forbidden("Task configs are submitted this way only between the workers of a distributed cluster")
+
     @abc.abstractmethod
     def plugins(self) -> list[PluginInfo]: ...

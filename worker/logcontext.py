@@ -15,6 +15,11 @@ def set_context(connector: str, task: int | None = None) -> None:
     _context.set(f"[{connector}|task-{task}] " if task is not None else f"[{connector}|worker] ")
 
 
+def clear_context() -> None:
+    """Drop the current thread's tag (a herder thread that worked on one connector moves on)."""
+    _context.set("")
+
+
 class ContextFilter(logging.Filter):
     """Adds ``record.connector_context`` (empty outside tasks) for format strings."""
 
@@ -40,3 +45,4 @@ def configure_logging(level: str = "INFO") -> None:
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per forwarded request

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -21,12 +21,13 @@ from connectors.api import (
     SourceConnector,
 )
 from offsets import StoreOffsetReader
-from plugins import PluginInfo, PluginKind
-from worker.config_infos import plugin_definitions, validate_config
+from plugins import PluginKind
 from worker.connector_offsets import SinkOffsets, SourceOffsets, parse_changes, sink_changes
-from worker.herder import BadRequest, ConnectorInfo, ConnectorStateInfo, Forbidden, Herder, TaskInfo
+from worker.herder import BadRequest, ConnectorInfo, ConnectorStateInfo, Herder, TaskInfo
+from worker.herder_support import NOT_STOPPED_MESSAGE, PluginQueries, call_with_timeout, offsets_message, stringify
 from worker.logcontext import set_context
 from worker.masking import MASK, mask_config, mask_text
+from worker.restarts import TaskRestarter
 from worker.runners import WorkerTask
 from worker.status import ConnectorTaskId, State, Status, StatusStore, TargetState, format_trace, scrub_secrets
 from worker.worker import ValidatedConnector, Worker
@@ -34,27 +35,6 @@ from worker.worker import ValidatedConnector, Worker
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-CONNECTOR_CALL_TIMEOUT_S = 30.0
-
-_CONNECTOR_KINDS = (PluginKind.SOURCE, PluginKind.SINK)
-
-NOT_STOPPED_MESSAGE = (
-    "Connectors must be in the STOPPED state before their offsets can be modified. This can be done for the "
-    "specified connector by issuing a 'PUT' request to the '/connectors/{name}/stop' endpoint"
-)
-
-
-def _offsets_message(verb: str, connector_checked: bool) -> str:
-    """Connect's answer to an offsets change; it warns when the connector did not vouch for them."""
-    if connector_checked:
-        return f"The offsets for this connector have been {verb} successfully"
-    return (
-        f"The Connect framework-managed offsets for this connector have been {verb} successfully. However, if this "
-        f"connector manages offsets externally, they will need to be manually {verb} in the system that the "
-        "connector uses."
-    )
-
 
 @dataclass
 class _ConnectorHandle:
@@ -87,7 +67,7 @@ class _ConnectorContext:
         self._herder._connector_failed(self._name, error)
 
 
-class StandaloneHerder(Herder):
+class StandaloneHerder(PluginQueries, Herder):
     """Runs every connector in this process."""
 
     def __init__(self, worker: Worker) -> None:
@@ -98,6 +78,7 @@ class StandaloneHerder(Herder):
         self._cluster_id: str | None = None
         self._started = threading.Event()
         self._stopped = False
+        self.restarter = TaskRestarter(worker.config.restart_policy)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -112,6 +93,7 @@ class StandaloneHerder(Herder):
                 return
             self._stopped = True
             names = list(self._connectors)
+        self.restarter.close()
         log.info("Stopping %d connector(s)", len(names))
         for name in names:
             with self._lock:
@@ -138,9 +120,6 @@ class StandaloneHerder(Herder):
             except Exception as exc:
                 log.debug("Cannot read the Kafka cluster id: %s", exc)
         return self._cluster_id
-
-    def plugins(self) -> list[PluginInfo]:
-        return self.worker.plugins.plugins()
 
     # -- queries ----------------------------------------------------------------------------------
 
@@ -170,9 +149,6 @@ class StandaloneHerder(Herder):
             handle = self._handle(name)
             return [TaskInfo(name, i, mask_config(c, handle.secret_keys)) for i, c in enumerate(handle.task_configs)]
 
-    def worker_settings(self) -> Mapping[str, Any]:
-        return dict(self.worker.config.raw)
-
     def connector_topics(self, name: str) -> list[str]:
         self._check_topic_tracking("topic.tracking.enable", "Topic tracking is disabled.")
         with self._lock:
@@ -190,30 +166,6 @@ class StandaloneHerder(Herder):
             handle.topics.clear()
             for runner in handle.runners.values():
                 runner.active_topics.clear()
-
-    def _check_topic_tracking(self, key: str, message: str) -> None:
-        if str(self.worker.config.raw.get(key, "true")).strip().lower() == "false":
-            raise Forbidden(message)
-
-    def connector_plugin_config(self, plugin: str) -> list[dict[str, Any]]:
-        info = self.worker.plugins.find(plugin, (*_CONNECTOR_KINDS, *(k for k in PluginKind if k not in _CONNECTOR_KINDS)))
-        if info is None:
-            raise NotFoundError(f"Unknown plugin {plugin}.")
-        return plugin_definitions(info)
-
-    def validate_connector_config(self, plugin: str, config: Mapping[str, Any]) -> dict[str, Any]:
-        info = self.worker.plugins.find(plugin, _CONNECTOR_KINDS)
-        if info is None:
-            raise NotFoundError(f"Unknown plugin {plugin}.")
-        raw = {str(k): _stringify(v) for k, v in config.items()}
-        included = raw.get("connector.class")
-        if included:
-            included_info = self.worker.plugins.find(str(included), _CONNECTOR_KINDS)
-            if included_info is None or included_info.cls is not info.cls:
-                raise BadRequest(f"Included connector type {included} does not match request type {plugin}")
-        else:
-            raw["connector.class"] = plugin
-        return validate_config(info, raw, self.worker.validate)
 
     def connector_status(self, name: str) -> ConnectorStateInfo:
         with self._lock:
@@ -244,7 +196,7 @@ class StandaloneHerder(Herder):
     ) -> tuple[bool, ConnectorInfo]:
         if not self.ready:
             raise ConnectError("The worker is not running")
-        raw = {str(k): _stringify(v) for k, v in config.items()}
+        raw = {str(k): stringify(v) for k, v in config.items()}
         if "name" in raw and raw["name"] != name:
             raise BadRequest(f"Connector name configuration ({raw['name']}) doesn't match connector name in the URL ({name})")
         raw["name"] = name
@@ -261,6 +213,7 @@ class StandaloneHerder(Herder):
             if existing is not None and not allow_replace:
                 raise AlreadyExistsError(f"Connector {name} already exists")
             if existing is not None:
+                self.restarter.reset_connector(name)
                 target = existing.target
                 self._stop_tasks(name, existing)
                 self._stop_instance(name, existing)
@@ -281,6 +234,7 @@ class StandaloneHerder(Herder):
             self._stop_instance(name, handle)
             del self._connectors[name]
             self.status.forget(name)
+            self.restarter.reset_connector(name)
         log.info("Deleted connector %s", name)
 
     def set_target_state(self, name: str, state: TargetState) -> None:
@@ -321,11 +275,29 @@ class StandaloneHerder(Herder):
             handle = self._handle(name)
             if task not in handle.runners and not 0 <= task < len(handle.task_configs):
                 raise NotFoundError(f"Task {name}-{task} not found")
+            self.restarter.reset(ConnectorTaskId(name, task))
             runner = handle.runners.pop(task, None)
             if runner is not None:
                 self._stop_runner(runner)
                 handle.topics.update(runner.active_topics)
             self._start_task(name, handle, task)
+
+    def _auto_restart(self, task_id: ConnectorTaskId, failed: WorkerTask | None) -> None:
+        """Timer callback of :class:`TaskRestarter`: restart the task if it is still the failed run."""
+        set_context(task_id.connector, task_id.task)
+        with self._lock:
+            handle = self._connectors.get(task_id.connector)
+            if handle is None or handle.target is TargetState.STOPPED or self._stopped:
+                return
+            current = handle.runners.get(task_id.task)
+            if current is not failed or task_id.task >= len(handle.task_configs):
+                return  # restarted, reconfigured or removed meanwhile
+            if current is not None:
+                handle.runners.pop(task_id.task, None)
+                self._stop_runner(current)
+                handle.topics.update(current.active_topics)
+            log.info("Restarting failed task %s automatically", task_id)
+            self._start_task(task_id.connector, handle, task_id.task)
 
     def patch_connector_config(self, name: str, patch: Mapping[str, Any]) -> ConnectorInfo:
         with self._lock:
@@ -376,6 +348,7 @@ class StandaloneHerder(Herder):
                     self._restart_tasks(name, handle)
                     return
             for task in tasks:
+                self.restarter.reset(ConnectorTaskId(name, task))
                 runner = handle.runners.pop(task, None)
                 if runner is not None:
                     self._stop_runner(runner)
@@ -411,7 +384,7 @@ class StandaloneHerder(Herder):
                 checked = self._ask_connector(handle, changes)
                 SourceOffsets(self.worker.offset_store).alter(name, changes)
         log.info("Altered the offsets of %d partition(s) of connector %s", len(changes), name)
-        return _offsets_message("altered", checked)
+        return offsets_message("altered", checked)
 
     def reset_connector_offsets(self, name: str) -> str:
         with self._lock:
@@ -427,7 +400,7 @@ class StandaloneHerder(Herder):
                 checked = self._ask_connector(handle, [(e["partition"], None) for e in source.get(name)])
                 source.reset(name)
         log.info("Reset the offsets of connector %s", name)
-        return _offsets_message("reset", checked)
+        return offsets_message("reset", checked)
 
     def _stopped_handle(self, name: str) -> _ConnectorHandle:
         handle = self._handle(name)
@@ -442,7 +415,7 @@ class StandaloneHerder(Herder):
         name = handle.validated.common.name
         try:
             return bool(
-                _call_with_timeout(
+                call_with_timeout(
                     lambda: connector.alter_offsets(handle.validated.raw, offsets), f"alter offsets of {name}", name
                 )
             )
@@ -462,9 +435,9 @@ class StandaloneHerder(Herder):
         instance = self.worker.new_connector(handle.validated)
         try:
             instance.initialize(_ConnectorContext(self, name))
-            _call_with_timeout(lambda: instance.start(handle.validated.own), f"start connector {name}", name)
+            call_with_timeout(lambda: instance.start(handle.validated.own), f"start connector {name}", name)
             max_tasks = handle.validated.common.tasks_max
-            configs = _call_with_timeout(lambda: instance.task_configs(max_tasks), f"compute task configs of {name}", name)
+            configs = call_with_timeout(lambda: instance.task_configs(max_tasks), f"compute task configs of {name}", name)
             if len(configs) > max_tasks and handle.validated.common.tasks_max_enforce:
                 raise ConfigError(
                     f"Connector {name} generated {len(configs)} task configs, more than tasks.max={max_tasks}",
@@ -480,7 +453,7 @@ class StandaloneHerder(Herder):
         handle.instance = instance
         # Stored and returned with the connector's placeholders, resolved again at task start.
         handle.task_configs = self.worker.reverse_transform(
-            handle.validated, [{str(k): _stringify(v) for k, v in c.items()} for c in configs]
+            handle.validated, [{str(k): stringify(v) for k, v in c.items()} for c in configs]
         )
         state = State.PAUSED if handle.target is TargetState.PAUSED else State.RUNNING
         self.status.put_connector(name, Status(state, self.worker_id))
@@ -490,7 +463,7 @@ class StandaloneHerder(Herder):
         instance, handle.instance = handle.instance, None
         if instance is not None:
             try:
-                _call_with_timeout(instance.stop, f"stop connector {name}", name)
+                call_with_timeout(instance.stop, f"stop connector {name}", name)
             except Exception:
                 log.exception("Error stopping connector %s", name)
 
@@ -543,7 +516,7 @@ class StandaloneHerder(Herder):
                 self._connector_failed(name, exc)
                 return
             new = self.worker.reverse_transform(
-                handle.validated, [{str(k): _stringify(v) for k, v in c.items()} for c in configs]
+                handle.validated, [{str(k): stringify(v) for k, v in c.items()} for c in configs]
             )
             if new != handle.task_configs:
                 log.info("Task configs of %s changed; restarting its tasks", name)
@@ -564,6 +537,7 @@ class StandaloneHerder(Herder):
     # -- TaskStatusListener -------------------------------------------------------------------------
 
     def on_startup(self, task_id: ConnectorTaskId) -> None:
+        self.restarter.on_started(task_id)
         self.status.put_task(task_id, Status(State.RUNNING, self.worker_id))
 
     def on_pause(self, task_id: ConnectorTaskId) -> None:
@@ -573,39 +547,28 @@ class StandaloneHerder(Herder):
         self.status.put_task(task_id, Status(State.RUNNING, self.worker_id))
 
     def on_failure(self, task_id: ConnectorTaskId, error: BaseException) -> None:
-        self.status.put_task(task_id, Status(State.FAILED, self.worker_id, trace=self._trace(task_id.connector, error)))
+        trace = self._trace(task_id.connector, error)
+        # No herder lock here: the herder may hold it while it waits for this very runner to stop.
+        handle = self._connectors.get(task_id.connector)
+        failed = handle.runners.get(task_id.task) if handle is not None else None
+        stopping = self._stopped or handle is None or (failed is not None and failed.stopping)
+        scheduled = None
+        if not stopping:
+            scheduled = self.restarter.on_failed(task_id, lambda: self._auto_restart(task_id, failed))
+        if scheduled is None:
+            self.status.put_task(task_id, Status(State.FAILED, self.worker_id, trace=trace))
+            return
+        attempt, _ = scheduled
+        self.status.put_task(
+            task_id,
+            Status(
+                State.RESTARTING,
+                self.worker_id,
+                trace=trace,
+                restart_attempt=attempt,
+                restart_attempts_max=self.restarter.policy.max_attempts,
+            ),
+        )
 
     def on_shutdown(self, task_id: ConnectorTaskId) -> None:
         self.status.put_task(task_id, Status(State.UNASSIGNED, self.worker_id))
-
-
-def _stringify(value: Any) -> Any:
-    """Connect configs are strings; JSON bodies may carry numbers and booleans."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return str(value)
-    return value
-
-
-def _call_with_timeout(fn: Callable[[], T], what: str, connector: str, timeout: float = CONNECTOR_CALL_TIMEOUT_S) -> T:
-    """Run a connector lifecycle call on its own thread, so a connector that hangs (a database that
-    never answers) fails itself instead of freezing the herder and the REST API."""
-    result: list[Any] = []
-    error: list[BaseException] = []
-
-    def target() -> None:
-        set_context(connector)
-        try:
-            result.append(fn())
-        except BaseException as exc:  # re-raised on the caller's thread
-            error.append(exc)
-
-    thread = threading.Thread(target=target, name=f"connector-{connector}", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        raise ConnectError(f"Timed out after {timeout:.0f}s trying to {what}")
-    if error:
-        raise error[0]
-    return result[0]

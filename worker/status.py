@@ -54,11 +54,17 @@ class Status:
     trace: str | None = None
     generation: int = 0
     updated_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    #: Automatic restarts (``worker.restarts``): the attempt scheduled and the budget.
+    restart_attempt: int | None = None
+    restart_attempts_max: int | None = None
 
     def to_json(self) -> dict[str, object]:
         body: dict[str, object] = {"state": self.state.value, "worker_id": self.worker_id}
         if self.trace is not None:
             body["trace"] = self.trace
+        if self.restart_attempt is not None:
+            body["restart_attempt"] = self.restart_attempt
+            body["restart_attempts_max"] = self.restart_attempts_max
         return body
 
 

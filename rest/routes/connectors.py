@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
-from fastapi import APIRouter, Body, Query, Response
+from fastapi import APIRouter, Body, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
 
 from connectors.api import NotFoundError
 from rest.deps import HerderDep
@@ -88,6 +89,22 @@ def get_status(name: str, herder: HerderDep) -> dict[str, Any]:
 @router.get("/{name}/tasks", summary="Generated task configurations")
 def get_tasks(name: str, herder: HerderDep) -> list[dict[str, Any]]:
     return [t.to_json() for t in herder.task_configs(name)]
+
+
+@router.post("/{name}/tasks", status_code=204, summary="Internal: task configs from the worker running the connector")
+async def put_task_configs(name: str, request: Request, herder: HerderDep) -> Response:
+    """Distributed mode only: the worker that runs connector ``name`` sends the task configs it
+    generated to the leader, signed with the cluster's session key (``X-Connect-Authorization``)."""
+    body = await request.body()
+    headers = request.headers
+    await run_in_threadpool(
+        herder.put_task_configs,
+        name,
+        body,
+        headers.get("x-connect-authorization"),
+        headers.get("x-connect-request-signature-algorithm"),
+    )
+    return Response(status_code=204)
 
 
 @router.get("/{name}/tasks/{task}/status", summary="State of one task")

@@ -34,9 +34,11 @@ class WorkerProcess:
         *,
         env: dict[str, str] | None = None,
         tls_ca: Path | None = None,
+        mode: str = "standalone",
         **worker_settings: Any,
     ) -> None:
         self.workdir = workdir
+        self.mode = mode
         self.env = dict(env or {})
         self.port = free_port()
         scheme = "https" if str(worker_settings.get("listeners.https.ssl.certfile") or "") else "http"
@@ -60,13 +62,15 @@ class WorkerProcess:
             "plugin.path": str(Path(__file__).resolve().parents[2]),
             **worker_settings,
         }
+        if mode == "distributed":
+            settings.pop("offset.storage.file.filename", None)  # offsets live in the cluster's topic
         self.props_path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, *connector_files: Path) -> WorkerProcess:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "worker.cli", "standalone", str(self.props_path), *map(str, connector_files)],
+            [sys.executable, "-m", "worker.cli", self.mode, str(self.props_path), *map(str, connector_files)],
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=Path(__file__).resolve().parents[2],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import logging
 import threading
+from collections.abc import Callable
 from typing import Protocol
 
 from worker.logcontext import set_context
@@ -44,6 +45,8 @@ class WorkerTask(abc.ABC):
         self._failed = False
         #: Topics this task produced to or consumed from (KIP-558); the herder reads and clears it.
         self.active_topics: set[str] = set()
+        #: Distributed mode: ``False`` while this worker may have lost its place in the group.
+        self.fence: Callable[[], bool] | None = None
         self._thread = threading.Thread(target=self._run, name=f"task-{task_id}", daemon=True)
 
     # -- control (herder thread) ------------------------------------------------------------------
@@ -108,8 +111,21 @@ class WorkerTask(abc.ABC):
             if not self._failed:
                 self._listener.on_shutdown(self.id)
 
+    def _unfenced(self) -> bool:
+        """``False`` while the worker may have lost this task to another worker: write nothing."""
+        fence = self.fence
+        return fence is None or fence()
+
     def _await_unpaused(self) -> bool:
-        """Block while paused; return ``False`` once the task should stop."""
+        """Block while paused (or fenced); return ``False`` once the task should stop."""
+        fence = self.fence
+        if fence is not None and not fence():
+            # The worker lost contact with its group: its work may soon run elsewhere, so write
+            # nothing more until contact returns (or the herder stops this task, which it will).
+            log.warning("Task %s holds: the worker is out of contact with its group", self.id)
+            while not fence():
+                if self._stopping.wait(0.1):
+                    return False
         if self._target is not TargetState.PAUSED:
             return not self.stopping
         self._listener.on_pause(self.id)

@@ -186,9 +186,16 @@ class SourceTaskRunner(WorkerTask):
                 records = self.task.poll()
             except RetriableError as exc:
                 log.warning("Retriable error from poll(), polling again: %s", exc)
+                self.retry.total_retries += 1
                 records = None
                 self._stopping.wait(0.1)
+            except Exception as exc:
+                raise self.retry.unrecoverable(Stage.TASK_POLL, _class_name(self.task), exc) from exc
             self._check_delivery()
+            if records and not self._unfenced():
+                # Out of contact with the group, possibly frozen mid-loop: the task may already run
+                # elsewhere. Drop the batch; its offsets were never stored, so its next owner polls it again.
+                continue
             if records:
                 self.records_polled += len(records)
                 self._send(records)
@@ -461,6 +468,9 @@ class SourceTaskRunner(WorkerTask):
                 "offsets not committed this time",
                 remaining,
             )
+            return False
+        if snapshot and not self._unfenced():
+            log.warning("Not storing source offsets of %s: the worker is out of contact with its group", self.id)
             return False
         if snapshot:
             self._offset_store.put(self.id.connector, list(snapshot.values()))

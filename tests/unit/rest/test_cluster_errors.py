@@ -1,0 +1,59 @@
+"""How the REST layer answers for a cluster: no leader, a leader's error, internal requests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from rest import create_app
+from worker.distributed.forwarding import NO_LEADER_MESSAGE, ForwardedError, NoLeader, request_headers
+from worker.standalone import StandaloneHerder
+
+
+class _ClusterLike(StandaloneHerder):
+    seen_headers: dict[str, str]
+
+    def delete_connector(self, name: str) -> None:
+        raise NoLeader()
+
+    def set_target_state(self, name: str, state: Any) -> None:
+        raise ForwardedError(404, f"Connector {name} not found")
+
+    def connectors(self) -> list[str]:
+        self.seen_headers = dict(request_headers.get())
+        return []
+
+
+def _client(client: TestClient) -> tuple[TestClient, _ClusterLike]:
+    herder: Any = client.app.state.herder  # type: ignore[attr-defined]
+    cluster = _ClusterLike(herder.worker)
+    cluster.start()
+    return TestClient(create_app(cluster), raise_server_exceptions=False), cluster
+
+
+def test_no_leader_is_a_409_with_retry_after(client: TestClient) -> None:
+    api, _ = _client(client)
+    response = api.delete("/connectors/x")
+    assert response.status_code == 409
+    assert response.headers["Retry-After"] == "1"
+    assert response.json() == {"error_code": 409, "message": NO_LEADER_MESSAGE}
+
+
+def test_the_leaders_error_is_passed_on_unchanged(client: TestClient) -> None:
+    api, _ = _client(client)
+    response = api.put("/connectors/x/pause")
+    assert response.status_code == 404
+    assert response.json() == {"error_code": 404, "message": "Connector x not found"}
+
+
+def test_the_herder_sees_the_request_headers(client: TestClient) -> None:
+    api, cluster = _client(client)
+    assert api.get("/connectors", headers={"Authorization": "Bearer t"}).status_code == 200
+    assert cluster.seen_headers.get("authorization") == "Bearer t"
+
+
+def test_internal_task_configs_are_refused_by_a_standalone_worker(client: TestClient) -> None:
+    response = client.post("/connectors/x/tasks", content=b"[]", headers={"Content-Type": "application/json"})
+    assert response.status_code == 403
+    assert "distributed" in response.json()["message"]

@@ -1,0 +1,129 @@
+"""Config and status topic records: Kafka Connect's keys and JSON values, read back into state."""
+
+from __future__ import annotations
+
+import orjson
+
+from worker.distributed.assignor import CONNECTOR
+from worker.distributed.config_store import ASSIGNMENT_KEY, Assignment, ConfigStore
+from worker.distributed.forwarding import sign, verify
+from worker.distributed.status_store import decode_status, encode_status
+from worker.status import State, Status, TargetState
+
+
+class _Reader(ConfigStore):
+    """The config store's record handling without a Kafka client."""
+
+    def __init__(self) -> None:  # noqa: D107 - no super(): no consumer
+        import threading
+
+        from worker.distributed.config_store import ConfigSnapshot
+
+        self._lock = threading.Lock()
+        self._snapshot = ConfigSnapshot()
+        self._on_change = lambda: None
+
+    def feed(self, key: str, value: object) -> None:
+        self._apply(key.encode(), None if value is None else orjson.dumps(value))
+
+
+def test_record_shapes_are_connects() -> None:
+    assert ConfigStore.connector_record("c", {"a": "1"}) == ("connector-c", {"properties": {"a": "1"}})
+    assert ConfigStore.target_state_record("c", TargetState.STOPPED) == (
+        "target-state-c",
+        {"state": "PAUSED", "state.v2": "STOPPED"},
+    )
+    assert ConfigStore.target_state_record("c", TargetState.STARTED)[1] == {"state": "STARTED", "state.v2": "STARTED"}
+    assert ConfigStore.task_records("c", [{"x": "1"}, {"x": "2"}]) == [
+        ("task-c-0", {"properties": {"x": "1"}}),
+        ("task-c-1", {"properties": {"x": "2"}}),
+        ("commit-c", {"tasks": 2}),
+    ]
+    assert ConfigStore.restart_record("c", True, False) == ("restart-connector-c", {"only-failed": True, "include-tasks": False})
+
+
+def test_task_configs_apply_only_on_commit() -> None:
+    reader = _Reader()
+    reader.feed("connector-my-conn", {"properties": {"connector.class": "X"}})
+    reader.feed("task-my-conn-0", {"properties": {"n": "0"}})
+    reader.feed("task-my-conn-1", {"properties": {"n": "1"}})
+    assert reader.snapshot().task_configs == {}, "task configs without a commit record must not apply"
+    reader.feed("commit-my-conn", {"tasks": 2})
+    snap = reader.snapshot()
+    assert snap.task_configs == {"my-conn": [{"n": "0"}, {"n": "1"}]}
+    assert snap.wanted_items() == {("my-conn", CONNECTOR), ("my-conn", 0), ("my-conn", 1)}
+
+
+def test_target_state_reads_v2_and_legacy_values() -> None:
+    reader = _Reader()
+    reader.feed("connector-c", {"properties": {}})
+    reader.feed("target-state-c", {"state": "PAUSED", "state.v2": "STOPPED"})
+    assert reader.snapshot().target_state("c") is TargetState.STOPPED
+    reader.feed("target-state-c", {"state": "PAUSED"})  # written by an old Connect worker
+    assert reader.snapshot().target_state("c") is TargetState.PAUSED
+    reader.feed("commit-c", {"tasks": 1})
+    reader.feed("target-state-c", {"state": "PAUSED", "state.v2": "STOPPED"})
+    assert reader.snapshot().wanted_items() == {("c", CONNECTOR)}, "a stopped connector runs no tasks"
+
+
+def test_a_connector_tombstone_forgets_everything_about_it() -> None:
+    reader = _Reader()
+    reader.feed("connector-c", {"properties": {"k": "v"}})
+    reader.feed("task-c-0", {"properties": {}})
+    reader.feed("commit-c", {"tasks": 1})
+    reader.feed("connector-c", None)
+    snap = reader.snapshot()
+    assert snap.connectors == {} and snap.task_configs == {} and snap.wanted_items() == set()
+
+
+def test_config_versions_change_with_each_connector_record() -> None:
+    reader = _Reader()
+    reader.feed("connector-c", {"properties": {"k": "1"}})
+    first = reader.snapshot().versions["c"]
+    reader.feed("connector-d", {"properties": {}})
+    assert reader.snapshot().versions["c"] == first, "another connector's record must not look like a change"
+    reader.feed("connector-c", {"properties": {"k": "2"}})
+    assert reader.snapshot().versions["c"] > first
+
+
+def test_unknown_and_malformed_records_are_skipped() -> None:
+    reader = _Reader()
+    reader.feed("tasks-fencing-c", {"x": 1})
+    reader._apply(b"connector-c", b"not json")
+    assert reader.snapshot().connectors == {}
+
+
+def test_assignment_round_trips() -> None:
+    assignment = Assignment(
+        generation=7,
+        leader="h:1",
+        leader_url="http://h:1",
+        owners={"h:1": {("a", CONNECTOR), ("a", 0)}, "h:2": {("a", 1), ("b-c", 2)}},
+        revoking={("b-c", 0): ("h:2", 12.5)},
+        departed={"h:3": 10.0},
+        urls={"h:1": "http://h:1", "h:2": "http://h:2"},
+    )
+    reader = _Reader()
+    reader._apply(ASSIGNMENT_KEY.encode(), assignment.to_json())
+    back = reader.snapshot().assignment
+    assert back == assignment
+
+
+def test_status_values_are_connects() -> None:
+    status = Status(State.FAILED, "h:1", trace="boom", generation=3)
+    assert orjson.loads(encode_status(status)) == {"state": "FAILED", "trace": "boom", "worker_id": "h:1", "generation": 3}
+    back = decode_status(b'{"state":"RUNNING","trace":null,"worker_id":"w:8083","generation":12}')
+    assert (back.state, back.worker_id, back.trace, back.generation) == (State.RUNNING, "w:8083", None, 12)
+    retrying = Status(State.RESTARTING, "h:1", trace="t", restart_attempt=2, restart_attempts_max=3)
+    decoded = decode_status(encode_status(retrying))
+    assert (decoded.restart_attempt, decoded.restart_attempts_max) == (2, 3)
+
+
+def test_internal_request_signatures() -> None:
+    key, body = b"k" * 32, b'[{"a":"1"}]'
+    signature = sign(key, body)
+    assert verify(key, body, signature)
+    assert not verify(key, body + b" ", signature)
+    assert not verify(b"x" * 32, body, signature)
+    assert not verify(None, body, signature)
+    assert not verify(key, body, None)

@@ -1,0 +1,46 @@
+"""The keys of a distributed worker (``sluice distributed worker.properties``), as Kafka Connect's."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from worker.config import WorkerConfig
+
+
+class DistributedConfig(WorkerConfig):
+    """A :class:`WorkerConfig` plus the cluster keys; ``group.id`` and the three topics are required."""
+
+    group_id: str = Field(description="The cluster: workers with the same group.id share connectors and tasks")  # type: ignore[assignment]
+    config_storage_topic: str = Field(description="Compacted one-partition topic holding connector configs")
+    config_storage_replication_factor: int = Field(3, ge=-1, description="Replication of the config topic (-1: broker default)")
+    offset_storage_topic: str = Field(description="Compacted topic holding source offsets")
+    offset_storage_partitions: int = Field(25, ge=-1, description="Partitions of the offsets topic when it is created")
+    offset_storage_replication_factor: int = Field(3, ge=-1, description="Replication of the offsets topic (-1: broker default)")
+    status_storage_topic: str = Field(description="Compacted topic holding connector and task statuses")
+    status_storage_partitions: int = Field(5, ge=-1, description="Partitions of the status topic when it is created")
+    status_storage_replication_factor: int = Field(3, ge=-1, description="Replication of the status topic (-1: broker default)")
+    session_timeout_ms: int = Field(10_000, ge=1, description="A worker silent this long leaves the group")
+    heartbeat_interval_ms: int = Field(3_000, ge=1, description="Heartbeats to the group coordinator")
+    rebalance_timeout_ms: int = Field(60_000, ge=1, description="Time a worker has to rejoin and to release revoked work")
+    scheduled_rebalance_max_delay_ms: int = Field(
+        300_000, ge=0, description="How long the work of a departed worker waits for it to come back before it moves"
+    )
+    worker_sync_timeout_ms: int = Field(3_000, ge=1, description="Time to catch up with the config topic before acting")
+    rest_advertised_listener: Literal["http", "https"] | None = Field(None, description="Scheme other workers use to reach this one")
+
+    @model_validator(mode="after")
+    def _timeouts(self) -> DistributedConfig:
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError("heartbeat.interval.ms must be lower than session.timeout.ms")
+        topics = [self.config_storage_topic, self.offset_storage_topic, self.status_storage_topic]
+        if len(set(topics)) != 3:
+            raise ValueError("config.storage.topic, offset.storage.topic and status.storage.topic must be three different topics")
+        return self
+
+    @property
+    def advertised_url(self) -> str:
+        """The URL other workers forward requests to."""
+        scheme, _, _ = self.listener
+        return f"{self.rest_advertised_listener or scheme}://{self.worker_id}"

@@ -1,0 +1,359 @@
+"""The cluster's configuration in ``config.storage.topic``, with Kafka Connect's records.
+
+Keys and values are Connect's (JSON without schemas, one partition, compacted):
+
+=============================  =====================================================================
+``connector-<c>``              ``{"properties": {...}}`` — the connector's raw config; tombstone = deleted
+``task-<c>-<n>``               ``{"properties": {...}}`` — a generated task config, buffered until…
+``commit-<c>``                 ``{"tasks": N}`` — …this record applies tasks 0..N-1 atomically
+``target-state-<c>``           ``{"state": "PAUSED", "state.v2": "STOPPED"}`` (``state`` for old readers)
+``restart-connector-<c>``      ``{"only-failed": bool, "include-tasks": bool}``
+``session-key``                ``{"key": base64, "algorithm": "HmacSHA256", "creation-timestamp": ms}``
+=============================  =====================================================================
+
+Sluice adds one record, ``sluice-assignment``: the leader's current assignment (see
+:mod:`worker.distributed.assignor`) with the leader's REST URL. Connect workers log and skip keys
+they do not know, so the topic stays readable by Connect tooling.
+
+Only the leader writes, through a transactional producer whose ``transactional.id`` is the same on
+every worker: a new leader's ``init_transactions`` fences the previous one, so a deposed leader
+that has not noticed yet cannot write anything.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from worker.distributed.assignor import CONNECTOR, Item
+from worker.distributed.kafka_log import KafkaLog, KafkaLogError
+from worker.herder import Conflict
+from worker.status import TargetState
+
+log = logging.getLogger(__name__)
+
+ASSIGNMENT_KEY = "sluice-assignment"
+SESSION_KEY = "session-key"
+
+
+class NotLeader(Conflict):
+    """This worker was the leader but has been fenced by a newer one."""
+
+
+@dataclass
+class Assignment:
+    """The leader's decision: who runs what, what is being revoked, who left and when."""
+
+    generation: int
+    leader: str
+    leader_url: str
+    owners: dict[str, set[Item]] = field(default_factory=dict)
+    revoking: dict[Item, tuple[str, float]] = field(default_factory=dict)
+    departed: dict[str, float] = field(default_factory=dict)  # wall-clock seconds
+    urls: dict[str, str] = field(default_factory=dict)
+
+    def items_of(self, worker: str) -> set[Item]:
+        return set(self.owners.get(worker, ()))
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(
+            {
+                "generation": self.generation,
+                "leader": self.leader,
+                "leader_url": self.leader_url,
+                "workers": {
+                    w: {
+                        "url": self.urls.get(w, ""),
+                        "connectors": sorted(c for c, t in items if t == CONNECTOR),
+                        "tasks": sorted([c, t] for c, t in items if t != CONNECTOR),
+                    }
+                    for w, items in sorted(self.owners.items())
+                },
+                "revoking": [[c, t, w, since] for (c, t), (w, since) in sorted(self.revoking.items())],
+                "departed": self.departed,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Assignment:
+        body = orjson.loads(data)
+        owners: dict[str, set[Item]] = {}
+        urls: dict[str, str] = {}
+        for worker, entry in body.get("workers", {}).items():
+            items: set[Item] = {(c, CONNECTOR) for c in entry.get("connectors", ())}
+            items.update((c, int(t)) for c, t in entry.get("tasks", ()))
+            owners[worker] = items
+            urls[worker] = entry.get("url", "")
+        revoking = {(c, int(t)): (w, float(since)) for c, t, w, since in body.get("revoking", ())}
+        return cls(
+            generation=int(body["generation"]),
+            leader=str(body["leader"]),
+            leader_url=str(body["leader_url"]),
+            owners=owners,
+            revoking=revoking,
+            departed={str(k): float(v) for k, v in body.get("departed", {}).items()},
+            urls=urls,
+        )
+
+
+@dataclass
+class ConfigSnapshot:
+    """What the config topic says, as of the last record read."""
+
+    connectors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: bumps every time a connector's config record is (re)written: running instances compare it
+    versions: dict[str, int] = field(default_factory=dict)
+    target_states: dict[str, TargetState] = field(default_factory=dict)
+    task_configs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    pending_tasks: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
+    #: connector → (sequence, only_failed, include_tasks)
+    restarts: dict[str, tuple[int, bool, bool]] = field(default_factory=dict)
+    assignment: Assignment | None = None
+    session_key: bytes | None = None
+    sequence: int = 0
+
+    def target_state(self, name: str) -> TargetState:
+        return self.target_states.get(name, TargetState.STARTED)
+
+    def wanted_items(self) -> set[Item]:
+        """Every connector instance and task the cluster should run."""
+        items: set[Item] = set()
+        for name in self.connectors:
+            # A stopped connector keeps an owner, which reports its STOPPED status; it has no tasks.
+            items.add((name, CONNECTOR))
+            if self.target_state(name) is TargetState.STOPPED:
+                continue
+            items.update((name, n) for n in range(len(self.task_configs.get(name, ()))))
+        return items
+
+
+def _split(key: str, prefix: str) -> str | None:
+    return key[len(prefix) :] if key.startswith(prefix) else None
+
+
+def _task_key(rest: str) -> tuple[str, int] | None:
+    name, sep, number = rest.rpartition("-")
+    if not sep or not number.isdigit():
+        return None
+    return name, int(number)
+
+
+class ConfigStore:
+    """Follows the config topic into a :class:`ConfigSnapshot`; the leader also writes to it."""
+
+    def __init__(
+        self,
+        topic: str,
+        bootstrap_servers: str,
+        group_id: str,
+        *,
+        client_id: str,
+        on_change: Callable[[], None],
+        producer_overrides: Mapping[str, Any] | None = None,
+        consumer_overrides: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.topic = topic
+        self._bootstrap = bootstrap_servers
+        self._group_id = group_id
+        self._client_id = client_id
+        self._producer_overrides = dict(producer_overrides or {})
+        self._on_change = on_change
+        self._lock = threading.Lock()
+        self._snapshot = ConfigSnapshot()
+        self._log = KafkaLog(
+            topic, bootstrap_servers, self._apply, client_id=f"{client_id}-configs", consumer_overrides=consumer_overrides,
+            with_producer=False,
+        )
+        self._leader_producer: Producer | None = None
+        self._write_lock = threading.Lock()
+
+    def start(self) -> None:
+        self._log.start()
+
+    def stop(self) -> None:
+        self.resign()
+        self._log.stop()
+
+    def read_to_end(self, timeout: float = 30.0) -> None:
+        self._log.read_to_end(timeout)
+
+    def snapshot(self) -> ConfigSnapshot:
+        """A consistent copy (shallow per map) to read without the lock."""
+        with self._lock:
+            s = self._snapshot
+            return ConfigSnapshot(
+                connectors=dict(s.connectors),
+                versions=dict(s.versions),
+                target_states=dict(s.target_states),
+                task_configs=dict(s.task_configs),
+                pending_tasks={},
+                restarts=dict(s.restarts),
+                assignment=s.assignment,
+                session_key=s.session_key,
+                sequence=s.sequence,
+            )
+
+    # -- reading -------------------------------------------------------------------------------------
+
+    def _apply(self, raw_key: bytes | None, raw_value: bytes | None) -> None:
+        if raw_key is None:
+            return
+        key = raw_key.decode("utf-8", "replace")
+        try:
+            value = orjson.loads(raw_value) if raw_value is not None else None
+        except orjson.JSONDecodeError:
+            log.warning("Skipping config record %s: the value is not JSON", key)
+            return
+        with self._lock:
+            s = self._snapshot
+            s.sequence += 1
+            if (name := _split(key, "connector-")) is not None:
+                if value is None:
+                    s.connectors.pop(name, None)
+                    s.task_configs.pop(name, None)
+                    s.pending_tasks.pop(name, None)
+                    s.target_states.pop(name, None)
+                    s.restarts.pop(name, None)
+                else:
+                    s.connectors[name] = dict(value.get("properties") or {})
+                s.versions[name] = s.sequence
+            elif (rest := _split(key, "task-")) is not None:
+                parsed = _task_key(rest)
+                if parsed is not None and value is not None:
+                    s.pending_tasks.setdefault(parsed[0], {})[parsed[1]] = dict(value.get("properties") or {})
+            elif (name := _split(key, "commit-")) is not None:
+                if value is None:
+                    s.task_configs.pop(name, None)
+                else:
+                    count = int(value.get("tasks", 0))
+                    pending = s.pending_tasks.pop(name, {})
+                    previous = s.task_configs.get(name, [])
+                    configs = [pending.get(i, previous[i] if i < len(previous) else {}) for i in range(count)]
+                    s.task_configs[name] = configs
+            elif (name := _split(key, "target-state-")) is not None:
+                if value is None:
+                    s.target_states.pop(name, None)
+                else:
+                    state = value.get("state.v2") or value.get("state") or "STARTED"
+                    s.target_states[name] = TargetState(state)
+            elif (name := _split(key, "restart-connector-")) is not None:
+                if value is not None:
+                    s.restarts[name] = (s.sequence, bool(value.get("only-failed")), bool(value.get("include-tasks")))
+            elif key == ASSIGNMENT_KEY:
+                if value is not None:
+                    assert raw_value is not None
+                    s.assignment = Assignment.from_json(raw_value)
+            elif key == SESSION_KEY:
+                if value is not None:
+                    s.session_key = base64.b64decode(value["key"])
+            else:
+                log.debug("Ignoring config record with unknown key %s", key)
+        self._on_change()
+
+    # -- writing (the leader only) ---------------------------------------------------------------------
+
+    def become_leader(self, timeout: float = 30.0) -> None:
+        """Fence any previous leader and make this worker the config topic's only writer."""
+        with self._write_lock:
+            if self._leader_producer is not None:
+                return
+            producer = Producer(
+                {
+                    "bootstrap.servers": self._bootstrap,
+                    "client.id": f"{self._client_id}-leader",
+                    "transactional.id": f"sluice-{self._group_id}-leader",
+                    "transaction.timeout.ms": 60_000,
+                    "linger.ms": 0,
+                    **self._producer_overrides,
+                }
+            )
+            try:
+                producer.init_transactions(timeout)
+            except KafkaException as exc:
+                raise KafkaLogError(f"Cannot take over writes to {self.topic} as the leader: {exc}") from None
+            self._leader_producer = producer
+        # Everything the previous leader committed is visible from here on.
+        self.read_to_end(timeout)
+        if self.snapshot().session_key is None:
+            self.write([(SESSION_KEY, _new_session_key())])
+
+    def resign(self) -> None:
+        with self._write_lock:
+            producer, self._leader_producer = self._leader_producer, None
+        if producer is not None:
+            try:
+                producer.flush(2)
+            except KafkaException:
+                pass
+
+    @property
+    def is_writer(self) -> bool:
+        return self._leader_producer is not None
+
+    def write(self, records: list[tuple[str, Any]], *, timeout: float = 30.0, wait_visible: bool = True) -> None:
+        """Write ``(key, value)`` records in one transaction; ``None`` values are tombstones."""
+        with self._write_lock:
+            producer = self._leader_producer
+            if producer is None:
+                raise NotLeader("This worker is not the leader (any more); retry the request")
+            try:
+                producer.begin_transaction()
+                for key, value in records:
+                    payload = value if isinstance(value, bytes) or value is None else orjson.dumps(value)
+                    producer.produce(self.topic, payload, key.encode())
+                producer.commit_transaction(timeout)
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                if error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH) or (
+                    error.fatal()
+                ):
+                    self._leader_producer = None
+                    raise NotLeader(f"This worker was fenced out as the leader by a newer one: {error.str()}") from None
+                if error.txn_requires_abort():
+                    try:
+                        producer.abort_transaction(timeout)
+                    except KafkaException:
+                        pass
+                raise KafkaLogError(f"Writing to {self.topic} failed: {error.str()}") from None
+        if wait_visible:
+            self.read_to_end(timeout)
+
+    # -- record builders --------------------------------------------------------------------------------
+
+    @staticmethod
+    def connector_record(name: str, config: Mapping[str, Any] | None) -> tuple[str, Any]:
+        return f"connector-{name}", None if config is None else {"properties": dict(config)}
+
+    @staticmethod
+    def target_state_record(name: str, state: TargetState | None) -> tuple[str, Any]:
+        if state is None:
+            return f"target-state-{name}", None
+        legacy = "PAUSED" if state is TargetState.STOPPED else state.value
+        return f"target-state-{name}", {"state": legacy, "state.v2": state.value}
+
+    @staticmethod
+    def task_records(name: str, configs: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+        records: list[tuple[str, Any]] = [(f"task-{name}-{i}", {"properties": c}) for i, c in enumerate(configs)]
+        records.append((f"commit-{name}", {"tasks": len(configs)}))
+        return records
+
+    @staticmethod
+    def restart_record(name: str, only_failed: bool, include_tasks: bool) -> tuple[str, Any]:
+        return f"restart-connector-{name}", {"only-failed": only_failed, "include-tasks": include_tasks}
+
+
+def _new_session_key() -> dict[str, Any]:
+    return {
+        "key": base64.b64encode(secrets.token_bytes(32)).decode(),
+        "algorithm": "HmacSHA256",
+        "creation-timestamp": int(time.time() * 1000),
+    }

@@ -1,0 +1,993 @@
+"""The distributed herder: one member of a cluster of workers coordinated through Kafka.
+
+Three threads matter:
+
+* the **tick** thread (:meth:`DistributedHerder._tick`) — the only one that starts and stops
+  connector instances and tasks on this worker. Every half second, or as soon as the config
+  topic or the group changes, it (1) stops everything if the worker lost contact with the group,
+  (2) if this worker is the leader, plans the assignment and writes it, (3) makes the work running
+  here match the latest assignment, configs and target states, and (4) performs restart requests;
+* the readers of the config, status and offset topics (:mod:`worker.distributed.kafka_log`);
+* the group membership thread (:mod:`worker.distributed.membership`).
+
+REST calls run on the server's threads: reads come from this worker's copies of the topics;
+writes are performed by the leader, so a follower forwards them (:mod:`worker.distributed.forwarding`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+from confluent_kafka.admin import AdminClient
+
+from connectors.api import (
+    AlreadyExistsError,
+    ConfigError,
+    ConnectError,
+    Connector,
+    NotFoundError,
+    SinkConnector,
+    SourceConnector,
+)
+from offsets import StoreOffsetReader
+from offsets.kafka import KafkaOffsetStore
+from plugins import PluginKind
+from worker.connector_offsets import SinkOffsets, SourceOffsets, parse_changes, sink_changes
+from worker.distributed.assignor import CONNECTOR, Item, plan
+from worker.distributed.config import DistributedConfig
+from worker.distributed.config_store import ASSIGNMENT_KEY, Assignment, ConfigSnapshot, ConfigStore
+from worker.distributed.forwarding import (
+    ALGORITHM,
+    ALGORITHM_HEADER,
+    SIGNATURE_HEADER,
+    ForwardedError,
+    Forwarder,
+    NoLeader,
+    is_forwarded,
+    sign,
+    verify,
+)
+from worker.distributed.membership import GroupMembership
+from worker.distributed.status_store import KafkaStatusStore
+from worker.herder import BadRequest, ConnectorInfo, ConnectorStateInfo, Forbidden, Herder, TaskInfo
+from worker.herder_support import NOT_STOPPED_MESSAGE, PluginQueries, call_with_timeout, offsets_message, stringify
+from worker.logcontext import clear_context, set_context
+from worker.masking import MASK, mask_config, mask_text
+from worker.restarts import TaskRestarter
+from worker.runners import WorkerTask
+from worker.status import ConnectorTaskId, State, Status, TargetState, format_trace, scrub_secrets
+from worker.worker import ValidatedConnector, Worker
+
+log = logging.getLogger(__name__)
+
+TICK_S = 0.5
+MEMBERS_REFRESH_S = 0.5
+
+
+@dataclass
+class _RunningConnector:
+    version: int
+    target: TargetState
+    validated: ValidatedConnector | None = None
+    instance: Connector | None = None  # None: it failed to start (status says why)
+
+
+@dataclass
+class _RunningTask:
+    runner: WorkerTask
+    config: dict[str, Any]
+    target: TargetState
+    topics: set[str] = field(default_factory=set)
+
+
+class _ConnectorContext:
+    def __init__(self, herder: DistributedHerder, name: str) -> None:
+        self._herder = herder
+        self._name = name
+        self.offset_reader = StoreOffsetReader(herder.worker.offset_store, name)
+
+    def request_task_reconfiguration(self) -> None:
+        self._herder._reconfigure_requested.add(self._name)
+        self._herder.wakeup()
+
+    def raise_error(self, error: BaseException) -> None:
+        self._herder._connector_failed(self._name, error)
+
+
+class DistributedHerder(PluginQueries, Herder):
+    """Runs the share of the cluster's connectors and tasks that the leader assigns to this worker."""
+
+    def __init__(self, worker: Worker, config: DistributedConfig) -> None:
+        if not isinstance(worker.offset_store, KafkaOffsetStore):
+            raise TypeError("A distributed worker keeps source offsets in Kafka (KafkaOffsetStore)")
+        self.worker = worker
+        self.config = config
+        self.offset_store: KafkaOffsetStore = worker.offset_store
+        self._worker_id = config.worker_id
+        self.url = config.advertised_url
+        client_id = config.client_id or f"sluice-{config.group_id}-{self._worker_id}"
+        bootstrap = config.bootstrap_servers
+        producer = config.prefixed("producer.")
+        consumer = config.prefixed("consumer.")
+        self.configs = ConfigStore(
+            config.config_storage_topic, bootstrap, config.group_id, client_id=client_id, on_change=self.wakeup,
+            producer_overrides=_security(producer), consumer_overrides=_security(consumer),
+        )
+        self.status = KafkaStatusStore(
+            config.status_storage_topic, bootstrap, client_id=client_id, generation=self._generation,
+            producer_overrides=_security(producer), consumer_overrides=_security(consumer),
+        )
+        self.membership = GroupMembership(
+            bootstrap_servers=bootstrap,
+            group_id=config.group_id,
+            topic=config.config_storage_topic,
+            worker_id=self._worker_id,
+            url=self.url,
+            session_timeout_ms=config.session_timeout_ms,
+            heartbeat_interval_ms=config.heartbeat_interval_ms,
+            rebalance_timeout_ms=config.rebalance_timeout_ms,
+            on_change=self.wakeup,
+            overrides=_security(consumer),
+        )
+        cafile = config.raw.get("listeners.https.ssl.cafile")
+        self.forwarder = Forwarder(verify_tls=str(cafile) if cafile else True)
+        self.restarter = TaskRestarter(config.restart_policy)
+        self._lock = threading.RLock()
+        self._connectors: dict[str, _RunningConnector] = {}
+        self._tasks: dict[ConnectorTaskId, _RunningTask] = {}
+        self._topics: dict[str, set[str]] = {}
+        self._pending_task_configs: dict[str, list[dict[str, Any]]] = {}
+        self._reconfigure_requested: set[str] = set()
+        self._handled_restarts: dict[str, int] = {}
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._started = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._in_contact = False
+        self._members: list[Any] = []
+        self._members_at = 0.0
+        self._last_seen: dict[str, float] = {}  # worker → wall-clock time it was last in the group
+        self._next_deadline: float | None = None  # wall clock: when the leader must plan again
+        self._cluster_id: str | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.offset_store.start()
+        self.status.start()
+        self.configs.start()
+        # Restart requests already in the topic were handled before this worker started.
+        self._handled_restarts = {name: seq for name, (seq, _, _) in self.configs.snapshot().restarts.items()}
+        self.membership.start()
+        self._thread = threading.Thread(target=self._run, name="herder-tick", daemon=True)
+        self._thread.start()
+        self._started.set()
+        log.info("Distributed herder started as worker %s in group %s", self._worker_id, self.config.group_id)
+
+    def stop(self) -> None:
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(30)
+        self.restarter.close()
+        with self._lock:
+            self._stop_tasks(list(self._tasks), forget=False)
+            for name in list(self._connectors):
+                self._stop_connector(name)
+        # Leave the group first, so the others rebalance at once rather than after the session timeout.
+        self.membership.stop()
+        self.configs.stop()
+        self.status.stop()
+        self.offset_store.stop()
+        self.forwarder.close()
+        log.info("Distributed herder stopped")
+
+    def wakeup(self) -> None:
+        self._wake.set()
+
+    @property
+    def ready(self) -> bool:
+        return self._started.is_set() and not self._stopping.is_set()
+
+    @property
+    def worker_id(self) -> str:
+        return self._worker_id
+
+    def kafka_cluster_id(self) -> str | None:
+        if self._cluster_id is None:
+            try:
+                admin = AdminClient({"bootstrap.servers": self.config.bootstrap_servers, **_security(self.config.prefixed("admin."))})
+                self._cluster_id = admin.list_topics(timeout=5).cluster_id
+            except Exception as exc:
+                log.debug("Cannot read the Kafka cluster id: %s", exc)
+        return self._cluster_id
+
+    # -- the tick thread ---------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            wait = TICK_S
+            if self._next_deadline is not None:
+                wait = max(0.01, min(wait, self._next_deadline - time.time()))
+            self._wake.wait(wait)
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                clear_context()
+                self._tick()
+            except Exception:
+                log.exception("Herder tick failed; retrying")
+                time.sleep(TICK_S)
+
+    def _tick(self) -> None:
+        if not self.membership.in_contact:
+            if self._in_contact:
+                log.warning("Lost contact with group %s: stopping the work of this worker until it rejoins", self.config.group_id)
+            self._in_contact = False
+            self.configs.resign()
+            with self._lock:
+                if self._tasks or self._connectors:
+                    self._stop_tasks(list(self._tasks), forget=False)
+                    for name in list(self._connectors):
+                        self._stop_connector(name)
+            return
+        if not self._in_contact:
+            # (Re)joined: catch up before acting, so we never act on an assignment older than the group's.
+            self.configs.read_to_end(self.config.worker_sync_timeout_ms / 1000)
+            self._in_contact = True
+            log.info("In contact with group %s", self.config.group_id)
+        if self.membership.is_leader:
+            self._lead()
+        elif self.configs.is_writer:
+            self.configs.resign()
+        snapshot = self.configs.snapshot()
+        with self._lock:
+            self._apply(snapshot)
+        self._retry_task_configs(snapshot)
+
+    # -- leader work ---------------------------------------------------------------------------------------
+
+    def _ensure_writer(self) -> bool:
+        if not self.membership.is_leader:
+            return False
+        if not self.configs.is_writer:
+            self.configs.become_leader(self.config.worker_sync_timeout_ms / 1000 + 10)
+            log.info("Became the leader of group %s", self.config.group_id)
+        return True
+
+    def _lead(self) -> None:
+        if not self._ensure_writer():
+            return
+        now = time.monotonic()
+        if now - self._members_at >= MEMBERS_REFRESH_S or not self._members:
+            self._members = self.membership.members()
+            self._members_at = now
+        live = {m.worker_id: m.url for m in self._members}
+        live.setdefault(self._worker_id, self.url)
+        snapshot = self.configs.snapshot()
+        previous = snapshot.assignment
+        wall = time.time()
+        for worker in live:
+            self._last_seen[worker] = wall
+        # The delay of a departed worker runs from the last time the group had it, not from when
+        # this leader noticed (or took over).
+        departed = dict(previous.departed) if previous else {}
+        for worker in previous.owners if previous else {}:
+            if worker not in live and worker not in departed and worker in self._last_seen:
+                departed[worker] = self._last_seen[worker]
+        result = plan(
+            previous.owners if previous else {},
+            live,
+            snapshot.wanted_items(),
+            now=wall,
+            delay_s=self.config.scheduled_rebalance_max_delay_ms / 1000,
+            departed=departed,
+            revoking=previous.revoking if previous else {},
+            revocation_done=self._revocation_done,
+            revocation_timeout_s=self.config.rebalance_timeout_ms / 1000,
+        )
+        self._next_deadline = result.next_deadline
+        urls = {w: u for w, u in (previous.urls if previous else {}).items() if w in result.owners}
+        urls.update(live)
+        proposed = Assignment(
+            generation=previous.generation if previous else 0,
+            leader=self._worker_id,
+            leader_url=self.url,
+            owners=result.owners,
+            revoking=result.revoking,
+            departed=result.departed,
+            urls=urls,
+        )
+        if previous is not None and _same(previous, proposed):
+            return
+        proposed.generation += 1
+        self.configs.write([(ASSIGNMENT_KEY, proposed.to_json())], wait_visible=True)
+        log.info(
+            "Assignment generation %d: %s",
+            proposed.generation,
+            ", ".join(f"{w}={len(i)}" for w, i in sorted(proposed.owners.items())) or "no workers",
+        )
+
+    def _revocation_done(self, item: Item, worker: str) -> bool:
+        name, task = item
+        status = self.status.connector(name) if task == CONNECTOR else self.status.task(ConnectorTaskId(name, task))
+        return status is None or status.worker_id != worker or status.state in (State.UNASSIGNED, State.FAILED, State.STOPPED)
+
+    # -- making this worker's work match the assignment --------------------------------------------------
+
+    def _generation(self) -> int:
+        assignment = self.configs.snapshot().assignment
+        return assignment.generation if assignment else 0
+
+    def _apply(self, snapshot: ConfigSnapshot) -> None:
+        assignment = snapshot.assignment
+        mine = assignment.items_of(self._worker_id) if assignment else set()
+
+        # 1. Stop what is no longer ours, deleted, stopped, or reconfigured.
+        for name, running in list(self._connectors.items()):
+            deleted = name not in snapshot.connectors
+            if (
+                deleted
+                or (name, CONNECTOR) not in mine
+                or snapshot.target_state(name) is TargetState.STOPPED
+                or snapshot.versions.get(name) != running.version
+            ):
+                self._stop_connector(name)
+                if deleted:
+                    self.status.forget(name)
+        obsolete: list[ConnectorTaskId] = []
+        for task_id, running_task in self._tasks.items():
+            configs = snapshot.task_configs.get(task_id.connector, [])
+            if (
+                (task_id.connector, task_id.task) not in mine
+                or task_id.connector not in snapshot.connectors
+                or task_id.task >= len(configs)
+                or configs[task_id.task] != running_task.config
+            ):
+                obsolete.append(task_id)
+        if obsolete:
+            self._stop_tasks(obsolete, forget=True)
+        for name in {t.connector for t in obsolete} | set(self._connectors):
+            if name not in snapshot.connectors:
+                self.status.forget(name)
+
+        # 2. Start what is ours and not running; follow target-state changes.
+        for name in sorted(c for c, t in mine if t == CONNECTOR):
+            if name not in snapshot.connectors:
+                continue
+            target = snapshot.target_state(name)
+            if target is TargetState.STOPPED:
+                current = self.status.connector(name)
+                if current is None or current.state is not State.STOPPED or current.worker_id != self._worker_id:
+                    self.status.put_connector(name, Status(State.STOPPED, self._worker_id))
+                continue
+            live = self._connectors.get(name)
+            if live is None:
+                self._start_connector(name, snapshot)
+            elif live.target is not target and live.instance is not None:
+                live.target = target
+                state = State.PAUSED if target is TargetState.PAUSED else State.RUNNING
+                self.status.put_connector(name, Status(state, self._worker_id))
+            if name in self._reconfigure_requested:
+                self._reconfigure_requested.discard(name)
+                self._generate_task_configs(name, snapshot)
+        for name, task in sorted(i for i in mine if i[1] != CONNECTOR):
+            task_id = ConnectorTaskId(name, task)
+            target = snapshot.target_state(name)
+            if name not in snapshot.connectors or target is TargetState.STOPPED:
+                continue
+            configs = snapshot.task_configs.get(name, [])
+            if task >= len(configs):
+                continue
+            live_task = self._tasks.get(task_id)
+            if live_task is None:
+                self._start_task(task_id, snapshot)
+            elif live_task.target is not target:
+                live_task.target = target
+                live_task.runner.transition_to(TargetState.PAUSED if target is TargetState.PAUSED else TargetState.STARTED)
+
+        # 3. Restart requests (restart-connector-<c> records), performed by the owners.
+        for name, (sequence, only_failed, include_tasks) in snapshot.restarts.items():
+            if self._handled_restarts.get(name, 0) >= sequence:
+                continue
+            self._handled_restarts[name] = sequence
+            self._perform_restart(name, only_failed, include_tasks, mine, snapshot)
+
+    def _perform_restart(
+        self, name: str, only_failed: bool, include_tasks: bool, mine: set[Item], snapshot: ConfigSnapshot
+    ) -> None:
+        if name not in snapshot.connectors or snapshot.target_state(name) is TargetState.STOPPED:
+            return
+        if (name, CONNECTOR) in mine:
+            status = self.status.connector(name)
+            if not only_failed or (status is not None and status.state is State.FAILED):
+                log.info("Restarting connector %s on request", name)
+                self._stop_connector(name)
+                self._start_connector(name, snapshot)
+        if not include_tasks:
+            return
+        restart = []
+        for task_id in [t for t in self._tasks if t.connector == name]:
+            status = self.status.task(task_id)
+            if not only_failed or (status is not None and status.state in (State.FAILED, State.RESTARTING)):
+                restart.append(task_id)
+        if restart:
+            log.info("Restarting %d task(s) of %s on request", len(restart), name)
+            for task_id in restart:
+                self.restarter.reset(task_id)
+            self._stop_tasks(restart, forget=False)
+            for task_id in restart:
+                self._start_task(task_id, snapshot)
+
+    def _validated(self, name: str, snapshot: ConfigSnapshot) -> ValidatedConnector:
+        running = self._connectors.get(name)
+        if running is not None and running.validated is not None and running.version == snapshot.versions.get(name):
+            return running.validated
+        return self.worker.validate(snapshot.connectors[name])
+
+    def _start_connector(self, name: str, snapshot: ConfigSnapshot) -> None:
+        set_context(name)
+        target = snapshot.target_state(name)
+        running = _RunningConnector(version=snapshot.versions.get(name, 0), target=target)
+        self._connectors[name] = running
+        instance: Connector | None = None
+        try:
+            running.validated = self.worker.validate(snapshot.connectors[name])
+            instance = self.worker.new_connector(running.validated)
+            instance.initialize(_ConnectorContext(self, name))
+            validated = running.validated
+            call_with_timeout(lambda: instance.start(validated.own), f"start connector {name}", name)  # type: ignore[union-attr]
+        except Exception as exc:
+            log.error("Connector %s failed to start: %s", name, exc, exc_info=exc)
+            if instance is not None:
+                self._stop_instance(name, instance)
+            self.status.put_connector(name, Status(State.FAILED, self._worker_id, trace=self._trace(name, exc)))
+            return
+        running.instance = instance
+        state = State.PAUSED if target is TargetState.PAUSED else State.RUNNING
+        self.status.put_connector(name, Status(state, self._worker_id))
+        log.info("Started connector %s", name)
+        self._generate_task_configs(name, snapshot)
+
+    def _generate_task_configs(self, name: str, snapshot: ConfigSnapshot) -> None:
+        running = self._connectors.get(name)
+        if running is None or running.instance is None or running.validated is None:
+            return
+        instance, validated = running.instance, running.validated
+        max_tasks = validated.common.tasks_max
+        try:
+            configs = call_with_timeout(lambda: instance.task_configs(max_tasks), f"compute task configs of {name}", name)
+            if len(configs) > max_tasks and validated.common.tasks_max_enforce:
+                raise ConfigError(
+                    f"Connector {name} generated {len(configs)} task configs, more than tasks.max={max_tasks}", key="tasks.max"
+                )
+        except Exception as exc:
+            self._connector_failed(name, exc)
+            return
+        stored = self.worker.reverse_transform(validated, [{str(k): stringify(v) for k, v in c.items()} for c in configs])
+        if stored != snapshot.task_configs.get(name):
+            self._submit_task_configs(name, stored, snapshot)
+
+    def _submit_task_configs(self, name: str, configs: list[dict[str, Any]], snapshot: ConfigSnapshot) -> None:
+        """Hand new task configs to the leader (or write them, as the leader)."""
+        self._pending_task_configs.pop(name, None)
+        try:
+            if self._ensure_writer():
+                self.configs.write(ConfigStore.task_records(name, configs), wait_visible=False)
+                log.info("Wrote %d task config(s) of %s", len(configs), name)
+                return
+            assignment = snapshot.assignment
+            key = snapshot.session_key
+            if assignment is None or key is None or assignment.leader == self._worker_id:
+                raise NoLeader()
+            body = orjson.dumps(configs)
+            self.forwarder.send(
+                assignment.leader_url,
+                "POST",
+                f"/connectors/{quote(name, safe='')}/tasks",
+                body=body,
+                extra_headers={SIGNATURE_HEADER: sign(key, body), ALGORITHM_HEADER: ALGORITHM},
+            )
+            log.info("Sent %d task config(s) of %s to the leader", len(configs), name)
+        except (ConnectError, OSError) as exc:
+            log.info("Could not hand the task configs of %s to the leader yet (%s); retrying", name, exc)
+            self._pending_task_configs[name] = configs
+
+    def _retry_task_configs(self, snapshot: ConfigSnapshot) -> None:
+        with self._lock:
+            pending = dict(self._pending_task_configs)
+        for name, configs in pending.items():
+            running = self._connectors.get(name)
+            if running is None or running.instance is None:
+                self._pending_task_configs.pop(name, None)
+                continue
+            if snapshot.task_configs.get(name) == configs:
+                self._pending_task_configs.pop(name, None)
+                continue
+            with self._lock:
+                self._submit_task_configs(name, configs, snapshot)
+
+    def _stop_connector(self, name: str) -> None:
+        running = self._connectors.pop(name, None)
+        self._pending_task_configs.pop(name, None)
+        if running is None:
+            return
+        if running.instance is not None:
+            self._stop_instance(name, running.instance)
+        current = self.status.connector(name)
+        if self._in_contact and current is not None and current.worker_id == self._worker_id and current.state is not State.FAILED:
+            self.status.put_connector(name, Status(State.UNASSIGNED, self._worker_id))
+
+    def _stop_instance(self, name: str, instance: Connector) -> None:
+        try:
+            call_with_timeout(instance.stop, f"stop connector {name}", name)
+        except Exception:
+            log.exception("Error stopping connector %s", name)
+
+    def _start_task(self, task_id: ConnectorTaskId, snapshot: ConfigSnapshot) -> None:
+        set_context(task_id.connector, task_id.task)
+        name = task_id.connector
+        target = snapshot.target_state(name)
+        config = snapshot.task_configs[name][task_id.task]
+        try:
+            validated = self._validated(name, snapshot)
+            if validated.plugin.kind is PluginKind.SOURCE:
+                # The previous owner's last offsets must be in memory before the task reads them.
+                self.offset_store.read_to_end(self.config.worker_sync_timeout_ms / 1000 + 10)
+            runner = self.worker.build_task(
+                task_id, validated, config, self, TargetState.PAUSED if target is TargetState.PAUSED else TargetState.STARTED
+            )
+        except Exception as exc:
+            log.error("Cannot create task %s: %s", task_id, exc, exc_info=exc)
+            self.on_failure(task_id, exc)
+            return
+        runner.fence = self._fence
+        self._tasks[task_id] = _RunningTask(runner, config, target)
+        self.status.put_task(task_id, Status(State.UNASSIGNED, self._worker_id))
+        runner.start()
+        log.info("Started task %s", task_id)
+
+    def _stop_tasks(self, task_ids: list[ConnectorTaskId], *, forget: bool) -> None:
+        running = [(t, self._tasks.pop(t)) for t in task_ids if t in self._tasks]
+        for task_id, r in running:
+            if forget:
+                self.restarter.reset(task_id)
+            r.runner.stop()
+        deadline = time.monotonic() + self.worker.config.task_shutdown_graceful_timeout_ms / 1000
+        for task_id, r in running:
+            if not r.runner.await_stop(max(0.0, deadline - time.monotonic())):
+                log.error("Graceful stop of task %s failed; abandoning it", task_id)
+            self._topics.setdefault(task_id.connector, set()).update(r.runner.active_topics)
+            current = self.status.task(task_id)
+            if r.runner.failed and current is not None and current.worker_id == self._worker_id and self._in_contact:
+                # A failed run never reports its shutdown: say it is not running here any more.
+                self.status.put_task(task_id, Status(State.UNASSIGNED, self._worker_id))
+            log.info("Stopped task %s", task_id)
+
+    def _fence(self) -> bool:
+        """Whether tasks may keep writing: only while this worker is in contact with its group."""
+        return self.membership.in_contact
+
+    def _auto_restart(self, task_id: ConnectorTaskId, failed: WorkerTask | None) -> None:
+        set_context(task_id.connector, task_id.task)
+        with self._lock:
+            if self._stopping.is_set():
+                return
+            current = self._tasks.get(task_id)
+            if (current.runner if current else None) is not failed:
+                return  # restarted, moved or reconfigured meanwhile
+            snapshot = self.configs.snapshot()
+            assignment = snapshot.assignment
+            if assignment is None or (task_id.connector, task_id.task) not in assignment.items_of(self._worker_id):
+                return
+            self._stop_tasks([task_id], forget=False)
+            log.info("Restarting failed task %s automatically", task_id)
+            self._start_task(task_id, snapshot)
+
+    def _connector_failed(self, name: str, error: BaseException) -> None:
+        log.error("Connector %s raised an error: %s", name, error)
+        self.status.put_connector(name, Status(State.FAILED, self._worker_id, trace=self._trace(name, error)))
+
+    def _trace(self, name: str, error: BaseException) -> str:
+        raw = self.configs.snapshot().connectors.get(name, {})
+        return mask_text(scrub_secrets(format_trace(error), raw, self._secret_keys(raw)))
+
+    # -- TaskStatusListener ------------------------------------------------------------------------------
+
+    def on_startup(self, task_id: ConnectorTaskId) -> None:
+        self.restarter.on_started(task_id)
+        self.status.put_task(task_id, Status(State.RUNNING, self._worker_id))
+
+    def on_pause(self, task_id: ConnectorTaskId) -> None:
+        self.status.put_task(task_id, Status(State.PAUSED, self._worker_id))
+
+    def on_resume(self, task_id: ConnectorTaskId) -> None:
+        self.status.put_task(task_id, Status(State.RUNNING, self._worker_id))
+
+    def on_failure(self, task_id: ConnectorTaskId, error: BaseException) -> None:
+        trace = self._trace(task_id.connector, error)
+        running = self._tasks.get(task_id)  # no lock: the tick thread may hold it while this runner stops
+        failed = running.runner if running else None
+        scheduled = None
+        if not self._stopping.is_set() and not (failed is not None and failed.stopping):
+            scheduled = self.restarter.on_failed(task_id, lambda: self._auto_restart(task_id, failed))
+        if scheduled is None:
+            self.status.put_task(task_id, Status(State.FAILED, self._worker_id, trace=trace))
+            return
+        self.status.put_task(
+            task_id,
+            Status(
+                State.RESTARTING,
+                self._worker_id,
+                trace=trace,
+                restart_attempt=scheduled[0],
+                restart_attempts_max=self.restarter.policy.max_attempts,
+            ),
+        )
+
+    def on_shutdown(self, task_id: ConnectorTaskId) -> None:
+        if not self.membership.in_contact:
+            return  # our view is stale: the task's new owner reports its status
+        self.status.put_task(task_id, Status(State.UNASSIGNED, self._worker_id))
+
+    # -- REST: reads ---------------------------------------------------------------------------------------
+
+    def _config_of(self, name: str) -> dict[str, Any]:
+        raw = self.configs.snapshot().connectors.get(name)
+        if raw is None:
+            raise NotFoundError(f"Connector {name} not found")
+        return raw
+
+    def _secret_keys(self, raw: Mapping[str, Any]) -> set[str]:
+        info = self.worker.plugins.find(str(raw.get("connector.class", "")), (PluginKind.SOURCE, PluginKind.SINK))
+        if info is None:
+            return set()
+        config_model: Any = getattr(info.cls, "Config", None)
+        return set(config_model.secret_keys()) if config_model is not None else set()
+
+    def _type(self, raw: Mapping[str, Any]) -> str:
+        info = self.worker.plugins.find(str(raw.get("connector.class", "")), (PluginKind.SOURCE, PluginKind.SINK))
+        return info.kind.value if info is not None else "unknown"
+
+    def connectors(self) -> list[str]:
+        return sorted(self.configs.snapshot().connectors)
+
+    def connector_info(self, name: str) -> ConnectorInfo:
+        snapshot = self.configs.snapshot()
+        raw = snapshot.connectors.get(name)
+        if raw is None:
+            raise NotFoundError(f"Connector {name} not found")
+        tasks = list(range(len(snapshot.task_configs.get(name, ()))))
+        return ConnectorInfo(name, mask_config(raw, self._secret_keys(raw)), tasks, self._type(raw))
+
+    def connector_config(self, name: str) -> dict[str, Any]:
+        raw = self._config_of(name)
+        return mask_config(raw, self._secret_keys(raw))
+
+    def task_configs(self, name: str) -> list[TaskInfo]:
+        snapshot = self.configs.snapshot()
+        raw = snapshot.connectors.get(name)
+        if raw is None:
+            raise NotFoundError(f"Connector {name} not found")
+        keys = self._secret_keys(raw)
+        return [TaskInfo(name, i, mask_config(c, keys)) for i, c in enumerate(snapshot.task_configs.get(name, ()))]
+
+    def connector_status(self, name: str) -> ConnectorStateInfo:
+        snapshot = self.configs.snapshot()
+        raw = snapshot.connectors.get(name)
+        if raw is None:
+            raise NotFoundError(f"Connector {name} not found")
+        connector = self.status.connector(name) or Status(State.UNASSIGNED, self._owner(snapshot, (name, CONNECTOR)))
+        tasks = []
+        for n in range(len(snapshot.task_configs.get(name, ()))):
+            task_id = ConnectorTaskId(name, n)
+            status = self.status.task(task_id) or Status(State.UNASSIGNED, self._owner(snapshot, (name, n)))
+            tasks.append({"id": n, **status.to_json()})
+        return ConnectorStateInfo(name, connector.to_json(), tasks, self._type(raw))
+
+    def task_status(self, name: str, task: int) -> dict[str, Any]:
+        snapshot = self.configs.snapshot()
+        if name not in snapshot.connectors:
+            raise NotFoundError(f"Connector {name} not found")
+        if not 0 <= task < len(snapshot.task_configs.get(name, ())):
+            raise NotFoundError(f"Task {name}-{task} not found")
+        status = self.status.task(ConnectorTaskId(name, task)) or Status(State.UNASSIGNED, self._owner(snapshot, (name, task)))
+        return {"id": task, **status.to_json()}
+
+    def _owner(self, snapshot: ConfigSnapshot, item: Item) -> str:
+        owner = None
+        if snapshot.assignment is not None:
+            owner = next((w for w, items in snapshot.assignment.owners.items() if item in items), None)
+        return owner or ""
+
+    def connector_topics(self, name: str) -> list[str]:
+        self._check_topic_tracking("topic.tracking.enable", "Topic tracking is disabled.")
+        self._config_of(name)
+        with self._lock:
+            topics = set(self._topics.get(name, ()))
+            for task_id, running in self._tasks.items():
+                if task_id.connector == name:
+                    topics.update(running.runner.active_topics)
+        return sorted(topics)
+
+    def reset_connector_topics(self, name: str) -> None:
+        self._check_topic_tracking("topic.tracking.enable", "Topic tracking is disabled.")
+        self._check_topic_tracking("topic.tracking.allow.reset", "Topic tracking reset is disabled.")
+        self._config_of(name)
+        with self._lock:
+            self._topics.pop(name, None)
+            for task_id, running in self._tasks.items():
+                if task_id.connector == name:
+                    running.runner.active_topics.clear()
+
+    # -- REST: writes (performed by the leader) -------------------------------------------------------------
+
+    def _leader_or_forward(self) -> str | None:
+        """``None`` when this worker is the leader and may write; else the leader's URL to forward to."""
+        if not self.ready:
+            raise NoLeader()
+        if self._ensure_writer():
+            return None
+        if is_forwarded():
+            raise NoLeader()  # a forwarded request reached a worker that is not the leader (any more)
+        assignment = self.configs.snapshot().assignment
+        if assignment is None or assignment.leader == self._worker_id or not assignment.leader_url:
+            raise NoLeader()
+        return assignment.leader_url
+
+    def put_connector_config(
+        self,
+        name: str,
+        config: Mapping[str, Any],
+        *,
+        allow_replace: bool,
+        initial_state: TargetState = TargetState.STARTED,
+    ) -> tuple[bool, ConnectorInfo]:
+        raw = {str(k): stringify(v) for k, v in config.items()}
+        if "name" in raw and raw["name"] != name:
+            raise BadRequest(f"Connector name configuration ({raw['name']}) doesn't match connector name in the URL ({name})")
+        leader = self._leader_or_forward()
+        if leader is not None:
+            path = f"/connectors/{quote(name, safe='')}"
+            if allow_replace:
+                status, body = self.forwarder.send(leader, "PUT", path + "/config", body=raw)
+            else:
+                state = {TargetState.STARTED: "RUNNING"}.get(initial_state, initial_state.value)
+                status, body = self.forwarder.send(leader, "POST", "/connectors", body={"name": name, "config": raw, "initial_state": state})
+            return status == 201, _info_from_json(body)
+        raw["name"] = name
+        snapshot = self.configs.snapshot()
+        current = snapshot.connectors.get(name)
+        if current is not None:
+            for key in self._secret_keys(current):
+                if raw.get(key) == MASK and key in current:
+                    raw[key] = current[key]
+        validated = self.worker.validate(raw)
+        if current is not None and not allow_replace:
+            raise AlreadyExistsError(f"Connector {name} already exists")
+        records = [ConfigStore.connector_record(name, raw)]
+        if current is None:
+            records.append(ConfigStore.target_state_record(name, initial_state))
+        self.configs.write(records)
+        tasks = list(range(len(snapshot.task_configs.get(name, ())))) if current is not None else []
+        log.info("%s connector %s (%s)", "Updated" if current else "Created", name, validated.plugin.class_name)
+        return current is None, ConnectorInfo(name, mask_config(raw, self._secret_keys(raw)), tasks, validated.type)
+
+    def patch_connector_config(self, name: str, patch: Mapping[str, Any]) -> ConnectorInfo:
+        leader = self._leader_or_forward()
+        if leader is not None:
+            _, body = self.forwarder.send(leader, "PATCH", f"/connectors/{quote(name, safe='')}/config", body=dict(patch))
+            return _info_from_json(body)
+        merged = dict(self._config_of(name))
+        for key, value in patch.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        _, info = self.put_connector_config(name, merged, allow_replace=True)
+        return info
+
+    def delete_connector(self, name: str) -> None:
+        leader = self._leader_or_forward()
+        if leader is not None:
+            self.forwarder.send(leader, "DELETE", f"/connectors/{quote(name, safe='')}")
+            return
+        self._config_of(name)
+        self.configs.write([ConfigStore.connector_record(name, None), ConfigStore.target_state_record(name, None)])
+        log.info("Deleted connector %s", name)
+
+    def set_target_state(self, name: str, state: TargetState) -> None:
+        leader = self._leader_or_forward()
+        if leader is not None:
+            verb = {TargetState.STARTED: "resume", TargetState.PAUSED: "pause", TargetState.STOPPED: "stop"}[state]
+            self.forwarder.send(leader, "PUT", f"/connectors/{quote(name, safe='')}/{verb}")
+            return
+        snapshot = self.configs.snapshot()
+        if name not in snapshot.connectors:
+            raise NotFoundError(f"Connector {name} not found")
+        if snapshot.target_state(name) is state:
+            return
+        records = [ConfigStore.target_state_record(name, state)]
+        if state is TargetState.STOPPED:
+            # As Connect: a stopped connector has no tasks; they are generated again when it resumes.
+            records.extend(ConfigStore.task_records(name, []))
+        self.configs.write(records)
+
+    def restart_connector(self, name: str) -> None:
+        leader = self._leader_or_forward()
+        if leader is not None:
+            self.forwarder.send(leader, "POST", f"/connectors/{quote(name, safe='')}/restart")
+            return
+        self._config_of(name)
+        self.configs.write([ConfigStore.restart_record(name, False, False)])
+
+    def restart_connector_and_tasks(self, name: str, *, include_tasks: bool, only_failed: bool) -> ConnectorStateInfo:
+        leader = self._leader_or_forward()
+        if leader is not None:
+            params = {"includeTasks": str(include_tasks).lower(), "onlyFailed": str(only_failed).lower()}
+            _, body = self.forwarder.send(leader, "POST", f"/connectors/{quote(name, safe='')}/restart", params=params)
+            return ConnectorStateInfo(body["name"], body["connector"], body["tasks"], body["type"])
+        snapshot = self.configs.snapshot()
+        if name not in snapshot.connectors:
+            raise NotFoundError(f"Connector {name} not found")
+        planned = self.connector_status(name)
+        if snapshot.target_state(name) is TargetState.STOPPED:
+            return planned
+        if not only_failed or planned.connector.get("state") == State.FAILED.value:
+            planned.connector = {**planned.connector, "state": State.RESTARTING.value}
+        if include_tasks:
+            planned.tasks = [
+                {**t, "state": State.RESTARTING.value} if not only_failed or t.get("state") == State.FAILED.value else t
+                for t in planned.tasks
+            ]
+        self.configs.write([ConfigStore.restart_record(name, only_failed, include_tasks)])
+        return planned
+
+    def restart_task(self, name: str, task: int) -> None:
+        snapshot = self.configs.snapshot()
+        if name not in snapshot.connectors:
+            raise NotFoundError(f"Connector {name} not found")
+        if not 0 <= task < len(snapshot.task_configs.get(name, ())):
+            raise NotFoundError(f"Task {name}-{task} not found")
+        owner = self._owner(snapshot, (name, task))
+        task_id = ConnectorTaskId(name, task)
+        if owner == self._worker_id:
+            with self._lock:
+                self.restarter.reset(task_id)
+                self._stop_tasks([task_id], forget=False)
+                self._start_task(task_id, self.configs.snapshot())
+            return
+        url = snapshot.assignment.urls.get(owner) if snapshot.assignment and owner else None
+        if not url or is_forwarded():
+            raise NoLeader("Cannot restart the task now: it is being reassigned; retry in a moment")
+        self.forwarder.send(url, "POST", f"/connectors/{quote(name, safe='')}/tasks/{task}/restart")
+
+    def put_task_configs(self, name: str, body: bytes, signature: str | None, algorithm: str | None) -> None:
+        """Internal: the worker running connector ``name`` hands its task configs to the leader."""
+        snapshot = self.configs.snapshot()
+        if algorithm not in (None, ALGORITHM):
+            raise BadRequest(f"Unsupported request signature algorithm {algorithm}")
+        if not verify(snapshot.session_key, body, signature):
+            raise Forbidden("Internal request missing or carrying an invalid signature")
+        if not self._ensure_writer():
+            raise NoLeader()
+        if name not in snapshot.connectors:
+            raise NotFoundError(f"Connector {name} not found")
+        try:
+            configs = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise BadRequest(f"Task configs are not valid JSON: {exc}") from None
+        if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs):
+            raise BadRequest("Task configs must be a JSON array of objects")
+        if configs != snapshot.task_configs.get(name):
+            self.configs.write(ConfigStore.task_records(name, configs), wait_visible=False)
+            log.info("Wrote %d task config(s) of %s", len(configs), name)
+
+    # -- offsets (KIP-875) -----------------------------------------------------------------------------------
+
+    def _sink_offsets(self) -> SinkOffsets:
+        return SinkOffsets({"bootstrap.servers": self.config.bootstrap_servers, **self.config.prefixed("admin.")})
+
+    @staticmethod
+    def _group(raw: Mapping[str, Any]) -> str:
+        return str(raw.get("consumer.override.group.id") or f"connect-{raw['name']}")
+
+    def connector_offsets(self, name: str) -> list[dict[str, Any]]:
+        raw = self._config_of(name)
+        if self._type(raw) == PluginKind.SINK.value:
+            return self._sink_offsets().get(self._group(raw))
+        self.offset_store.read_to_end()
+        return SourceOffsets(self.offset_store).get(name)
+
+    def _stopped_config(self, name: str) -> dict[str, Any]:
+        snapshot = self.configs.snapshot()
+        raw = snapshot.connectors.get(name)
+        if raw is None:
+            raise NotFoundError(f"Connector {name} not found")
+        if snapshot.target_state(name) is not TargetState.STOPPED:
+            raise BadRequest(NOT_STOPPED_MESSAGE.format(name=name))
+        return raw
+
+    def alter_connector_offsets(self, name: str, entries: list[dict[str, Any]]) -> str:
+        changes = parse_changes(entries)
+        raw = self._stopped_config(name)
+        validated = self.worker.validate(raw)
+        if validated.plugin.kind is PluginKind.SINK:
+            by_partition = sink_changes(changes)
+            checked = self._ask_connector(validated, by_partition)
+            self._sink_offsets().alter(self._group(raw), by_partition)
+        else:
+            checked = self._ask_connector(validated, changes)
+            self.offset_store.read_to_end()
+            SourceOffsets(self.offset_store).alter(name, changes)
+        log.info("Altered the offsets of %d partition(s) of connector %s", len(changes), name)
+        return offsets_message("altered", checked)
+
+    def reset_connector_offsets(self, name: str) -> str:
+        raw = self._stopped_config(name)
+        validated = self.worker.validate(raw)
+        if validated.plugin.kind is PluginKind.SINK:
+            sink = self._sink_offsets()
+            group = self._group(raw)
+            current = sink_changes([(e["partition"], None) for e in sink.get(group)])
+            checked = self._ask_connector(validated, current)
+            sink.reset(group)
+        else:
+            self.offset_store.read_to_end()
+            source = SourceOffsets(self.offset_store)
+            checked = self._ask_connector(validated, [(e["partition"], None) for e in source.get(name)])
+            source.reset(name)
+        log.info("Reset the offsets of connector %s", name)
+        return offsets_message("reset", checked)
+
+    def _ask_connector(self, validated: ValidatedConnector, offsets: Any) -> bool:
+        connector = self.worker.new_connector(validated)
+        assert isinstance(connector, (SourceConnector, SinkConnector))
+        name = validated.common.name
+        try:
+            return bool(
+                call_with_timeout(lambda: connector.alter_offsets(validated.raw, offsets), f"alter offsets of {name}", name)
+            )
+        except ConfigError as exc:
+            raise BadRequest(f"The connector {name} refused the offsets: {exc}") from exc
+
+
+def _same(a: Assignment, b: Assignment) -> bool:
+    def owners(x: Assignment) -> dict[str, set[Item]]:
+        return {w: set(i) for w, i in x.owners.items() if i}
+
+    return (
+        a.leader == b.leader
+        and a.leader_url == b.leader_url
+        and owners(a) == owners(b)
+        and set(a.owners) == set(b.owners)
+        and {i: w for i, (w, _) in a.revoking.items()} == {i: w for i, (w, _) in b.revoking.items()}
+        and set(a.departed) == set(b.departed)
+        and a.urls == b.urls
+    )
+
+
+def _info_from_json(body: Any) -> ConnectorInfo:
+    if not isinstance(body, dict):
+        raise ForwardedError(502, f"The leader answered with an unexpected body: {body!r}")
+    return ConnectorInfo(
+        str(body.get("name")),
+        dict(body.get("config") or {}),
+        [int(t["task"]) for t in body.get("tasks") or []],
+        str(body.get("type")),
+    )
+
+
+def _security(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The security settings of the worker's clients (``producer.``/``consumer.`` keys) for internal clients."""
+    return {k: v for k, v in overrides.items() if k.startswith(("security.", "ssl.", "sasl."))}

@@ -1,0 +1,108 @@
+"""``sluice distributed``: run one member of a cluster until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+from connectors.api import ConfigError, ConnectError
+from offsets.kafka import KafkaOffsetStore
+from plugins import PluginRegistry
+from rest import create_app
+from rest.server import RestServer
+from worker.distributed.config import DistributedConfig
+from worker.distributed.herder import DistributedHerder
+from worker.distributed.topics import InternalTopic, ensure_topics
+from worker.runtime import tune_gc
+from worker.standalone_main import load_config_file
+from worker.worker import Worker
+
+log = logging.getLogger(__name__)
+
+
+def internal_topics(config: DistributedConfig) -> list[InternalTopic]:
+    return [
+        InternalTopic(
+            config.config_storage_topic, "config.storage.topic", 1, config.config_storage_replication_factor, exact_partitions=True
+        ),
+        InternalTopic(
+            config.offset_storage_topic, "offset.storage.topic", config.offset_storage_partitions, config.offset_storage_replication_factor
+        ),
+        InternalTopic(
+            config.status_storage_topic, "status.storage.topic", config.status_storage_partitions, config.status_storage_replication_factor
+        ),
+    ]
+
+
+class DistributedWorker:
+    """Wires the herder, the REST server and the Kafka-backed stores of one cluster member."""
+
+    def __init__(self, worker_config: dict[str, Any]) -> None:
+        self.config = DistributedConfig.from_mapping(worker_config)
+        registry = PluginRegistry([p.strip() for p in self.config.plugin_path.split(",") if p.strip()])
+        client_id = self.config.client_id or f"sluice-{self.config.group_id}-{self.config.worker_id}"
+        security = {k: v for k, v in self.config.prefixed("admin.").items() if k.startswith(("security.", "ssl.", "sasl."))}
+        self.admin = AdminClient({"bootstrap.servers": self.config.bootstrap_servers, **security})
+        store = KafkaOffsetStore(self.config.offset_storage_topic, self.config.bootstrap_servers, client_id=client_id)
+        self.herder = DistributedHerder(Worker(self.config, registry, store), self.config)
+        _, host, port = self.config.listener
+        self.rest = RestServer(create_app(self.herder), host, port)
+
+    def start(self) -> None:
+        ensure_topics(self.admin, internal_topics(self.config))
+        self._herder_started = True
+        self.herder.start()
+        self._rest_started = True
+        self.rest.start()
+
+    def stop(self) -> None:
+        try:
+            if getattr(self, "_rest_started", False):
+                self.rest.stop()
+        finally:
+            if getattr(self, "_herder_started", False):
+                self.herder.stop()
+
+
+def run_distributed(worker_file: str) -> int:
+    """Run until a signal arrives; return the process exit code."""
+    stop = threading.Event()
+    signals = {"count": 0}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        signals["count"] += 1
+        if signals["count"] > 1:
+            log.warning("Second signal: exiting without waiting for tasks")
+            raise SystemExit(130)
+        log.info("Received %s, leaving the cluster (tasks flush and commit their offsets)", signal.Signals(signum).name)
+        stop.set()
+
+    try:
+        node = DistributedWorker(load_config_file(worker_file))
+    except ConfigError as exc:
+        print(f"sluice: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        node.start()
+    except ConfigError as exc:
+        print(f"sluice: invalid configuration: {exc}", file=sys.stderr)
+        node.stop()
+        return 2
+    except (RuntimeError, ConnectError) as exc:
+        print(f"sluice: cannot start the worker: {exc}", file=sys.stderr)
+        node.stop()
+        return 1
+    tune_gc()
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        node.stop()
+    return 0

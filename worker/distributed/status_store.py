@@ -1,0 +1,166 @@
+"""Connector and task statuses shared through ``status.storage.topic`` (Connect's records).
+
+Keys ``status-connector-<c>`` and ``status-task-<c>-<n>``; values
+``{"state", "trace", "worker_id", "generation"}`` (JSON without schemas), plus Sluice's
+``restart_attempt``/``restart_attempts_max`` while an automatic restart is pending. Each worker
+writes the statuses of what it runs and reads everyone's, so ``GET /connectors/{c}/status``
+answers the same on every worker once the records have propagated (normally well under a
+second). A record from an older assignment generation never overwrites a newer one, so a
+worker that was slow to stop cannot make a moved task look like it is still running there.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+from worker.distributed.kafka_log import KafkaLog
+from worker.status import ConnectorTaskId, State, Status, StatusStore
+
+log = logging.getLogger(__name__)
+
+
+def encode_status(status: Status) -> bytes:
+    body: dict[str, Any] = {
+        "state": status.state.value,
+        "trace": status.trace,
+        "worker_id": status.worker_id,
+        "generation": status.generation,
+    }
+    if status.restart_attempt is not None:
+        body["restart_attempt"] = status.restart_attempt
+        body["restart_attempts_max"] = status.restart_attempts_max
+    return orjson.dumps(body)
+
+
+def decode_status(value: bytes) -> Status:
+    body = orjson.loads(value)
+    return Status(
+        State(body["state"]),
+        str(body.get("worker_id") or ""),
+        trace=body.get("trace"),
+        generation=int(body.get("generation") or 0),
+        restart_attempt=body.get("restart_attempt"),
+        restart_attempts_max=body.get("restart_attempts_max"),
+    )
+
+
+def connector_key(name: str) -> bytes:
+    return f"status-connector-{name}".encode()
+
+
+def task_key(task_id: ConnectorTaskId) -> bytes:
+    return f"status-task-{task_id.connector}-{task_id.task}".encode()
+
+
+class KafkaStatusStore(StatusStore):
+    """A :class:`StatusStore` whose writes go to the status topic and whose reads include every worker's."""
+
+    def __init__(
+        self,
+        topic: str,
+        bootstrap_servers: str,
+        *,
+        client_id: str,
+        generation: Callable[[], int],
+        producer_overrides: Mapping[str, Any] | None = None,
+        consumer_overrides: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        self._generation = generation
+        self._log = KafkaLog(
+            topic,
+            bootstrap_servers,
+            self._apply,
+            client_id=f"{client_id}-status",
+            producer_overrides=producer_overrides,
+            consumer_overrides=consumer_overrides,
+        )
+
+    def start(self) -> None:
+        self._log.start()
+
+    def stop(self) -> None:
+        self._log.stop()
+
+    def read_to_end(self, timeout: float = 30.0) -> None:
+        self._log.read_to_end(timeout)
+
+    # -- writes: local first (this worker's answers are immediate), then the topic --------------------
+
+    def _superseded(self, current: Status | None, status: Status) -> bool:
+        """Connect's ``putSafe``: a worker that stopped something never hides its new owner's status."""
+        return status.state is State.UNASSIGNED and current is not None and current.worker_id != status.worker_id
+
+    def put_connector(self, name: str, status: Status) -> None:
+        if self._superseded(self.connector(name), status):
+            return
+        status.generation = max(status.generation, self._generation())
+        super().put_connector(name, status)
+        self._log.send_async(connector_key(name), encode_status(status))
+
+    def put_task(self, task_id: ConnectorTaskId, status: Status) -> None:
+        if self._superseded(self.task(task_id), status):
+            return
+        status.generation = max(status.generation, self._generation())
+        super().put_task(task_id, status)
+        self._log.send_async(task_key(task_id), encode_status(status))
+
+    def forget(self, connector: str) -> None:
+        tasks = list(self.tasks(connector))
+        super().forget(connector)
+        self._log.send_async(connector_key(connector), None)
+        for task_id in tasks:
+            self._log.send_async(task_key(task_id), None)
+
+    def forget_task(self, task_id: ConnectorTaskId) -> None:
+        # Connect keeps a stopped task's last status (another worker may already own it): only
+        # the local view is cleared, the topic keeps whatever the new owner writes.
+        super().forget_task(task_id)
+
+    # -- reads from the topic -------------------------------------------------------------------------
+
+    def _apply(self, raw_key: bytes | None, raw_value: bytes | None) -> None:
+        if raw_key is None:
+            return
+        key = raw_key.decode("utf-8", "replace")
+        if key.startswith("status-connector-"):
+            name = key[len("status-connector-") :]
+            if raw_value is None:
+                with self._lock:
+                    self._connectors.pop(name, None)
+                return
+            status = self._decode(key, raw_value)
+            if status is None:
+                return
+            with self._lock:
+                current = self._connectors.get(name)
+                if current is None or status.generation >= current.generation:
+                    self._connectors[name] = status
+        elif key.startswith("status-task-"):
+            name, _, number = key[len("status-task-") :].rpartition("-")
+            if not number.isdigit():
+                return
+            task_id = ConnectorTaskId(name, int(number))
+            if raw_value is None:
+                with self._lock:
+                    self._tasks.pop(task_id, None)
+                return
+            status = self._decode(key, raw_value)
+            if status is None:
+                return
+            with self._lock:
+                current = self._tasks.get(task_id)
+                if current is None or status.generation >= current.generation:
+                    self._tasks[task_id] = status
+
+    @staticmethod
+    def _decode(key: str, value: bytes) -> Status | None:
+        try:
+            return decode_status(value)
+        except (orjson.JSONDecodeError, KeyError, ValueError) as exc:
+            log.warning("Skipping status record %s: %s", key, exc)
+            return None

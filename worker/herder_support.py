@@ -1,0 +1,104 @@
+"""What both herders share: plugin queries, config validation and connector-call helpers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from connectors.api import ConnectError, NotFoundError
+from plugins import PluginInfo, PluginKind
+from worker.config_infos import plugin_definitions, validate_config
+from worker.herder import BadRequest, Forbidden
+from worker.logcontext import set_context
+from worker.worker import Worker
+
+T = TypeVar("T")
+
+CONNECTOR_CALL_TIMEOUT_S = 30.0
+
+CONNECTOR_KINDS = (PluginKind.SOURCE, PluginKind.SINK)
+
+NOT_STOPPED_MESSAGE = (
+    "Connectors must be in the STOPPED state before their offsets can be modified. This can be done for the "
+    "specified connector by issuing a 'PUT' request to the '/connectors/{name}/stop' endpoint"
+)
+
+
+def offsets_message(verb: str, connector_checked: bool) -> str:
+    """Connect's answer to an offsets change; it warns when the connector did not vouch for them."""
+    if connector_checked:
+        return f"The offsets for this connector have been {verb} successfully"
+    return (
+        f"The Connect framework-managed offsets for this connector have been {verb} successfully. However, if this "
+        f"connector manages offsets externally, they will need to be manually {verb} in the system that the "
+        "connector uses."
+    )
+
+
+class PluginQueries:
+    """Herder methods that only need the worker: plugins, their configs, validation, topic tracking."""
+
+    worker: Worker
+
+    def plugins(self) -> list[PluginInfo]:
+        return self.worker.plugins.plugins()
+
+    def worker_settings(self) -> Mapping[str, Any]:
+        return dict(self.worker.config.raw)
+
+    def _check_topic_tracking(self, key: str, message: str) -> None:
+        if str(self.worker.config.raw.get(key, "true")).strip().lower() == "false":
+            raise Forbidden(message)
+
+    def connector_plugin_config(self, plugin: str) -> list[dict[str, Any]]:
+        info = self.worker.plugins.find(plugin, (*CONNECTOR_KINDS, *(k for k in PluginKind if k not in CONNECTOR_KINDS)))
+        if info is None:
+            raise NotFoundError(f"Unknown plugin {plugin}.")
+        return plugin_definitions(info)
+
+    def validate_connector_config(self, plugin: str, config: Mapping[str, Any]) -> dict[str, Any]:
+        info = self.worker.plugins.find(plugin, CONNECTOR_KINDS)
+        if info is None:
+            raise NotFoundError(f"Unknown plugin {plugin}.")
+        raw = {str(k): stringify(v) for k, v in config.items()}
+        included = raw.get("connector.class")
+        if included:
+            included_info = self.worker.plugins.find(str(included), CONNECTOR_KINDS)
+            if included_info is None or included_info.cls is not info.cls:
+                raise BadRequest(f"Included connector type {included} does not match request type {plugin}")
+        else:
+            raw["connector.class"] = plugin
+        return validate_config(info, raw, self.worker.validate)
+
+
+def stringify(value: Any) -> Any:
+    """Connect configs are strings; JSON bodies may carry numbers and booleans."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+def call_with_timeout(fn: Callable[[], T], what: str, connector: str, timeout: float = CONNECTOR_CALL_TIMEOUT_S) -> T:
+    """Run a connector lifecycle call on its own thread, so a connector that hangs (a database that
+    never answers) fails itself instead of freezing the herder and the REST API."""
+    result: list[Any] = []
+    error: list[BaseException] = []
+
+    def target() -> None:
+        set_context(connector)
+        try:
+            result.append(fn())
+        except BaseException as exc:  # re-raised on the caller's thread
+            error.append(exc)
+
+    thread = threading.Thread(target=target, name=f"connector-{connector}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise ConnectError(f"Timed out after {timeout:.0f}s trying to {what}")
+    if error:
+        raise error[0]
+    return result[0]
