@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sluice-installed
 
-.PHONY: setup kafka s3 quickstart test unit integration bench lint clean
+.PHONY: setup kafka s3 spark opensearch quickstart test unit integration bench lint clean
 
 setup: $(STAMP)
 
@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	bash deploy/bootstrap.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,jdbc,s3]'
+	$(PY) -m pip install --quiet -e '.[dev,jdbc,s3,spark]'
 	touch $(STAMP)
 
 kafka: setup
@@ -22,16 +22,22 @@ kafka: setup
 s3: setup
 	$(PY) -m deploy.s3_server fetch
 
+spark: setup
+	$(PY) -m deploy.spark fetch
+
+opensearch: setup
+	$(PY) -m deploy.opensearch fetch
+
 quickstart: setup kafka
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash deploy/quickstart/run.sh
 
-test: setup kafka s3
+test: setup kafka s3 opensearch spark
 	$(PY) -m pytest
 
 unit: setup
 	$(PY) -m pytest tests/unit
 
-integration: setup kafka s3
+integration: setup kafka s3 opensearch spark
 	$(PY) -m pytest tests/integration
 
 bench: setup kafka

@@ -1,17 +1,18 @@
 """How one connector's throughput scales with tasks and workers in distributed mode.
 
-A SequenceSource writes ``SLUICE_BENCH_RECORDS`` records (JSON values with schemas, ~200 bytes)
-into a 4-partition topic, with 1, 2 and 4 tasks spread over clusters of 1 and 2
-``sluice distributed`` worker processes on this machine. The rate is the topic's growth from the
-10 % to the 90 % mark (the steady state, read from the partitions' end offsets). The raw limit in the same run
-is bare confluent-kafka producing the same number of pre-serialized records from one process.
+A SequenceSource writes JSON values (~200 bytes) into a 4-partition topic as fast as it can,
+with 1, 2 and 4 tasks spread over clusters of 1 and 2 ``sluice distributed`` worker processes on
+this machine. The rate is the steady state: the topic's growth (its partitions' end offsets) over
+``SLUICE_BENCH_WINDOW_S`` seconds (10) once every task runs, after a 2 s warm-up. The raw limit in
+the same run is bare confluent-kafka producing ``SLUICE_BENCH_RECORDS`` pre-serialized records
+from one process.
 
 Ratios printed: each configuration against 1 worker × 1 task (scaling), and against the bare
 producer. On a 2-core machine that also hosts the broker, expect threads in one worker to add
 little (the GIL) and a second worker process to add what the second core has left.
 
-    python -m benchmarks.distributed_scaling            # 1,000,000 records per configuration
-    SLUICE_BENCH_RECORDS=200000 python -m benchmarks.distributed_scaling
+    python -m benchmarks.distributed_scaling
+    SLUICE_BENCH_WINDOW_S=5 python -m benchmarks.distributed_scaling
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from benchmarks.common import RECORDS, Result, broker, create_topic
 
 PARTITIONS = 4
+WINDOW_S = float(os.environ.get("SLUICE_BENCH_WINDOW_S", "10"))
+WARMUP_S = 2.0
 REPO = Path(__file__).resolve().parents[1]
 PAYLOAD = 150  # filler bytes: each JSON value is about 200 bytes
 
@@ -109,38 +112,29 @@ def _create(url: str, name: str, config: dict[str, str]) -> None:
         time.sleep(0.25)
 
 
-def _measure(bootstrap: str, topic: str, total: int, timeout: float = 600) -> float:
-    """Seconds the topic took to grow from 10 % to 90 % of ``total`` records.
+def _end_offsets(consumer: Consumer, topic: str) -> int:
+    return sum(
+        consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1] for p in range(PARTITIONS)
+    )
 
-    The middle of the run is the steady state: it leaves out worker start-up, the staggered start
-    of a connector's tasks and the tail where some tasks have finished before others.
-    """
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks"})
-    partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
 
-    def count() -> int:
-        return sum(consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1] for tp in partitions)
-
+def _wait_running(url: str, tasks: int, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
-    marks: dict[float, float] = {}
-    try:
-        while len(marks) < 2:
-            done = count()
-            now = time.monotonic()
-            for fraction in (0.1, 0.9):
-                if fraction not in marks and done >= fraction * total:
-                    marks[fraction] = now
-            if now > deadline:
-                raise RuntimeError(f"only {done} of {total} records arrived")
-            time.sleep(0.01)
-    finally:
-        consumer.close()
-    return (marks[0.9] - marks[0.1]) / 0.8
+    while time.monotonic() < deadline:
+        response = httpx.get(f"{url}/connectors/seq/status", timeout=10)
+        if response.status_code == 200:
+            body = response.json()
+            if len(body["tasks"]) == tasks and all(t["state"] == "RUNNING" for t in body["tasks"]):
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"the connector's {tasks} tasks did not all run within {timeout:.0f}s")
 
 
-def run_config(bootstrap: str, workers: int, tasks: int, total: int, workdir: Path) -> Result:
+def run_config(bootstrap: str, workers: int, tasks: int, seconds: float, workdir: Path) -> Result:
+    """Steady-state rate: the topic's growth over ``seconds`` once every task runs (plus a warm-up)."""
     topic = create_topic(bootstrap, f"bench-scale-{uuid.uuid4().hex[:8]}", PARTITIONS)
     procs = _start_workers(bootstrap, workers, workdir)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks"})
     try:
         _create(
             procs[0][1],
@@ -149,16 +143,20 @@ def run_config(bootstrap: str, workers: int, tasks: int, total: int, workdir: Pa
                 "connector.class": "SequenceSource",
                 "tasks.max": str(tasks),
                 "topic": topic,
-                "sequence.count": str(total // tasks),
                 "sequence.batch.size": "2000",
                 "payload.bytes": str(PAYLOAD),
             },
         )
-        seconds = _measure(bootstrap, topic, (total // tasks) * tasks)
+        _wait_running(procs[0][1], tasks)
+        time.sleep(WARMUP_S)
+        first, start = _end_offsets(consumer, topic), time.monotonic()
+        time.sleep(seconds)
+        records, elapsed = _end_offsets(consumer, topic) - first, time.monotonic() - start
     finally:
+        consumer.close()
         _stop(procs)
     sample = orjson.dumps({"task": 0, "seq": 123456, "payload": "x" * PAYLOAD})
-    return Result(f"{workers} worker(s) x {tasks} task(s)", (total // tasks) * tasks, len(sample) * total, seconds)
+    return Result(f"{workers} worker(s) x {tasks} task(s)", records, len(sample) * records, elapsed)
 
 
 def bare(bootstrap: str, total: int) -> Result:
@@ -182,14 +180,17 @@ def bare(bootstrap: str, total: int) -> Result:
 
 def main() -> list[tuple[Result, Result]]:
     total = RECORDS
-    print(f"\nDistributed scaling: SequenceSource, {total:,} records per configuration, {PARTITIONS} partitions")
+    print(
+        f"\nDistributed scaling: SequenceSource into {PARTITIONS} partitions, steady state over {WINDOW_S:.0f}s per "
+        f"configuration; bare producer: {total:,} records"
+    )
     results: list[Result] = []
     with broker() as bootstrap, tempfile.TemporaryDirectory() as tmp:
         raw = bare(bootstrap, total)
         print(raw.line())
         for workers in (1, 2):
             for tasks in (1, 2, 4):
-                result = run_config(bootstrap, workers, tasks, total, Path(tmp))
+                result = run_config(bootstrap, workers, tasks, WINDOW_S, Path(tmp))
                 results.append(result)
                 print(result.line(raw))
     base = results[0]

@@ -7,7 +7,7 @@ from fastapi import FastAPI
 from rest.errors import install_error_handlers
 from rest.logger_levels import LoggerLevels
 from rest.middleware import AuthMiddleware, RequestHeadersMiddleware, RequestLimitsMiddleware
-from rest.routes import connectors, loggers, offsets, plugins, root
+from rest.routes import backfills, connectors, loggers, offsets, plugins, root
 from rest.settings import RestSettings
 from worker.herder import Herder
 
@@ -32,6 +32,7 @@ def create_app(herder: Herder, settings: RestSettings | None = None) -> FastAPI:
     app.include_router(offsets.router)
     app.include_router(plugins.router)
     app.include_router(loggers.router)
+    backfills.install(app, herder)
     # Added last = runs first: unauthenticated clients are refused before their body is read.
     app.add_middleware(RequestHeadersMiddleware)
     app.add_middleware(RequestLimitsMiddleware, max_bytes=settings.max_request_bytes)

@@ -8,18 +8,22 @@ half of the record they work on. :class:`KeyOrValueTransformation` does the same
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
+from functools import partial
+from itertools import repeat
 from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BeforeValidator
 
 from connectors.api.errors import ConfigError, DataError
-from connectors.api.records import SinkRecord, SourceRecord
+from connectors.api.records import SinkRecord, SinkRecordBatch, SourceRecord
 from connectors.api.schema import Schema, Type
 from connectors.api.transform import Predicate, R, Transformation
 
 __all__ = [
+    "MIXED",
     "BuiltinPredicate",
     "BuiltinTransformation",
+    "DerivedSinkRecordBatch",
     "CommaList",
     "KeyOrValueTransformation",
     "SchemaCache",
@@ -28,6 +32,7 @@ __all__ = [
     "require_map",
     "require_schema",
     "require_struct",
+    "uniform",
     "with_key",
     "with_topic",
     "with_value",
@@ -96,6 +101,11 @@ class BuiltinTransformation(Transformation):
 
     def _configured(self, config: Any) -> None:  # noqa: B027 - transforms without settings
         """Derive the per-record state from the validated settings."""
+
+    def apply_columns(self, batch: SinkRecordBatch) -> SinkRecordBatch | None:
+        """The whole batch transformed column by column, or ``None`` when this transform (or this
+        batch's shape) needs the record-by-record path. Must not change ``batch`` itself."""
+        return None
 
     @property
     def label(self) -> str:
@@ -175,14 +185,122 @@ def with_key(record: R, schema: Schema | None, key: Any) -> R:
     return _new_tuple(cls, items)
 
 
+_ORIGINAL_AT = _SINK_FIELDS.index("original_topic")
+_new_sink_record = partial(_new_tuple, SinkRecord)
+
+
 def with_topic(record: R, topic: str) -> R:
-    """``record`` routed to ``topic``."""
+    """``record`` routed to ``topic``; a sink record keeps its consumed coordinates in
+    ``original_topic``/``original_partition``/``original_offset`` (KIP-793), which is what its
+    sink commits offsets for."""
     cls = type(record)
     if cls not in _VALUE_AT:
         return record.replace(topic=topic)
     items = list(record)
+    if cls is SinkRecord and items[_ORIGINAL_AT] is None:
+        items[_ORIGINAL_AT : _ORIGINAL_AT + 3] = items[0:3]
     items[0] = topic
     return _new_tuple(cls, items)
+
+
+# -- columnar batches -----------------------------------------------------------------------------
+# A transform that can work on whole columns of a SinkRecordBatch (one topic, values and keys
+# already lists) overrides ``apply_columns``; the chain then never builds a record object, which
+# costs more than the transform itself.
+
+_COLUMN_PROPERTIES = {
+    "partition": "partitions",
+    "kafka_offset": "offsets",
+    "timestamp": "timestamps",
+    "timestamp_type": "timestamp_types",
+    "headers": "headers",
+}
+
+
+class DerivedSinkRecordBatch(SinkRecordBatch):
+    """A batch a columnar transform produced from a consumed one.
+
+    Columns it did not change are read from the parent on demand; ``original_topic`` is the topic
+    the records were consumed from, kept on every record built from the batch (KIP-793), so a sink
+    that commits per consumed partition is not misled by a topic-renaming transform.
+    """
+
+    __slots__ = ("fresh", "original_topic")
+
+    def __init__(
+        self,
+        parent: SinkRecordBatch,
+        *,
+        topic: str | None = None,
+        values: list[Any] | None = None,
+        value_schemas: list[Schema | None] | None = None,
+        keys: list[Any] | None = None,
+        key_schemas: list[Schema | None] | None = None,
+        fresh: str | None = None,
+    ) -> None:
+        super().__init__(
+            parent.topic if topic is None else topic,
+            parent.values if values is None else values,
+            parent.value_schemas if value_schemas is None else value_schemas,
+            parent.keys if keys is None else keys,
+            parent.key_schemas if key_schemas is None else key_schemas,
+            lambda name: getattr(parent, _COLUMN_PROPERTIES[name]),
+        )
+        self.original_topic: str = getattr(parent, "original_topic", parent.topic)
+        #: ``"values"`` or ``"keys"`` when that column holds maps the transform that made this batch
+        #: built itself and nothing else refers to: the next columnar step may change them in place.
+        self.fresh = fresh
+
+    def records(self) -> list[SinkRecord]:
+        if self._records is None:
+            if self.original_topic == self.topic:
+                return super().records()
+            n = len(self.values)
+            partitions, offsets = self.partitions, self.offsets
+            columns = zip(
+                repeat(self.topic, n),
+                partitions,
+                offsets,
+                self.values,
+                self.value_schemas,
+                self.keys,
+                self.key_schemas,
+                self.timestamps,
+                self.timestamp_types,
+                self.headers,
+                repeat(self.original_topic, n),
+                partitions,
+                offsets,
+            )
+            # tuple.__new__ over zipped columns builds each record without a Python-level call.
+            self._records = list(map(_new_sink_record, columns))
+        return self._records
+
+    @property
+    def routed(self) -> bool:
+        """Whether a transform renamed the topic (then only records carry the consumed topic)."""
+        return self.original_topic != self.topic
+
+
+def uniform(column: list[Any]) -> Any:
+    """The one object every entry of ``column`` is (``None`` included), else :data:`MIXED`."""
+    if not column:
+        return MIXED
+    first = column[0]
+    if first is None:
+        return None if column.count(None) == len(column) else MIXED
+    for item in column:
+        if item is not first:
+            return MIXED
+    return first
+
+
+class _Mixed:
+    __slots__ = ()
+
+
+#: What :func:`uniform` returns when a column holds different objects.
+MIXED: Any = _Mixed()
 
 
 # -- requirements (Connect's ``Requirements``) ---------------------------------------------------

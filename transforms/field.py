@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 
 from connectors.api.config import PluginConfig
 from connectors.api.errors import ConfigError, DataError
-from connectors.api.records import SinkRecord
+from connectors.api.records import SinkRecord, SinkRecordBatch
 from connectors.api.schema import (
     INT32_SCHEMA,
     INT64_SCHEMA,
@@ -25,14 +25,17 @@ from connectors.api.schema import (
 )
 from connectors.api.transform import R
 from transforms._support import (
+    MIXED,
     BuiltinTransformation,
     CommaList,
+    DerivedSinkRecordBatch,
     KeyOrValueTransformation,
     SchemaCache,
     copy_struct_schema,
     field_path,
     require_map,
     require_struct,
+    uniform,
     with_key,
     with_value,
 )
@@ -305,6 +308,76 @@ class InsertField(KeyOrValueTransformation):
         return out
 
 
+    def apply_columns(self, batch: SinkRecordBatch) -> SinkRecordBatch | None:
+        """Insert into whole columns: constants once per batch, partition/offset/timestamp from
+        the batch's columns; ``None`` (the record path) for mixed schemas or non-map data."""
+        column, schemas = (batch.keys, batch.key_schemas) if self.operates_on_key else (batch.values, batch.value_schemas)
+        schema = uniform(schemas)
+        if schema is MIXED or (schema is not None and schema.type is not Type.STRUCT):
+            return None
+        with_schema = schema is not None
+        # (name, constant or column, is a column) in _insert's order.
+        inserts: list[tuple[str, Any, bool]] = []
+        if self._topic is not None:
+            inserts.append((self._topic[0], batch.topic, False))
+        if self._partition is not None:
+            inserts.append((self._partition[0], batch.partitions, True))
+        if self._offset is not None:
+            inserts.append((self._offset[0], batch.offsets, True))
+        if self._timestamp is not None:
+            ts: list[Any] = batch.timestamps
+            if with_schema:
+                ts = [None if t is None else Timestamp.from_int(t) for t in ts]
+            inserts.append((self._timestamp[0], ts, True))
+        if self._static is not None:
+            inserts.append((self._static[0], self._static_value, False))
+        fill = self._replace_null and with_schema and any(f.schema.default is not None for f in schema.fields)
+        out: list[Any] = []
+        append = out.append
+        constant_only = not any(is_column for _, _, is_column in inserts)
+        if constant_only and not fill and getattr(batch, "fresh", None) == ("keys" if self.operates_on_key else "values"):
+            # The maps were built by the step before and nobody else holds them: no second copy.
+            if not all(type(data) is dict or data is None for data in column):
+                return None
+            constants = {name: value for name, value, _ in inserts}
+            for data in column:
+                if data is not None:
+                    data.update(constants)
+            out = column
+        elif constant_only:
+            constants = {name: value for name, value, _ in inserts}
+            for data in column:
+                if type(data) is dict:
+                    append({**(_fill_default(data, schema) if fill else data), **constants})
+                elif data is None:
+                    append(None)
+                else:
+                    return None
+        else:
+            for i, data in enumerate(column):
+                if type(data) is not dict:
+                    if data is not None:
+                        return None
+                    append(None)
+                    continue
+                data = dict(_fill_default(data, schema) if fill else data)
+                for name, value, is_column in inserts:
+                    if is_column:
+                        item = value[i]
+                        if item is not None:
+                            data[name] = item
+                    else:
+                        data[name] = value
+                append(data)
+        new_schemas: list[Schema | None] = schemas
+        if with_schema:
+            new_schema = self._schemas.get(schema, self._updated_schema)
+            new_schemas = [new_schema] * len(out) if None not in column else [schema if d is None else new_schema for d in out]
+        if self.operates_on_key:
+            return DerivedSinkRecordBatch(batch, keys=out, key_schemas=new_schemas, fresh="keys")
+        return DerivedSinkRecordBatch(batch, values=out, value_schemas=new_schemas, fresh="values")
+
+
 class InsertFieldKey(InsertField):
     """InsertField on the record key."""
 
@@ -510,6 +583,61 @@ class ReplaceField(KeyOrValueTransformation):
                 moves = self._moves_for(tuple(value))
             append(with_value(record, None, {new: value[old] for old, new in moves}))
         return out
+
+
+    def apply_columns(self, batch: SinkRecordBatch) -> SinkRecordBatch | None:
+        """Replace fields in whole columns (one plan per schema or per map shape); ``None`` (the
+        record path) for mixed schemas or non-map data."""
+        column, schemas = (batch.keys, batch.key_schemas) if self.operates_on_key else (batch.values, batch.value_schemas)
+        schema = uniform(schemas)
+        if schema is MIXED:
+            return None
+        out: list[Any] = []
+        append = out.append
+        if schema is None:
+            exclude = tuple(self._exclude)
+            if not self._include and not self._renames:
+                # Only drops: a C-level copy and a pop per dropped name keep the field order.
+                for data in column:
+                    if type(data) is dict:
+                        data = data.copy()
+                        for name in exclude:
+                            data.pop(name, None)
+                        append(data)
+                    elif data is None:
+                        append(None)
+                    else:
+                        return None
+            else:
+                plans, moves_for = self._name_plans, self._moves_for
+                for data in column:
+                    if type(data) is dict:
+                        shape = tuple(data)
+                        moves = plans.get(shape) or moves_for(shape)
+                        append({new: data[old] for old, new in moves})
+                    elif data is None:
+                        append(None)
+                    else:
+                        return None
+            new_schemas: list[Schema | None] = schemas
+        else:
+            if schema.type is not Type.STRUCT:
+                return None
+            new_schema, moves = self._plans.get(schema, self._plan)
+            fill = self._replace_null and any(f.schema.default is not None for f in schema.fields)
+            for data in column:
+                if type(data) is dict:
+                    if fill:
+                        data = _fill_default(data, schema)
+                    append({new: data.get(old) for old, new in moves})
+                elif data is None:
+                    append(None)
+                else:
+                    return None
+            new_schemas = [new_schema] * len(out) if None not in column else [schema if d is None else new_schema for d in out]
+        if self.operates_on_key:
+            return DerivedSinkRecordBatch(batch, keys=out, key_schemas=new_schemas, fresh="keys")
+        return DerivedSinkRecordBatch(batch, values=out, value_schemas=new_schemas, fresh="values")
 
 
 class ReplaceFieldKey(ReplaceField):

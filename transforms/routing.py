@@ -10,9 +10,10 @@ from pydantic import Field, field_validator
 
 from connectors.api.config import PluginConfig
 from connectors.api.errors import ConfigError, DataError
+from connectors.api.records import SinkRecordBatch
 from connectors.api.schema import Timestamp
 from connectors.api.transform import R
-from transforms._support import BuiltinTransformation, with_topic
+from transforms._support import BuiltinTransformation, DerivedSinkRecordBatch, with_topic
 from transforms.java_time import JavaDateFormat
 
 __all__ = ["RegexRouter", "TimestampRouter", "java_replacement"]
@@ -101,6 +102,11 @@ class RegexRouter(BuiltinTransformation):
     def apply(self, record: R) -> R:
         routed = self.route(record.topic)
         return record if routed == record.topic else with_topic(record, routed)
+
+    def apply_columns(self, batch: SinkRecordBatch) -> SinkRecordBatch | None:
+        """A consumed batch has one topic: one lookup renames all of it."""
+        routed = self.route(batch.topic)
+        return batch if routed == batch.topic else DerivedSinkRecordBatch(batch, topic=routed)
 
     def apply_batch(self, records: Sequence[R]) -> list[R]:
         routes = self._routes

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from worker.cli_backfill import backfill
 from worker.cli_connectors import connectors
 from worker.logcontext import configure_logging
 
@@ -87,6 +88,7 @@ def plugins(show_all: bool, plugin_path: str) -> None:
 
 
 main.add_command(connectors)
+main.add_command(backfill)
 
 
 def _attach_dev() -> None:

@@ -18,7 +18,8 @@ import random
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+import weakref
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
@@ -186,6 +187,10 @@ def context_headers(
     return headers
 
 
+class ToleranceExceeded(ConnectError):
+    """A failure with ``errors.tolerance=none``: the task fails (Connect's message and chaining)."""
+
+
 class _Skipped:
     __slots__ = ()
 
@@ -209,8 +214,14 @@ class RetryWithTolerance:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Any] | None = None,
         rng: Callable[[], float] = random.random,
+        task_id: Hashable | None = None,
+        dlq: DeadLetterQueue | None = None,
     ) -> None:
         self.config = config
+        self.dlq = dlq
+        if task_id is not None:
+            # The task's status shows these counters (see task_error_metrics) while the task lives.
+            _LIVE[task_id] = self
         self.reporter = reporter
         self._stop = stop_event
         self._clock = clock
@@ -220,6 +231,7 @@ class RetryWithTolerance:
         self.total_records_skipped = 0
         self.total_retries = 0
         self.total_errors_logged = 0
+        self.last_error_timestamp_ms = 0
 
     def backoff(self, attempt: int, remaining_s: float | None) -> float:
         """Delay before retry ``attempt`` (1-based): exponential from 300 ms with jitter, capped."""
@@ -271,16 +283,43 @@ class RetryWithTolerance:
     def fail(self, ctx: ErrorContext, *, report: bool = True) -> Any:
         """Handle a failure that is final: raise (tolerance none) or log, report and skip."""
         self.total_record_failures += 1
+        self.last_error_timestamp_ms = int(time.time() * 1000)
         if not self.config.tolerance_all:
             if self.config.log_enable:
                 self._log(ctx)
-            raise ConnectError("Tolerance exceeded in error handler") from ctx.error
+            raise ToleranceExceeded("Tolerance exceeded in error handler") from ctx.error
         self.total_records_skipped += 1
         if self.config.log_enable:
             self._log(ctx)
         if report and self.reporter is not None:
             self.reporter(ctx)
         return SKIPPED
+
+    def unrecoverable(self, stage: Stage, class_name: str, error: BaseException, coordinates: str = "") -> ConnectError:
+        """The error that fails the task for a failure no tolerance applies to (``poll``, ``put``,
+        consuming, or a delivery that failed after the record left the task): counted, logged
+        with its stage when ``errors.log.enable`` is set, and named by stage in the task's trace.
+        The caller raises it (``raise retry.unrecoverable(...) from exc``)."""
+        self.total_record_failures += 1
+        self.last_error_timestamp_ms = int(time.time() * 1000)
+        if self.config.log_enable:
+            self._log(ErrorContext(stage, class_name, error, coordinates))
+        where = f" for {coordinates}" if coordinates else ""
+        return ConnectError(f"Unrecoverable error in stage {stage.value} ({class_name}){where}: {error}")
+
+    def metrics(self) -> dict[str, int]:
+        """Connect's ``task-error-metrics`` for this task, under Connect's names."""
+        dlq = self.dlq
+        return {
+            "total-record-failures": self.total_record_failures,
+            "total-record-errors": self.total_record_failures,
+            "total-records-skipped": self.total_records_skipped,
+            "total-retries": self.total_retries,
+            "total-errors-logged": self.total_errors_logged,
+            "deadletterqueue-produce-requests": dlq.produce_requests if dlq is not None else 0,
+            "deadletterqueue-produce-failures": dlq.produce_failures if dlq is not None else 0,
+            "last-error-timestamp": self.last_error_timestamp_ms,
+        }
 
     def _log(self, ctx: ErrorContext) -> None:
         self.total_errors_logged += 1
@@ -295,6 +334,16 @@ class RetryWithTolerance:
             ctx.error,
             exc_info=ctx.error,
         )
+
+
+#: The live error handlers by task id; an entry goes away with its runner.
+_LIVE: weakref.WeakValueDictionary[Hashable, RetryWithTolerance] = weakref.WeakValueDictionary()
+
+
+def task_error_metrics(task_id: Hashable) -> dict[str, int] | None:
+    """The ``task-error-metrics`` of a running task (``None`` when no runner of it is alive)."""
+    retry = _LIVE.get(task_id)
+    return retry.metrics() if retry is not None else None
 
 
 class DeadLetterQueue:
@@ -389,7 +438,7 @@ class DeadLetterQueue:
             self._producer = None
 
 
-def transform_each(chain: Callable[[list[Any]], list[Any]], record: Any, retry: RetryWithTolerance, coordinates: str) -> Any:
+def transform_each(chain: Callable[[Any], Sequence[Any]], record: Any, retry: RetryWithTolerance, coordinates: str) -> Any:
     """Apply ``chain`` to one record, step by step so a failure names its transform; the
     resulting records, or :data:`SKIPPED`. Only used once a whole batch failed."""
     steps = getattr(chain, "steps", None)

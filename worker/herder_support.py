@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -11,6 +12,9 @@ from plugins import PluginInfo, PluginKind
 from worker.config_infos import plugin_definitions, validate_config
 from worker.herder import BadRequest, Forbidden
 from worker.logcontext import set_context
+from worker.restarts import TaskRestarter
+from worker.runners import WorkerTask
+from worker.status import ConnectorTaskId, State, Status, StatusStore
 from worker.worker import Worker
 
 T = TypeVar("T")
@@ -34,6 +38,76 @@ def offsets_message(verb: str, connector_checked: bool) -> str:
         f"connector manages offsets externally, they will need to be manually {verb} in the system that the "
         "connector uses."
     )
+
+
+class TaskStatusReporting(abc.ABC):
+    """The herders' ``TaskStatusListener``: statuses from runner threads, and automatic restarts.
+
+    Called on runner threads, so nothing here takes the herder's lock: the herder may hold it
+    while it waits for this very runner to stop.
+    """
+
+    status: StatusStore
+    restarter: TaskRestarter
+
+    @property
+    @abc.abstractmethod
+    def worker_id(self) -> str: ...
+
+    @abc.abstractmethod
+    def _trace(self, name: str, error: BaseException) -> str:
+        """The status trace of ``error``, secrets blanked out."""
+
+    @abc.abstractmethod
+    def _live_runner(self, task_id: ConnectorTaskId) -> WorkerTask | None:
+        """The runner this herder has for ``task_id`` (read without the lock)."""
+
+    @abc.abstractmethod
+    def _restarts_allowed(self, task_id: ConnectorTaskId) -> bool:
+        """``False`` while the herder stops, or the task's connector is gone."""
+
+    @abc.abstractmethod
+    def _auto_restart(self, task_id: ConnectorTaskId, failed: WorkerTask | None) -> None:
+        """Restart the task if ``failed`` is still its current run."""
+
+    def _may_report(self) -> bool:
+        """Whether this worker's view of the task is current enough to report it stopped."""
+        return True
+
+    def on_startup(self, task_id: ConnectorTaskId) -> None:
+        self.restarter.on_started(task_id)
+        self.status.put_task(task_id, Status(State.RUNNING, self.worker_id))
+
+    def on_pause(self, task_id: ConnectorTaskId) -> None:
+        self.status.put_task(task_id, Status(State.PAUSED, self.worker_id))
+
+    def on_resume(self, task_id: ConnectorTaskId) -> None:
+        self.status.put_task(task_id, Status(State.RUNNING, self.worker_id))
+
+    def on_failure(self, task_id: ConnectorTaskId, error: BaseException) -> None:
+        trace = self._trace(task_id.connector, error)
+        failed = self._live_runner(task_id)
+        scheduled = None
+        if self._restarts_allowed(task_id) and not (failed is not None and failed.stopping):
+            scheduled = self.restarter.on_failed(task_id, lambda: self._auto_restart(task_id, failed))
+        if scheduled is None:
+            self.status.put_task(task_id, Status(State.FAILED, self.worker_id, trace=trace))
+            return
+        attempt, _ = scheduled
+        self.status.put_task(
+            task_id,
+            Status(
+                State.RESTARTING,
+                self.worker_id,
+                trace=trace,
+                restart_attempt=attempt,
+                restart_attempts_max=self.restarter.policy.max_attempts,
+            ),
+        )
+
+    def on_shutdown(self, task_id: ConnectorTaskId) -> None:
+        if self._may_report():
+            self.status.put_task(task_id, Status(State.UNASSIGNED, self.worker_id))
 
 
 class PluginQueries:

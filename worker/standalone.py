@@ -24,7 +24,14 @@ from offsets import StoreOffsetReader
 from plugins import PluginKind
 from worker.connector_offsets import SinkOffsets, SourceOffsets, parse_changes, sink_changes
 from worker.herder import BadRequest, ConnectorInfo, ConnectorStateInfo, Herder, TaskInfo
-from worker.herder_support import NOT_STOPPED_MESSAGE, PluginQueries, call_with_timeout, offsets_message, stringify
+from worker.herder_support import (
+    NOT_STOPPED_MESSAGE,
+    PluginQueries,
+    TaskStatusReporting,
+    call_with_timeout,
+    offsets_message,
+    stringify,
+)
 from worker.logcontext import set_context
 from worker.masking import MASK, mask_config, mask_text
 from worker.restarts import TaskRestarter
@@ -67,7 +74,7 @@ class _ConnectorContext:
         self._herder._connector_failed(self._name, error)
 
 
-class StandaloneHerder(PluginQueries, Herder):
+class StandaloneHerder(TaskStatusReporting, PluginQueries, Herder):
     """Runs every connector in this process."""
 
     def __init__(self, worker: Worker) -> None:
@@ -534,41 +541,11 @@ class StandaloneHerder(PluginQueries, Herder):
         keys = handle.secret_keys if handle is not None else set()
         return mask_text(scrub_secrets(format_trace(error), raw, keys))
 
-    # -- TaskStatusListener -------------------------------------------------------------------------
+    # -- TaskStatusListener (TaskStatusReporting) ----------------------------------------------------
 
-    def on_startup(self, task_id: ConnectorTaskId) -> None:
-        self.restarter.on_started(task_id)
-        self.status.put_task(task_id, Status(State.RUNNING, self.worker_id))
-
-    def on_pause(self, task_id: ConnectorTaskId) -> None:
-        self.status.put_task(task_id, Status(State.PAUSED, self.worker_id))
-
-    def on_resume(self, task_id: ConnectorTaskId) -> None:
-        self.status.put_task(task_id, Status(State.RUNNING, self.worker_id))
-
-    def on_failure(self, task_id: ConnectorTaskId, error: BaseException) -> None:
-        trace = self._trace(task_id.connector, error)
-        # No herder lock here: the herder may hold it while it waits for this very runner to stop.
+    def _live_runner(self, task_id: ConnectorTaskId) -> WorkerTask | None:
         handle = self._connectors.get(task_id.connector)
-        failed = handle.runners.get(task_id.task) if handle is not None else None
-        stopping = self._stopped or handle is None or (failed is not None and failed.stopping)
-        scheduled = None
-        if not stopping:
-            scheduled = self.restarter.on_failed(task_id, lambda: self._auto_restart(task_id, failed))
-        if scheduled is None:
-            self.status.put_task(task_id, Status(State.FAILED, self.worker_id, trace=trace))
-            return
-        attempt, _ = scheduled
-        self.status.put_task(
-            task_id,
-            Status(
-                State.RESTARTING,
-                self.worker_id,
-                trace=trace,
-                restart_attempt=attempt,
-                restart_attempts_max=self.restarter.policy.max_attempts,
-            ),
-        )
+        return handle.runners.get(task_id.task) if handle is not None else None
 
-    def on_shutdown(self, task_id: ConnectorTaskId) -> None:
-        self.status.put_task(task_id, Status(State.UNASSIGNED, self.worker_id))
+    def _restarts_allowed(self, task_id: ConnectorTaskId) -> bool:
+        return not self._stopped and task_id.connector in self._connectors

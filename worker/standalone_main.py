@@ -6,8 +6,9 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -82,8 +83,20 @@ class StandaloneWorker:
             self.rest.stop()
 
 
-def run_standalone(worker_file: str, connector_files: list[str]) -> int:
-    """Run until a signal arrives; return the process exit code."""
+class Node(Protocol):
+    """A worker process's parts, started and stopped together."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+def serve(node: Node, after_start: Callable[[threading.Event], int] | None = None) -> int:
+    """Start ``node``, run until SIGTERM/SIGINT (or ``after_start`` sets the event), stop it.
+
+    Returns the process exit code: 2 for an invalid configuration found at start, 1 when the
+    node cannot start, else what ``after_start`` returned (0 without one).
+    """
     stop = threading.Event()
     signals = {"count": 0}
 
@@ -95,17 +108,14 @@ def run_standalone(worker_file: str, connector_files: list[str]) -> int:
         log.info("Received %s, shutting down (flushing and committing offsets)", signal.Signals(signum).name)
         stop.set()
 
-    try:
-        node = StandaloneWorker(load_config_file(worker_file))
-        connectors = [connector_from_file(f) for f in connector_files]
-    except ConfigError as exc:
-        print(f"sluice: invalid configuration: {exc}", file=sys.stderr)
-        return 2
-
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
         node.start()
+    except ConfigError as exc:
+        print(f"sluice: invalid configuration: {exc}", file=sys.stderr)
+        node.stop()
+        return 2
     except (RuntimeError, ConnectError) as exc:
         print(f"sluice: cannot start the worker: {exc}", file=sys.stderr)
         node.stop()
@@ -113,15 +123,32 @@ def run_standalone(worker_file: str, connector_files: list[str]) -> int:
     tune_gc()
     exit_code = 0
     try:
-        for name, config in connectors:
-            try:
-                node.herder.put_connector_config(name, config, allow_replace=False)
-            except ConnectError as exc:
-                log.error("Failed to create connector %s: %s", name, exc)
-                exit_code = 1
-                stop.set()
+        if after_start is not None:
+            exit_code = after_start(stop)
         while not stop.wait(0.5):
             pass
     finally:
         node.stop()
     return exit_code
+
+
+def run_standalone(worker_file: str, connector_files: list[str]) -> int:
+    """Run until a signal arrives; return the process exit code."""
+    try:
+        node = StandaloneWorker(load_config_file(worker_file))
+        connectors = [connector_from_file(f) for f in connector_files]
+    except ConfigError as exc:
+        print(f"sluice: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+
+    def create_connectors(stop: threading.Event) -> int:
+        for name, config in connectors:
+            try:
+                node.herder.put_connector_config(name, config, allow_replace=False)
+            except ConnectError as exc:
+                log.error("Failed to create connector %s: %s", name, exc)
+                stop.set()
+                return 1
+        return 0
+
+    return serve(node, create_connectors)

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from worker.errors import task_error_metrics
 from worker.masking import MASK, is_secret_key
 
 
@@ -57,6 +58,8 @@ class Status:
     #: Automatic restarts (``worker.restarts``): the attempt scheduled and the budget.
     restart_attempt: int | None = None
     restart_attempts_max: int | None = None
+    #: Set by :meth:`StatusStore.put_task`: the REST body then carries the task's error metrics.
+    task_id: ConnectorTaskId | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, object]:
         body: dict[str, object] = {"state": self.state.value, "worker_id": self.worker_id}
@@ -65,6 +68,11 @@ class Status:
         if self.restart_attempt is not None:
             body["restart_attempt"] = self.restart_attempt
             body["restart_attempts_max"] = self.restart_attempts_max
+        if self.task_id is not None:
+            # Sluice's addition to Connect's body: task-error-metrics while a runner of the task lives.
+            metrics = task_error_metrics(self.task_id)
+            if metrics is not None:
+                body["errors"] = metrics
         return body
 
 
@@ -114,6 +122,7 @@ class StatusStore:
             self._connectors[name] = status
 
     def put_task(self, task_id: ConnectorTaskId, status: Status) -> None:
+        status.task_id = task_id
         with self._lock:
             self._tasks[task_id] = status
 

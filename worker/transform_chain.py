@@ -16,6 +16,8 @@ Configured exactly as in Kafka Connect::
 
 The chain runs on whole batches: a transform without a predicate gets the batch in one
 ``apply_batch`` call; a predicate splits the batch record by record only for its own transform.
+A consumed :class:`~connectors.api.SinkRecordBatch` goes first through the leading steps that can
+transform columns (``apply_columns``), so a chain of such transforms never builds a record object.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
-from connectors.api import ConfigError, Predicate, SinkRecord, SourceRecord, Transformation
+from connectors.api import ConfigError, Predicate, SinkRecord, SinkRecordBatch, SourceRecord, Transformation
 from plugins import PluginKind, PluginRegistry
 from worker.config import sub_config
 
@@ -52,8 +54,25 @@ class TransformChain:
     def __init__(self, steps: Sequence[TransformStep]) -> None:
         self.steps = tuple(steps)
 
-    def __call__(self, records: list[R]) -> list[R]:
-        for step in self.steps:
+    @overload
+    def __call__(self, records: list[R]) -> list[R]: ...
+
+    @overload
+    def __call__(self, records: Sequence[R]) -> Sequence[R]: ...
+
+    def __call__(self, records: Sequence[R]) -> Sequence[R]:
+        """The transformed records: a list for a list, a batch or a list for a batch."""
+        steps = self.steps
+        if isinstance(records, SinkRecordBatch):
+            batch, steps = self._columns(records)
+            if not steps and not getattr(batch, "routed", False):
+                return batch  # type: ignore[return-value]
+            # A renamed topic leaves the batch as records: a record carries the topic it was
+            # consumed from (original_topic), which sinks commit offsets for; a batch cannot.
+            records = batch.records()  # type: ignore[assignment]
+        elif not isinstance(records, list):
+            records = list(records)
+        for step in steps:
             if step.predicate is None:
                 records = step.transform.apply_batch(records)
             else:
@@ -70,6 +89,21 @@ class TransformChain:
             if not records:
                 break
         return records
+
+    def _columns(self, batch: SinkRecordBatch) -> tuple[SinkRecordBatch, tuple[TransformStep, ...]]:
+        """Apply the leading steps that can work on columns; the batch and the steps left over."""
+        steps = self.steps
+        for i, step in enumerate(steps):
+            apply_columns = getattr(step.transform, "apply_columns", None)
+            if step.predicate is not None or apply_columns is None:
+                return batch, steps[i:]
+            out = apply_columns(batch)
+            if out is None:
+                return batch, steps[i:]
+            batch = out
+            if not len(batch):
+                return batch, ()
+        return batch, ()
 
     def close(self) -> None:
         for step in self.steps:

@@ -246,6 +246,7 @@ class Worker:
                 offset_flush_interval_ms=self.config.offset_flush_interval_ms,
                 errors=errors,
                 dlq=dlq,
+                batch_size=_max_poll_records(resolved, self.config.prefixed("consumer.")),
             )
         raise ConfigError(f"{connector_cls.__name__} is neither a source nor a sink connector", key="connector.class")
 
@@ -269,3 +270,18 @@ class Worker:
             what="admin",
         )
         return DeadLetterQueue(errors, producer, admin)
+
+
+def _max_poll_records(connector: Mapping[str, Any], worker_consumer: Mapping[str, Any], default: int = 2_000) -> int:
+    """Records per ``put()``: Connect's ``max.poll.records`` (``consumer.override.`` on the connector,
+    else ``consumer.`` on the worker); librdkafka has no such setting, so the sink runner applies it."""
+    value = connector.get("consumer.override.max.poll.records", worker_consumer.get("max.poll.records"))
+    if value in (None, ""):
+        return default
+    try:
+        records = int(value)
+    except (TypeError, ValueError):
+        records = 0
+    if records < 1:
+        raise ConfigError(f"max.poll.records must be a positive integer, got {value!r}", key="max.poll.records")
+    return records

@@ -275,8 +275,11 @@ class MySqlDialect(SqlDialect):
         }
 
     def _decimal_type(self, schema: Schema) -> str:
+        # MySQL's limits: precision 65, scale 30 (an unconstrained source NUMERIC has scale 127).
         params = schema.parameters or {}
-        return f"DECIMAL({params.get('connect.decimal.precision', '65')},{params.get('scale', '0')})"
+        scale = min(int(params.get("scale", "0")), 30)
+        precision = int(params.get("connect.decimal.precision", "65"))
+        return f"DECIMAL({min(max(precision, scale), 65)},{scale})"
 
     def literal(self, value: Any, schema: Schema) -> str | None:
         if isinstance(value, bool):

@@ -111,9 +111,12 @@ def _base_schema(  # noqa: C901
             return INT64_SCHEMA, None  # SQLite's INTEGER holds 64-bit values; so may an unsigned INT
         return INT32_SCHEMA, None
     if isinstance(sa_type, t.Float):
-        if isinstance(sa_type, t.REAL) or _is_single(sa_type):
-            return FLOAT32_SCHEMA, None
-        return FLOAT64_SCHEMA, None
+        single = isinstance(sa_type, t.REAL) or _is_single(sa_type) or (backend == "mysql" and type_name == "FLOAT")
+        # SQLAlchemy's MySQL DOUBLE/FLOAT hand back Decimals unless told otherwise.
+        to_float = _to_float if getattr(sa_type, "asdecimal", False) else None
+        if backend != "sqlite" and single:
+            return FLOAT32_SCHEMA, to_float  # SQLite's REAL is 8 bytes wide
+        return FLOAT64_SCHEMA, to_float
     if isinstance(sa_type, t.Numeric):
         return _numeric_schema(sa_type.precision, sa_type.scale, mapping)
     if isinstance(sa_type, t.DateTime):
@@ -141,34 +144,66 @@ def _is_single(sa_type: Any) -> bool:
     return precision is not None and precision <= 24
 
 
+#: The Decimal scale of a NUMERIC column declared without precision and scale (PostgreSQL's
+#: unconstrained ``numeric``, SQLite's ``NUMERIC``): Confluent's value for an unset scale, so no
+#: fractional digit the database can hold in practice is lost. The schema carries no precision,
+#: so a sink that creates the table declares an unconstrained NUMERIC again.
+UNCONSTRAINED_SCALE = 127
+#: The largest precision that still fits a Connect integer type (Confluent's rule).
+_MAX_INTEGER_PRECISION = 18
+_NUMERIC_SCALE_LOW = -84
+_EXACT = decimal.Context(prec=2000)
+
+
 def _numeric_schema(
     precision: int | None, scale: int | None, mapping: NumericMapping
 ) -> tuple[Schema, Converter | None]:
-    if precision is None:
-        # An unconstrained NUMERIC has no fixed scale, which Connect's Decimal requires.
-        return FLOAT64_SCHEMA, _to_float
+    """``numeric.mapping`` as Confluent defines it: ``none`` keeps every NUMERIC/DECIMAL a Connect
+    Decimal; ``precision_only`` makes integers of those with scale 0 and precision <= 18;
+    ``best_fit`` also makes FLOAT64 of those with a positive scale (precision <= 18);
+    ``best_fit_eager_double`` makes FLOAT64 of any positive scale. A column without declared
+    precision cannot be fitted and stays a Decimal (FLOAT64 for ``best_fit_eager_double``)."""
+    if not precision:
+        if mapping is NumericMapping.BEST_FIT_EAGER_DOUBLE:
+            return FLOAT64_SCHEMA, _to_float
+        return Decimal.schema(UNCONSTRAINED_SCALE), _decimal_converter(UNCONSTRAINED_SCALE)
     scale = scale or 0
-    if mapping is not NumericMapping.NONE and precision < 19:
-        if scale == 0:
-            if precision > 9:
-                return INT64_SCHEMA, int
-            if precision > 4:
-                return INT32_SCHEMA, int
-            if precision > 2:
-                return INT16_SCHEMA, int
-            return INT8_SCHEMA, int
-        if scale > 0 and mapping in (NumericMapping.BEST_FIT, NumericMapping.BEST_FIT_EAGER_DOUBLE):
-            return FLOAT64_SCHEMA, float
-    if mapping is NumericMapping.BEST_FIT_EAGER_DOUBLE and scale > 0:
-        return FLOAT64_SCHEMA, float
-    schema = Decimal.schema(scale, precision=precision)
+    integral = precision <= _MAX_INTEGER_PRECISION and _NUMERIC_SCALE_LOW <= scale < 1
+    if mapping is NumericMapping.PRECISION_ONLY and scale == 0 and precision <= _MAX_INTEGER_PRECISION:
+        return _integer_schema(precision)
+    if mapping is NumericMapping.BEST_FIT and precision <= _MAX_INTEGER_PRECISION:
+        if integral:
+            return _integer_schema(precision)
+        if scale > 0:
+            return FLOAT64_SCHEMA, _to_float
+    if mapping is NumericMapping.BEST_FIT_EAGER_DOUBLE:
+        if scale > 0:
+            return FLOAT64_SCHEMA, _to_float
+        if integral:
+            return _integer_schema(precision)
+    return Decimal.schema(scale, precision=precision), _decimal_converter(scale)
+
+
+def _integer_schema(precision: int) -> tuple[Schema, Converter]:
+    if precision > 9:
+        return INT64_SCHEMA, int
+    if precision > 4:
+        return INT32_SCHEMA, int
+    if precision > 2:
+        return INT16_SCHEMA, int
+    return INT8_SCHEMA, int
+
+
+def _decimal_converter(scale: int) -> Converter:
     quantum = decimal.Decimal(1).scaleb(-scale)
 
     def to_decimal(value: Any) -> decimal.Decimal:
         d = value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value))
-        return d.quantize(quantum) if d.as_tuple().exponent != -scale else d  # type: ignore[operator]
+        if d.as_tuple().exponent == -scale:
+            return d
+        return d.quantize(quantum, context=_EXACT)
 
-    return schema, to_decimal
+    return to_decimal
 
 
 def _to_float(value: Any) -> Any:

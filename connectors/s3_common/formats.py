@@ -293,6 +293,27 @@ def arrow_schema(schema: Schema) -> Any:
     return pa.schema([arrow_field(f.name, f.schema) for f in schema.fields])
 
 
+def _rows_to_table(pa: Any, rows: list[Any], schema: Any) -> Any:
+    """``rows`` (dicts) as an Arrow table, built column by column.
+
+    One list comprehension per field and one ``pa.array`` per column cost well under half of
+    ``Table.from_pylist``, which walks every row dict in C++ one value at a time. Rows that do
+    not all have the same fields (or are not dicts) take ``from_pylist``, whose semantics
+    (missing fields are null, extra fields ignored, names from the first row) this matches.
+    """
+    if schema is not None:
+        names = schema.names
+    elif rows and type(rows[0]) is dict:
+        names = list(rows[0])
+    else:
+        return pa.Table.from_pylist(rows, schema=schema)
+    try:
+        columns = {name: [row[name] for row in rows] for name in names}
+    except (KeyError, TypeError):
+        return pa.Table.from_pylist(rows, schema=schema)
+    return pa.Table.from_pydict(columns, schema=schema)
+
+
 class ParquetObjectWriter(ObjectWriter):
     """Holds rows until a row group is full, then encodes it into the output."""
 
@@ -326,7 +347,7 @@ class ParquetObjectWriter(ObjectWriter):
         pq = require_module("pyarrow.parquet", "ParquetFormat")
         rows, self._rows, self._pending_estimate = self._rows, [], 0
         try:
-            table = pa.Table.from_pylist(rows, schema=self._schema)
+            table = _rows_to_table(pa, rows, self._schema)
         except (pa.ArrowException, TypeError, ValueError, AttributeError) as exc:
             if not all(isinstance(r, dict) for r in rows):
                 raise DataError("ParquetFormat needs struct (dict) values") from None

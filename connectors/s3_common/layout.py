@@ -2,8 +2,8 @@
 
 The key depends only on the topic, the Kafka partition, the encoded partition and the offset of
 the object's first record, so a sink that replays from a committed offset rewrites the same keys
-(Confluent's exactly-once layout). Sidecar objects for keys, headers and timestamps insert
-``.keys`` / ``.headers`` / ``.timestamps`` before the extension.
+(Confluent's exactly-once layout). Sidecar objects for keys, headers, timestamps and offsets
+insert ``.keys`` / ``.headers`` / ``.timestamps`` / ``.offsets`` before the extension.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-SIDECARS = ("keys", "headers", "timestamps")
+SIDECARS = ("keys", "headers", "timestamps", "offsets")
 
 
 @dataclass(frozen=True)

@@ -173,3 +173,67 @@ def test_unknown_errors_key_is_rejected_naming_it(worker: WorkerProcess, tmp_pat
     )
     assert r.status_code == 400, r.text
     assert "errors.tolerance" in r.text
+
+
+def source_dlq_config(path: Path, topic: str, dlq: str, **extra: str) -> dict[str, str]:
+    return {
+        "connector.class": "FileStreamSource",
+        "file": str(path),
+        "topic": topic,
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "false",
+        "errors.tolerance": "all",
+        "errors.deadletterqueue.topic.name": dlq,
+        "errors.deadletterqueue.topic.replication.factor": "1",
+        "errors.deadletterqueue.context.headers.enable": "true",
+        **extra,
+    }
+
+
+def test_source_records_failing_a_transform_go_to_the_source_dlq(worker: WorkerProcess, kafka, tmp_path: Path) -> None:
+    topic, dlq = unique_topic_name("src-out"), unique_topic_name("src-dlq")
+    create_topic(kafka.bootstrap_servers, topic)
+    path = tmp_path / "numbers.txt"
+    path.write_text("1\n2\nthree\n4\nfive\n6\n")
+    name = f"src-dlq-{topic}"
+    create(worker, name, source_dlq_config(path, topic, dlq, **{
+        "transforms": "toInt",
+        "transforms.toInt.type": "org.apache.kafka.connect.transforms.Cast$Value",
+        "transforms.toInt.spec": "int32",
+    }))
+    good = consume_all(kafka.bootstrap_servers, topic, 4)
+    assert [r.value for r in good] == [b"1", b"2", b"4", b"6"]
+    dead = consume_all(kafka.bootstrap_servers, dlq, 2)
+    assert [r.value for r in dead] == [b'"three"', b'"five"']  # the record as the value converter writes it
+    headers = dict(dead[0].headers)
+    assert headers["__connect.errors.stage"] == b"TRANSFORMATION"
+    assert headers["__connect.errors.class.name"] == b"transforms.cast.CastValue"
+    assert headers["__connect.errors.connector.name"] == name.encode()
+    assert headers["__connect.errors.task.id"] == b"0"
+    assert headers["__connect.errors.topic"] == topic.encode()
+    assert headers["__connect.errors.exception.class.name"].endswith(b"DataError")
+    assert b"three" in headers["__connect.errors.exception.message"]
+    status = httpx.get(f"{worker.url}/connectors/{name}/tasks/0/status", timeout=5).json()
+    assert status["state"] == "RUNNING"
+    assert status["errors"]["total-records-skipped"] == 2
+    assert status["errors"]["deadletterqueue-produce-requests"] == 2
+
+
+def test_source_records_failing_conversion_go_to_the_source_dlq(worker: WorkerProcess, kafka, tmp_path: Path) -> None:
+    topic, dlq = unique_topic_name("src-conv"), unique_topic_name("src-conv-dlq")
+    create_topic(kafka.bootstrap_servers, topic)
+    path = tmp_path / "lines.txt"
+    path.write_text("alpha\nbeta\n")
+    name = f"src-conv-{topic}"
+    # ByteArrayConverter refuses string-schema values: conversion fails for every line.
+    config = source_dlq_config(path, topic, dlq, **{"value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter"})
+    del config["value.converter.schemas.enable"]
+    create(worker, name, config)
+    worker.wait_running(name)  # the DLQ topic exists once the task runs
+    dead = consume_all(kafka.bootstrap_servers, dlq, 2)
+    assert [dict(r.headers)["__connect.errors.stage"] for r in dead] == [b"VALUE_CONVERTER"] * 2
+    assert [dict(r.headers)["__connect.errors.class.name"] for r in dead] == [b"converters.bytes.ByteArrayConverter"] * 2
+    assert [r.value for r in dead] == [b'"alpha"', b'"beta"']  # the converter failed: a JSON rendering
+    assert consume_all(kafka.bootstrap_servers, topic, 0, timeout=3) == []
+    status = httpx.get(f"{worker.url}/connectors/{name}/tasks/0/status", timeout=5).json()
+    assert status["state"] == "RUNNING", status

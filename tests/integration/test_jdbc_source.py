@@ -1,13 +1,15 @@
-"""Tables of a real PostgreSQL → the JDBC source → topics, through a real worker process.
+"""Tables of real PostgreSQL, MariaDB and SQLite databases → the JDBC source → topics, through a
+real worker process.
 
 What a user checks: the records in the topic (values and Connect schemas), that rows inserted
 later show up, and that a worker restart resumes from the stored offsets without re-sending or
-missing rows.
+missing rows. Every test runs once per dialect; MariaDB is configured with its JDBC URL.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import decimal
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,15 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.integration.jdbc_helpers import JDBC_SOURCE, JSON_CONVERTER, WORKER_SETTINGS, sql
+from tests.integration.jdbc_helpers import (
+    DIALECTS,
+    JDBC_SOURCE,
+    JSON_CONVERTER,
+    WORKER_SETTINGS,
+    Database,
+    connector_url,
+    make_database,
+)
 from tests.integration.kafka_helpers import consume_all, create_topic, unique_topic_name
 from tests.integration.worker_process import WorkerProcess
 
@@ -39,33 +49,62 @@ def _worker(tmp_path: Path, bootstrap: str) -> WorkerProcess:
     return WorkerProcess(tmp_path, bootstrap, **settings)
 
 
+@pytest.fixture(params=DIALECTS)
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    database = make_database(request.param, request, tmp_path)
+    try:
+        yield database
+    finally:
+        database.dispose()
+
+
+#: Per dialect: the orders table (an auto-increment key and a few typed columns) and the type of id.
+_ORDERS = {
+    "postgresql": (
+        "CREATE TABLE orders ({pk}, customer text NOT NULL, amount numeric(10,2), placed date, note jsonb, raw bytea, "
+        "tags text[])",
+        "int32",
+    ),
+    "mariadb": (
+        "CREATE TABLE orders ({pk}, customer varchar(50) NOT NULL, amount decimal(10,2), placed date, note json, "
+        "raw blob)",
+        "int32",
+    ),
+    "sqlite": (
+        "CREATE TABLE orders ({pk}, customer TEXT NOT NULL, amount NUMERIC(10,2), placed DATE, note TEXT, raw BLOB)",
+        "int64",
+    ),
+}
+_TIMESTAMP = {"postgresql": "timestamp", "mariadb": "datetime(3)", "sqlite": "DATETIME"}
+
+
 def test_incremental_modes_pick_up_new_rows_and_resume_after_restart(
-    kafka: Any, postgres_db: str, tmp_path: Path
+    kafka: Any, db: Database, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     bootstrap = kafka.bootstrap_servers
-    prefix = unique_topic_name("pg") + "-"
-    sql(
-        postgres_db,
-        "CREATE TABLE orders (id serial PRIMARY KEY, customer text NOT NULL, amount numeric(10,2), placed date, "
-        "note jsonb, raw bytea, tags text[])",
-    )
-    sql(postgres_db, "CREATE TABLE accounts (id serial PRIMARY KEY, name text, updated_at timestamp NOT NULL)")
-    sql(postgres_db, "CREATE TABLE regions (code text, label text)")
+    prefix = unique_topic_name(db.kind) + "-"
+    ddl, id_type = _ORDERS[db.kind]
+    db.sql(ddl.format(pk=db.serial_pk()))
+    db.sql(f"CREATE TABLE accounts ({db.serial_pk()}, name text, updated_at {_TIMESTAMP[db.kind]} NOT NULL)")
+    db.sql("CREATE TABLE regions (code varchar(10), label text)")
+    start = dt.datetime(2024, 1, 1)
     for i in range(3):
-        sql(
-            postgres_db,
-            "INSERT INTO orders (customer, amount, placed, note, raw, tags) VALUES (%s, %s, '2024-03-01', %s, %s, %s)",
-            (f"c{i}", decimal.Decimal(f"{i}.25"), orjson.dumps({"i": i}).decode(), bytes([i]), ["a", "b"]),
-        )
-        sql(
-            postgres_db,
-            "INSERT INTO accounts (name, updated_at) VALUES (%s, '2024-01-01 00:00:00'::timestamp + %s * interval '1 second')",
-            (f"a{i}", i),
-        )
-    sql(postgres_db, "INSERT INTO regions VALUES ('eu', 'Europe'), ('us', 'Americas')")
+        columns = "customer, amount, placed, note, raw" + (", tags" if db.kind == "postgresql" else "")
+        values: list[Any] = [
+            f"c{i}",
+            decimal.Decimal(f"{i}.25") if db.kind != "sqlite" else f"{i}.25",  # sqlite3 binds no Decimal
+            "2024-03-01",
+            orjson.dumps({"i": i}).decode(),
+            bytes([i]),
+        ]
+        if db.kind == "postgresql":
+            values.append(["a", "b"])
+        db.sql(f"INSERT INTO orders ({columns}) VALUES ({', '.join(['%s'] * len(values))})", values)
+        db.sql("INSERT INTO accounts (name, updated_at) VALUES (%s, %s)", (f"a{i}", start + dt.timedelta(seconds=i)))
+    db.sql("INSERT INTO regions VALUES ('eu', 'Europe'), ('us', 'Americas')")
     common = {
         "connector.class": JDBC_SOURCE,
-        "connection.url": postgres_db,
+        "connection.url": connector_url(db, request, "mariadb"),
         "topic.prefix": prefix,
         "poll.interval.ms": "200",
     }
@@ -98,33 +137,35 @@ def test_incremental_modes_pick_up_new_rows_and_resume_after_restart(
         first = orjson.loads(orders[0].value or b"null")
         fields = {f["field"]: f for f in first["schema"]["fields"]}
         assert first["schema"]["name"] == "orders"
-        assert fields["id"]["type"] == "int32" and fields["id"]["optional"] is False
+        assert fields["id"]["type"] == id_type and fields["id"]["optional"] is False
         assert fields["amount"]["name"] == "org.apache.kafka.connect.data.Decimal"
         assert fields["amount"]["parameters"]["scale"] == "2"
         assert fields["placed"]["name"] == "org.apache.kafka.connect.data.Date"
         assert fields["raw"]["type"] == "bytes"
-        assert fields["tags"]["type"] == "array"
         payload = first["payload"]
-        assert (
-            payload["customer"] == "c0" and orjson.loads(payload["note"]) == {"i": 0} and payload["tags"] == ["a", "b"]
-        )
+        assert payload["customer"] == "c0" and orjson.loads(payload["note"]) == {"i": 0}
+        assert base64.b64decode(payload["raw"]) == b"\x00"
         assert decimal.Decimal(int.from_bytes(base64.b64decode(payload["amount"]), "big", signed=True)).scaleb(
             -2
         ) == decimal.Decimal("0.25")
+        if db.kind == "postgresql":
+            assert fields["tags"]["type"] == "array" and payload["tags"] == ["a", "b"]
         assert orders[0].key is None
         assert [p["name"] for p in _payloads(bootstrap, prefix + "accounts", 3)] == ["a0", "a1", "a2"]
         # bulk re-reads the whole table every poll
         assert len(consume_all(bootstrap, prefix + "regions", 4, timeout=30)) >= 4
         # a row inserted while the connector runs appears
-        sql(postgres_db, "INSERT INTO orders (customer) VALUES ('live')")
+        db.sql("INSERT INTO orders (customer) VALUES ('live')")
         assert [p["customer"] for p in _payloads(bootstrap, prefix + "orders", 4)][-1] == "live"
     finally:
         assert worker.stop() == 0
 
     # While the worker is down: new rows, and an update that moves a row's timestamp forward.
-    sql(postgres_db, "INSERT INTO orders (customer) VALUES ('after-1'), ('after-2')")
-    sql(postgres_db, "INSERT INTO accounts (name, updated_at) VALUES ('a3', '2024-01-01 00:01:00')")
-    sql(postgres_db, "UPDATE accounts SET name = 'a0-changed', updated_at = '2024-01-01 00:02:00' WHERE name = 'a0'")
+    db.sql("INSERT INTO orders (customer) VALUES ('after-1'), ('after-2')")
+    db.sql("INSERT INTO accounts (name, updated_at) VALUES ('a3', %s)", (start + dt.timedelta(minutes=1),))
+    db.sql(
+        "UPDATE accounts SET name = 'a0-changed', updated_at = %s WHERE name = 'a0'", (start + dt.timedelta(minutes=2),)
+    )
 
     worker = _worker(tmp_path, bootstrap).start(*files)
     try:
@@ -148,15 +189,20 @@ def test_incremental_modes_pick_up_new_rows_and_resume_after_restart(
         worker.stop()
 
 
-def test_timestamp_mode_does_not_lose_rows_sharing_a_timestamp(kafka: Any, postgres_db: str, tmp_path: Path) -> None:
+def test_timestamp_mode_does_not_lose_rows_sharing_a_timestamp(
+    kafka: Any, db: Database, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     bootstrap = kafka.bootstrap_servers
     topic = unique_topic_name("ticks")
     create_topic(bootstrap, topic)
-    sql(postgres_db, "CREATE TABLE ticks (n int, at timestamptz NOT NULL)")
-    sql(postgres_db, "INSERT INTO ticks SELECT g, '2024-05-01 12:00:00+00' FROM generate_series(1, 7) g")
+    at = {"postgresql": "timestamptz", "mariadb": "timestamp(3)", "sqlite": "DATETIME"}[db.kind]
+    db.sql(f"CREATE TABLE ticks (n int, at {at} NOT NULL)")
+    noon = dt.datetime(2024, 5, 1, 12, 0, 0, tzinfo=dt.UTC if db.kind == "postgresql" else None)
+    for n in range(1, 8):
+        db.sql("INSERT INTO ticks VALUES (%s, %s)", (n, noon))
     config = {
         "connector.class": JDBC_SOURCE,
-        "connection.url": postgres_db,
+        "connection.url": connector_url(db, request, "mysql"),
         "mode": "timestamp",
         "timestamp.column.name": "at",
         "query": "SELECT n, at FROM ticks",
@@ -169,7 +215,7 @@ def test_timestamp_mode_does_not_lose_rows_sharing_a_timestamp(kafka: Any, postg
     try:
         worker.wait_running("src-ts")
         assert sorted(p["n"] for p in _payloads(bootstrap, topic, 7)) == list(range(1, 8))
-        sql(postgres_db, "INSERT INTO ticks VALUES (8, '2024-05-01 12:00:01+00')")
+        db.sql("INSERT INTO ticks VALUES (8, %s)", (noon + dt.timedelta(seconds=1),))
         assert sorted(p["n"] for p in _payloads(bootstrap, topic, 8)) == list(range(1, 9))
     finally:
         worker.stop()

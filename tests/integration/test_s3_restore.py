@@ -105,3 +105,68 @@ def test_round_trip_restores_partitions_order_keys_values_headers_and_timestamps
         assert orjson.loads(after.value or b"null") == orjson.loads(before.value or b"null")
         assert after.headers == before.headers
         assert after.timestamp == before.timestamp
+
+
+def test_restore_merges_interleaved_objects_back_into_offset_order(
+    kafka: Any, s3: S3Server, s3_bucket: str, tmp_path: Path
+) -> None:
+    """A field partitioner spreads one Kafka partition over three directories, so each flush
+    commits three objects whose offsets interleave; the restore still replays offset order."""
+    bootstrap = kafka.bootstrap_servers
+    topic = unique_topic_name("s3mix")
+    restored = f"{topic}-restored"
+    create_topic(bootstrap, topic)
+    create_topic(bootstrap, restored)
+    kinds = ["red", "green", "blue"]
+    originals = [
+        OutgoingRecord(key=f"k{i}", value=orjson.dumps({"id": i, "kind": kinds[(i * 7) % 3 if i % 4 else 0]}))
+        for i in range(40)
+    ]
+    produce(bootstrap, topic, originals)
+    worker = WorkerProcess(tmp_path, bootstrap, **{
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "false",
+        "offset.flush.interval.ms": "500",
+        "plugin.path": str(Path(__file__).resolve().parents[2]),
+    }).start()
+    try:
+        common = {
+            **s3.connector_config(s3_bucket),
+            "format.class": "json",
+            "partitioner.class": "FieldPartitioner",
+            "partition.field.name": "kind",
+        }
+        _deploy(worker, "archive-mix", {
+            "connector.class": "connectors.sink.s3.connector.S3SinkConnector",
+            "topics": topic,
+            **common,
+            "flush.size": "10",
+            "store.kafka.keys": "true",
+        })
+        client = s3.client()
+        deadline = time.monotonic() + 60
+        names: list[str] = []
+        while time.monotonic() < deadline:
+            listed = [i["Key"] for i in client.list_objects_v2(Bucket=s3_bucket).get("Contents", [])]
+            names = [k for k in listed if k.endswith(".json") and ".keys." not in k and ".offsets." not in k]
+            if len(names) >= 12:  # 4 flushes x 3 directories
+                break
+            time.sleep(0.3)
+        starts = sorted(int(n.rsplit("+", 1)[1].split(".")[0]) for n in names)
+        assert starts[:3] == [0, 1, 2], names  # the first flush's three objects interleave 0..9
+        httpx.delete(f"{worker.url}/connectors/archive-mix", timeout=30)
+        _deploy(worker, "restore-mix", {
+            "connector.class": "connectors.source.s3.connector.S3SourceConnector",
+            **common,
+            "topics": topic,
+            "s3.poll.interval.ms": "500",
+            "transforms": "rename",
+            "transforms.rename.type": "transforms.routing.RegexRouter",
+            "transforms.rename.regex": "(.*)",
+            "transforms.rename.replacement": "$1-restored",
+        })
+        got = consume_all(bootstrap, restored, expected_count=40, timeout=60, settle=1.0)
+    finally:
+        worker.stop()
+    assert [orjson.loads(r.value or b"null")["id"] for r in got] == list(range(40))
+    assert [r.key for r in got] == [f"k{i}".encode() for i in range(40)]

@@ -35,8 +35,8 @@ import orjson
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from worker.distributed.assignor import CONNECTOR, Item
+from worker.distributed.forwarding import NoLeader
 from worker.distributed.kafka_log import KafkaLog, KafkaLogError
-from worker.herder import Conflict
 from worker.status import TargetState
 
 log = logging.getLogger(__name__)
@@ -45,8 +45,9 @@ ASSIGNMENT_KEY = "sluice-assignment"
 SESSION_KEY = "session-key"
 
 
-class NotLeader(Conflict):
-    """This worker was the leader but has been fenced by a newer one."""
+class NotLeader(NoLeader):
+    """This worker is no longer the leader (a rebalance moved leadership, or a newer leader fenced
+    it): HTTP 409 with ``Retry-After``, and the retry reaches the new leader."""
 
 
 @dataclass

@@ -57,7 +57,14 @@ from worker.distributed.forwarding import (
 from worker.distributed.membership import GroupMembership
 from worker.distributed.status_store import KafkaStatusStore
 from worker.herder import BadRequest, ConnectorInfo, ConnectorStateInfo, Forbidden, Herder, TaskInfo
-from worker.herder_support import NOT_STOPPED_MESSAGE, PluginQueries, call_with_timeout, offsets_message, stringify
+from worker.herder_support import (
+    NOT_STOPPED_MESSAGE,
+    PluginQueries,
+    TaskStatusReporting,
+    call_with_timeout,
+    offsets_message,
+    stringify,
+)
 from worker.logcontext import clear_context, set_context
 from worker.masking import MASK, mask_config, mask_text
 from worker.restarts import TaskRestarter
@@ -101,7 +108,7 @@ class _ConnectorContext:
         self._herder._connector_failed(self._name, error)
 
 
-class DistributedHerder(PluginQueries, Herder):
+class DistributedHerder(TaskStatusReporting, PluginQueries, Herder):
     """Runs the share of the cluster's connectors and tasks that the leader assigns to this worker."""
 
     def __init__(self, worker: Worker, config: DistributedConfig) -> None:
@@ -120,7 +127,7 @@ class DistributedHerder(PluginQueries, Herder):
             config.config_storage_topic, bootstrap, config.group_id, client_id=client_id, on_change=self.wakeup,
             producer_overrides=_security(producer), consumer_overrides=_security(consumer),
         )
-        self.status = KafkaStatusStore(
+        self.status: KafkaStatusStore = KafkaStatusStore(
             config.status_storage_topic, bootstrap, client_id=client_id, generation=self._generation,
             producer_overrides=_security(producer), consumer_overrides=_security(consumer),
         )
@@ -602,43 +609,18 @@ class DistributedHerder(PluginQueries, Herder):
         raw = self.configs.snapshot().connectors.get(name, {})
         return mask_text(scrub_secrets(format_trace(error), raw, self._secret_keys(raw)))
 
-    # -- TaskStatusListener ------------------------------------------------------------------------------
+    # -- TaskStatusListener (TaskStatusReporting) ----------------------------------------------------
 
-    def on_startup(self, task_id: ConnectorTaskId) -> None:
-        self.restarter.on_started(task_id)
-        self.status.put_task(task_id, Status(State.RUNNING, self._worker_id))
+    def _live_runner(self, task_id: ConnectorTaskId) -> WorkerTask | None:
+        running = self._tasks.get(task_id)
+        return running.runner if running else None
 
-    def on_pause(self, task_id: ConnectorTaskId) -> None:
-        self.status.put_task(task_id, Status(State.PAUSED, self._worker_id))
+    def _restarts_allowed(self, task_id: ConnectorTaskId) -> bool:
+        return not self._stopping.is_set()
 
-    def on_resume(self, task_id: ConnectorTaskId) -> None:
-        self.status.put_task(task_id, Status(State.RUNNING, self._worker_id))
-
-    def on_failure(self, task_id: ConnectorTaskId, error: BaseException) -> None:
-        trace = self._trace(task_id.connector, error)
-        running = self._tasks.get(task_id)  # no lock: the tick thread may hold it while this runner stops
-        failed = running.runner if running else None
-        scheduled = None
-        if not self._stopping.is_set() and not (failed is not None and failed.stopping):
-            scheduled = self.restarter.on_failed(task_id, lambda: self._auto_restart(task_id, failed))
-        if scheduled is None:
-            self.status.put_task(task_id, Status(State.FAILED, self._worker_id, trace=trace))
-            return
-        self.status.put_task(
-            task_id,
-            Status(
-                State.RESTARTING,
-                self._worker_id,
-                trace=trace,
-                restart_attempt=scheduled[0],
-                restart_attempts_max=self.restarter.policy.max_attempts,
-            ),
-        )
-
-    def on_shutdown(self, task_id: ConnectorTaskId) -> None:
-        if not self.membership.in_contact:
-            return  # our view is stale: the task's new owner reports its status
-        self.status.put_task(task_id, Status(State.UNASSIGNED, self._worker_id))
+    def _may_report(self) -> bool:
+        # Out of contact our view is stale: the task's new owner reports its status.
+        return self.membership.in_contact
 
     # -- REST: reads ---------------------------------------------------------------------------------------
 

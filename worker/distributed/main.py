@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import logging
-import signal
 import sys
-import threading
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from connectors.api import ConfigError, ConnectError
+from connectors.api import ConfigError
 from offsets.kafka import KafkaOffsetStore
 from plugins import PluginRegistry
 from rest import create_app
@@ -18,8 +16,7 @@ from rest.server import RestServer
 from worker.distributed.config import DistributedConfig
 from worker.distributed.herder import DistributedHerder
 from worker.distributed.topics import InternalTopic, ensure_topics
-from worker.runtime import tune_gc
-from worker.standalone_main import load_config_file
+from worker.standalone_main import load_config_file, serve
 from worker.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -71,38 +68,9 @@ class DistributedWorker:
 
 def run_distributed(worker_file: str) -> int:
     """Run until a signal arrives; return the process exit code."""
-    stop = threading.Event()
-    signals = {"count": 0}
-
-    def on_signal(signum: int, frame: Any) -> None:
-        signals["count"] += 1
-        if signals["count"] > 1:
-            log.warning("Second signal: exiting without waiting for tasks")
-            raise SystemExit(130)
-        log.info("Received %s, leaving the cluster (tasks flush and commit their offsets)", signal.Signals(signum).name)
-        stop.set()
-
     try:
         node = DistributedWorker(load_config_file(worker_file))
     except ConfigError as exc:
         print(f"sluice: invalid configuration: {exc}", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    try:
-        node.start()
-    except ConfigError as exc:
-        print(f"sluice: invalid configuration: {exc}", file=sys.stderr)
-        node.stop()
-        return 2
-    except (RuntimeError, ConnectError) as exc:
-        print(f"sluice: cannot start the worker: {exc}", file=sys.stderr)
-        node.stop()
-        return 1
-    tune_gc()
-    try:
-        while not stop.wait(0.5):
-            pass
-    finally:
-        node.stop()
-    return 0
+    return serve(node)

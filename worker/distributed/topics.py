@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
@@ -58,7 +59,7 @@ def ensure_topics(admin: AdminClient, topics: list[InternalTopic], timeout: floa
     _check(admin, topics, metadata, timeout)
 
 
-def _await_leaders(admin: AdminClient, names: list[str], timeout: float) -> object:
+def _await_leaders(admin: AdminClient, names: list[str], timeout: float) -> Any:
     """Metadata once every partition of the new topics has a leader (creation is asynchronous)."""
     deadline = time.monotonic() + timeout
     while True:

@@ -31,6 +31,7 @@ from worker.errors import (
     ErrorHandlingConfig,
     RetryWithTolerance,
     Stage,
+    ToleranceExceeded,
     context_headers,
     transform_each,
 )
@@ -39,7 +40,7 @@ from worker.status import ConnectorTaskId, TargetState
 
 log = logging.getLogger(__name__)
 
-Transform = Callable[[list[SinkRecord]], list[SinkRecord]]
+Transform = Callable[[Sequence[SinkRecord]], Sequence[SinkRecord]]
 
 
 class SinkTaskContextImpl:
@@ -156,7 +157,7 @@ class SinkTaskRunner(WorkerTask):
         self._batch_size = batch_size
         self.errors = errors if errors is not None else ErrorHandlingConfig()
         self.dlq = dlq
-        self.retry = RetryWithTolerance(self.errors, reporter=self._report_failed_message, stop_event=self._stopping)
+        self.retry = RetryWithTolerance(self.errors, reporter=self._report_failed_message, stop_event=self._stopping, task_id=task_id, dlq=dlq)
         if errant_record_reporter is None and (dlq is not None or self.errors.wants_reporter):
             errant_record_reporter = SinkErrantRecordReporter(self)
         self.errant_record_reporter = errant_record_reporter
@@ -313,14 +314,15 @@ class SinkTaskRunner(WorkerTask):
             for m in messages:
                 err = m.error()
                 if err is not None and err.code() != KafkaError._PARTITION_EOF:
-                    raise ConnectError(f"Consumer error: {err.str()}")
+                    where = f"topic {m.topic()!r} partition {m.partition()}"
+                    raise self.retry.unrecoverable(Stage.KAFKA_CONSUME, "confluent_kafka.Consumer", KafkaException(err), where)
         if not good:
             return
         self._track_consumed(good)
         try:
             records = self._convert(good)
             if self._transform is not None:
-                records = self._transform(list(records))
+                records = self._transform(records)
         except Exception:
             # Only now go record by record, to isolate the bad record(s) of this batch.
             records = self._convert_each(good)
@@ -420,6 +422,7 @@ class SinkTaskRunner(WorkerTask):
                     self.records_put += len(records)
                     return
                 except RetriableError as exc:
+                    self.retry.total_retries += 1
                     if self.stopping:
                         raise ConnectError("Task stopped while retrying put()") from exc
                     log.warning("put() failed with a retriable error, retrying in %.1fs: %s", backoff, exc)
@@ -430,6 +433,10 @@ class SinkTaskRunner(WorkerTask):
                     if self._consumer is not None:
                         self._consumer.consume(num_messages=1, timeout=0)
                     backoff = min(backoff * 2, 10.0)
+                except ToleranceExceeded:
+                    raise  # the errant record reporter failed the task already
+                except Exception as exc:
+                    raise self.retry.unrecoverable(Stage.TASK_PUT, _class_name(self.task), exc) from exc
         finally:
             if paused and self._consumer is not None:
                 active = self.assignment - self._paused_by_task

@@ -122,7 +122,7 @@ class SourceTaskRunner(WorkerTask):
         self.records_polled = 0
         self.errors = errors if errors is not None else ErrorHandlingConfig()
         self.dlq = dlq
-        self.retry = RetryWithTolerance(self.errors, reporter=self._report_failed_record, stop_event=self._stopping)
+        self.retry = RetryWithTolerance(self.errors, reporter=self._report_failed_record, stop_event=self._stopping, task_id=task_id, dlq=dlq)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -172,7 +172,7 @@ class SourceTaskRunner(WorkerTask):
     def _check_delivery(self) -> None:
         err = self._delivery_error
         if err is not None:
-            raise ConnectError(f"Unrecoverable exception from producer send callback: {err.str()} ({err.name()})")
+            raise self.retry.unrecoverable(Stage.KAFKA_PRODUCE, _PRODUCER, KafkaException(err), "a delivery report")
 
     # -- main loop --------------------------------------------------------------------------------
 
@@ -245,7 +245,8 @@ class SourceTaskRunner(WorkerTask):
             except BufferError:
                 self._produce_when_room(record, k, v, commit_record)
             except KafkaException as exc:
-                raise ConnectError(f"Failed to send record to topic {record.topic!r}: {exc.args[0].str()}") from exc
+                # KIP-779: a record the producer refuses is tolerated (skipped, sent to the DLQ) or fails the task.
+                self.retry.fail(ErrorContext(Stage.KAFKA_PRODUCE, _PRODUCER, exc, f"topic {record.topic!r}", record))
             sp = record.source_partition
             if sp is not None:
                 if sp is not last_sp:
@@ -294,7 +295,7 @@ class SourceTaskRunner(WorkerTask):
                         self._produce_columns_when_room(topic, values, keys, i)
                         break
         except KafkaException as exc:
-            raise ConnectError(f"Failed to send record to topic {topic!r}: {exc.args[0].str()}") from exc
+            raise self.retry.unrecoverable(Stage.KAFKA_PRODUCE, _PRODUCER, exc, f"topic {topic!r}") from exc
         sp = batch.source_partition
         if sp is not None and n:
             self._pending[offset_key(self.id.connector, sp)] = (sp, batch.last_offset)
@@ -480,6 +481,9 @@ class SourceTaskRunner(WorkerTask):
         except Exception:
             log.exception("Exception in SourceTask.commit(); offsets were stored")
         return True
+
+
+_PRODUCER = "confluent_kafka.Producer"
 
 
 def _class_name(obj: Any) -> str:

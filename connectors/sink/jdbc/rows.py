@@ -133,6 +133,14 @@ class Rows:
     deletes: list[tuple[Any, ...]] = field(default_factory=list)
     delete_records: list[int] = field(default_factory=list)
     delete_columns: list[Column] = field(default_factory=list)
+    # ``rows`` as columns, while they still match (writers that work column-wise use them).
+    value_lists: list[list[Any]] | None = None
+
+    def column_values(self) -> list[list[Any]] | list[tuple[Any, ...]]:
+        """The values of ``rows`` column by column."""
+        if self.value_lists is not None and self.value_lists and len(self.value_lists[0]) == len(self.rows):
+            return self.value_lists
+        return list(zip(*self.rows))
 
     @property
     def names(self) -> list[str]:
@@ -151,7 +159,7 @@ def segments(records: TopicRecords, *, split_tombstones: bool) -> list[Segment]:
     if n == 0:
         return []
     first = schemas[0]
-    if None not in values and all(s is first for s in schemas):  # the common case, decided in C
+    if None not in values and schemas.count(first) == n:  # the common case, decided in C
         return [Segment(0, n, first, key_schemas[0])]
     out: list[Segment] = []
     start = 0
@@ -198,7 +206,7 @@ class RowBuilder:
         columns = key_columns + value_columns
         cols = key_cols + value_cols
         rows = list(zip(*cols)) if cols else [() for _ in live]
-        result = Rows(columns, len(key_columns), rows, live)
+        result = Rows(columns, len(key_columns), rows, live, value_lists=cols)
         if dead and self.config.delete_enabled:
             dead_keys, result.delete_columns = self._key_columns(records, seg, dead, for_delete=True)
             result.deletes = list(zip(*dead_keys))
@@ -304,7 +312,7 @@ class RowBuilder:
                     f"({records.coordinates(idx[0])})"
                 )
             return [(f.name, f.schema) for f in schema.fields]
-        bad = next((i for i, v in enumerate(values) if not isinstance(v, dict)), None)
+        bad = None if set(map(type, values)) == {dict} else next(i for i, v in enumerate(values) if type(v) is not dict)
         if bad is not None:
             raise DataError(
                 f"The JDBC sink needs struct or map record values, got {type(values[bad]).__name__} "
@@ -345,6 +353,8 @@ def _field_column(values: list[Any], name: str) -> list[Any]:
 
 def _union_keys(dicts: list[Any]) -> list[str]:
     first = dicts[0]
+    if all(map(first.keys().__eq__, map(dict.keys, dicts))):  # the common case, decided in C
+        return list(first)
     names = dict.fromkeys(first)
     for d in dicts:
         if d.keys() != first.keys():
@@ -353,7 +363,8 @@ def _union_keys(dicts: list[Any]) -> list[str]:
 
 
 def _dedupe(rows: Rows, records: TopicRecords) -> None:
-    """Keep the last operation per primary key (upserts cannot touch a row twice in one statement)."""
+    """Keep the last operation per primary key: an upsert cannot touch a row twice in one statement,
+    and an update from a staging table would apply an arbitrary one of several rows for a key."""
     k = rows.key_count
     row_keys = [r[:k] for r in rows.rows]
     if not rows.deletes and len(set(row_keys)) == len(row_keys):
@@ -369,6 +380,7 @@ def _dedupe(rows: Rows, records: TopicRecords) -> None:
             last[key] = (rec, True, pos)
     keep = sorted(last.values())
     rows.rows = [rows.rows[pos] for _, dele, pos in keep if not dele]
+    rows.value_lists = None
     rows.row_records = [rec for rec, dele, _ in keep if not dele]
     rows.deletes = [rows.deletes[pos] for _, dele, pos in keep if dele]
     rows.delete_records = [rec for rec, dele, _ in keep if dele]

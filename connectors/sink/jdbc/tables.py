@@ -30,6 +30,13 @@ class TableManager:
         """Forget what is known (after a rollback, DDL of the failed transaction is gone)."""
         self._columns.clear()
 
+    def known(self, table: str, columns: Sequence[Column]) -> list[str] | None:
+        """The column names as ``table`` spells them if every column is already known (no SQL), else ``None``."""
+        known = self._columns.get(table)
+        if known is not None and all(c.name in known.values() or c.name.lower() in known for c in columns):
+            return [_spelling(known, c.name) for c in columns]
+        return None
+
     def ensure(self, conn: Any, table: str, columns: Sequence[Column]) -> list[str]:
         """Make ``table`` exist with every column of ``columns``; return their names as the table spells them."""
         known = self._columns.get(table)

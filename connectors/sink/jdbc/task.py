@@ -1,9 +1,13 @@
 """The JDBC sink task: writes each batch of records to database tables in one transaction.
 
-Delivery: :meth:`JdbcSinkTask.put` commits before it returns, so :meth:`pre_commit` can hand back
-every consumed offset, except for partitions with records whose write failed (those stop at the
-first record that is not in the database). Replays after a crash rewrite the same rows: use
-``insert.mode=upsert`` with a primary key for idempotent writes.
+Delivery: every chunk of records is written and committed in one transaction. On PostgreSQL the
+last chunk of a :meth:`JdbcSinkTask.put` is sent as a whole transaction without waiting for the
+server (:mod:`connectors.sink.jdbc.pgsend`), which works on it while the runtime consumes the
+next batch; the next ``put``, ``flush`` or ``pre_commit`` reads its outcome first (and on failure
+writes the chunk again with the full handling below), so :meth:`pre_commit` hands back only
+offsets of committed records: every consumed offset, except for partitions with records whose
+write failed (those stop at the first record that is not in the database). Replays after a crash
+rewrite the same rows: use ``insert.mode=upsert`` with a primary key for idempotent writes.
 
 Failures: a dropped connection is retried ``max.retries`` times, ``retry.backoff.ms`` apart
 (each attempt raises :class:`RetriableError` so the runtime offers the batch again); a row the
@@ -34,6 +38,7 @@ from connectors.jdbc_common.dialects import dialect_for
 from connectors.jdbc_common.errors import Failure, classify, describe
 from connectors.jdbc_common.types import timezone
 from connectors.sink.jdbc.config import InsertMode, JdbcSinkConfig
+from connectors.sink.jdbc.pgsend import InFlight
 from connectors.sink.jdbc.rows import RowBuilder, TopicRecords, segments
 from connectors.sink.jdbc.tables import TableManager
 from connectors.sink.jdbc.writer import writer_for
@@ -67,6 +72,9 @@ class JdbcSinkTask(SinkTask):
         self._retries = 0
         # Per partition, the first offset that a failed put() did not write; pre_commit stops there.
         self._unwritten: dict[TopicPartition, int] = {}
+        self._in_flight: tuple[InFlight, list[TopicRecords]] | None = None
+        # A chunk whose sent transaction failed and whose retry has not succeeded yet.
+        self._pending: list[TopicRecords] | None = None
         self.records_written = 0
 
     # -- SPI -------------------------------------------------------------------------------------
@@ -89,27 +97,42 @@ class JdbcSinkTask(SinkTask):
         self._tables = TableManager(self._dialect, auto_create=cfg.auto_create, auto_evolve=cfg.auto_evolve)
         self._writer = writer_for(self._dialect)
         self._warned_tombstones = False
+        self._pending = None
+        self._in_flight = None
         logger.info(
             "Writing to %s (%s, insert.mode=%s, pk.mode=%s)", self._url_text, backend, cfg.insert_mode, cfg.pk_mode
         )
 
     def put(self, records: Sequence[SinkRecord]) -> None:
         """Write ``records`` in transactions of at most ``batch.size`` records. Thread: the task thread."""
+        cfg = self._require_config()
+        self._settle()
         if not records:
             return
-        cfg = self._require_config()
         groups = _by_topic(records)
         size = cfg.batch_size
-        total = sum(len(g) for g in groups)
-        if total <= size:
-            self._write_chunk(groups)
-            return
-        for group in groups:
-            for start in range(0, len(group), size):
-                self._write_chunk([group.slice(start, start + size)])
+        chunks: list[list[TopicRecords]] = []
+        if sum(len(g) for g in groups) <= size:
+            chunks.append(groups)
+        else:
+            chunks += [[group.slice(start, start + size)] for group in groups for start in range(0, len(group), size)]
+        for chunk in chunks[:-1]:
+            self._write_chunk(chunk)
+        # Only the last chunk is sent without waiting: a RetriableError from an earlier one makes
+        # the runtime offer all of ``records`` again, and none of them may be in flight then.
+        if not self._send(chunks[-1]):
+            self._write_chunk(chunks[-1])
+
+    def flush(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Wait for the chunk in flight (a failure is handled here). Thread: the task thread."""
+        self._settle()
 
     def pre_commit(self, offsets: Mapping[TopicPartition, int]) -> Mapping[TopicPartition, int]:
         """Everything consumed is committed, except past the first record a failed put() left out."""
+        try:
+            self._settle()
+        except RetriableError as exc:  # the chunk stays pending (its offsets unwritten); the next put() retries it
+            logger.debug("Retrying a failed chunk at pre_commit failed: %s", exc)
         if not self._unwritten:
             return offsets
         return {
@@ -119,6 +142,7 @@ class JdbcSinkTask(SinkTask):
     def stop(self) -> None:
         """Interrupt a retry backoff and close the connection. Thread: any; never raises."""
         self._stopping.set()
+        self._in_flight = None  # uncommitted as far as offsets go; closing the connection ends it
         conn, self._conn = self._conn, None
         if conn is not None:
             try:
@@ -132,6 +156,68 @@ class JdbcSinkTask(SinkTask):
                 logger.debug("Disposing the engine failed", exc_info=True)
 
     # -- writing -----------------------------------------------------------------------------------
+
+    def _settle(self) -> None:
+        """Read the outcome of the chunk in flight; if it failed, write it again here, with full error handling."""
+        if self._in_flight is not None:
+            sent, chunk = self._in_flight
+            self._in_flight = None
+            try:
+                sent.collect()
+            except Exception as exc:
+                logger.debug("A sent chunk failed, writing it again: %s", describe(exc))
+                self._mark_unwritten(chunk)
+                self._writer.reset()
+                self._tables.invalidate()
+                if classify(exc) is Failure.TRANSIENT:
+                    self._drop_connection()
+                self._pending = chunk
+            else:
+                self._retries = 0
+                self._mark_written(chunk)
+        if self._pending is not None:
+            self._write_chunk(self._pending)  # raises (keeping it pending) until it succeeds
+            self._pending = None
+
+    def _send(self, groups: list[TopicRecords]) -> bool:
+        """Send ``groups`` as one transaction without waiting, if the writer and the records allow it.
+
+        Only the plain case goes this way: one topic, one value schema, no tombstones, a table
+        whose columns are known already. Everything else (and any surprise) returns ``False``
+        and takes the ordinary path, which also produces the proper errors.
+        """
+        send = getattr(self._writer, "send", None)
+        if send is None or len(groups) != 1 or self._conn is None:
+            return False
+        cfg = self._require_config()
+        group = groups[0]
+        upsert = cfg.insert_mode is InsertMode.UPSERT
+        try:
+            segs = segments(group, split_tombstones=not upsert)
+            if len(segs) != 1 or segs[0].tombstones:
+                return False
+            rows = self._builder.build(group, segs[0], dedupe=cfg.insert_mode is not InsertMode.INSERT)
+            if rows.deletes or not rows.rows:
+                return False
+            table = cfg.table_name(group.topic)
+            names = self._tables.known(table, rows.columns)
+            if names is None:
+                return False
+        except Exception as exc:
+            logger.debug("Preparing a chunk to send failed, writing it the ordinary way: %s", describe(exc))
+            return False
+        try:
+            sent = send(
+                self._conn, table, names, names[: rows.key_count], rows.rows, cfg.insert_mode, rows.column_values
+            )
+        except Exception as exc:  # the connection may be mid-query: start afresh
+            logger.debug("Sending a chunk failed, writing it the ordinary way: %s", describe(exc))
+            self._drop_connection()
+            return False
+        if sent is None:
+            return False
+        self._in_flight = (sent, groups)
+        return True
 
     def _write_chunk(self, groups: list[TopicRecords]) -> None:
         try:
@@ -157,7 +243,7 @@ class JdbcSinkTask(SinkTask):
             for gi, group in enumerate(groups):
                 table = cfg.table_name(group.topic)
                 for seg in segments(group, split_tombstones=not upsert):
-                    rows = self._builder.build(group, seg, dedupe=upsert)
+                    rows = self._builder.build(group, seg, dedupe=cfg.insert_mode is not InsertMode.INSERT)
                     if exclude:
                         _drop(rows, gi, exclude)
                     if rows.rows:
@@ -166,7 +252,7 @@ class JdbcSinkTask(SinkTask):
                         if probe:
                             rejected += self._probe(conn, gi, table, names, keys, rows.rows, rows.row_records)
                         else:
-                            self._writer.write(conn, table, names, keys, rows.rows, cfg.insert_mode)
+                            self._writer.write(conn, table, names, keys, rows.rows, cfg.insert_mode, rows.column_values)
                     if rows.deletes:
                         self._delete(conn, table, rows)
                     elif seg.tombstones and not cfg.delete_enabled and not self._warned_tombstones:
@@ -294,6 +380,7 @@ class JdbcSinkTask(SinkTask):
         return self._conn
 
     def _drop_connection(self) -> None:
+        self._in_flight = None
         conn, self._conn = self._conn, None
         if conn is not None:
             try:
@@ -339,4 +426,5 @@ def _drop(rows: Any, group: int, exclude: set[tuple[int, int]]) -> None:
     keep = [i for i, rec in enumerate(rows.row_records) if (group, rec) not in exclude]
     if len(keep) != len(rows.row_records):
         rows.rows = [rows.rows[i] for i in keep]
+        rows.value_lists = None
         rows.row_records = [rows.row_records[i] for i in keep]

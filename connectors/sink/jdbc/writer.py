@@ -12,11 +12,16 @@ Every method runs inside the caller's transaction.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from connectors.jdbc_common.dialects import PostgresDialect, SqlDialect
+from connectors.sink.jdbc import pgcopy
 from connectors.sink.jdbc.config import InsertMode
+from connectors.sink.jdbc.pgsend import InFlight, send_copy_transaction
+
+#: Returns the rows being written as columns (cheaper than transposing them when already at hand).
+ColumnsOf = Callable[[], Sequence[Sequence[Any]]]
 
 
 class RowWriter:
@@ -33,6 +38,7 @@ class RowWriter:
         keys: Sequence[str],
         rows: list[tuple[Any, ...]],
         mode: InsertMode,
+        columns_of: ColumnsOf | None = None,
     ) -> None:
         if not rows:
             return
@@ -79,6 +85,7 @@ class PostgresCopyWriter(RowWriter):
         keys: Sequence[str],
         rows: list[tuple[Any, ...]],
         mode: InsertMode,
+        columns_of: ColumnsOf | None = None,
     ) -> None:
         if not rows:
             return
@@ -87,19 +94,54 @@ class PostgresCopyWriter(RowWriter):
         cols = d.columns(columns)
         with raw.cursor() as cur:
             if mode is InsertMode.INSERT:
-                _copy(cur, f"COPY {d.table(table)} ({cols}) FROM STDIN", rows)
+                _copy(cur, f"COPY {d.table(table)} ({cols}) FROM STDIN", rows, columns_of)
                 return
             stage = self._stage(cur, table, columns)
-            _copy(cur, f"COPY {stage} ({cols}) FROM STDIN", rows)
-            if mode is InsertMode.UPSERT:
-                cur.execute(
-                    f"INSERT INTO {d.table(table)} ({cols}) SELECT {cols} FROM {stage}" + d.on_conflict(columns, keys)
-                )
-            else:
-                values = [c for c in columns if c not in keys]
-                sets = ", ".join(f"{d.quote(c)} = s.{d.quote(c)}" for c in values)
-                where = " AND ".join(f"t.{d.quote(k)} = s.{d.quote(k)}" for k in keys)
-                cur.execute(f"UPDATE {d.table(table)} AS t SET {sets} FROM {stage} AS s WHERE {where}")
+            _copy(cur, f"COPY {stage} ({cols}) FROM STDIN", rows, columns_of)
+            cur.execute(self._merge_sql(table, columns, keys, mode, stage))
+
+    def _merge_sql(self, table: str, columns: Sequence[str], keys: Sequence[str], mode: InsertMode, stage: str) -> str:
+        """The statement that moves the staged rows into ``table`` (upsert or update)."""
+        d = self.pg
+        cols = d.columns(columns)
+        if mode is InsertMode.UPSERT:
+            return f"INSERT INTO {d.table(table)} ({cols}) SELECT {cols} FROM {stage}" + d.on_conflict(columns, keys)
+        values = [c for c in columns if c not in keys]
+        sets = ", ".join(f"{d.quote(c)} = s.{d.quote(c)}" for c in values)
+        where = " AND ".join(f"t.{d.quote(k)} = s.{d.quote(k)}" for k in keys)
+        return f"UPDATE {d.table(table)} AS t SET {sets} FROM {stage} AS s WHERE {where}"
+
+    def send(
+        self,
+        conn: Any,
+        table: str,
+        columns: Sequence[str],
+        keys: Sequence[str],
+        rows: list[tuple[Any, ...]],
+        mode: InsertMode,
+        columns_of: ColumnsOf | None = None,
+    ) -> InFlight | None:
+        """Send the rows as one whole transaction without waiting for it (:mod:`.pgsend`).
+
+        ``None`` if this batch cannot go that way (a staging table not made yet, values that need
+        ``write_row``, an open transaction); the caller then writes it with :meth:`write`.
+        """
+        data = pgcopy.render(_columns(rows, columns_of)) if rows else None
+        if data is None:
+            return None
+        d = self.pg
+        cols = d.columns(columns)
+        if mode is InsertMode.INSERT:
+            return send_copy_transaction(
+                conn.connection.driver_connection, f"COPY {d.table(table)} ({cols}) FROM STDIN", data
+            )
+        stage = self._stages.get((table, tuple(columns)))
+        if stage is None or stage in self._dirty:
+            return None
+        merge = self._merge_sql(table, columns, keys, mode, stage)
+        return send_copy_transaction(
+            conn.connection.driver_connection, f"COPY {stage} ({cols}) FROM STDIN", data, merge
+        )
 
     def _stage(self, cur: Any, table: str, columns: Sequence[str]) -> str:
         """A temporary table with the target's column types, emptied at every commit."""
@@ -132,8 +174,16 @@ class PostgresCopyWriter(RowWriter):
         self._dirty.clear()
 
 
-def _copy(cur: Any, statement: str, rows: list[tuple[Any, ...]]) -> None:
+def _columns(rows: list[tuple[Any, ...]], columns_of: ColumnsOf | None) -> Sequence[Sequence[Any]]:
+    return columns_of() if columns_of is not None else list(zip(*rows))
+
+
+def _copy(cur: Any, statement: str, rows: list[tuple[Any, ...]], columns_of: ColumnsOf | None = None) -> None:
+    data = pgcopy.render(_columns(rows, columns_of))
     with cur.copy(statement) as copy:
+        if data is not None:
+            copy.write(data)  # rendered column-wise: one buffer for the whole batch
+            return
         write_row = copy.write_row
         for row in rows:
             write_row(row)

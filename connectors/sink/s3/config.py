@@ -31,6 +31,15 @@ class S3SinkConfig(S3CommonConfig):
         le=2**31 - 1,
         description="Multipart part size: an open object buffers at most this much before a part is uploaded.",
     )
+    s3_upload_threads: int = Field(
+        2,
+        ge=0,
+        le=16,
+        description=(
+            "Sluice addition: threads that complete uploads of rotated objects while the task keeps encoding; "
+            "0 uploads on the task thread. Offsets still advance only over completed objects."
+        ),
+    )
     partitioner_max_open_files: int = Field(
         100,
         ge=1,
@@ -52,6 +61,14 @@ class S3SinkConfig(S3CommonConfig):
     store_kafka_timestamps: bool = Field(
         False,
         description="Sluice addition: also write record timestamps to a '.timestamps.json' sidecar (the S3 source restores them).",
+    )
+    store_kafka_offsets: bool | None = Field(
+        None,
+        description=(
+            "Sluice addition: also write record offsets to a '.offsets.json' sidecar, so the S3 source restores "
+            "interleaved objects in offset order. Default: on when a partition's objects can interleave offsets "
+            "(field partitioners; time-based ones without rotate.interval.ms), off otherwise."
+        ),
     )
     keys_format_class: str = Field(
         "JsonFormat", description="Format of the keys sidecar: JsonFormat, AvroFormat or ByteArrayFormat."

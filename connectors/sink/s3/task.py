@@ -6,7 +6,7 @@ Guarantees, in the order the runtime drives them:
    :class:`~connectors.sink.s3.writer.TopicPartitionWriter`, which streams them into multipart
    uploads (at most ``s3.part.size`` buffered per open object, at most
    ``partitioner.max.open.files`` open objects per partition) and completes the uploads when a
-   rotation rule fires.
+   rotation rule fires, on ``s3.upload.threads`` background threads so encoding goes on meanwhile.
 2. :meth:`S3SinkTask.pre_commit` returns, per partition, only the offset after the last record
    that is inside a completed object, so the consumer group never passes data that is not in
    the bucket.
@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 from connectors.api import (
@@ -67,6 +68,7 @@ class S3SinkTask(SinkTask):
         self._partitioner: Partitioner | None = None
         self._layout = ObjectLayout()
         self._settings: WriterSettings | None = None
+        self._uploader: ThreadPoolExecutor | None = None
 
     # -- SPI --------------------------------------------------------------------------------------
 
@@ -94,10 +96,15 @@ class S3SinkTask(SinkTask):
             store_keys=cfg.store_kafka_keys,
             store_headers=cfg.store_kafka_headers,
             store_timestamps=cfg.store_kafka_timestamps,
+            store_offsets=(
+                cfg.store_kafka_offsets if cfg.store_kafka_offsets is not None else _may_interleave(self._partitioner, cfg)
+            ),
             timestamp_extractor=cfg.timestamp_extractor,
             timestamp_field=cfg.timestamp_field,
             timezone=cfg.timezone,
         )
+        if cfg.s3_upload_threads > 0:
+            self._uploader = ThreadPoolExecutor(cfg.s3_upload_threads, thread_name_prefix="s3-upload")
         factory = type(self).storage_factory
         if factory is not None:
             self.storage = factory(cfg)
@@ -168,6 +175,9 @@ class S3SinkTask(SinkTask):
                         "Aborting the uploads of %s-%d failed", writer.topic, writer.partition, exc_info=True
                     )
             self.writers.clear()
+            if self._uploader is not None:
+                self._uploader.shutdown(wait=False)
+                self._uploader = None
 
     # -- helpers ----------------------------------------------------------------------------------
 
@@ -190,6 +200,7 @@ class S3SinkTask(SinkTask):
                 self._layout,
                 self._settings,
                 self._keys_format,
+                uploader=self._uploader,
             )
         return writer
 
@@ -220,6 +231,16 @@ class S3SinkTask(SinkTask):
                 )
             )
         return out
+
+
+def _may_interleave(partitioner: Partitioner, cfg: S3SinkConfig) -> bool:
+    """Whether one Kafka partition's objects can interleave offsets (the restore then needs each
+    record's offset to merge them back in order): only when records of a partition spread over
+    several open directories, which a time-based partitioner with rotate.interval.ms never does
+    (a bucket change commits every open object first)."""
+    if partitioner.per_kafka_partition:
+        return False
+    return not (partitioner.time_based and cfg.rotate_interval_ms > 0)
 
 
 def _split_batch(batch: SinkRecordBatch) -> list[tuple[TopicPartition, Columns]]:

@@ -28,6 +28,8 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, Future
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -61,6 +63,7 @@ class WriterSettings:
     store_keys: bool = False
     store_headers: bool = False
     store_timestamps: bool = False
+    store_offsets: bool = False
     timestamp_extractor: str = "Record"
     timestamp_field: str = "timestamp"
     timezone: str = "UTC"
@@ -114,10 +117,13 @@ class OpenObject:
         self.writer = fmt.writer(self.upload, key)
         self.sidecars: list[_Sidecar] = []
         self._closed = False
+        #: The background upload of this object once it is queued (see TopicPartitionWriter.drain).
+        self.upload_future: Future[None] | None = None
         for kind, enabled, sidecar_fmt in (
             ("keys", settings.store_keys, keys_format),
             ("headers", settings.store_headers, _JSON),
             ("timestamps", settings.store_timestamps, _JSON),
+            ("offsets", settings.store_offsets, _JSON),
         ):
             if enabled:
                 skey = sidecar_key(key, fmt.extension, kind, sidecar_fmt.extension)
@@ -133,6 +139,8 @@ class OpenObject:
                 sidecar.writer.write(_pick(cols.keys, index), None)
             elif sidecar.kind == "headers":
                 sidecar.writer.write([encode_headers(h) for h in _pick(cols.headers(), index)], None)
+            elif sidecar.kind == "offsets":
+                sidecar.writer.write(_pick(cols.offsets, index), None)
             else:
                 sidecar.writer.write(_pick(cols.timestamps(), index), None)
 
@@ -190,8 +198,12 @@ class TopicPartitionWriter:
         settings: WriterSettings,
         keys_format: RecordFormat | None = None,
         clock: Callable[[], float] = time.time,
+        uploader: Executor | None = None,
+        max_pending: int = 4,
     ) -> None:
         self.topic = topic
+        self.uploader = uploader
+        self.max_pending = max_pending
         self.partition = partition
         self.storage = storage
         self.fmt = fmt
@@ -408,18 +420,40 @@ class TopicPartitionWriter:
         else:
             self.durable = next_offset
 
-    def drain(self) -> None:
-        """Upload the queued objects in order (raises the storage's error; call again to resume)."""
+    def drain(self, wait: bool = False) -> None:
+        """Upload the queued objects; ``durable`` advances over the finished front of the queue.
+
+        Without an uploader the uploads run here, in order. With one they run on its threads,
+        overlapping the encoding of the next records; this returns without waiting unless
+        ``wait`` is set or more than ``max_pending`` objects are queued (back-pressure that
+        bounds the memory held by finished-but-unsent objects). A failed upload raises the
+        storage's error here, at the front of the queue; calling again resubmits it.
+        """
+        uploader = self.uploader
+        if uploader is not None:
+            for obj, _ in self.pending:
+                if obj.upload_future is None:
+                    obj.upload_future = uploader.submit(obj.commit)
         while self.pending:
             obj, boundary = self.pending[0]
-            obj.commit()
+            future = obj.upload_future
+            if future is None:
+                obj.commit()
+            else:
+                if not future.done() and not wait and len(self.pending) <= self.max_pending:
+                    break
+                try:
+                    future.result()
+                except BaseException:
+                    obj.upload_future = None  # resubmitted by the next drain
+                    raise
             self.pending.popleft()
             self.committed_keys.append(obj.key)
             if len(self.committed_keys) > 10_000:
                 del self.committed_keys[:5_000]
             if boundary is not None:
                 self.durable = boundary
-        if not self.open and self.next_offset is not None:
+        if not self.open and not self.pending and self.next_offset is not None:
             self.durable = self.next_offset
 
     def check_schedule(self) -> None:
@@ -447,6 +481,9 @@ class TopicPartitionWriter:
         for obj in self.open.values():
             obj.abort()
         for obj, _ in self.pending:
+            future = obj.upload_future
+            if future is not None and not future.cancel():
+                futures_wait([future])  # never abort an upload another thread is still sending
             obj.abort()
         self.open.clear()
         self.pending.clear()

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from itertools import repeat
 from typing import Any
 
 from connectors.api import ConnectError, Schema, SourceRecordBatch
@@ -285,9 +286,9 @@ class Querier:
             columns = list(zip(*rows))
             for i, convert in self._converters:
                 columns[i] = tuple(map(convert, columns[i]))
-            values = [dict(zip(names, r)) for r in zip(*columns)]
+            values = _dicts(names, zip(*columns))
         else:
-            values = [dict(zip(names, r)) for r in rows]
+            values = _dicts(names, rows)
         if self.mode is Mode.BULK:
             return SourceRecordBatch(self.topic, values, value_schema=self._schema)
         offsets = self._offsets(rows, done)
@@ -353,6 +354,11 @@ class Querier:
         if value.tzinfo is not None:
             value = value.astimezone(self.tz).replace(tzinfo=None)
         return value
+
+
+def _dicts(names: list[str], rows: Iterable[Any]) -> list[dict[str, Any]]:
+    """One dict per row, built by C-level ``map`` calls (no Python frame per row)."""
+    return list(map(dict, map(zip, repeat(names), rows)))
 
 
 def _detect_incrementing(table: Any) -> str:

@@ -1,4 +1,5 @@
-"""The S3 source connector: restores what the S3 sink archived (``io.confluent.connect.s3.source.S3SourceConnector``)."""
+"""The S3 source connector: restores what the S3 sink archived, or reads any objects
+(``io.confluent.connect.s3.source.S3SourceConnector``)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from typing import Any, ClassVar
 from connectors.api import ConfigError, SourceConnector
 from connectors.s3_common.formats import make_format
 from connectors.s3_common.storage import S3Storage
-from connectors.source.s3.config import TASK_TOPICS_KEY, S3SourceConfig
+from connectors.source.s3.config import TASK_COUNT_KEY, TASK_INDEX_KEY, TASK_TOPICS_KEY, S3SourceConfig
 from connectors.source.s3.task import S3SourceTask
 
 
 class S3SourceConnector(SourceConnector):
-    """Splits the topics to restore over the tasks; each task replays whole topics.
+    """Restore mode splits the topics over the tasks; each task replays whole topics. Generic mode
+    runs ``tasks.max`` tasks that share the objects by a hash of their keys.
 
     A topic is never split, because its partitions' objects are interleaved in the same
     directories (time- and field-based layouts) and one reader keeps them in offset order.
@@ -45,6 +47,11 @@ class S3SourceConnector(SourceConnector):
         """Topics round-robin over at most ``max_tasks`` tasks. Thread: the connector thread."""
         if self._config is None:
             raise ConfigError("task_configs() called before start()")
+        if self._config.mode == "GENERIC":
+            # Objects are shared by a stable hash of their keys, so every task lists and filters.
+            base = self._config.to_task_config()
+            count = max(1, max_tasks)
+            return [{**base, TASK_INDEX_KEY: str(i), TASK_COUNT_KEY: str(count)} for i in range(count)]
         topics = self._config.topics or self._discover_topics(self._config)
         if not topics:
             return []

@@ -1,42 +1,57 @@
-"""The S3 source task (restore mode): objects written by the S3 sink → records in their original partitions.
+"""The S3 source task: objects → records.
 
-For each topic it lists ``<topics.dir>/<topic>/``, keeps the objects the sink named
-(``<topic>+<partition>+<start offset>.<ext>``, sidecars aside), and replays each Kafka partition's
-objects in start-offset order. Each record goes back to the partition in its object's name, with
-its key, headers and timestamp when the sink stored them (``.keys``, ``.headers.json``,
-``.timestamps.json`` sidecars).
+**Restore mode** (``mode=RESTORE_BACKUP``) replays what the S3 sink wrote. For each topic it
+lists ``<topics.dir>/<topic>/``, keeps the objects the sink named
+(``<topic>+<partition>+<start offset>.<ext>``, sidecars aside) and sends each record back to the
+partition in its object's name, with its key, headers and timestamp when the sink stored them
+(``.keys``, ``.headers.json``, ``.timestamps.json`` sidecars). Order within a Kafka partition:
+
+* When every object of the partition has an ``.offsets.json`` sidecar (the sink writes one for
+  field and time-based partitioners, whose objects can interleave offsets), the objects are
+  merged by original offset: an object is opened only once the merge reaches its start offset,
+  so at most the objects whose ranges overlap are in memory at once.
+* Otherwise objects are replayed one after another in start-offset order, which is offset order
+  for any layout whose objects do not interleave (the default partitioner).
 
 Offsets: source partition ``{"bucket", "topic", "partition"}``, offset ``{"object", "start",
-"position"}`` = how many records of that object were delivered. A restart skips the objects before
-the stored one and the first ``position`` records of it, so it resumes mid-object. Order is the
-original offset order when a partition's objects do not interleave (the default partitioner, or
-any layout with flush.size-only rotation per directory); otherwise it is object by object.
+"position"}`` (records of that object delivered), plus ``"offset"`` (the original Kafka offset)
+for merged partitions. A restart resumes mid-object: it skips the objects before the stored one
+and the first ``position`` records of it, or, for merged partitions, every record at or below the
+stored Kafka offset.
+
+**Generic mode** (``mode=GENERIC``): see :mod:`connectors.source.s3.generic`.
 """
 
 from __future__ import annotations
 
 import base64
+import heapq
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from itertools import islice
 from typing import Any, ClassVar
 
 from connectors.api import SourceRecord, SourceTask, SourceTaskContext
 from connectors.s3_common.formats import FormatSettings, JsonFormat, RecordFormat, make_format
 from connectors.s3_common.layout import ObjectLayout, ParsedKey
 from connectors.s3_common.storage import ObjectStorage, S3Storage
-from connectors.source.s3.config import TASK_TOPICS_KEY, S3SourceConfig
+from connectors.source.s3.config import TASK_COUNT_KEY, TASK_INDEX_KEY, TASK_TOPICS_KEY, S3SourceConfig
+from connectors.source.s3.generic import GenericScan, parse_topic_regex_list
 
 logger = logging.getLogger(__name__)
 
 _JSON = JsonFormat()
 _MAX_WAIT_S = 0.5
 
+#: One unit of work: opens an object (or a merged partition) and yields its records.
+Work = Callable[[], Iterator[SourceRecord]]
+
 
 class S3SourceTask(SourceTask):
-    """Replays archived objects; see the module docstring. :meth:`stop` may come from any thread."""
+    """Replays objects; see the module docstring. :meth:`stop` may come from any thread."""
 
     version = "0.1.0"
 
@@ -45,11 +60,11 @@ class S3SourceTask(SourceTask):
 
     def __init__(self) -> None:
         self._stopping = threading.Event()
-        self._queue: deque[ParsedKey] = deque()
+        self._work: deque[Work] = deque()
+        self._stream: Iterator[SourceRecord] | None = None
         self._seen: set[str] = set()
         self._all_keys: set[str] = set()
-        self._resume: dict[tuple[str, int], tuple[int, str, int]] = {}
-        self._pending: list[SourceRecord] = []
+        self._resume: dict[tuple[str, int], tuple[int, str, int, int]] = {}
         self._next_listing = 0.0
         self._topics: list[str] = []
         self._layout = ObjectLayout()
@@ -58,10 +73,11 @@ class S3SourceTask(SourceTask):
         self._bucket = ""
         self._batch = 2_000
         self._interval_s = 60.0
+        self._generic: GenericScan | None = None
         self.storage: ObjectStorage | None = None
 
     def start(self, config: Mapping[str, Any], context: SourceTaskContext) -> None:
-        """Parse the configuration and read the stored positions. Thread: the task thread."""
+        """Parse the configuration and connect. Thread: the task thread."""
         self.context = context
         cfg = S3SourceConfig.from_task_config(config)
         assigned = str(config.get(TASK_TOPICS_KEY) or "")
@@ -77,22 +93,37 @@ class S3SourceTask(SourceTask):
         factory = type(self).storage_factory
         self.storage = factory(cfg) if factory is not None else S3Storage(cfg.connection())
         self._stopping.clear()
-        self._queue.clear()
+        self._work.clear()
+        self._stream = None
         self._seen.clear()
-        self._pending = []
         self._next_listing = 0.0
         self._resume = {}
-        logger.info("Restoring topics %s from bucket %s", ", ".join(self._topics) or "(none)", self._bucket)
+        if cfg.mode == "GENERIC":
+            self._generic = GenericScan(
+                self._bucket,
+                cfg.generic_prefix(),
+                parse_topic_regex_list(cfg.topic_regex_list),
+                self._format,
+                int(config.get(TASK_INDEX_KEY) or 0),
+                int(config.get(TASK_COUNT_KEY) or 1),
+            )
+            logger.info("Reading objects under %r of bucket %s into topics", cfg.generic_prefix(), self._bucket)
+        else:
+            self._generic = None
+            logger.info("Restoring topics %s from bucket %s", ", ".join(self._topics) or "(none)", self._bucket)
 
     def poll(self) -> list[SourceRecord] | None:
-        """The next records of the current object, or ``None`` while there is nothing new. Thread: the task thread."""
+        """The next records, or ``None`` while there is nothing new. Thread: the task thread."""
         deadline = time.monotonic() + _MAX_WAIT_S
         while not self._stopping.is_set():
-            if self._pending:
-                batch, self._pending = self._pending[: self._batch], self._pending[self._batch :]
-                return batch
-            if self._queue:
-                self._pending = self._load(self._queue.popleft())
+            if self._stream is not None:
+                batch = list(islice(self._stream, self._batch))
+                if batch:
+                    return batch
+                self._stream = None
+                continue
+            if self._work:
+                self._stream = self._work.popleft()()
                 continue
             now = time.monotonic()
             if now >= self._next_listing:
@@ -109,80 +140,135 @@ class S3SourceTask(SourceTask):
         """Make a waiting :meth:`poll` return. Thread: any."""
         self._stopping.set()
 
-    # -- listing and reading ----------------------------------------------------------------------
+    # -- listing ----------------------------------------------------------------------------------
 
     def _list(self) -> None:
         assert self.storage is not None
+        storage = self.storage
+        if self._generic is not None:
+            scan = self._generic
+            reader = self.context.offset_reader if self.context else None
+            for key, topic, skip in scan.discover(storage, reader):
+                self._work.append(lambda k=key, t=topic, s=skip: scan.records(storage, k, t, s))  # type: ignore[misc]
+            return
         found: list[ParsedKey] = []
         for topic in self._topics:
-            for key in self.storage.list_keys(self._layout.topic_prefix(topic)):
+            for key in storage.list_keys(self._layout.topic_prefix(topic)):
                 self._all_keys.add(key)
                 if key in self._seen:
                     continue
                 parsed = self._layout.parse(key)
-                if parsed is None or parsed.topic != topic or not key.endswith(self._format.extension):
+                if parsed is None or parsed.topic != topic or parsed.extension != self._format.extension:
                     continue
-                if parsed.extension != self._format.extension:
-                    continue
+                self._seen.add(key)
                 found.append(parsed)
         found.sort(key=lambda p: (p.topic, p.kafka_partition, p.start_offset, p.key))
+        groups: dict[tuple[str, int], list[ParsedKey]] = {}
         for parsed in found:
-            if self._before_resume_point(parsed):
-                self._seen.add(parsed.key)
+            groups.setdefault((parsed.topic, parsed.kafka_partition), []).append(parsed)
+        for tp, group in groups.items():
+            if all(p.sidecar("offsets", _JSON.extension) in self._all_keys for p in group):
+                self._work.append(lambda tp=tp, g=group: self._merged(tp, g))  # type: ignore[misc]
                 continue
-            self._seen.add(parsed.key)
-            self._queue.append(parsed)
+            for parsed in group:
+                if not self._before_resume_point(parsed):
+                    self._work.append(lambda p=parsed: self._object_records(p))  # type: ignore[misc]
 
-    def _before_resume_point(self, parsed: ParsedKey) -> bool:
-        tp = (parsed.topic, parsed.kafka_partition)
+    def _stored(self, tp: tuple[str, int]) -> tuple[int, str, int, int]:
+        """The stored position of a Kafka partition: (start, object, position, Kafka offset)."""
         if tp not in self._resume:
             stored = self.context.offset_reader.offset(self._source_partition(*tp)) if self.context else None
             if stored and "object" in stored:
-                self._resume[tp] = (int(stored.get("start", 0)), str(stored["object"]), int(stored.get("position", 0)))
+                self._resume[tp] = (
+                    int(stored.get("start", 0)),
+                    str(stored["object"]),
+                    int(stored.get("position", 0)),
+                    int(stored.get("offset", -1)),
+                )
             else:
-                self._resume[tp] = (-1, "", 0)
-        start, key, _ = self._resume[tp]
+                self._resume[tp] = (-1, "", 0, -1)
+        return self._resume[tp]
+
+    def _before_resume_point(self, parsed: ParsedKey) -> bool:
+        start, key, _, _ = self._stored((parsed.topic, parsed.kafka_partition))
         return (parsed.start_offset, parsed.key) < (start, key)
 
     def _source_partition(self, topic: str, partition: int) -> dict[str, Any]:
         return {"bucket": self._bucket, "topic": topic, "partition": partition}
 
-    def _load(self, parsed: ParsedKey) -> list[SourceRecord]:
+    # -- reading ----------------------------------------------------------------------------------
+
+    def _merged(self, tp: tuple[str, int], group: list[ParsedKey]) -> Iterator[SourceRecord]:
+        """The records of one Kafka partition's objects (start-offset order) merged by offset."""
+        after = self._stored(tp)[3]
+        queue = deque(group)
+        heap: list[tuple[int, int, SourceRecord, Iterator[tuple[int, SourceRecord]]]] = []
+        seq = 0
+        while queue or heap:
+            # An object holds only offsets from its start on: open it once the merge gets there.
+            while queue and (not heap or queue[0].start_offset <= heap[0][0]):
+                it = self._offset_records(queue.popleft(), after)
+                first = next(it, None)
+                if first is not None:
+                    heapq.heappush(heap, (first[0], seq, first[1], it))
+                    seq += 1
+            _, _, record, it = heapq.heappop(heap)
+            yield record
+            following = next(it, None)
+            if following is not None:
+                heapq.heappush(heap, (following[0], seq, following[1], it))
+                seq += 1
+
+    def _offset_records(self, parsed: ParsedKey, after: int) -> Iterator[tuple[int, SourceRecord]]:
+        offsets = self._sidecar(parsed, "offsets", _JSON, None)
+        records = self._object_records(parsed, offsets, resume=False)
+        for offset, record in zip(offsets or (), records):
+            if offset > after:
+                yield offset, record
+
+    def _object_records(
+        self, parsed: ParsedKey, offsets: list[Any] | None = None, *, resume: bool = True
+    ) -> Iterator[SourceRecord]:
         assert self.storage is not None
         values = list(self._format.read(self.storage.get_object(parsed.key)))
         n = len(values)
         keys = self._sidecar(parsed, "keys", self._keys_format, n)
         headers = self._sidecar(parsed, "headers", _JSON, n)
         timestamps = self._sidecar(parsed, "timestamps", _JSON, n)
+        if offsets is not None and len(offsets) != n:
+            logger.warning("Ignoring the offsets of %s: %d entries for %d records", parsed.key, len(offsets), n)
+            offsets = None
         tp = (parsed.topic, parsed.kafka_partition)
         skip = 0
-        start, key, position = self._resume.get(tp, (-1, "", 0))
-        if key == parsed.key:
-            skip = position
+        if resume:
+            _, key, position, _ = self._stored(tp)
+            if key == parsed.key:
+                skip = position
         source_partition = self._source_partition(*tp)
-        records = []
         for i in range(skip, n):
-            records.append(
-                SourceRecord(
-                    topic=parsed.topic,
-                    value=values[i],
-                    key=keys[i] if keys else None,
-                    partition=parsed.kafka_partition,
-                    timestamp=timestamps[i] if timestamps else None,
-                    headers=decode_headers(headers[i]) if headers else None,
-                    source_partition=source_partition,
-                    source_offset={"object": parsed.key, "start": parsed.start_offset, "position": i + 1},
-                )
+            offset: dict[str, Any] = {"object": parsed.key, "start": parsed.start_offset, "position": i + 1}
+            if offsets is not None:
+                offset["offset"] = offsets[i]
+            value = values[i]
+            values[i] = None  # released as the stream goes
+            yield SourceRecord(
+                topic=parsed.topic,
+                value=value,
+                key=keys[i] if keys else None,
+                partition=parsed.kafka_partition,
+                timestamp=timestamps[i] if timestamps else None,
+                headers=decode_headers(headers[i]) if headers else None,
+                source_partition=source_partition,
+                source_offset=offset,
             )
-        return records
 
-    def _sidecar(self, parsed: ParsedKey, kind: str, fmt: RecordFormat, count: int) -> list[Any] | None:
+    def _sidecar(self, parsed: ParsedKey, kind: str, fmt: RecordFormat, count: int | None) -> list[Any] | None:
         assert self.storage is not None
         key = parsed.sidecar(kind, fmt.extension)
         if key not in self._all_keys:
             return None
         items = list(fmt.read(self.storage.get_object(key)))
-        if len(items) != count:
+        if count is not None and len(items) != count:
             logger.warning("Ignoring %s: %d entries for %d records", key, len(items), count)
             return None
         return items

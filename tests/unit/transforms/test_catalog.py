@@ -53,5 +53,12 @@ def test_record_copies_change_only_what_they_name(cls: Any) -> None:
     record = cls(topic="t", value=1, key=2, partition=0, **({"kafka_offset": 5} if cls is SinkRecord else {}))
     assert with_value(record, STRING_SCHEMA, "v") == record.replace(value="v", value_schema=STRING_SCHEMA)
     assert with_key(record, STRING_SCHEMA, "k") == record.replace(key="k", key_schema=STRING_SCHEMA)
-    assert with_topic(record, "u") == record.replace(topic="u")
+    if cls is SinkRecord:
+        # A routed sink record keeps the coordinates it was consumed from (KIP-793).
+        routed = record.replace(topic="u", original_topic="t", original_partition=0, original_offset=5)
+        assert with_topic(record, "u") == routed
+        assert with_topic(with_topic(record, "u"), "w") == routed.replace(topic="w")
+        assert with_topic(record, "u").topic_partition.topic == "t"
+    else:
+        assert with_topic(record, "u") == record.replace(topic="u")
     assert type(with_topic(record, "u")) is cls

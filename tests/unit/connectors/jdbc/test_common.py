@@ -158,6 +158,10 @@ def test_column_types_map_to_connect_schemas(
         (NumericMapping.PRECISION_ONLY, 5, 0, Type.INT32),
         (NumericMapping.BEST_FIT_EAGER_DOUBLE, 30, 2, Type.FLOAT64),
         (NumericMapping.NONE, 5, 0, Type.BYTES),
+        (NumericMapping.NONE, 30, 2, Type.BYTES),
+        (NumericMapping.BEST_FIT, 5, -2, Type.INT32),
+        (NumericMapping.PRECISION_ONLY, 5, -2, Type.BYTES),
+        (NumericMapping.BEST_FIT_EAGER_DOUBLE, 5, 0, Type.INT32),
     ],
 )
 def test_numeric_mapping(mapping: NumericMapping, precision: int, scale: int, expected: Type) -> None:
@@ -165,6 +169,26 @@ def test_numeric_mapping(mapping: NumericMapping, precision: int, scale: int, ex
     assert schema.type is expected
     if expected in (Type.INT8, Type.INT16, Type.INT32, Type.INT64):
         assert convert is not None and convert(decimal.Decimal("12")) == 12
+
+
+@pytest.mark.parametrize("mapping", [NumericMapping.NONE, NumericMapping.BEST_FIT, NumericMapping.PRECISION_ONLY])
+def test_numeric_without_precision_stays_an_exact_decimal(mapping: NumericMapping) -> None:
+    # PostgreSQL's unconstrained numeric: nothing to fit, so never a float (that would lose digits).
+    schema, convert = column_schema(t.Numeric(), optional=True, numeric_mapping=mapping, tz=dt.UTC)
+    assert schema.name == "org.apache.kafka.connect.data.Decimal" and schema.type is Type.BYTES
+    assert schema.parameters == {"scale": "127"}  # no precision: a sink recreates an unconstrained NUMERIC
+    assert convert is not None
+    value = convert(decimal.Decimal("12345678901234567890.123456789012345678901"))
+    assert value == decimal.Decimal("12345678901234567890.123456789012345678901")
+    assert value.as_tuple().exponent == -127
+    assert convert(None) is None
+
+
+def test_numeric_without_precision_with_eager_double_is_float64() -> None:
+    schema, convert = column_schema(
+        t.Numeric(), optional=False, numeric_mapping=NumericMapping.BEST_FIT_EAGER_DOUBLE, tz=dt.UTC
+    )
+    assert schema.type is Type.FLOAT64 and convert is not None and convert(decimal.Decimal("1.5")) == 1.5
 
 
 def test_json_columns_become_text_and_naive_timestamps_get_the_db_timezone() -> None:

@@ -32,6 +32,7 @@ def _task(**config: Any) -> S3SinkTask:
         "s3.bucket.name": "bkt",
         "format.class": "json",
         "flush.size": "3",
+        "s3.upload.threads": "0",  # uploads on the task thread: objects are in the bucket when put() returns
         **{k: str(v) for k, v in config.items()},
     }
     task.start(settings, None)  # type: ignore[arg-type]
@@ -70,12 +71,16 @@ def test_flush_size_counts_records_of_the_partition_across_directories(bucket: M
     task = _task(**{"partitioner.class": "FieldPartitioner", "partition.field.name": "c", "flush.size": 4})
     task.put(_records(9))
     # 0..3 spread over c=a and c=b; all committed together at the 4th record, then 4..7.
-    assert sorted(bucket.objects) == [
+    assert sorted(k for k in bucket.objects if ".offsets." not in k) == [
         "topics/t/c=a/t+0+0000000000.json",
         "topics/t/c=a/t+0+0000000004.json",
         "topics/t/c=b/t+0+0000000001.json",
         "topics/t/c=b/t+0+0000000005.json",
     ]
+    # A field partitioner interleaves offsets across directories: each object gets an offsets
+    # sidecar by default, so the S3 source can restore the partition in offset order.
+    offsets = {k: _lines(v) for k, v in bucket.objects.items() if ".offsets." in k}
+    assert sum(offsets.values(), []) and sorted(sum(offsets.values(), [])) == list(range(8))
     assert task.pre_commit({TP: 9}) == {TP: 8}
 
 
@@ -178,6 +183,7 @@ def test_open_object_cap_bounds_memory_over_1000_directories(bucket: MemoryStora
             "partition.field.name": "d",
             "flush.size": 100_000,
             "partitioner.max.open.files": 50,
+            "store.kafka.offsets": "false",
         }
     )
     peak = 0
@@ -289,3 +295,82 @@ def test_connector_aliases_secrets_and_task_configs() -> None:
     [config] = connector.task_configs(1)
     assert config["aws.secret.access.key"] == "SK" and config["partition.field.name"] == "a,b"
     assert S3SinkTask.__mro__[1].__name__ == "SinkTask" and isinstance(TopicPartitionWriter, type)
+
+
+# -- background uploads (s3.upload.threads) --------------------------------------------------------
+
+
+class SlowStorage(MemoryStorage):
+    """Uploads wait for ``release``, so a test sees them in flight."""
+
+    def __init__(self) -> None:
+        super().__init__("bkt")
+        import threading
+
+        self.release = threading.Event()
+
+    def put_object(self, key: str, data: bytes) -> None:
+        assert self.release.wait(10)
+        super().put_object(key, data)
+
+
+def _settle(task: S3SinkTask, consumed: int, expected: int) -> dict[TopicPartition, int]:
+    import time
+
+    deadline = time.monotonic() + 10
+    safe = task.pre_commit({TP: consumed})
+    while safe != {TP: expected} and time.monotonic() < deadline:
+        time.sleep(0.01)
+        safe = task.pre_commit({TP: consumed})
+    return dict(safe)
+
+
+def test_background_uploads_overlap_and_offsets_wait_for_them() -> None:
+    storage = SlowStorage()
+    S3SinkTask.storage_factory = lambda cfg: storage
+    try:
+        task = _task(**{"s3.upload.threads": 2})
+        task.put(_records(7))  # objects at 0 and 3 are rotated; put() returns while they upload
+        assert storage.objects == {}
+        assert task.pre_commit({TP: 7}) == {TP: 0}  # nothing is durable yet
+        storage.release.set()
+        assert _settle(task, 7, 6) == {TP: 6}
+        assert sorted(storage.objects) == [
+            "topics/t/partition=0/t+0+0000000000.json",
+            "topics/t/partition=0/t+0+0000000003.json",
+        ]
+        task.stop()
+    finally:
+        S3SinkTask.storage_factory = None
+
+
+def test_a_failed_background_upload_is_resubmitted_and_offsets_wait(bucket: MemoryStorage) -> None:
+    task = _task(**{"s3.upload.threads": 2})
+    bucket.fail_next = RetriableError("slow down")
+    try:
+        task.put(_records(3))  # the rotated object's upload fails in the background ...
+    except RetriableError:
+        task.put(_records(3))  # ... which put() may already report: the runtime offers the batch again
+    assert _settle(task, 3, 3) == {TP: 3}  # a later drain resubmitted it
+    assert _lines(bucket.objects["topics/t/partition=0/t+0+0000000000.json"]) == [
+        {"i": i, "c": "ab"[i % 2]} for i in range(3)
+    ]
+    assert [op for op, _ in bucket.requests].count("PutObject") == 2
+    task.stop()
+
+
+def test_closing_waits_for_uploads_in_flight() -> None:
+    storage = SlowStorage()
+    S3SinkTask.storage_factory = lambda cfg: storage
+    try:
+        task = _task(**{"s3.upload.threads": 1})
+        task.put(_records(3))
+        import threading
+
+        threading.Timer(0.2, storage.release.set).start()
+        task.close([TP])  # returns only after the upload it could not cancel has finished
+        assert list(storage.objects) == ["topics/t/partition=0/t+0+0000000000.json"]
+        assert task.writers == {}
+        task.stop()
+    finally:
+        S3SinkTask.storage_factory = None

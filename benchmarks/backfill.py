@@ -1,0 +1,194 @@
+"""JDBC table → topic backfill on Spark: Sluice's job against bare Spark and the streaming source.
+
+For each table size (``SLUICE_BENCH_BACKFILL_ROWS``, default ``1000000,5000000``) it measures, on one
+warm SparkSession (``local[2]``, ``SLUICE_BENCH_BACKFILL_PARTITIONS`` JDBC partitions, default 4):
+
+* **noop** — Spark's partitioned JDBC read into the ``noop`` sink (every column materialized);
+* **bare Spark** — the same read, ``to_json(struct(*))`` values keyed by id, written with Spark's
+  ``kafka`` sink: what a user would write by hand, no Sluice code;
+* **Sluice** — :func:`connectors.backfill.run_job` of a ``jdbc_to_topic`` spec (reflection, bounds
+  and count query, LSN capture, Connect JSON envelope, partitioning as the streaming producer);
+* **Sluice, schemas off** — the same without the JSON schema envelope, whose values are about the
+  size of bare Spark's (the envelope makes each value several times larger);
+* **streaming JDBC source** (first size only; ``SLUICE_BENCH_BACKFILL_STREAMING=0`` skips it) — ``JdbcSource`` in ``mode=bulk`` through a worker.
+
+It prints rows/s and the ratios Sluice/bare (target ≥ 0.9), Sluice/noop (≥ 0.7) and the speed-up
+over the streaming source. Figures on a shared 2-core machine are noisy; nothing is asserted.
+
+    python -m benchmarks.backfill
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import Any
+
+import psycopg
+
+from benchmarks.common import Result, broker, create_topic, high_watermark, wait_until
+from deploy.postgres import PostgresServer
+
+SIZES = [int(s) for s in os.environ.get("SLUICE_BENCH_BACKFILL_ROWS", "1000000,5000000").split(",") if s]
+PARTITIONS = int(os.environ.get("SLUICE_BENCH_BACKFILL_PARTITIONS", "4"))
+TOPIC_PARTITIONS = 4
+PRODUCER = {"linger.ms": "20", "batch.size": "262144", "compression.type": "lz4"}
+
+
+def load_table(pg: PostgresServer, rows: int) -> str:
+    table = f"backfill_src_{rows}"
+    with psycopg.connect(pg.dsn(), autocommit=True) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute(
+            f"CREATE TABLE {table} (id bigint PRIMARY KEY, customer text NOT NULL, amount numeric(12,2) NOT NULL, "
+            "status text, created_at timestamptz NOT NULL, note text)"
+        )
+        conn.execute(
+            f"INSERT INTO {table} SELECT i, 'customer-' || (i % 10000), (i % 100000) / 100.0, "
+            "CASE WHEN i % 3 = 0 THEN 'paid' ELSE 'open' END, timestamptz '2024-01-01' + i * interval '1 second', "
+            f"md5(i::text) FROM generate_series(1, {rows}) i"
+        )
+        conn.execute(f"VACUUM ANALYZE {table}")
+    return table
+
+
+def jdbc_reader(spark: Any, pg: PostgresServer, table: str, rows: int) -> Any:
+    return (
+        spark.read.format("jdbc")
+        .option("url", pg.jdbc_url())
+        .option("driver", "org.postgresql.Driver")
+        .option("user", "postgres")
+        .option("dbtable", f"public.{table}")
+        .option("partitionColumn", "id")
+        .option("lowerBound", "1")
+        .option("upperBound", str(rows + 1))
+        .option("numPartitions", str(PARTITIONS))
+        .option("fetchsize", "10000")
+        .load()
+    )
+
+
+def noop(spark: Any, pg: PostgresServer, table: str, rows: int) -> Result:
+    start = time.perf_counter()
+    jdbc_reader(spark, pg, table, rows).write.format("noop").mode("overwrite").save()
+    return Result(f"Spark JDBC read → noop ({rows:,})", rows, 0, time.perf_counter() - start)
+
+
+def bare_spark(spark: Any, pg: PostgresServer, bootstrap: str, table: str, rows: int) -> Result:
+    topic = create_topic(bootstrap, f"bench-bare-{uuid.uuid4().hex[:8]}", TOPIC_PARTITIONS)
+    start = time.perf_counter()
+    writer = (
+        jdbc_reader(spark, pg, table, rows)
+        .selectExpr("CAST(id AS STRING) AS key", "to_json(struct(*)) AS value")
+        .write.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+    )
+    for key, value in PRODUCER.items():
+        writer = writer.option(f"kafka.{key}", value)
+    writer.save()
+    elapsed = time.perf_counter() - start
+    assert high_watermark(bootstrap, topic, TOPIC_PARTITIONS) == rows
+    return Result(f"bare Spark JDBC → Kafka ({rows:,})", rows, 0, elapsed)
+
+
+class _Ctx:
+    job_group = "bench"
+    cancelled = False
+
+    def progress(self, **kw: Any) -> None:
+        pass
+
+    def record(self, key: str, value: Any) -> None:
+        pass
+
+
+def sluice(provider: Any, pg: PostgresServer, bootstrap: str, table: str, rows: int, schemas: bool = True) -> Result:
+    from connectors.backfill import run_job
+    from worker.backfill.models import parse_spec
+
+    topic = f"bench-sluice-{uuid.uuid4().hex[:8]}"
+    spec = parse_spec({
+        "id": "bench",
+        "kind": "jdbc_to_topic",
+        "source": {"connection.url": pg.jdbc_url(), "connection.user": "postgres", "table": f"public.{table}", "num.partitions": PARTITIONS},
+        "target": {
+            "topic": topic, "partitions": TOPIC_PARTITIONS, "bootstrap.servers": bootstrap, "producer": PRODUCER,
+            "key.converter.schemas.enable": schemas, "value.converter.schemas.enable": schemas,
+        },
+    })
+    start = time.perf_counter()
+    summary = run_job(provider, spec, _Ctx(), bootstrap_servers=bootstrap)
+    elapsed = time.perf_counter() - start
+    assert summary["rows"] == rows, summary
+    label = "" if schemas else ", schemas off"
+    return Result(f"Sluice backfill JDBC → topic ({rows:,}{label})", rows, 0, elapsed)
+
+
+def streaming(pg: PostgresServer, bootstrap: str, table: str, rows: int) -> Result:
+    from benchmarks.common import herder
+
+    topic_prefix = f"bench-stream-{uuid.uuid4().hex[:6]}-"
+    h = herder(bootstrap, **{"value.converter": "JsonConverter", "key.converter": "JsonConverter"})
+    try:
+        start = time.perf_counter()
+        h.put_connector_config(
+            f"bench-stream-{uuid.uuid4().hex[:6]}",
+            {
+                "connector.class": "JdbcSource",
+                "connection.url": pg.jdbc_url(),
+                "connection.user": "postgres",
+                "mode": "bulk",
+                "table.whitelist": f"public.{table}",
+                "topic.prefix": topic_prefix,
+                "poll.interval.ms": "3600000",
+                "batch.max.rows": "10000",
+            },
+            allow_replace=False,
+        )
+        wait_until(lambda: _topic_rows(bootstrap, topic_prefix + table) >= rows, timeout=1800, poll=0.5)
+        elapsed = time.perf_counter() - start
+    finally:
+        h.stop()
+    return Result(f"streaming JdbcSource bulk ({rows:,})", rows, 0, elapsed)
+
+
+def _topic_rows(bootstrap: str, topic: str) -> int:
+    try:
+        return high_watermark(bootstrap, topic, 1)
+    except Exception:
+        return 0
+
+
+def main() -> None:
+    from connectors.backfill import SparkSessionProvider
+
+    provider = SparkSessionProvider({"spark.master": "local[2]", "spark.driver.memory": "2g"})
+    with broker() as bootstrap, PostgresServer(kill_with_parent=True) as pg:
+        spark = provider.session()
+        warm = load_table(pg, 50_000)
+        noop(spark, pg, warm, 50_000)  # JIT and connection warm-up, not reported
+        sluice(provider, pg, bootstrap, warm, 50_000)
+        print(f"JDBC → topic backfill, local[2], {PARTITIONS} JDBC partitions, {TOPIC_PARTITIONS} topic partitions")
+        for i, rows in enumerate(SIZES):
+            table = load_table(pg, rows)
+            base = noop(spark, pg, table, rows)
+            bare = bare_spark(spark, pg, bootstrap, table, rows)
+            ours = sluice(provider, pg, bootstrap, table, rows)
+            plain = sluice(provider, pg, bootstrap, table, rows, schemas=False)
+            print(base.line())
+            print(bare.line())
+            print(ours.line(bare))
+            print(plain.line(bare))
+            print(f"  Sluice / bare Spark: {ours.rate / bare.rate:.2f} (target ≥ 0.9)   Sluice / noop read: {ours.rate / base.rate:.2f} (target ≥ 0.7)")
+            print(f"  without the schema envelope (values about as large as bare Spark's): Sluice / bare {plain.rate / bare.rate:.2f}")
+            if i == 0 and os.environ.get("SLUICE_BENCH_BACKFILL_STREAMING", "1") != "0":
+                stream = streaming(pg, bootstrap, table, rows)
+                print(stream.line())
+                print(f"  speed-up over the streaming JDBC source (bulk): {ours.rate / stream.rate:.1f}x")
+    provider.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,260 @@
+"""PostgreSQL → CDC source (pgoutput) → topic, against reading the same changes raw from the slot.
+
+Run: ``python -m benchmarks.cdc_source``. Sizes: ``SLUICE_BENCH_CDC_CHANGES`` (500,000),
+``SLUICE_BENCH_CDC_SNAPSHOT_ROWS`` (1,000,000), ``SLUICE_BENCH_CDC_LAG_SECONDS`` (30) at
+``SLUICE_BENCH_CDC_LAG_RATE`` changes/s (10,000). Prints, with no assertions:
+
+1. raw: ``pg_logical_slot_get_binary_changes`` over the pending changes (server-side decode, no
+   parsing), changes/s;
+2. end to end: the same changes (inserts, updates, deletes in 1,000-row transactions, already in
+   the WAL) → the connector in an in-process standalone herder → Kafka, JSON values without the
+   schema envelope; changes/s, the ratio to raw, and the CPU seconds this process (the connector,
+   its runner and librdkafka; PostgreSQL and Kafka are other processes) used, i.e. changes/s per core;
+3. lag at a steady rate: a separate writer process commits ``rate`` changes/s in 100-row
+   transactions; lag = time the record was read from Kafka − the commit time in ``source.ts_us``;
+4. initial snapshot: rows/s for a table of ``SNAPSHOT_ROWS`` rows (chunked, watermarked).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import time
+from typing import Any
+
+import psycopg
+
+from benchmarks.common import broker, create_topic, herder, high_watermark, wait_until
+from deploy.postgres import PostgresServer
+
+CHANGES = int(os.environ.get("SLUICE_BENCH_CDC_CHANGES", "500000"))
+SNAPSHOT_ROWS = int(os.environ.get("SLUICE_BENCH_CDC_SNAPSHOT_ROWS", "1000000"))
+LAG_SECONDS = float(os.environ.get("SLUICE_BENCH_CDC_LAG_SECONDS", "30"))
+LAG_RATE = int(os.environ.get("SLUICE_BENCH_CDC_LAG_RATE", "10000"))
+
+COLUMNS = (
+    "id bigint PRIMARY KEY, name text, email text, amount numeric(12,2), qty int, active boolean, "
+    "created timestamptz, score float8"
+)
+ROW_SQL = "SELECT g, 'name-' || g, 'user' || g || '@example.com', g * 1.25, g % 1000, g % 2 = 0, now(), g / 7.0"
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def make_changes(conn: psycopg.Connection[Any], table: str, total: int) -> int:
+    """60 % inserts, 30 % updates, 10 % deletes, in 1,000-row transactions; returns the change count."""
+    inserts = total * 6 // 10
+    updates = total * 3 // 10
+    deletes = total - inserts - updates
+    for start in range(0, inserts, 1000):
+        end = min(inserts, start + 1000)
+        conn.execute(f"INSERT INTO {table} {ROW_SQL} FROM generate_series({start + 1}::bigint, {end}::bigint) g")
+    for start in range(0, updates, 1000):
+        end = min(updates, start + 1000)
+        conn.execute(f"UPDATE {table} SET qty = qty + 1, name = name || 'x' WHERE id > {start} AND id <= {end}")
+    for start in range(0, deletes, 1000):
+        end = min(deletes, start + 1000)
+        conn.execute(f"DELETE FROM {table} WHERE id > {inserts - end} AND id <= {inserts - start}")
+    return inserts + updates + deletes
+
+
+def connector_config(pg: PostgresServer, prefix: str, slot: str, table: str, **extra: str) -> dict[str, str]:
+    return {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "database.hostname": "127.0.0.1",
+        "database.port": str(pg.port),
+        "database.dbname": pg.database,
+        "topic.prefix": prefix,
+        "slot.name": slot,
+        "publication.name": "bench_pub",
+        "publication.autocreate.mode": "disabled",
+        "table.include.list": f"public\\.{table}",
+        "value.converter": "JsonConverter",
+        "value.converter.schemas.enable": "false",
+        "key.converter": "JsonConverter",
+        "key.converter.schemas.enable": "false",
+        "max.batch.size": "4096",
+        **extra,
+    }
+
+
+def raw_read(conn: psycopg.Connection[Any], slot: str) -> tuple[int, float]:
+    start = time.perf_counter()
+    with conn.transaction(), conn.cursor(name="raw") as cur:
+        cur.execute(
+            "SELECT get_byte(data, 0) FROM pg_logical_slot_get_binary_changes(%s, NULL, NULL, "
+            "'proto_version', '1', 'publication_names', 'bench_pub')",
+            (slot,),
+        )
+        changes = 0
+        while rows := cur.fetchmany(50_000):
+            changes += sum(1 for (kind,) in rows if kind in (73, 85, 68))  # I, U, D
+    return changes, time.perf_counter() - start
+
+
+def end_to_end(bootstrap: str, pg: PostgresServer, conn: psycopg.Connection[Any], changes: int) -> None:
+    table = f"cdc_e2e_{time.time_ns()}"
+    conn.execute(f"CREATE TABLE {table} ({COLUMNS})")
+    conn.execute(f"ALTER PUBLICATION bench_pub ADD TABLE {table}")
+    conn.execute("SELECT pg_create_logical_replication_slot('bench_raw', 'pgoutput')")
+    conn.execute("SELECT pg_create_logical_replication_slot('bench_e2e', 'pgoutput')")
+    made = make_changes(conn, table, changes)
+    deletes = made - made * 6 // 10 - made * 3 // 10
+    raw_changes, raw_s = raw_read(conn, "bench_raw")
+    print(f"raw pg_logical_slot_get_binary_changes: {raw_changes:,} changes in {raw_s:.2f}s = {raw_changes / raw_s:,.0f} changes/s")
+    prefix = f"e2e{time.time_ns()}"
+    topic = create_topic(bootstrap, f"{prefix}.public.{table}")
+    expected = made + deletes  # each delete is followed by its tombstone
+    h = herder(bootstrap, **{"offset.flush.interval.ms": "5000"})
+    try:
+        cpu0, start = cpu_seconds(), time.perf_counter()
+        h.put_connector_config(
+            "bench-cdc", connector_config(pg, prefix, "bench_e2e", table, **{"snapshot.mode": "no_data"}), allow_replace=False
+        )
+        wait_until(lambda: high_watermark(bootstrap, topic) >= expected, timeout=1200, poll=0.05)
+        elapsed, cpu = time.perf_counter() - start, cpu_seconds() - cpu0
+    finally:
+        h.stop()
+    rate = made / elapsed
+    print(
+        f"end to end (JSON values): {made:,} changes (+{deletes:,} tombstones) in {elapsed:.2f}s = {rate:,.0f} changes/s; "
+        f"ratio to raw {rate / (raw_changes / raw_s):.2f}; connector CPU {cpu:.2f}s = {made / cpu:,.0f} changes/s per core"
+    )
+    drop_slot(conn, "bench_e2e")
+    drop_slot(conn, "bench_raw")
+
+
+_WRITER = """
+import sys, time, psycopg
+dsn, table, rate, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+per_txn = 100
+interval = per_txn / rate
+with psycopg.connect(dsn, autocommit=True) as conn:
+    start = time.perf_counter(); n = 0; next_at = start
+    while time.perf_counter() - start < seconds:
+        conn.execute(f"INSERT INTO {table} SELECT g, 'w', 'w@x', 1.5, 1, true, now(), 0.5 FROM generate_series({n + 1}::bigint, {n + per_txn}::bigint) g")
+        n += per_txn
+        next_at += interval
+        delay = next_at - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+    print(n)
+"""
+
+
+_CONSUMER = """
+import sys, time, orjson
+from confluent_kafka import Consumer, TopicPartition
+bootstrap, topic, expected = sys.argv[1], sys.argv[2], int(sys.argv[3])
+consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lag", "fetch.wait.max.ms": 10})
+consumer.assign([TopicPartition(topic, 0, 0)])
+print("ready", flush=True)
+lags = []
+deadline = time.monotonic() + 600
+while len(lags) < expected and time.monotonic() < deadline:
+    for msg in consumer.consume(1000, 0.05):
+        if msg.error() is None and msg.value():
+            lags.append(time.time() * 1e3 - orjson.loads(msg.value())["source"]["ts_us"] / 1e3)
+consumer.close()
+lags.sort()
+print(len(lags), lags[len(lags) // 2], lags[int(len(lags) * 0.99)], lags[-1])
+"""
+
+
+def lag(bootstrap: str, pg: PostgresServer, conn: psycopg.Connection[Any]) -> None:
+    """Writer and reader run as separate processes, so only the connector uses this one."""
+    table = f"cdc_lag_{time.time_ns()}"
+    conn.execute(f"CREATE TABLE {table} ({COLUMNS})")
+    conn.execute(f"ALTER PUBLICATION bench_pub ADD TABLE {table}")
+    prefix = f"lag{time.time_ns()}"
+    topic = create_topic(bootstrap, f"{prefix}.public.{table}")
+    expected = int(LAG_RATE * LAG_SECONDS) // 100 * 100
+    reader = subprocess.Popen(
+        [sys.executable, "-c", _CONSUMER, bootstrap, topic, str(expected)], stdout=subprocess.PIPE, text=True
+    )
+    assert reader.stdout is not None
+    reader.stdout.readline()
+    h = herder(bootstrap, **{"offset.flush.interval.ms": "1000"})
+    try:
+        h.put_connector_config(
+            "bench-lag",
+            connector_config(pg, prefix, "bench_lag", table, **{"snapshot.mode": "no_data", "poll.interval.ms": "100"}),
+            allow_replace=False,
+        )
+        wait_until(lambda: _slot_exists(conn, "bench_lag"), timeout=60, poll=0.1)
+        time.sleep(2)
+        cpu0 = cpu_seconds()
+        subprocess.run(
+            [sys.executable, "-c", _WRITER, pg.dsn(), table, str(LAG_RATE), str(LAG_SECONDS)],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        out, _ = reader.communicate(timeout=600)
+        cpu = cpu_seconds() - cpu0
+    finally:
+        h.stop()
+        if reader.poll() is None:
+            reader.kill()
+    count, p50, p99, worst = out.split()
+    print(
+        f"lag at {LAG_RATE:,} changes/s for {LAG_SECONDS:.0f}s ({int(count):,} changes): p50 {float(p50):.0f} ms, "
+        f"p99 {float(p99):.0f} ms, max {float(worst):.0f} ms; connector CPU {cpu:.2f}s"
+    )
+    drop_slot(conn, "bench_lag")
+
+
+def drop_slot(conn: psycopg.Connection[Any], slot: str) -> None:
+    """Drop ``slot`` once the stopped connector released it."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+            return
+        except psycopg.errors.ObjectInUse:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def _slot_exists(conn: psycopg.Connection[Any], slot: str) -> bool:
+    return conn.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (slot,)).fetchone() is not None
+
+
+def snapshot(bootstrap: str, pg: PostgresServer, conn: psycopg.Connection[Any], rows: int) -> None:
+    table = f"cdc_snap_{time.time_ns()}"
+    conn.execute(f"CREATE TABLE {table} ({COLUMNS})")
+    conn.execute(f"INSERT INTO {table} {ROW_SQL} FROM generate_series(1::bigint, {rows}::bigint) g")
+    conn.execute(f"ALTER PUBLICATION bench_pub ADD TABLE {table}")
+    conn.execute(f"VACUUM ANALYZE {table}")
+    prefix = f"snap{time.time_ns()}"
+    topic = create_topic(bootstrap, f"{prefix}.public.{table}")
+    h = herder(bootstrap, **{"offset.flush.interval.ms": "5000"})
+    try:
+        cpu0, start = cpu_seconds(), time.perf_counter()
+        h.put_connector_config("bench-snap", connector_config(pg, prefix, "bench_snap", table), allow_replace=False)
+        wait_until(lambda: high_watermark(bootstrap, topic) >= rows, timeout=1200, poll=0.05)
+        elapsed, cpu = time.perf_counter() - start, cpu_seconds() - cpu0
+    finally:
+        h.stop()
+    print(f"initial snapshot: {rows:,} rows in {elapsed:.2f}s = {rows / elapsed:,.0f} rows/s; connector CPU {cpu:.2f}s")
+    drop_slot(conn, "bench_snap")
+
+
+def main() -> None:
+    print(f"CDC source: {CHANGES:,} changes, lag at {LAG_RATE:,}/s, snapshot of {SNAPSHOT_ROWS:,} rows (2 shared cores: noisy)")
+    with broker() as bootstrap, PostgresServer(extra_settings={"shared_buffers": "256MB", "max_wal_size": "4GB"}) as pg:
+        with psycopg.connect(pg.dsn(), autocommit=True) as conn:
+            conn.execute("CREATE PUBLICATION bench_pub")
+            end_to_end(bootstrap, pg, conn, CHANGES)
+            if LAG_SECONDS > 0:
+                lag(bootstrap, pg, conn)
+            if SNAPSHOT_ROWS > 0:
+                snapshot(bootstrap, pg, conn, SNAPSHOT_ROWS)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""PostgreSQL table → JdbcSource (bulk mode) → topic, against a bare ``COPY … TO STDOUT`` of the same table.
+
+Run: ``python -m benchmarks.jdbc_source`` (``SLUICE_BENCH_RECORDS``, ``SLUICE_BENCH_ROUNDS`` to change
+the size). Prints rows/s for the raw COPY (raw blocks read by psycopg, not parsed: what one
+connection can stream out of the server) and for the source in ``bulk`` mode reading the whole
+table once into a topic (rows → Connect structs → JsonConverter without schemas → produce, until
+the broker acknowledged every record), and their ratio. No assertions.
+"""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+
+import connectors.source.jdbc.task  # noqa: F401 - imported before timing, as a running worker has it
+from benchmarks.common import RECORDS, ROUNDS, Result, broker, create_topic, high_watermark, median_result, wait_until
+from benchmarks.jdbc_sink import COLUMNS, make_rows
+from deploy.postgres import PostgresServer
+from offsets import MemoryOffsetStore
+from plugins import PluginRegistry
+from worker.config import WorkerConfig
+from worker.runtime import tune_gc
+from worker.standalone import StandaloneHerder
+from worker.worker import Worker
+
+SOURCE = "io.confluent.connect.jdbc.JdbcSourceConnector"
+TABLE = "bench_source"
+
+
+def fill_table(pg: PostgresServer, count: int) -> None:
+    with psycopg.connect(pg.dsn()) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {TABLE}")
+        cur.execute(f"CREATE TABLE {TABLE} ({COLUMNS}, PRIMARY KEY (id))")
+        with cur.copy(f"COPY {TABLE} FROM STDIN") as copy:
+            for row in make_rows(count):
+                copy.write_row(row)
+        conn.commit()
+    with psycopg.connect(pg.dsn(), autocommit=True) as conn:
+        conn.execute(f"VACUUM ANALYZE {TABLE}")
+
+
+def raw_copy_out(pg: PostgresServer, count: int) -> Result:
+    """The raw limit: COPY … TO STDOUT, blocks read and dropped."""
+    start = time.perf_counter()
+    size = 0
+    with psycopg.connect(pg.dsn()) as conn, conn.cursor() as cur:
+        with cur.copy(f"COPY {TABLE} TO STDOUT") as copy:
+            for block in copy:
+                size += len(block)
+    return Result("bare psycopg COPY TO STDOUT", count, size, time.perf_counter() - start)
+
+
+def source_herder(bootstrap: str) -> StandaloneHerder:
+    config = WorkerConfig.from_mapping(
+        {
+            "bootstrap.servers": bootstrap,
+            "listeners": "http://127.0.0.1:0",
+            "offset.flush.interval.ms": "5000",
+            "key.converter": "StringConverter",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "false",
+        }
+    )
+    h = StandaloneHerder(Worker(config, PluginRegistry(), MemoryOffsetStore()))
+    h.start()
+    tune_gc()
+    return h
+
+
+def sluice_source(pg: PostgresServer, bootstrap: str, count: int) -> Result:
+    prefix = f"bench-jdbc-src-{time.time_ns()}-"
+    topic = create_topic(bootstrap, prefix + TABLE)
+    h = source_herder(bootstrap)
+    config = {
+        "connector.class": SOURCE,
+        "connection.url": pg.url(),
+        "mode": "bulk",
+        "table.include.list": TABLE,
+        "topic.prefix": prefix,
+        "batch.max.rows": "5000",
+        "poll.interval.ms": "3600000",  # one pass over the table
+    }
+    try:
+        start = time.perf_counter()
+        h.put_connector_config(f"bench-jdbc-src-{time.time_ns()}", config, allow_replace=False)
+        wait_until(lambda: high_watermark(bootstrap, topic) >= count, timeout=900, poll=0.1)
+        elapsed = time.perf_counter() - start
+    finally:
+        h.stop()
+    return Result("Sluice JdbcSource (bulk) → topic", count, 0, elapsed)
+
+
+def main() -> list[tuple[Result, Result]]:
+    print(f"JDBC source (PostgreSQL, bulk) → topic: {RECORDS:,} rows of 8 columns, {ROUNDS} rounds")
+    raws: list[Result] = []
+    ours: list[Result] = []
+    with broker() as bootstrap, PostgresServer(kill_with_parent=True) as pg:
+        fill_table(pg, RECORDS)
+        for i in range(ROUNDS):
+            raws.append(raw_copy_out(pg, RECORDS))
+            ours.append(sluice_source(pg, bootstrap, RECORDS))
+            print(
+                f"  round {i + 1}: raw COPY TO STDOUT {raws[-1].rate:>10,.0f} rows/s   "
+                f"source {ours[-1].rate:>9,.0f} rows/s (ratio {ours[-1].rate / raws[-1].rate:.2f})"
+            )
+    raw, mine = median_result(raws), median_result(ours)
+    print(f"{raw.name:<42} {raw.rate:>10,.0f} rows/s")
+    print(f"{mine.name:<42} {mine.rate:>10,.0f} rows/s  ratio {mine.rate / raw.rate:.2f}")
+    return [(raw, mine)]
+
+
+if __name__ == "__main__":
+    main()

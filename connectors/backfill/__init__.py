@@ -1,0 +1,92 @@
+"""Bulk loads and reprocessing on Spark: the only Sluice package that imports PySpark.
+
+:func:`run_job` runs one backfill spec (see :mod:`worker.backfill.models`) on the process's shared
+SparkSession (:class:`~connectors.backfill.session.SparkSessionProvider`), inside a Spark job
+group named after the run so :func:`cancel_job` can stop it. Failures come out as
+:class:`BackfillJobError` carrying Spark's own error message (:mod:`connectors.backfill.errors`).
+
+Job kinds: ``jdbc_to_topic`` (:mod:`~connectors.backfill.jdbc_topic`), ``s3_to_topic``
+(:mod:`~connectors.backfill.s3_topic`), ``topic_to_s3`` and ``topic_to_sink``
+(:mod:`~connectors.backfill.topic_sink`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from connectors.api import ConfigError
+from connectors.backfill.context import JobContext
+from connectors.backfill.errors import BackfillCancelled, BackfillJobError, spark_error_message
+from connectors.backfill.session import SparkSessionProvider, SparkUnavailable
+
+__all__ = [
+    "BackfillCancelled",
+    "BackfillJobError",
+    "JobContext",
+    "SparkSessionProvider",
+    "SparkUnavailable",
+    "cancel_job",
+    "run_job",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def run_job(provider: SparkSessionProvider, spec: Any, ctx: JobContext, *, bootstrap_servers: str) -> dict[str, Any]:
+    """Run ``spec`` to completion on the shared session; return the kind's summary.
+
+    Raises :class:`BackfillCancelled` when :func:`cancel_job` stopped it, :class:`BackfillJobError`
+    with Spark's message when it failed, :class:`ConfigError` for a spec the data contradicts.
+    """
+    confs = dict(spec.spark.conf)
+    if spec.spark.master:
+        confs["spark.master"] = spec.spark.master
+    spark = provider.session(confs)
+    sc = spark.sparkContext
+    # Job groups are per thread (PySpark pins Python threads to JVM threads), so this run's
+    # Spark jobs — and only they — carry the group.
+    sc.setJobGroup(ctx.job_group, f"sluice backfill {spec.id}", interruptOnCancel=True)
+    for key, value in spec.spark.conf.items():
+        if key.startswith("spark.sql."):
+            spark.conf.set(key, value)
+    try:
+        return _dispatch(spark, spec, ctx, getattr(spec.source, "bootstrap_servers", None) or getattr(spec.target, "bootstrap_servers", None) or bootstrap_servers)
+    except (BackfillJobError, BackfillCancelled, ConfigError):
+        if ctx.cancelled:
+            raise BackfillCancelled("cancelled") from None
+        raise
+    except Exception as exc:
+        if ctx.cancelled:
+            raise BackfillCancelled("cancelled") from None
+        logger.debug("Backfill %s failed", spec.id, exc_info=True)
+        raise BackfillJobError(spark_error_message(exc)) from None
+    finally:
+        try:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        except Exception:
+            pass
+
+
+def _dispatch(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> dict[str, Any]:
+    if spec.kind == "jdbc_to_topic":
+        from connectors.backfill.jdbc_topic import run_jdbc_to_topic
+
+        return run_jdbc_to_topic(spark, spec, ctx, bootstrap)
+    if spec.kind == "s3_to_topic":
+        from connectors.backfill.s3_topic import run_s3_to_topic
+
+        return run_s3_to_topic(spark, spec, ctx, bootstrap)
+    from connectors.backfill.topic_sink import run_topic_to_sink, s3_sink_config
+
+    if spec.kind == "topic_to_s3":
+        return run_topic_to_sink(spark, spec, ctx, bootstrap, s3_sink_config(spec.target.config))
+    if spec.kind == "topic_to_sink":
+        return run_topic_to_sink(spark, spec, ctx, bootstrap, dict(spec.target.config))
+    raise ConfigError(f"kind: unknown job kind {spec.kind!r}", key="kind")
+
+
+def cancel_job(provider: SparkSessionProvider, job_group: str) -> None:
+    """Cancel the Spark jobs of ``job_group`` (a no-op before the session exists)."""
+    if provider.started:
+        provider.session().sparkContext.cancelJobGroup(job_group)

@@ -1,0 +1,142 @@
+"""Kafka metadata the driver needs: create a target topic, read partition counts and end offsets.
+
+Only metadata goes through Python (confluent-kafka); record data is read and written by Spark's
+Kafka data source in the JVM.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from connectors.backfill.errors import BackfillJobError
+
+logger = logging.getLogger(__name__)
+
+
+def ensure_topic(bootstrap: str, topic: str, partitions: int | None, replication: int = -1) -> int:
+    """Create ``topic`` if missing; return its partition count."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    existing = partition_count(bootstrap, topic, admin=admin)
+    if existing:
+        return existing
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions or 1, replication_factor=replication)])
+    try:
+        futures[topic].result(timeout=30)
+    except KafkaException as exc:
+        if "TOPIC_ALREADY_EXISTS" not in str(exc):
+            raise BackfillJobError(f"cannot create topic {topic}: {exc.args[0].str() if exc.args else exc}") from None
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        count = partition_count(bootstrap, topic, admin=admin)
+        if count:
+            return count
+        time.sleep(0.2)
+    raise BackfillJobError(f"topic {topic} was created but its metadata did not appear within 30s")
+
+
+def partition_count(bootstrap: str, topic: str, *, admin: AdminClient | None = None) -> int:
+    """Partitions of ``topic``; 0 if it does not exist."""
+    admin = admin or AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        # Not list_topics(topic=...): that metadata request auto-creates the topic on brokers that allow it.
+        meta = admin.list_topics(timeout=15)
+    except KafkaException as exc:
+        raise BackfillJobError(f"cannot reach Kafka at {bootstrap}: {exc}") from None
+    info = meta.topics.get(topic)
+    if info is None or info.error is not None:
+        return 0
+    return len(info.partitions)
+
+
+def watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
+    """Low and high watermark of each partition."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "sluice-backfill-metadata", "enable.auto.commit": False})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15) for p in range(partitions)}
+    finally:
+        consumer.close()
+
+
+def offsets_for_times(bootstrap: str, topic: str, partitions: int, timestamp_ms: int) -> dict[int, int]:
+    """Per partition, the first offset at or after ``timestamp_ms`` (the high watermark if none)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "sluice-backfill-metadata", "enable.auto.commit": False})
+    try:
+        found = consumer.offsets_for_times([TopicPartition(topic, p, timestamp_ms) for p in range(partitions)], timeout=15)
+        out = {}
+        for tp in found:
+            offset = tp.offset
+            if offset < 0:
+                offset = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=15)[1]
+            out[tp.partition] = offset
+        return out
+    finally:
+        consumer.close()
+
+
+class TopicGrowthMonitor:
+    """Counts records appended to a topic while a job writes it, and reports them every ``interval`` s.
+
+    The growth of the high watermarks is exactly the number of records written (plus any other
+    producer's), which is live progress for a write Spark does not report per row.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, report: Callable[[int], None], interval: float = 1.0):
+        self._bootstrap = bootstrap
+        self._topic = topic
+        self._partitions = partitions
+        self._report = report
+        self._interval = interval
+        self._stop = threading.Event()
+        self._start = self._high()
+        self._mean: float | None = None
+        self._thread = threading.Thread(target=self._run, name=f"backfill-progress-{topic}", daemon=True)
+
+    def _high(self) -> Mapping[int, int]:
+        return {p: hw for p, (_, hw) in watermarks(self._bootstrap, self._topic, self._partitions).items()}
+
+    def written(self) -> int:
+        now = self._high()
+        return sum(max(0, now[p] - self._start.get(p, 0)) for p in now)
+
+    def mean_record_bytes(self, sample: int = 200) -> float:
+        """Mean key + value size of up to ``sample`` records written since the start (sampled once)."""
+        if self._mean is not None:
+            return self._mean
+        consumer = Consumer({"bootstrap.servers": self._bootstrap, "group.id": "sluice-backfill-metadata", "enable.auto.commit": False})
+        try:
+            sizes: list[int] = []
+            for p, start in self._start.items():
+                consumer.assign([TopicPartition(self._topic, p, start)])
+                for msg in consumer.consume(sample, timeout=2.0):
+                    if msg.error() is None:
+                        sizes.append(len(msg.value() or b"") + len(msg.key() or b""))
+                if sizes:
+                    break
+        finally:
+            consumer.close()
+        if not sizes:
+            return 0.0
+        self._mean = sum(sizes) / len(sizes)
+        return self._mean
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self._report(self.written())
+            except Exception:
+                logger.debug("Reading %s's watermarks failed", self._topic, exc_info=True)
+
+    def __enter__(self) -> TopicGrowthMonitor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)

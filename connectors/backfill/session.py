@@ -1,0 +1,125 @@
+"""One SparkSession per worker process, started on first use.
+
+Starting Spark's JVM costs 10-20 s on a small machine, so every backfill of a worker shares one
+session (jobs are told apart by Spark job groups, which also make them cancellable). The session
+gets the extra jars :mod:`deploy.spark` fetched (Kafka data source, S3A, PostgreSQL JDBC) on
+``spark.jars`` — never ``spark.jars.packages``, whose Ivy resolution is not allowed everywhere —
+and stays on loopback with the UI off unless the configuration says otherwise.
+
+Settings, lowest precedence first: Sluice's defaults, the worker's ``backfill.spark.*`` keys, then
+a job's ``spark.conf``. Confs that only take effect at JVM start (master, jars, driver memory) are
+fixed by the first job; a later job asking for a different master gets a clear error instead of
+silently running elsewhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+#: Confs that cannot change once the JVM runs.
+STATIC_CONFS = frozenset(
+    {"spark.master", "spark.jars", "spark.driver.memory", "spark.driver.extraClassPath", "spark.driver.extraJavaOptions"}
+)
+
+DEFAULT_CONFS: Mapping[str, str] = {
+    "spark.master": "local[*]",
+    "spark.app.name": "sluice-backfill",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    # Epoch conversions (Connect's Timestamp is UTC milliseconds) must not depend on the host's zone.
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+    "spark.sql.shuffle.partitions": "8",
+}
+
+
+class SparkUnavailable(RuntimeError):
+    """PySpark or its jars are missing, or the JVM did not start."""
+
+
+class SparkSessionProvider:
+    """Lazily creates and shares the process's SparkSession. Thread-safe."""
+
+    def __init__(self, confs: Mapping[str, str] | None = None, *, fetch_jars: bool = True) -> None:
+        self._confs = {**DEFAULT_CONFS, **{k: str(v) for k, v in (confs or {}).items()}}
+        self._fetch_jars = fetch_jars
+        self._lock = threading.Lock()
+        self._session: Any = None
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    def session(self, job_confs: Mapping[str, str] | None = None) -> Any:
+        """The shared session (started now if needed); ``job_confs`` apply to it where Spark allows."""
+        job_confs = {k: str(v) for k, v in (job_confs or {}).items()}
+        with self._lock:
+            if self._session is None:
+                self._session = self._start({**self._confs, **job_confs})
+            else:
+                self._check_static(job_confs)
+        return self._session
+
+    def _check_static(self, job_confs: Mapping[str, str]) -> None:
+        conf = self._session.sparkContext.getConf()
+        for key in STATIC_CONFS & set(job_confs):
+            current = conf.get(key, None)
+            if key != "spark.jars" and current is not None and current != job_confs[key]:
+                raise SparkUnavailable(
+                    f"spark.conf: {key}={job_confs[key]!r} differs from the running session's {current!r}; "
+                    "it can only be set before the worker's first backfill (worker key backfill.spark."
+                    f"{key.removeprefix('spark.')})"
+                )
+
+    def _start(self, confs: dict[str, str]) -> Any:
+        try:
+            from pyspark.sql import SparkSession
+        except ImportError:
+            raise SparkUnavailable(
+                "PySpark is not installed; install Sluice's spark extra: pip install 'sluice[spark]'"
+            ) from None
+        jars = self._extra_jars()
+        if jars:
+            existing = [j for j in confs.get("spark.jars", "").split(",") if j]
+            confs["spark.jars"] = ",".join(existing + jars)
+        # Spark otherwise binds to the host's first non-loopback address (and warns about it).
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        builder = SparkSession.builder
+        for key, value in confs.items():
+            builder = builder.config(key, value)
+        logger.info("Starting the backfill SparkSession (master %s)", confs.get("spark.master"))
+        try:
+            session = builder.getOrCreate()
+        except Exception as exc:
+            raise SparkUnavailable(f"Spark did not start: {exc}") from exc
+        session.sparkContext.setLogLevel(confs.get("spark.log.level", "WARN"))
+        return session
+
+    def _extra_jars(self) -> list[str]:
+        if not self._fetch_jars:
+            return []
+        from deploy.spark import SparkJarsError, ensure_spark_jars, spark_jars
+
+        try:
+            return spark_jars(ensure_spark_jars())
+        except SparkJarsError as exc:
+            raise SparkUnavailable(str(exc)) from exc
+
+    def stop(self) -> None:
+        with self._lock:
+            session, self._session = self._session, None
+        if session is not None:
+            try:
+                session.stop()
+            except Exception:
+                logger.debug("Stopping the SparkSession failed", exc_info=True)

@@ -1,0 +1,48 @@
+"""The Elasticsearch sink connector (Confluent's ``io.confluent.connect.elasticsearch.ElasticsearchSinkConnector``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from connectors.api import ConfigError, SinkConnector
+from connectors.sink.elasticsearch.client import ssl_context
+from connectors.sink.elasticsearch.config import ElasticsearchSinkConfig
+from connectors.sink.elasticsearch.task import ElasticsearchSinkTask
+
+
+class ElasticsearchSinkConnector(SinkConnector):
+    """Indexes topics into Elasticsearch or OpenSearch; ``tasks.max`` identical tasks share the partitions."""
+
+    Config = ElasticsearchSinkConfig
+    task_class = ElasticsearchSinkTask
+    version = "0.1.0"
+    aliases: ClassVar[tuple[str, ...]] = (
+        "io.confluent.connect.elasticsearch.ElasticsearchSinkConnector",
+        "ElasticsearchSinkConnector",
+        "ElasticsearchSink",
+    )
+
+    def __init__(self) -> None:
+        self._config: ElasticsearchSinkConfig | None = None
+
+    @classmethod
+    def validate(cls, raw: Mapping[str, Any]) -> Any:
+        """Check the keys, and that the TLS files named by ``elastic.https.*`` can be loaded."""
+        config: ElasticsearchSinkConfig = super().validate(raw)
+        ssl_context(config)
+        return config
+
+    def start(self, config: Any) -> None:
+        """Keep the validated configuration. Thread: the connector thread."""
+        self._config = config if isinstance(config, ElasticsearchSinkConfig) else self.validate(config)
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, Any]]:
+        """``max_tasks`` copies of the configuration. Thread: the connector thread."""
+        if self._config is None:
+            raise ConfigError("task_configs() called before start()")
+        return [self._config.to_task_config() for _ in range(max_tasks)]
+
+    def alter_offsets(self, config: Mapping[str, Any], offsets: Mapping[Any, Any]) -> bool:
+        """Any consumer offsets may be set: re-indexing a range rewrites the same document ids."""
+        return True

@@ -1,0 +1,262 @@
+"""Configuration of the PostgreSQL CDC source: Debezium's PostgreSQL connector keys.
+
+Existing Debezium configurations port over: the keys, their defaults and their meaning are
+Debezium's, except ``heartbeat.interval.ms``, which is on (10 s) by default so an idle database
+never retains WAL. Sluice adds ``streaming.start.lsn`` (start streaming at an LSN recorded
+elsewhere, e.g. by a Spark backfill) and ``snapshot.chunk.size`` (rows per resumable chunk of the
+initial snapshot).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from connectors.api import ConfigError, PluginConfig
+
+
+def split_list(value: Any) -> Any:
+    """Connect's LIST type: ``"a, b"`` and ``["a", "b"]`` mean the same; empty items are dropped."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = value.split(",")
+    if isinstance(value, (list, tuple)):
+        return [v.strip() if isinstance(v, str) else v for v in value if not (isinstance(v, str) and not v.strip())]
+    return value
+
+
+def parse_lsn(text: str) -> int:
+    """``16/B374D848`` (PostgreSQL's spelling) or a plain integer → the LSN as an integer."""
+    text = text.strip()
+    if "/" in text:
+        high, _, low = text.partition("/")
+        return (int(high, 16) << 32) | int(low, 16)
+    return int(text)
+
+
+def format_lsn(lsn: int) -> str:
+    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
+
+
+class SnapshotMode(enum.StrEnum):
+    INITIAL = "initial"
+    NO_DATA = "no_data"
+    WHEN_NEEDED = "when_needed"
+    INITIAL_ONLY = "initial_only"
+
+
+class PublicationMode(enum.StrEnum):
+    ALL_TABLES = "all_tables"
+    FILTERED = "filtered"
+    DISABLED = "disabled"
+
+
+_SNAPSHOT_ALIASES = {"never": "no_data", "schema_only": "no_data"}
+
+
+class PostgresCdcConfig(PluginConfig):
+    """Debezium ``PostgresConnector`` keys (plus two Sluice additions, see the module docstring)."""
+
+    database_hostname: str = Field("localhost", description="Host name of the PostgreSQL server.")
+    database_port: int = Field(5432, ge=1, le=65535, description="Port of the PostgreSQL server.")
+    database_user: str = Field("postgres", description="User with the REPLICATION attribute (and SELECT on the tables).")
+    database_password: SecretStr | None = Field(None, description="Password of database.user.")
+    database_dbname: str = Field(description="The database to capture.")
+    database_sslmode: str = Field("prefer", description="libpq sslmode: disable, prefer, require, verify-ca, verify-full.")
+    database_connect_timeout_ms: int = Field(30_000, ge=1000, description="Connection timeout.")
+    topic_prefix: str = Field(description="Prefix of every topic (<prefix>.<schema>.<table>) and the offsets' partition.")
+    plugin_name: str = Field("pgoutput", description="Logical decoding plugin; only pgoutput (built into PostgreSQL 10+).")
+    slot_name: str = Field("debezium", description="Replication slot to create or reuse.")
+    slot_drop_on_stop: bool = Field(False, description="Drop the slot when the task stops (development only).")
+    publication_name: str = Field("dbz_publication", description="Publication pgoutput streams from.")
+    publication_autocreate_mode: PublicationMode = Field(
+        PublicationMode.ALL_TABLES,
+        description="all_tables (CREATE PUBLICATION … FOR ALL TABLES), filtered (FOR TABLE the captured tables, "
+        "kept in step with the filters) or disabled (the publication must exist).",
+    )
+    snapshot_mode: SnapshotMode = Field(
+        SnapshotMode.INITIAL,
+        description="initial (snapshot when no offset exists, then stream), no_data (stream only), when_needed "
+        "(snapshot also when the stored position is no longer available), initial_only (snapshot, no streaming).",
+    )
+    snapshot_chunk_size: int = Field(10_000, ge=1, description="Rows per resumable chunk of the initial snapshot.")
+    schema_include_list: list[str] = Field(default_factory=list, description="Regexes of schemas to capture.")
+    schema_exclude_list: list[str] = Field(default_factory=list, description="Regexes of schemas to leave out.")
+    table_include_list: list[str] = Field(default_factory=list, description="Regexes of <schema>.<table> to capture.")
+    table_exclude_list: list[str] = Field(default_factory=list, description="Regexes of <schema>.<table> to leave out.")
+    column_include_list: list[str] = Field(default_factory=list, description="Regexes of <schema>.<table>.<column> to keep.")
+    column_exclude_list: list[str] = Field(default_factory=list, description="Regexes of <schema>.<table>.<column> to drop.")
+    tombstones_on_delete: bool = Field(True, description="Follow each delete event with a tombstone (null value).")
+    skipped_operations: list[str] = Field(
+        default_factory=lambda: ["t"], description="Operations not emitted: any of c, u, d, t; 'none' emits all."
+    )
+    heartbeat_interval_ms: int = Field(
+        10_000, ge=0, description="Heartbeat records (and slot position updates) this often; 0 disables them."
+    )
+    heartbeat_action_query: str = Field("", description="SQL run at each heartbeat, e.g. an INSERT into a heartbeat table.")
+    topic_heartbeat_prefix: str = Field("__debezium-heartbeat", description="Heartbeat topic is <this>.<topic.prefix>.")
+    decimal_handling_mode: str = Field("precise", description="numeric as precise (Connect Decimal), double or string.")
+    time_precision_mode: str = Field(
+        "adaptive", description="adaptive, adaptive_time_microseconds or connect (Connect's Date/Time/Timestamp)."
+    )
+    max_batch_size: int = Field(2048, ge=1, description="Most change events returned by one poll.")
+    poll_interval_ms: int = Field(500, ge=0, description="Longest wait for new changes in one poll.")
+    status_update_interval_ms: int = Field(10_000, ge=100, description="Standby status (position) updates this often.")
+    signal_data_collection: str = Field("", description="Signal table <schema>.<table> (columns id, type, data).")
+    incremental_snapshot_chunk_size: int = Field(1024, ge=1, description="Rows per chunk of an incremental snapshot.")
+    provide_transaction_metadata: bool = Field(
+        False, description="Emit BEGIN/END events to <prefix>.transaction and a transaction block in each event."
+    )
+    streaming_start_lsn: str = Field(
+        "",
+        description="Sluice: with no stored offset, stream only changes committed after this LSN (e.g. 0/16B6C50, "
+        "recorded by a backfill). The slot must already exist at or before it.",
+    )
+
+    @field_validator(
+        "schema_include_list",
+        "schema_exclude_list",
+        "table_include_list",
+        "table_exclude_list",
+        "column_include_list",
+        "column_exclude_list",
+        "skipped_operations",
+        mode="before",
+    )
+    @classmethod
+    def _lists(cls, value: Any) -> Any:
+        return split_list(value)
+
+    @field_validator("schema_include_list", "schema_exclude_list", "table_include_list", "table_exclude_list",
+                     "column_include_list", "column_exclude_list")  # fmt: skip
+    @classmethod
+    def _regexes(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+        return value
+
+    @field_validator("snapshot_mode", mode="before")
+    @classmethod
+    def _snapshot_alias(cls, value: Any) -> Any:
+        return _SNAPSHOT_ALIASES.get(value, value) if isinstance(value, str) else value
+
+    @field_validator("plugin_name")
+    @classmethod
+    def _pgoutput(cls, value: str) -> str:
+        if value != "pgoutput":
+            raise ValueError("only pgoutput is supported (built into PostgreSQL 10+; decoderbufs needs an extension)")
+        return value
+
+    @field_validator("decimal_handling_mode")
+    @classmethod
+    def _decimal_mode(cls, value: str) -> str:
+        if value not in ("precise", "double", "string"):
+            raise ValueError("must be one of precise, double, string")
+        return value
+
+    @field_validator("time_precision_mode")
+    @classmethod
+    def _time_mode(cls, value: str) -> str:
+        if value not in ("adaptive", "adaptive_time_microseconds", "connect"):
+            raise ValueError("must be one of adaptive, adaptive_time_microseconds, connect")
+        return value
+
+    @field_validator("skipped_operations")
+    @classmethod
+    def _operations(cls, value: list[str]) -> list[str]:
+        if value == ["none"]:
+            return []
+        bad = [v for v in value if v not in ("c", "u", "d", "t")]
+        if bad:
+            raise ValueError(f"unknown operations {bad}; use c, u, d, t or none")
+        return value
+
+    @field_validator("signal_data_collection")
+    @classmethod
+    def _signal_table(cls, value: str) -> str:
+        if value and value.count(".") != 1:
+            raise ValueError("must be <schema>.<table>")
+        return value
+
+    @field_validator("streaming_start_lsn")
+    @classmethod
+    def _lsn(cls, value: str) -> str:
+        if value:
+            try:
+                parse_lsn(value)
+            except ValueError:
+                raise ValueError("must be an LSN such as 0/16B6C50 or an integer") from None
+        return value
+
+    @model_validator(mode="after")
+    def _topic_prefix_not_empty(self) -> PostgresCdcConfig:
+        if not self.topic_prefix:
+            raise ValueError("topic.prefix must not be empty")
+        return self
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    @property
+    def password(self) -> str | None:
+        return self.database_password.get_secret_value() if self.database_password is not None else None
+
+    def conninfo(self, *, replication: bool = False) -> dict[str, Any]:
+        """psycopg connection keywords; the session runs in UTC with ISO dates, which the type
+        conversions rely on (timestamptz text is printed in the session's time zone)."""
+        info: dict[str, Any] = {
+            "host": self.database_hostname,
+            "port": self.database_port,
+            "user": self.database_user,
+            "dbname": self.database_dbname,
+            "sslmode": self.database_sslmode,
+            "connect_timeout": max(1, self.database_connect_timeout_ms // 1000),
+            "application_name": "sluice-postgres-cdc",
+            "options": "-c TimeZone=UTC -c DateStyle=ISO -c IntervalStyle=postgres -c extra_float_digits=3 "
+            "-c bytea_output=hex",
+        }
+        if self.password is not None:
+            info["password"] = self.password
+        if replication:
+            info["replication"] = "database"
+        return info
+
+    @property
+    def heartbeat_topic(self) -> str:
+        return f"{self.topic_heartbeat_prefix}.{self.topic_prefix}"
+
+    @classmethod
+    def known_keys(cls) -> set[str]:
+        return {info.alias or name for name, info in cls.model_fields.items()} | set(cls.model_fields)
+
+    @classmethod
+    def from_task_config(cls, raw: Mapping[str, Any]) -> PostgresCdcConfig:
+        """Parse a task configuration, ignoring the keys the runtime adds (``name``, ``task.class``, …)."""
+        config: PostgresCdcConfig = cls.parse(raw, ignore=set(raw) - cls.known_keys())
+        return config
+
+    def to_task_config(self) -> dict[str, Any]:
+        """Dotted keys, lists comma-joined, the password in clear (the runtime masks task configs)."""
+        data = self.model_dump(by_alias=True, exclude_none=True, mode="json")
+        for key, value in list(data.items()):
+            if isinstance(value, list):
+                data[key] = ",".join(str(v) for v in value) if value else ("none" if key == "skipped.operations" else "")
+        if self.password is not None:
+            data["database.password"] = self.password
+        return data
+
+
+def validate_config(raw: Mapping[str, Any]) -> PostgresCdcConfig:
+    """Parse, naming the dotted key of any problem."""
+    try:
+        config: PostgresCdcConfig = PostgresCdcConfig.parse(raw)
+    except ConfigError:
+        raise
+    return config

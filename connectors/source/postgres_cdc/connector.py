@@ -1,0 +1,73 @@
+"""The PostgreSQL CDC source connector (Debezium's ``io.debezium.connector.postgresql.PostgresConnector``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
+
+from connectors.api import ConfigError, SourceConnector
+from connectors.source.postgres_cdc.config import PostgresCdcConfig, parse_lsn
+from connectors.source.postgres_cdc.task import PostgresCdcTask
+
+_OFFSET_INTS = ("lsn", "lsn_proc", "lsn_commit", "txId", "ts_usec")
+
+
+class PostgresCdcSourceConnector(SourceConnector):
+    """One replication slot is read by exactly one task, as in Debezium (``tasks.max`` above 1 still
+    yields one task). The connector itself only validates and hands the configuration on."""
+
+    Config = PostgresCdcConfig
+    task_class = PostgresCdcTask
+    version = "0.1.0"
+    aliases: ClassVar[tuple[str, ...]] = (
+        "io.debezium.connector.postgresql.PostgresConnector",
+        "PostgresCdcSource",
+    )
+
+    def __init__(self) -> None:
+        self._config: PostgresCdcConfig | None = None
+
+    def start(self, config: Any) -> None:
+        """Keep the validated configuration. Thread: the connector thread."""
+        self._config = config if isinstance(config, PostgresCdcConfig) else PostgresCdcConfig.parse(config)
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, Any]]:
+        """A single task: a logical replication slot has one reader."""
+        if self._config is None:
+            raise ConfigError("task_configs() called before start()")
+        return [self._config.to_task_config()]
+
+    def alter_offsets(self, config: Mapping[str, Any], offsets: Mapping[Any, Any]) -> bool:
+        """Accept ``{"server": <topic.prefix>}`` partitions with Debezium offsets, e.g.
+        ``{"lsn": 24023128, "lsn_commit": 24023128}`` to start streaming after an LSN recorded by a
+        backfill (``lsn`` may also be written as ``"0/16E8F58"``); ``null`` resets the connector."""
+        prefix = config.get("topic.prefix")
+        for partition, offset in _pairs(offsets):
+            if not isinstance(partition, Mapping) or set(partition) != {"server"}:
+                raise ConfigError(f"Partition {partition!r} must be an object with the single key 'server'")
+            if prefix is not None and partition["server"] != prefix:
+                raise ConfigError(f"Partition server {partition['server']!r} is not this connector's topic.prefix {prefix!r}")
+            if offset is None:
+                continue
+            if not isinstance(offset, Mapping):
+                raise ConfigError(f"Offset {offset!r} must be an object")
+            if "lsn" not in offset:
+                raise ConfigError("An offset needs at least 'lsn' (the position to stream after)")
+            for key in _OFFSET_INTS:
+                value = offset.get(key)
+                if value is None:
+                    continue
+                if isinstance(value, str) and key.startswith("lsn"):
+                    try:
+                        parse_lsn(value)
+                    except ValueError:
+                        raise ConfigError(f"Offset key {key!r} is not an LSN: {value!r}") from None
+                elif isinstance(value, bool) or not isinstance(value, int):
+                    raise ConfigError(f"Offset key {key!r} must be an integer, got {value!r}")
+        return True
+
+
+def _pairs(offsets: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> Iterable[tuple[Any, Any]]:
+    if isinstance(offsets, Mapping):
+        return offsets.items()
+    return offsets

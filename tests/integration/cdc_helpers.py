@@ -1,0 +1,97 @@
+"""Helpers for the PostgreSQL CDC integration tests: connector files, a worker, topic reading."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psycopg
+
+from tests.integration.kafka_helpers import ConsumedRecord, consume_all
+from tests.integration.worker_process import WorkerProcess
+
+JSON = "org.apache.kafka.connect.json.JsonConverter"
+DEBEZIUM_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
+
+
+def libpq(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+def run_sql(url: str, *statements: str, params: Any = None) -> list[tuple[Any, ...]]:
+    """Run the statements in one transaction; return the last one's rows."""
+    with psycopg.connect(libpq(url)) as conn:
+        rows: list[tuple[Any, ...]] = []
+        for statement in statements:
+            cur = conn.execute(statement, params)
+            rows = cur.fetchall() if cur.description else []
+        return rows
+
+
+def cdc_config(pg_port: int, database: str, prefix: str, **extra: str) -> dict[str, str]:
+    """A Debezium-style connector config, with a slot and publication of its own."""
+    tag = uuid.uuid4().hex[:8]
+    return {
+        "connector.class": DEBEZIUM_CLASS,
+        "database.hostname": "127.0.0.1",
+        "database.port": str(pg_port),
+        "database.user": "postgres",
+        "database.dbname": database,
+        "topic.prefix": prefix,
+        "plugin.name": "pgoutput",
+        "slot.name": f"slot_{tag}",
+        "publication.name": f"pub_{tag}",
+        "publication.autocreate.mode": "filtered",
+        "poll.interval.ms": "200",
+        "key.converter": JSON,
+        "value.converter": JSON,
+        **extra,
+    }
+
+
+def write_connector(path: Path, name: str, config: dict[str, str]) -> Path:
+    path.write_bytes(orjson.dumps({"name": name, "config": config}))
+    return path
+
+
+def worker(tmp_path: Path, bootstrap: str, **settings: str) -> WorkerProcess:
+    return WorkerProcess(tmp_path, bootstrap, **{"offset.flush.interval.ms": "500", **settings})
+
+
+def read_events(bootstrap: str, topic: str, count: int, *, timeout: float = 90, settle: float = 1.0) -> list[ConsumedRecord]:
+    """``count`` records of ``topic`` (waiting for the connector to create it first)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return consume_all(bootstrap, topic, count, timeout=max(1.0, deadline - time.monotonic()), settle=settle)
+        except TimeoutError as exc:
+            if "is not available" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def value(record: ConsumedRecord) -> Any:
+    """The payload of a JsonConverter message (``None`` for a tombstone)."""
+    if record.value is None:
+        return None
+    doc = orjson.loads(record.value)
+    return doc["payload"] if isinstance(doc, dict) and "payload" in doc and "schema" in doc else doc
+
+
+def key(record: ConsumedRecord) -> Any:
+    if record.key is None:
+        return None
+    doc = orjson.loads(record.key)
+    return doc["payload"] if isinstance(doc, dict) and "payload" in doc and "schema" in doc else doc
+
+
+def confirmed_flush_lsn(url: str, slot: str) -> int:
+    rows = run_sql(url, "SELECT (confirmed_flush_lsn - '0/0')::bigint FROM pg_replication_slots WHERE slot_name = %s", params=(slot,))
+    return int(rows[0][0]) if rows and rows[0][0] is not None else 0
+
+
+def dbname(url: str) -> str:
+    return url.rsplit("/", 1)[-1]

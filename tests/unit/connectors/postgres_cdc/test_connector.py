@@ -1,0 +1,58 @@
+"""The connector as the runtime sees it: plugin names, task configs, offset changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from connectors.api import ConfigError
+from connectors.source.postgres_cdc import PostgresCdcSourceConnector
+from plugins import PluginRegistry
+
+BASE = {"database.dbname": "inventory", "topic.prefix": "dbserver1", "database.password": "pw"}
+
+
+def test_debezium_class_name_and_entry_point_name_resolve() -> None:
+    registry = PluginRegistry()
+    for name in ("io.debezium.connector.postgresql.PostgresConnector", "PostgresCdcSource"):
+        assert registry.connector(name).cls is PostgresCdcSourceConnector
+
+
+def test_one_task_whatever_tasks_max() -> None:
+    connector = PostgresCdcSourceConnector()
+    connector.start(PostgresCdcSourceConnector.validate(BASE))
+    configs = connector.task_configs(4)
+    assert len(configs) == 1
+    assert configs[0]["database.password"] == "pw" and configs[0]["topic.prefix"] == "dbserver1"
+
+
+def test_offsets_can_be_set_to_an_lsn() -> None:
+    connector = PostgresCdcSourceConnector()
+    ok = {"lsn": "0/16B6C50", "lsn_commit": 23817296}
+    assert connector.alter_offsets(BASE, [({"server": "dbserver1"}, ok)])
+    with pytest.raises(ConfigError, match="server"):
+        connector.alter_offsets(BASE, [({"table": "x"}, ok)])
+    with pytest.raises(ConfigError, match="lsn"):
+        connector.alter_offsets(BASE, [({"server": "dbserver1"}, {"txId": 1})])
+    with pytest.raises(ConfigError, match="not an LSN"):
+        connector.alter_offsets(BASE, [({"server": "dbserver1"}, {"lsn": "zz/1"})])
+
+
+def test_include_and_exclude_lists_are_anchored_regexes() -> None:
+    from connectors.source.postgres_cdc.catalog import TableFilter
+    from connectors.source.postgres_cdc.config import PostgresCdcConfig
+
+    f = TableFilter(
+        PostgresCdcConfig.parse(
+            {
+                **BASE,
+                "table.include.list": r"public\.orders.*,sales\.items",
+                "column.exclude.list": r"public\.orders\.secret",
+            }
+        )
+    )
+    assert f.captures("public", "orders") and f.captures("public", "orders_2024") and f.captures("sales", "items")
+    assert not f.captures("public", "customers") and not f.captures("pg_catalog", "pg_class")
+    assert not f.captures("xpublic", "orders")
+    assert f.column_included("public", "orders", "amount") and not f.column_included("public", "orders", "secret")
+    only_schema = TableFilter(PostgresCdcConfig.parse({**BASE, "schema.exclude.list": "audit"}))
+    assert only_schema.captures("public", "x") and not only_schema.captures("audit", "log")

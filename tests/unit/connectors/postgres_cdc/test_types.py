@@ -1,0 +1,90 @@
+"""PostgreSQL text values → Debezium representations, per decimal/time mode."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+
+import pytest
+
+from connectors.source.postgres_cdc import types as t
+from connectors.source.postgres_cdc.config import format_lsn, parse_lsn
+from connectors.source.postgres_cdc.tables import Column, Table, unescape_copy
+
+ADAPTIVE = t.TypeModes()
+
+
+def convert(oid: int, text: bytes, typmod: int = -1, modes: t.TypeModes = ADAPTIVE) -> object:
+    return t.column_type(oid, typmod, modes).fn(text)
+
+
+def test_numbers_and_booleans() -> None:
+    assert convert(t.INT8, b"-9000000000") == -9000000000
+    assert convert(t.FLOAT8, b"NaN") != convert(t.FLOAT8, b"NaN")
+    assert convert(t.BOOL, b"t") is True and convert(t.BOOL, b"f") is False
+    numeric = (12 << 16 | 3) + 4
+    assert convert(t.NUMERIC, b"1.250", numeric) == decimal.Decimal("1.250")
+    assert t.column_type(t.NUMERIC, numeric, ADAPTIVE).schema.parameters == {"scale": "3", "connect.decimal.precision": "12"}
+    assert convert(t.NUMERIC, b"1.5", numeric, t.TypeModes("double")) == 1.5
+    assert convert(t.NUMERIC, b"1.5", numeric, t.TypeModes("string")) == "1.5"
+    variable = convert(t.NUMERIC, b"-12.345")
+    assert variable == {"scale": 3, "value": (-12345).to_bytes(2, "big", signed=True)}
+
+
+@pytest.mark.parametrize(
+    ("oid", "typmod", "text", "expected", "name"),
+    [
+        (t.DATE, -1, b"2024-03-01", 19783, "io.debezium.time.Date"),
+        (t.TIME, 3, b"12:34:56.789", 45296789, "io.debezium.time.Time"),
+        (t.TIME, -1, b"12:34:56.789", 45296789000, "io.debezium.time.MicroTime"),
+        (t.TIMESTAMP, -1, b"2024-03-01 10:11:12.345678", 1709287872345678, "io.debezium.time.MicroTimestamp"),
+        (t.TIMESTAMP, 3, b"2024-03-01 10:11:12.345", 1709287872345, "io.debezium.time.Timestamp"),
+        (t.TIMESTAMPTZ, -1, b"2024-03-01 10:11:12.5+00", "2024-03-01T10:11:12.500000Z", "io.debezium.time.ZonedTimestamp"),
+        (t.TIMESTAMPTZ, 0, b"2024-03-01 10:11:12+00", "2024-03-01T10:11:12Z", "io.debezium.time.ZonedTimestamp"),
+        (t.TIMESTAMPTZ, -1, b"2024-03-01 12:11:12+02", "2024-03-01T10:11:12.000000Z", "io.debezium.time.ZonedTimestamp"),
+        (t.TIMETZ, -1, b"10:11:12.5+02", "08:11:12.5Z", "io.debezium.time.ZonedTime"),
+        (t.INTERVAL, -1, b"1 day 01:00:00", 90_000_000_000, "io.debezium.time.MicroDuration"),
+        (t.UUID, -1, b"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "io.debezium.data.Uuid"),
+        (t.JSONB, -1, b'{"a": 1}', '{"a": 1}', "io.debezium.data.Json"),
+    ],
+)
+def test_temporal_and_semantic_types(oid: int, typmod: int, text: bytes, expected: object, name: str) -> None:
+    ctype = t.column_type(oid, typmod, ADAPTIVE)
+    assert ctype.fn(text) == expected
+    assert ctype.schema.name == name
+
+
+def test_connect_time_precision_mode() -> None:
+    modes = t.TypeModes(time_precision_mode="connect")
+    assert convert(t.DATE, b"2024-03-01", modes=modes) == dt.date(2024, 3, 1)
+    assert convert(t.TIMESTAMP, b"2024-03-01 10:00:00", modes=modes) == dt.datetime(2024, 3, 1, 10, tzinfo=dt.UTC)
+    assert t.column_type(t.DATE, -1, modes).schema.name == "org.apache.kafka.connect.data.Date"
+
+
+def test_bytea_arrays_and_enums() -> None:
+    assert convert(t.BYTEA, b"\\x00ff10") == b"\x00\xff\x10"
+    text_array = t.column_type(1009, -1, ADAPTIVE, element=t.column_type(t.TEXT, -1, ADAPTIVE))
+    assert text_array.fn(b'{a,"b c","q\\"x",NULL}') == ["a", "b c", 'q"x', None]
+    assert text_array.unavailable == [t.UNAVAILABLE]
+    int_matrix = t.column_type(1007, -1, ADAPTIVE, element=t.column_type(t.INT4, -1, ADAPTIVE))
+    assert int_matrix.fn(b"{{1,2},{3,4}}") == [[1, 2], [3, 4]]
+    mood = t.column_type(99999, -1, ADAPTIVE, enum_labels=("sad", "ok"))
+    assert mood.schema.name == "io.debezium.data.Enum" and mood.schema.parameters == {"allowed": "sad,ok"}
+
+
+def test_copy_decoder_matches_stream_values() -> None:
+    cols = [
+        Column("id", t.INT4, -1, False, t.column_type(t.INT4, -1, ADAPTIVE)),
+        Column("note", t.TEXT, -1, True, t.column_type(t.TEXT, -1, ADAPTIVE)),
+        Column("raw", t.BYTEA, -1, True, t.column_type(t.BYTEA, -1, ADAPTIVE)),
+    ]
+    table = Table(1, "public", "x", cols, ["id"], "f", "srv", [True, True, True])
+    assert table.from_copy(b"7\ttab\\there\t\\\\x0a0b") == {"id": 7, "note": "tab\there", "raw": b"\x0a\x0b"}
+    assert table.from_copy(b"8\t\\N\t\\N") == {"id": 8, "note": None, "raw": None}
+    assert unescape_copy(b"a\\nb\\\\c\\101") == b"a\nb\\cA"
+
+
+def test_lsn_spelling() -> None:
+    assert parse_lsn("16/B374D848") == (0x16 << 32) | 0xB374D848
+    assert format_lsn(parse_lsn("0/16B6C50")) == "0/16B6C50"
+    assert parse_lsn("12345") == 12345

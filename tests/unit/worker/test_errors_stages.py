@@ -1,0 +1,239 @@
+"""Error stages: each failing operation is named with Connect's Stage, in the trace, the log, the
+DLQ context headers and the task's error metrics. No broker: the producer never connects."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from connectors.api import STRING_SCHEMA, ConnectError, RetriableError, SinkRecord, SourceRecord, SourceTask
+from converters.header import SimpleHeaderConverter
+from converters.string import StringConverter
+from offsets import MemoryOffsetStore
+from worker.errors import ErrorHandlingConfig, RetryWithTolerance, Stage, ToleranceExceeded
+from worker.runners.source import SourceTaskRunner
+from worker.status import ConnectorTaskId, TargetState
+
+from .test_errors import CollectingSinkTask, FakeMessage, sink_runner
+
+
+def test_stage_names_are_connects() -> None:
+    assert [s.value for s in Stage] == [
+        "KEY_CONVERTER",
+        "VALUE_CONVERTER",
+        "HEADER_CONVERTER",
+        "TRANSFORMATION",
+        "TASK_POLL",
+        "TASK_PUT",
+        "KAFKA_PRODUCE",
+        "KAFKA_CONSUME",
+    ]
+
+
+def test_unrecoverable_names_the_stage_counts_and_logs(caplog: pytest.LogCaptureFixture) -> None:
+    retry = RetryWithTolerance(ErrorHandlingConfig(tolerance_all=True, log_enable=True))
+    error = retry.unrecoverable(Stage.TASK_POLL, "my.Task", ValueError("boom"), "source partition x")
+    assert "stage TASK_POLL" in str(error) and "my.Task" in str(error) and "boom" in str(error)
+    assert retry.metrics()["total-record-failures"] == 1
+    assert retry.metrics()["total-records-skipped"] == 0  # tolerance does not apply: nothing is skipped
+    assert retry.metrics()["last-error-timestamp"] > 0
+    assert "Executing stage 'TASK_POLL'" in caplog.text
+
+
+class FailureListener:
+    def __init__(self) -> None:
+        self.failed = threading.Event()
+        self.error: BaseException | None = None
+
+    def on_failure(self, task_id: Any, error: BaseException) -> None:
+        self.error = error
+        self.failed.set()
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args: None
+
+
+class ScriptedSourceTask(SourceTask):
+    def __init__(self, *results: Any) -> None:
+        self.results = list(results)
+
+    def start(self, config: Any, context: Any) -> None:
+        pass
+
+    def poll(self) -> list[SourceRecord] | None:
+        result = self.results.pop(0) if self.results else None
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def stop(self) -> None:
+        pass
+
+
+class StartableDLQ:
+    def __init__(self) -> None:
+        self.sent: list[tuple[Any, Any, Any]] = []
+        self.produce_requests = self.produce_failures = 0
+
+    def start(self) -> None:
+        pass
+
+    def send(self, key: Any, value: Any, headers: Any) -> None:
+        self.produce_requests += 1
+        self.sent.append((key, value, headers))
+
+    def flush(self, timeout: float) -> bool:
+        return True
+
+    def close(self, timeout: float = 0) -> None:
+        pass
+
+
+def source_runner(task: SourceTask, listener: Any, dlq: Any = None, **errors: Any) -> SourceTaskRunner:
+    key, value, header = StringConverter(), StringConverter(), SimpleHeaderConverter()
+    key.configure({}, True)
+    value.configure({}, False)
+    header.configure({})
+    return SourceTaskRunner(
+        ConnectorTaskId("src", 0), task, {}, listener=listener, initial_state=TargetState.STARTED,
+        producer_config={"bootstrap.servers": "127.0.0.1:9", "message.max.bytes": 1000, "log_level": 0},
+        offset_store=MemoryOffsetStore(), key_converter=key, value_converter=value, header_converter=header,
+        offset_flush_timeout_ms=100, errors=ErrorHandlingConfig(**errors), dlq=dlq,
+    )
+
+
+def test_a_failing_poll_fails_the_task_in_stage_task_poll() -> None:
+    listener = FailureListener()
+    runner = source_runner(ScriptedSourceTask(RetriableError("later"), ValueError("disk gone")), listener)
+    runner.start()
+    assert listener.failed.wait(10)
+    runner.stop()
+    runner.await_stop(10)
+    assert "stage TASK_POLL" in str(listener.error)
+    assert isinstance(listener.error.__cause__, ValueError)  # type: ignore[union-attr]
+    metrics = runner.retry.metrics()
+    assert metrics["total-retries"] == 1 and metrics["total-record-failures"] == 1
+
+
+def too_big(n: int) -> SourceRecord:
+    return SourceRecord("out", "x" * 5000, STRING_SCHEMA, source_partition={"f": 1}, source_offset={"n": n})
+
+
+def test_a_record_the_producer_refuses_is_tolerated_in_stage_kafka_produce() -> None:
+    dlq = StartableDLQ()
+    runner = source_runner(ScriptedSourceTask(), FailureListener(), dlq, tolerance_all=True, dlq_context_headers=True)
+    runner._initialize()
+    try:
+        runner._send([too_big(7)])
+        _, value, headers = dlq.sent[0]
+        assert value == b"x" * 5000
+        assert dict(headers)["__connect.errors.stage"] == b"KAFKA_PRODUCE"
+        assert dict(headers)["__connect.errors.class.name"] == b"confluent_kafka.Producer"
+        assert list(runner._pending.values()) == [({"f": 1}, {"n": 7})]  # skipped records are done
+        assert runner.retry.metrics()["total-records-skipped"] == 1
+        assert runner.retry.metrics()["deadletterqueue-produce-requests"] == 1
+    finally:
+        runner._producer = None
+
+
+def test_a_record_the_producer_refuses_fails_the_task_without_tolerance() -> None:
+    runner = source_runner(ScriptedSourceTask(), FailureListener())
+    runner._initialize()
+    try:
+        with pytest.raises(ToleranceExceeded) as info:
+            runner._send([too_big(1)])
+        assert isinstance(info.value.__cause__, KafkaException)
+        assert not runner._pending  # its offset is never stored
+    finally:
+        runner._producer = None
+
+
+def test_a_failed_delivery_report_fails_the_task_in_stage_kafka_produce() -> None:
+    runner = source_runner(ScriptedSourceTask(), FailureListener())
+    runner._on_delivery(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), None)
+    with pytest.raises(ConnectError, match="stage KAFKA_PRODUCE"):
+        runner._check_delivery()
+
+
+class ErrorMessage(FakeMessage):
+    def error(self) -> Any:
+        return KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)
+
+
+def test_a_consumer_error_fails_the_task_in_stage_kafka_consume() -> None:
+    runner = sink_runner(CollectingSinkTask())
+    with pytest.raises(ConnectError, match="stage KAFKA_CONSUME") as info:
+        runner._deliver([FakeMessage(0, b"x"), ErrorMessage(1, b"")])
+    assert "partition 0" in str(info.value)
+    assert runner.retry.metrics()["total-record-failures"] == 1
+
+
+class BrokenSinkTask(CollectingSinkTask):
+    def __init__(self, error: BaseException) -> None:
+        super().__init__()
+        self.error = error
+
+    def put(self, records: Any) -> None:
+        raise self.error
+
+
+def test_a_failing_put_fails_the_task_in_stage_task_put() -> None:
+    runner = sink_runner(BrokenSinkTask(OSError("disk full")))
+    with pytest.raises(ConnectError, match="stage TASK_PUT") as info:
+        runner._put([SinkRecord("in", 0, 1, "v")])
+    assert isinstance(info.value.__cause__, OSError)
+    assert "BrokenSinkTask" in str(info.value)
+
+
+def test_a_reporter_failure_inside_put_is_not_wrapped_again() -> None:
+    runner = sink_runner(BrokenSinkTask(ToleranceExceeded("Tolerance exceeded in error handler")))
+    with pytest.raises(ToleranceExceeded):
+        runner._put([SinkRecord("in", 0, 1, "v")])
+    assert runner.retry.metrics()["total-record-failures"] == 0
+
+
+def test_retried_puts_are_counted() -> None:
+    class FlakySinkTask(CollectingSinkTask):
+        calls = 0
+
+        def put(self, records: Any) -> None:
+            self.calls += 1
+            if self.calls == 1:
+                raise RetriableError("busy")
+            super().put(records)
+
+    task = FlakySinkTask()
+    runner = sink_runner(task)
+    runner._put([SinkRecord("in", 0, 1, "v")])
+    assert len(task.put_batches) == 1
+    assert runner.retry.metrics()["total-retries"] == 1
+
+
+def test_a_bad_conversion_still_uses_the_converter_stage() -> None:
+    runner = sink_runner(CollectingSinkTask(), tolerance_all=True)
+    runner._deliver([FakeMessage(0, b"not json")])
+    assert runner.retry.metrics()["total-records-skipped"] == 1
+
+
+def test_task_status_carries_the_error_metrics_while_the_runner_lives() -> None:
+    import gc
+
+    from worker.status import State, Status, StatusStore
+
+    store = StatusStore()
+    task_id = ConnectorTaskId("metered", 0)
+    runner = sink_runner(CollectingSinkTask(), tolerance_all=True)
+    runner.retry = RetryWithTolerance(runner.errors, task_id=task_id)
+    runner.retry.total_retries = 3
+    store.put_task(task_id, Status(State.RUNNING, "w1"))
+    body = store.task(task_id).to_json()  # type: ignore[union-attr]
+    assert body["errors"]["total-retries"] == 3  # type: ignore[index]
+    assert set(body["errors"]) >= {  # type: ignore[arg-type]
+        "total-record-failures", "total-records-skipped", "deadletterqueue-produce-requests", "total-errors-logged",
+    }
+    del runner
+    gc.collect()
+    assert "errors" not in store.task(task_id).to_json()  # type: ignore[union-attr]

@@ -1,0 +1,309 @@
+"""The worker's backfill jobs: submit, run on a thread each, report, cancel, and run on schedules.
+
+:class:`BackfillManager` is the façade the REST routes and the CLI reach (it hangs off the FastAPI
+app's state next to the herder). It owns:
+
+* the :class:`~worker.backfill.store.BackfillStore` (specs, schedules, last state);
+* one runner thread per active run, calling :func:`connectors.backfill.run_job` — imported lazily,
+  so a worker that never backfills never imports PySpark;
+* an apscheduler ``BackgroundScheduler`` with one cron trigger per scheduled job. Schedules come
+  back from the store when the worker restarts; a run whose worker died is marked FAILED;
+* the guarantee that a job never has two runs at once (a second start is refused, a scheduled
+  start that finds the job running is skipped and logged).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from connectors.api import AlreadyExistsError, ConfigError, NotFoundError
+from worker.backfill.models import JobState, RunStatus, masked_spec, parse_spec, spec_to_json
+from worker.backfill.progress import RunTracker
+from worker.backfill.store import BackfillStore, MemoryBackfillStore, StoredJob
+from worker.herder import BadRequest, Conflict
+
+logger = logging.getLogger(__name__)
+
+#: What runs a spec; tests swap it for a fake. Signature of :func:`connectors.backfill.run_job`.
+JobRunner = Callable[[Any, Any, RunTracker, str], dict[str, Any]]
+
+
+def spark_runner(provider: Any, spec: Any, tracker: RunTracker, bootstrap: str) -> dict[str, Any]:
+    from connectors.backfill import run_job
+
+    return run_job(provider, spec, tracker, bootstrap_servers=bootstrap)
+
+
+def spark_canceller(provider: Any, job_group: str) -> None:
+    if provider is None:
+        return
+    from connectors.backfill import cancel_job
+
+    cancel_job(provider, job_group)
+
+
+class BackfillManager:
+    """Backfill jobs of one worker process. Thread-safe."""
+
+    def __init__(
+        self,
+        store: BackfillStore | None = None,
+        *,
+        bootstrap_servers: str = "localhost:9092",
+        spark_confs: Mapping[str, str] | None = None,
+        runner: JobRunner = spark_runner,
+        canceller: Callable[[Any, str], None] = spark_canceller,
+        provider: Any = None,
+    ) -> None:
+        self.store: BackfillStore = store if store is not None else MemoryBackfillStore()
+        self.bootstrap_servers = bootstrap_servers
+        self._spark_confs = dict(spark_confs or {})
+        self._runner = runner
+        self._canceller = canceller
+        self._provider = provider
+        self._lock = threading.RLock()
+        self._active: dict[str, tuple[RunTracker, threading.Thread]] = {}
+        self._scheduler: Any = None
+        self._started = False
+
+    @classmethod
+    def from_worker_settings(cls, settings: Mapping[str, Any]) -> BackfillManager:
+        """Build from worker keys: ``bootstrap.servers``, ``backfill.storage.file.filename``
+        (default: ``backfills.json`` beside ``offset.storage.file.filename``, memory without one)
+        and ``backfill.spark.*`` (Spark confs, e.g. ``backfill.spark.master=local[4]``)."""
+        from pathlib import Path
+
+        from worker.backfill.store import FileBackfillStore
+
+        path = settings.get("backfill.storage.file.filename")
+        if not path and settings.get("offset.storage.file.filename"):
+            path = str(Path(str(settings["offset.storage.file.filename"])).with_name("backfills.json"))
+        store: BackfillStore = FileBackfillStore(path) if path else MemoryBackfillStore()
+        confs = {
+            "spark." + k.removeprefix("backfill.spark."): str(v)
+            for k, v in settings.items()
+            if k.startswith("backfill.spark.")
+        }
+        bootstrap = str(settings.get("backfill.bootstrap.servers") or settings.get("bootstrap.servers") or "localhost:9092")
+        return cls(store, bootstrap_servers=bootstrap, spark_confs=confs)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Recover from the store (runs cut off by a restart become FAILED) and start the scheduler."""
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+            self._scheduler = BackgroundScheduler(daemon=True, job_defaults={"coalesce": True, "max_instances": 1})
+            self._scheduler.start()
+        for job in self.store.list():
+            state = job.status.get("state")
+            if state in (JobState.RUNNING, JobState.PENDING):
+                job.status.update(state=JobState.FAILED, error="the worker stopped while this run was in progress", finished_at=time.time())
+                self.store.put(job)
+            try:
+                self._schedule(job.id, job.spec.get("schedule"))
+            except Exception:
+                logger.exception("Cannot restore the schedule of backfill %s", job.id)
+
+    def stop(self) -> None:
+        """Cancel running jobs, stop the scheduler and the SparkSession."""
+        with self._lock:
+            scheduler, self._scheduler = self._scheduler, None
+            self._started = False
+            active = list(self._active.items())
+        if scheduler is not None:
+            scheduler.shutdown(wait=False)
+        for _, (tracker, _thread) in active:
+            self._cancel_tracker(tracker)
+        for _, (_, thread) in active:
+            thread.join(timeout=10)  # runner threads are daemons; a stuck one must not block the exit
+        if self._provider is not None:
+            self._provider.stop()
+
+    # -- queries -----------------------------------------------------------------------------------
+
+    def list(self) -> list[dict[str, Any]]:
+        return [self._summary(job) for job in self.store.list()]
+
+    def get(self, job_id: str) -> dict[str, Any]:
+        job = self.store.get(job_id)
+        if job is None:
+            raise NotFoundError(f"Backfill {job_id} not found")
+        out = self._summary(job)
+        out["spec"] = masked_spec(parse_spec(job.spec))
+        return out
+
+    def _summary(self, job: StoredJob) -> dict[str, Any]:
+        with self._lock:
+            active = self._active.get(job.id)
+        status = active[0].snapshot().model_dump(mode="json") if active else RunStatus.model_validate(job.status or {}).model_dump(mode="json")
+        out: dict[str, Any] = {"id": job.id, "kind": job.spec.get("kind"), "status": status}
+        schedule = job.spec.get("schedule")
+        if schedule:
+            out["schedule"] = schedule
+            out["next_run"] = self._next_run(job.id)
+        return out
+
+    def _next_run(self, job_id: str) -> str | None:
+        scheduler = self._scheduler
+        if scheduler is None:
+            return None
+        entry = scheduler.get_job(job_id)
+        when = getattr(entry, "next_run_time", None) if entry is not None else None
+        return when.isoformat() if when is not None else None
+
+    # -- commands ----------------------------------------------------------------------------------
+
+    def submit(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """Validate and store a spec; run it now, or (with a schedule) on its schedule.
+
+        Raises :class:`BadRequest` naming the bad key, :class:`Conflict` if the job is running.
+        """
+        try:
+            spec = parse_spec(raw)
+        except ConfigError as exc:
+            raise BadRequest(f"Invalid backfill spec: {exc}") from None
+        with self._lock:
+            if spec.id in self._active:
+                raise Conflict(f"Backfill {spec.id} is running; cancel it first (DELETE /backfills/{spec.id})")
+            previous = self.store.get(spec.id)
+            self.store.put(StoredJob(spec.id, spec_to_json(spec), previous.status if previous else {}))
+            self._schedule(spec.id, spec_to_json(spec).get("schedule"))
+            if spec.schedule is None:
+                self._start_run(spec.id, spec)
+        return self.get(spec.id)
+
+    def run_now(self, job_id: str) -> dict[str, Any]:
+        """Start a stored job immediately (its schedule stays)."""
+        job = self.store.get(job_id)
+        if job is None:
+            raise NotFoundError(f"Backfill {job_id} not found")
+        with self._lock:
+            if job_id in self._active:
+                raise AlreadyExistsError(f"Backfill {job_id} is already running")
+            self._start_run(job_id, parse_spec(job.spec))
+        return self.get(job_id)
+
+    def cancel(self, job_id: str) -> dict[str, Any]:
+        """Cancel the running run (its Spark jobs are cancelled; the state becomes CANCELLED)."""
+        if self.store.get(job_id) is None:
+            raise NotFoundError(f"Backfill {job_id} not found")
+        with self._lock:
+            active = self._active.get(job_id)
+        if active is not None:
+            self._cancel_tracker(active[0])
+        return self.get(job_id)
+
+    def delete(self, job_id: str) -> None:
+        """Cancel any run, drop the schedule and forget the job."""
+        self.cancel(job_id)
+        with self._lock:
+            active = self._active.get(job_id)
+        if active is not None:
+            active[1].join(timeout=30)
+        if self._scheduler is not None and self._scheduler.get_job(job_id) is not None:
+            self._scheduler.remove_job(job_id)
+        self.store.delete(job_id)
+
+    def wait(self, job_id: str, timeout: float | None = None) -> RunStatus:
+        """Block until the job has no active run; return its last status (tests, the local CLI)."""
+        with self._lock:
+            active = self._active.get(job_id)
+        if active is not None:
+            active[1].join(timeout)
+        return RunStatus.model_validate(self.get(job_id)["status"])
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _cancel_tracker(self, tracker: RunTracker) -> None:
+        tracker.request_cancel()
+        try:
+            self._canceller(self._provider, tracker.job_group)
+        except Exception:
+            logger.warning("Cancelling Spark job group %s failed", tracker.job_group, exc_info=True)
+
+    def _schedule(self, job_id: str, schedule: Mapping[str, Any] | None) -> None:
+        scheduler = self._scheduler
+        if scheduler is None:
+            return
+        if scheduler.get_job(job_id) is not None:
+            scheduler.remove_job(job_id)
+        if not schedule:
+            return
+        from apscheduler.triggers.cron import CronTrigger
+
+        try:
+            trigger = CronTrigger.from_crontab(str(schedule["cron"]), timezone=str(schedule.get("timezone") or "UTC"))
+        except (ValueError, KeyError) as exc:
+            raise ConfigError(f"schedule.cron: {exc}", key="schedule.cron") from None
+        scheduler.add_job(self._scheduled_run, trigger, args=[job_id], id=job_id, replace_existing=True, misfire_grace_time=300)
+
+    def _scheduled_run(self, job_id: str) -> None:
+        job = self.store.get(job_id)
+        if job is None:
+            return
+        with self._lock:
+            if job_id in self._active:
+                logger.warning("Backfill %s is still running; skipping its scheduled run", job_id)
+                return
+            self._start_run(job_id, parse_spec(job.spec))
+
+    def _provider_for_run(self) -> Any:
+        if self._provider is None and self._runner is spark_runner:
+            from connectors.backfill.session import SparkSessionProvider
+
+            self._provider = SparkSessionProvider(self._spark_confs)
+        return self._provider
+
+    def _start_run(self, job_id: str, spec: Any) -> None:
+        """Start a runner thread. Caller holds the lock and checked no run is active."""
+        run_id = f"{job_id}-{uuid.uuid4().hex[:8]}"
+        tracker = RunTracker(run_id, on_change=lambda status: self._persist(job_id, status))
+        thread = threading.Thread(target=self._run, args=(job_id, spec, tracker), name=f"backfill-{job_id}", daemon=True)
+        self._active[job_id] = (tracker, thread)
+        tracker.set_state(JobState.PENDING)
+        thread.start()
+
+    def _run(self, job_id: str, spec: Any, tracker: RunTracker) -> None:
+        from connectors.backfill.errors import BackfillCancelled
+
+        tracker.set_state(JobState.RUNNING)
+        logger.info("Backfill %s (%s) started as run %s", job_id, spec.kind, tracker.run_id)
+        try:
+            provider = self._provider_for_run()
+            summary = self._runner(provider, spec, tracker, self.bootstrap_servers)
+            if tracker.cancelled:
+                tracker.set_state(JobState.CANCELLED, error="cancelled")
+            else:
+                tracker.set_state(JobState.SUCCEEDED, details=summary)
+                logger.info("Backfill %s succeeded: %s", job_id, summary)
+        except BackfillCancelled:
+            tracker.set_state(JobState.CANCELLED, error="cancelled")
+            logger.info("Backfill %s cancelled", job_id)
+        except Exception as exc:
+            message = str(exc) or type(exc).__name__
+            if tracker.cancelled:
+                tracker.set_state(JobState.CANCELLED, error="cancelled")
+            else:
+                tracker.set_state(JobState.FAILED, error=message)
+                logger.error("Backfill %s failed: %s", job_id, message)
+        finally:
+            with self._lock:
+                if self._active.get(job_id, (None,))[0] is tracker:
+                    del self._active[job_id]
+
+    def _persist(self, job_id: str, status: RunStatus) -> None:
+        job = self.store.get(job_id)
+        if job is None:
+            return
+        job.status = status.model_dump(mode="json")
+        self.store.put(job)

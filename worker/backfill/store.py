@@ -1,0 +1,119 @@
+"""Where backfill jobs live between restarts: each job's spec (schedule included) and last state.
+
+The interface is deliberately small — list, get, put, delete of one :class:`StoredJob` — so the
+distributed worker can back it with its config topic. :class:`FileBackfillStore` serves standalone
+workers (one JSON file, replaced atomically on every write); :class:`MemoryBackfillStore` is for
+workers without a file and for tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+
+@dataclass
+class StoredJob:
+    """A job as persisted: the spec as submitted (dotted keys) and the status of its latest run."""
+
+    id: str
+    spec: dict[str, Any]
+    status: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "spec": self.spec, "status": self.status}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StoredJob:
+        return cls(id=str(data["id"]), spec=dict(data.get("spec") or {}), status=dict(data.get("status") or {}))
+
+
+class BackfillStore(Protocol):
+    """Persistence of backfill jobs. Implementations are thread-safe."""
+
+    def list(self) -> list[StoredJob]:
+        """Every stored job, ordered by id."""
+        ...
+
+    def get(self, job_id: str) -> StoredJob | None:
+        """The job, or ``None``."""
+        ...
+
+    def put(self, job: StoredJob) -> None:
+        """Create or replace the job."""
+        ...
+
+    def delete(self, job_id: str) -> None:
+        """Forget the job (no error if it is unknown)."""
+        ...
+
+
+class MemoryBackfillStore:
+    """Jobs in a dict: nothing survives the process."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, StoredJob] = {}
+        self._lock = threading.Lock()
+
+    def list(self) -> list[StoredJob]:
+        with self._lock:
+            return [StoredJob.from_json(self._jobs[k].to_json()) for k in sorted(self._jobs)]
+
+    def get(self, job_id: str) -> StoredJob | None:
+        with self._lock:
+            job = self._jobs.get(job_id)
+            return StoredJob.from_json(job.to_json()) if job else None
+
+    def put(self, job: StoredJob) -> None:
+        with self._lock:
+            self._jobs[job.id] = StoredJob.from_json(json.loads(json.dumps(job.to_json())))
+
+    def delete(self, job_id: str) -> None:
+        with self._lock:
+            self._jobs.pop(job_id, None)
+
+
+class FileBackfillStore(MemoryBackfillStore):
+    """Jobs in one JSON file (``backfill.storage.file.filename``), rewritten atomically on each change.
+
+    The file holds connection settings in clear, like Connect's standalone offset and config files;
+    it is created with mode 0600.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__()
+        self._save_lock = threading.Lock()  # the last writer always writes the newest snapshot
+        self.path = Path(path)
+        if self.path.is_file():
+            data = json.loads(self.path.read_text(encoding="utf-8") or "{}")
+            for item in data.get("jobs", []):
+                job = StoredJob.from_json(item)
+                self._jobs[job.id] = job
+
+    def put(self, job: StoredJob) -> None:
+        super().put(job)
+        self._save()
+
+    def delete(self, job_id: str) -> None:
+        super().delete(job_id)
+        self._save()
+
+    def _save(self) -> None:
+        with self._save_lock:
+            self._write()
+
+    def _write(self) -> None:
+        with self._lock:
+            data = {"version": 1, "jobs": [self._jobs[k].to_json() for k in sorted(self._jobs)]}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1, sort_keys=True, default=str)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.path)
