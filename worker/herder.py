@@ -172,6 +172,7 @@ class Herder(abc.ABC):
 
     def put_task_configs(self, name: str, body: bytes, signature: str | None, algorithm: str | None) -> None:
         """Internal (distributed mode): task configs from the worker running the connector, signed."""
+        self.connector_info(name)  # an unknown connector is a 404 here too, as on every route
         raise Forbidden("Task configs are submitted this way only between the workers of a distributed cluster")
 
     @abc.abstractmethod
