@@ -5,8 +5,10 @@ Keys ``status-connector-<c>`` and ``status-task-<c>-<n>``; values
 ``restart_attempt``/``restart_attempts_max`` while an automatic restart is pending. Each worker
 writes the statuses of what it runs and reads everyone's, so ``GET /connectors/{c}/status``
 answers the same on every worker once the records have propagated (normally well under a
-second). A record from an older assignment generation never overwrites a newer one, so a
-worker that was slow to stop cannot make a moved task look like it is still running there.
+second). Every worker applies the records in topic order, so all of them converge on the same
+view; what keeps a stale worker from corrupting it is on the write side: a worker out of contact
+with the group writes no status, and ``UNASSIGNED`` never replaces another worker's status
+(Connect's ``putSafe``).
 """
 
 from __future__ import annotations
@@ -107,6 +109,9 @@ class KafkaStatusStore(StatusStore):
             return
         status.generation = max(status.generation, self._generation())
         super().put_task(task_id, status)
+        # The error counters the base store attaches are this process's runtime view; a cluster's
+        # status must read the same on every worker, so it carries Connect's fields only.
+        status.task_id = None
         self._log.send_async(task_key(task_id), encode_status(status))
 
     def forget(self, connector: str) -> None:
@@ -137,9 +142,7 @@ class KafkaStatusStore(StatusStore):
             if status is None:
                 return
             with self._lock:
-                current = self._connectors.get(name)
-                if current is None or status.generation >= current.generation:
-                    self._connectors[name] = status
+                self._connectors[name] = status
         elif key.startswith("status-task-"):
             name, _, number = key[len("status-task-") :].rpartition("-")
             if not number.isdigit():
@@ -153,9 +156,7 @@ class KafkaStatusStore(StatusStore):
             if status is None:
                 return
             with self._lock:
-                current = self._tasks.get(task_id)
-                if current is None or status.generation >= current.generation:
-                    self._tasks[task_id] = status
+                self._tasks[task_id] = status
 
     @staticmethod
     def _decode(key: str, value: bytes) -> Status | None:
