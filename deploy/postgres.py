@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import ctypes
 import glob
 import os
 import pwd
@@ -33,6 +32,7 @@ from types import TracebackType
 from typing import IO, Final
 
 from deploy.kafka_stack import LOOPBACK, find_free_port, is_port_free
+from deploy.service_process import check_searchable, child_setup, server_env, service_user, tail
 
 SERVICE_USER: Final = "postgres"
 SUPERUSER: Final = "postgres"
@@ -317,57 +317,24 @@ def _stop_live() -> None:
 
 
 def _service_user() -> pwd.struct_passwd | None:
-    """The user to run the server as: ``postgres`` when we are root, else ourselves (``None``)."""
-    if os.geteuid() != 0:
-        return None
-    try:
-        return pwd.getpwnam(SERVICE_USER)
-    except KeyError:
-        raise PostgresError(
-            "PostgreSQL refuses to run as root and there is no 'postgres' user to run it as; "
-            "install the postgresql package (it creates the user) or run as an unprivileged user"
-        ) from None
+    return service_user(SERVICE_USER, "PostgreSQL", "postgresql", PostgresError)
 
 
 def _check_searchable(directory: Path, user: pwd.struct_passwd) -> None:
-    for parent in [directory, *directory.parents]:
-        mode = parent.stat().st_mode
-        if parent.stat().st_uid != user.pw_uid and not mode & 0o001:
-            raise PostgresError(
-                f"{parent} is not searchable by the '{user.pw_name}' user that runs PostgreSQL; "
-                "use a base directory under /tmp (the default)"
-            )
+    check_searchable(directory, user, "PostgreSQL", PostgresError)
 
 
 def _server_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
-    env["LC_ALL"] = "C"
-    return env
+    return server_env(("PG",))
 
 
 def _child_setup(user: pwd.struct_passwd | None, die_with_parent: bool) -> Callable[[], None] | None:
-    if user is None and not die_with_parent:
-        return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
-    parent = os.getpid()
-
-    def setup() -> None:
-        if user is not None:
-            os.setgroups([])
-            os.setgid(user.pw_gid)
-            os.setuid(user.pw_uid)
-            os.environ["HOME"] = user.pw_dir
-        # After setuid: changing credentials clears the parent-death signal.
-        if die_with_parent and prctl is not None:
-            prctl(1, signal.SIGINT)  # PR_SET_PDEATHSIG: a fast shutdown if the caller dies
-            if os.getppid() != parent:
-                os._exit(1)
-
-    return setup
+    # SIGINT: PostgreSQL's fast shutdown, if the caller dies
+    return child_setup(user, die_with_parent, signal.SIGINT)
 
 
 def _tail(text: str, lines: int = _LOG_TAIL_LINES) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:]) or "(no output)"
+    return tail(text, lines)
 
 
 def main(argv: list[str] | None = None) -> int:
