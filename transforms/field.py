@@ -369,13 +369,8 @@ class InsertField(KeyOrValueTransformation):
                     else:
                         data[name] = value
                 append(data)
-        new_schemas: list[Schema | None] = schemas
-        if with_schema:
-            new_schema = self._schemas.get(schema, self._updated_schema)
-            new_schemas = [new_schema] * len(out) if None not in column else [schema if d is None else new_schema for d in out]
-        if self.operates_on_key:
-            return DerivedSinkRecordBatch(batch, keys=out, key_schemas=new_schemas, fresh="keys")
-        return DerivedSinkRecordBatch(batch, values=out, value_schemas=new_schemas, fresh="values")
+        new_schema = self._schemas.get(schema, self._updated_schema) if with_schema else None
+        return _derived_batch(batch, self.operates_on_key, out, schemas, schema, new_schema, column)
 
 
 class InsertFieldKey(InsertField):
@@ -619,7 +614,7 @@ class ReplaceField(KeyOrValueTransformation):
                         append(None)
                     else:
                         return None
-            new_schemas: list[Schema | None] = schemas
+            new_schema = None
         else:
             if schema.type is not Type.STRUCT:
                 return None
@@ -634,10 +629,7 @@ class ReplaceField(KeyOrValueTransformation):
                     append(None)
                 else:
                     return None
-            new_schemas = [new_schema] * len(out) if None not in column else [schema if d is None else new_schema for d in out]
-        if self.operates_on_key:
-            return DerivedSinkRecordBatch(batch, keys=out, key_schemas=new_schemas, fresh="keys")
-        return DerivedSinkRecordBatch(batch, values=out, value_schemas=new_schemas, fresh="values")
+        return _derived_batch(batch, self.operates_on_key, out, schemas, schema, new_schema, column)
 
 
 class ReplaceFieldKey(ReplaceField):
@@ -698,3 +690,22 @@ class ValueToKey(BuiltinTransformation):
             v = struct.get(f.name)
             key[f.name] = f.schema.default if v is None and self._replace_null else v
         return with_key(record, key_schema, key)
+
+
+def _derived_batch(
+    batch: Any,
+    on_key: bool,
+    out: list[Any],
+    schemas: list[Schema | None],
+    schema: Schema | None,
+    new_schema: Schema | None,
+    column: list[Any],
+) -> DerivedSinkRecordBatch:
+    """The batch with one column replaced: ``out``, under ``new_schema`` (null entries keep ``schema``);
+    without a ``new_schema`` (schemaless) the column's schemas stay as they were."""
+    new_schemas: list[Schema | None] = schemas
+    if new_schema is not None:
+        new_schemas = [new_schema] * len(out) if None not in column else [schema if d is None else new_schema for d in out]
+    if on_key:
+        return DerivedSinkRecordBatch(batch, keys=out, key_schemas=new_schemas, fresh="keys")
+    return DerivedSinkRecordBatch(batch, values=out, value_schemas=new_schemas, fresh="values")
