@@ -77,3 +77,7 @@ class ByteArrayConverter(Converter, HeaderConverter):
     def to_connect_header(self, topic: str, key: str, data: bytes | None) -> SchemaAndValue:
         """Wrap a header value exactly as a record value."""
         return self.to_connect_data(topic, data)
+
+    def check_batch(self, topic: str, datas: Sequence[bytes | None]) -> str | None:
+        """Bytes always convert: the values are the bytes."""
+        return "bytes"

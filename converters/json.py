@@ -47,6 +47,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any, ClassVar, Literal
 
+import msgspec
 import orjson
 import pydantic
 
@@ -1213,6 +1214,29 @@ class JsonConverter(Converter, HeaderConverter):
         results = list(map(self._read, datas))
         return [r[0] for r in results], [r[1] for r in results]
 
+    def check_batch(self, topic: str, datas: Sequence[bytes | None]) -> str | None:
+        """``"json"`` when every value is one complete JSON document (or null), checked in one pass
+        over the batch without building any object; schemaless only (an envelope needs its schema
+        read anyway).
+
+        The values are joined into one JSON array and validated with msgspec's ``Raw`` decoder,
+        about a quarter of the cost of parsing them. Each element must span exactly its own value
+        (same length, so no value spilled into its neighbour and none had stray whitespace, which
+        Jackson would read differently when empty) and the whole must be valid UTF-8.
+        """
+        if self._envelope:
+            return None
+        parts = [b"null" if d is None else d for d in datas]
+        blob = b"".join((b"[", b",".join(parts), b"]"))
+        try:
+            elements = _RAW_ARRAY.decode(blob)
+            blob.decode("utf-8")
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            return None
+        if len(elements) != len(parts) or list(map(len, elements)) != list(map(len, parts)):
+            return None
+        return "json"
+
     def as_connect_schema(self, json_schema: Mapping[str, Any]) -> Schema:
         """Connect's ``asConnectSchema``: a parsed JSON schema object → :class:`Schema` (cached)."""
         return self._reader_for(dict(json_schema))[0]
@@ -1309,3 +1333,7 @@ class JsonConverter(Converter, HeaderConverter):
 
 def _identity(value: Any) -> Any:
     return value
+
+
+#: Validates a JSON array and returns each element's bytes, building no Python object per value.
+_RAW_ARRAY = msgspec.json.Decoder(list[msgspec.Raw])

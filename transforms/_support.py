@@ -8,8 +8,6 @@ half of the record they work on. :class:`KeyOrValueTransformation` does the same
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
-from functools import partial
-from itertools import repeat
 from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BeforeValidator
@@ -186,7 +184,6 @@ def with_key(record: R, schema: Schema | None, key: Any) -> R:
 
 
 _ORIGINAL_AT = _SINK_FIELDS.index("original_topic")
-_new_sink_record = partial(_new_tuple, SinkRecord)
 
 
 def with_topic(record: R, topic: str) -> R:
@@ -220,12 +217,12 @@ _COLUMN_PROPERTIES = {
 class DerivedSinkRecordBatch(SinkRecordBatch):
     """A batch a columnar transform produced from a consumed one.
 
-    Columns it did not change are read from the parent on demand; ``original_topic`` is the topic
-    the records were consumed from, kept on every record built from the batch (KIP-793), so a sink
-    that commits per consumed partition is not misled by a topic-renaming transform.
+    Columns it did not change are read from the parent on demand; ``original_topic`` stays the
+    topic the records were consumed from (KIP-793), so a sink that commits per consumed partition
+    is not misled by a topic-renaming transform.
     """
 
-    __slots__ = ("fresh", "original_topic")
+    __slots__ = ("fresh",)
 
     def __init__(
         self,
@@ -245,41 +242,11 @@ class DerivedSinkRecordBatch(SinkRecordBatch):
             parent.keys if keys is None else keys,
             parent.key_schemas if key_schemas is None else key_schemas,
             lambda name: getattr(parent, _COLUMN_PROPERTIES[name]),
+            original_topic=parent.original_topic,
         )
-        self.original_topic: str = getattr(parent, "original_topic", parent.topic)
         #: ``"values"`` or ``"keys"`` when that column holds maps the transform that made this batch
         #: built itself and nothing else refers to: the next columnar step may change them in place.
         self.fresh = fresh
-
-    def records(self) -> list[SinkRecord]:
-        if self._records is None:
-            if self.original_topic == self.topic:
-                return super().records()
-            n = len(self.values)
-            partitions, offsets = self.partitions, self.offsets
-            columns = zip(
-                repeat(self.topic, n),
-                partitions,
-                offsets,
-                self.values,
-                self.value_schemas,
-                self.keys,
-                self.key_schemas,
-                self.timestamps,
-                self.timestamp_types,
-                self.headers,
-                repeat(self.original_topic, n),
-                partitions,
-                offsets,
-            )
-            # tuple.__new__ over zipped columns builds each record without a Python-level call.
-            self._records = list(map(_new_sink_record, columns))
-        return self._records
-
-    @property
-    def routed(self) -> bool:
-        """Whether a transform renamed the topic (then only records carry the consumed topic)."""
-        return self.original_topic != self.topic
 
 
 def uniform(column: list[Any]) -> Any:

@@ -65,10 +65,9 @@ class TransformChain:
         steps = self.steps
         if isinstance(records, SinkRecordBatch):
             batch, steps = self._columns(records)
-            if not steps and not getattr(batch, "routed", False):
+            if not steps:
+                # A renamed batch stays a batch: it keeps the consumed topic in original_topic.
                 return batch  # type: ignore[return-value]
-            # A renamed topic leaves the batch as records: a record carries the topic it was
-            # consumed from (original_topic), which sinks commit offsets for; a batch cannot.
             records = batch.records()  # type: ignore[assignment]
         elif not isinstance(records, list):
             records = list(records)

@@ -49,6 +49,16 @@ class Converter(abc.ABC):
         results = [convert(topic, d) for d in datas]
         return [r.schema for r in results], [r.value for r in results]
 
+    def check_batch(self, topic: str, datas: Sequence[bytes | None]) -> str | None:
+        """Whether :meth:`to_connect_batch` is known to succeed on ``datas`` without running it.
+
+        A converter that can tell much faster than it converts answers the kind of bytes they are
+        (``"json"``, ``"bytes"``); the runtime may then defer the conversion for a sink task that
+        might not need it (see :attr:`~connectors.api.SinkTask.lazy_values`). ``None``, the
+        default, means "convert now".
+        """
+        return None
+
 
 class HeaderConverter(abc.ABC):
     """Turns one header value into bytes and back."""

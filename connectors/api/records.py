@@ -9,6 +9,7 @@ path. Derive a changed copy with :meth:`SourceRecord.replace` / :meth:`SinkRecor
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import repeat
 from typing import Any, NamedTuple, overload
 
 from connectors.api.schema import Schema
@@ -100,29 +101,91 @@ class SinkRecordBatch(Sequence[SinkRecord]):
     reads them directly and skips building a record object per message, which costs more than
     everything else the runtime does per record. Columns other than ``values``/``keys`` and their
     schemas are loaded lazily from the consumed messages the first time they are read.
+
+    ``topic`` is the topic the records are for (a routing transform may have renamed it);
+    ``original_topic`` the topic they were consumed from, which offsets are committed for (KIP-793).
+
+    Values may be converted lazily too: for a task class with :attr:`SinkTask.lazy_values`, the
+    runtime checks a poll's raw value bytes as a whole and converts them only when ``values`` is
+    first read (which then cannot fail). Such a task may use :attr:`raw_values` instead, e.g. to
+    archive JSON as it was consumed without decoding and encoding it again.
     """
 
-    __slots__ = ("topic", "values", "value_schemas", "keys", "key_schemas", "_loader", "_columns", "_records")
+    __slots__ = (
+        "topic",
+        "original_topic",
+        "raw_format",
+        "keys",
+        "key_schemas",
+        "_values",
+        "_value_schemas",
+        "_loader",
+        "_columns",
+        "_records",
+    )
 
     def __init__(
         self,
         topic: str,
-        values: list[Any],
-        value_schemas: list[Schema | None],
+        values: list[Any] | None,
+        value_schemas: list[Schema | None] | None,
         keys: list[Any],
         key_schemas: list[Schema | None],
-        loader: Callable[[str], list[Any]],
+        loader: Callable[[str], Any],
+        *,
+        original_topic: str | None = None,
+        raw_format: str | None = None,
     ) -> None:
         self.topic = topic
-        self.values = values
-        self.value_schemas = value_schemas
+        self.original_topic = topic if original_topic is None else original_topic
+        #: What the bytes of :attr:`raw_values` are known to be: ``"json"`` (checked to be JSON,
+        #: values are their schemaless parse), ``"bytes"`` (the values are the bytes), else ``None``.
+        self.raw_format = raw_format
+        self._values = values
+        self._value_schemas = value_schemas
         self.keys = keys
         self.key_schemas = key_schemas
         self._loader = loader
         self._columns: dict[str, list[Any]] = {}
         self._records: list[SinkRecord] | None = None
 
-    def _column(self, name: str) -> list[Any]:
+    @property
+    def values(self) -> list[Any]:
+        """The converted values (converted now if the runtime deferred it)."""
+        values = self._values
+        if values is None:
+            self._convert_values()
+            values = self._values
+            assert values is not None
+        return values
+
+    @property
+    def value_schemas(self) -> list[Schema | None]:
+        schemas = self._value_schemas
+        if schemas is None:
+            self._convert_values()
+            schemas = self._value_schemas
+            assert schemas is not None
+        return schemas
+
+    @property
+    def values_converted(self) -> bool:
+        """Whether :attr:`values` exists yet (``False`` only while a deferred conversion waits)."""
+        return self._values is not None
+
+    def _convert_values(self) -> None:
+        self._value_schemas, self._values = self._loader("value")
+
+    @property
+    def raw_values(self) -> list[bytes | None] | None:
+        """The value bytes exactly as consumed, or ``None`` when the values are not their plain
+        conversion any more (a transform changed them) or the batch was not consumed from Kafka."""
+        try:
+            return self._column("raw_value")
+        except KeyError:
+            return None
+
+    def _column(self, name: str) -> Any:
         column = self._columns.get(name)
         if column is None:
             column = self._columns[name] = self._loader(name)
@@ -149,28 +212,29 @@ class SinkRecordBatch(Sequence[SinkRecord]):
         return self._column("headers")
 
     def records(self) -> list[SinkRecord]:
-        """Every record as a :class:`SinkRecord` (built once)."""
+        """Every record as a :class:`SinkRecord` (built once); records of a routed batch keep
+        their consumed coordinates in ``original_topic``/``original_partition``/``original_offset``."""
         if self._records is None:
-            n = len(self.values)
-            self._records = list(
-                map(
-                    SinkRecord,
-                    [self.topic] * n,
-                    self.partitions,
-                    self.offsets,
-                    self.values,
-                    self.value_schemas,
-                    self.keys,
-                    self.key_schemas,
-                    self.timestamps,
-                    self.timestamp_types,
-                    self.headers,
-                )
-            )
+            n = len(self.keys)
+            columns: list[Any] = [
+                repeat(self.topic, n),
+                self.partitions,
+                self.offsets,
+                self.values,
+                self.value_schemas,
+                self.keys,
+                self.key_schemas,
+                self.timestamps,
+                self.timestamp_types,
+                self.headers,
+            ]
+            if self.original_topic != self.topic:
+                columns += [repeat(self.original_topic, n), self.partitions, self.offsets]
+            self._records = list(map(SinkRecord, *columns))
         return self._records
 
     def __len__(self) -> int:
-        return len(self.values)
+        return len(self.keys)
 
     @overload
     def __getitem__(self, index: int) -> SinkRecord: ...
@@ -186,6 +250,11 @@ class SinkRecordBatch(Sequence[SinkRecord]):
 
     def __repr__(self) -> str:
         return f"SinkRecordBatch(topic={self.topic!r}, records={len(self)})"
+
+    @property
+    def routed(self) -> bool:
+        """Whether a transform renamed the topic (records then carry the consumed one)."""
+        return self.original_topic != self.topic
 
 
 class SourceRecordBatch(Sequence[SourceRecord]):

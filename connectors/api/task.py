@@ -136,6 +136,12 @@ class SinkTask(Task):
 
     context: SinkTaskContext
 
+    #: A task class that sets this may receive batches whose ``values`` are converted only when
+    #: first read (the runtime checked the bytes first, so reading them cannot fail), and may
+    #: write :attr:`~connectors.api.SinkRecordBatch.raw_values` instead. Only for a connector
+    #: without transforms, and only if the value converter can check a batch cheaply.
+    lazy_values: ClassVar[bool] = False
+
     @abc.abstractmethod
     def start(self, config: Mapping[str, Any], context: SinkTaskContext) -> None:
         """Start with a task configuration. Thread: the task thread, before anything else."""

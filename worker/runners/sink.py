@@ -172,6 +172,9 @@ class SinkTaskRunner(WorkerTask):
         self._next_commit = 0.0
         self.records_put = 0
         self._failed_message: Any = None
+        # Deferred value conversion (SinkTask.lazy_values): only without transforms, which read values.
+        self._lazy = bool(getattr(type(task), "lazy_values", False)) and transform is None
+        self._deferred_failed = False
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -319,6 +322,7 @@ class SinkTaskRunner(WorkerTask):
         if not good:
             return
         self._track_consumed(good)
+        self._deferred_failed = False
         try:
             records = self._convert(good)
             if self._transform is not None:
@@ -326,8 +330,17 @@ class SinkTaskRunner(WorkerTask):
         except Exception:
             # Only now go record by record, to isolate the bad record(s) of this batch.
             records = self._convert_each(good)
-        if records:
+        if not records:
+            return
+        try:
             self._put(records)
+        except _DeferredConversionFailed:
+            # The converter's check passed but its conversion did not (it should not happen): the
+            # task has not written this batch, so convert it record by record under errors.*.
+            log.warning("Deferred value conversion failed after its check passed; converting the batch record by record")
+            records = self._convert_each(good)
+            if records:
+                self._put(records)
 
     def _convert_each(self, messages: list[Any]) -> list[SinkRecord]:
         """Steps 2 and 3 one record at a time, under ``errors.*``: a record that fails is skipped
@@ -436,6 +449,8 @@ class SinkTaskRunner(WorkerTask):
                 except ToleranceExceeded:
                     raise  # the errant record reporter failed the task already
                 except Exception as exc:
+                    if self._deferred_failed:
+                        raise _DeferredConversionFailed from exc
                     raise self.retry.unrecoverable(Stage.TASK_PUT, _class_name(self.task), exc) from exc
         finally:
             if paused and self._consumer is not None:
@@ -455,17 +470,31 @@ class SinkTaskRunner(WorkerTask):
             for group in by_topic.values():
                 out.extend(self._convert(group))
             return out
+        raws = [m.value() for m in messages]
+        raw_format = self._value_converter.check_batch(topic, raws) if self._lazy else None
+        values: list[Any] | None = None
+        value_schemas: list[Any] | None = None
         try:
             key_schemas, keys = self._key_converter.to_connect_batch(topic, [m.key() for m in messages])
-            value_schemas, values = self._value_converter.to_connect_batch(topic, [m.value() for m in messages])
+            if raw_format is None:
+                value_schemas, values = self._value_converter.to_connect_batch(topic, raws)
         except DataError as exc:
             raise DataError(f"Converter failed on a record of topic {topic!r}: {exc}") from exc
-        return SinkRecordBatch(topic, values, value_schemas, keys, key_schemas, self._column_loader(topic, messages))
+        loader = self._column_loader(topic, messages, raws)
+        return SinkRecordBatch(topic, values, value_schemas, keys, key_schemas, loader, raw_format=raw_format)
 
-    def _column_loader(self, topic: str, messages: list[Any]) -> Callable[[str], list[Any]]:
+    def _column_loader(self, topic: str, messages: list[Any], raws: list[bytes | None]) -> Callable[[str], Any]:
         convert_headers = self._convert_headers
 
-        def load(column: str) -> list[Any]:
+        def load(column: str) -> Any:
+            if column == "value":  # deferred: the converter checked these bytes already
+                try:
+                    return self._value_converter.to_connect_batch(topic, raws)
+                except Exception:
+                    self._deferred_failed = True
+                    raise
+            if column == "raw_value":
+                return raws
             if column == "partition":
                 return [m.partition() for m in messages]
             if column == "kafka_offset":
@@ -524,3 +553,7 @@ class SinkTaskRunner(WorkerTask):
 def _class_name(obj: Any) -> str:
     cls = type(obj)
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+class _DeferredConversionFailed(Exception):
+    """A deferred value conversion failed inside ``put()``: the batch is converted again eagerly."""

@@ -57,7 +57,9 @@ class TopicRecords:
     @property
     def consumed_topic(self) -> str:
         """The topic the records were consumed from (for offsets), before any renaming transform."""
-        if isinstance(self._source, SinkRecordBatch) or not self._source:
+        if isinstance(self._source, SinkRecordBatch):
+            return self._source.original_topic
+        if not self._source:
             return self.topic
         first = self._source[0]
         return first.original_topic if first.original_topic is not None else first.topic
@@ -96,7 +98,7 @@ class TopicRecords:
 
     def record(self, index: int) -> SinkRecord:
         """Record ``index`` as a :class:`SinkRecord` (for the errant record reporter)."""
-        return SinkRecord(
+        record = SinkRecord(
             self.topic,
             self.partitions[index],
             self.offsets[index],
@@ -105,6 +107,10 @@ class TopicRecords:
             self.keys[index],
             self.key_schemas[index],
         )
+        consumed = self.consumed_topic
+        if consumed != self.topic:  # routed: the record keeps where it was consumed (KIP-793)
+            record = record.replace(original_topic=consumed, original_partition=record.partition, original_offset=record.kafka_offset)
+        return record
 
     def coordinates(self, index: int) -> str:
         """``topic/partition/offset`` of record ``index``, for error messages."""

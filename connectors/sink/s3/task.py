@@ -257,7 +257,7 @@ def _split_batch(batch: SinkRecordBatch) -> list[tuple[TopicPartition, Columns]]
             timestamps=lambda: batch.timestamps,
             headers=lambda: batch.headers,
         )
-        return [(TopicPartition(batch.topic, first), cols)]
+        return [(TopicPartition(batch.original_topic, first), cols)]  # offsets are the consumed topic's
     indices: dict[int, list[int]] = {}
     for i, p in enumerate(partitions):
         indices.setdefault(p, []).append(i)
@@ -279,5 +279,5 @@ def _split_batch(batch: SinkRecordBatch) -> list[tuple[TopicPartition, Columns]]
             timestamps=timestamps,
             headers=headers,
         )
-        out.append((TopicPartition(batch.topic, p), cols))
+        out.append((TopicPartition(batch.original_topic, p), cols))
     return out

@@ -100,17 +100,25 @@ def test_the_chain_builds_no_record_for_columnar_steps() -> None:
     assert b._records is None  # the consumed batch never built its records
 
 
-def test_a_routed_batch_ends_as_records_that_keep_their_consumed_coordinates() -> None:
-    """Sinks commit offsets for the consumed topic: only a record can carry it next to the new one."""
+def test_a_routed_batch_stays_a_batch_that_keeps_its_consumed_coordinates() -> None:
+    """Sinks commit offsets for the consumed topic: the batch carries it next to the new one, and
+    so does every record built from it."""
     b = batch([{"id": 1}, {"id": 2}])
     routed = configured(RegexRouter, regex="orders", replacement="archive").apply_columns(b)
     assert isinstance(routed, DerivedSinkRecordBatch) and routed.routed and routed.original_topic == "orders"
     out = chain(configured(RegexRouter, regex="orders", replacement="archive"))(b)
-    assert isinstance(out, list)
+    assert isinstance(out, SinkRecordBatch)
+    assert (out.topic, out.original_topic, out.values) == ("archive", "orders", [{"id": 1}, {"id": 2}])
     first = out[0]
     assert (first.topic, first.original_topic, first.original_partition, first.original_offset) == ("archive", "orders", 3, 100)
     assert first.topic_partition.topic == "orders"
     assert out[1].original_offset == 101
+
+
+def test_an_unrouted_batch_builds_records_without_original_coordinates() -> None:
+    out = chain(configured(RegexRouter, regex="nomatch", replacement="x"))(batch([{"id": 1}]))
+    assert isinstance(out, SinkRecordBatch) and not out.routed
+    assert out[0].original_topic is None and out[0].topic_partition.topic == "orders"
 
 
 def test_a_step_without_columns_continues_record_by_record() -> None:
