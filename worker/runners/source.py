@@ -279,23 +279,22 @@ class SourceTaskRunner(WorkerTask):
         except Exception:
             return False
         produce = producer.produce
-        try:
-            if keys is None:
-                for i, v in enumerate(values):
-                    try:
-                        produce(topic, v)
-                    except BufferError:
-                        self._produce_columns_when_room(topic, values, None, i)
-                        break
-            else:
-                for i, (k, v) in enumerate(zip(keys, values)):
-                    try:
-                        produce(topic, v, k)
-                    except BufferError:
-                        self._produce_columns_when_room(topic, values, keys, i)
-                        break
-        except KafkaException as exc:
-            raise self.retry.unrecoverable(Stage.KAFKA_PRODUCE, _PRODUCER, exc, f"topic {topic!r}") from exc
+        # The tight loops stop at the first full queue or refused record; the rest goes the
+        # careful way, which waits for room and hands a refused record to errors.* (KIP-779).
+        if keys is None:
+            for i, v in enumerate(values):
+                try:
+                    produce(topic, v)
+                except (BufferError, KafkaException):
+                    self._produce_columns_carefully(batch, values, None, i)
+                    break
+        else:
+            for i, (k, v) in enumerate(zip(keys, values)):
+                try:
+                    produce(topic, v, k)
+                except (BufferError, KafkaException):
+                    self._produce_columns_carefully(batch, values, keys, i)
+                    break
         sp = batch.source_partition
         if sp is not None and n:
             self._pending[offset_key(self.id.connector, sp)] = (sp, batch.last_offset)
@@ -370,10 +369,13 @@ class SourceTaskRunner(WorkerTask):
             headers = headers + context_headers(ctx, self.id.connector, self.id.task, r.topic)
         dlq.send(key, value, headers)
 
-    def _produce_columns_when_room(self, topic: str, values: list[Any], keys: list[Any] | None, start: int) -> None:
-        """The queue filled up at ``start``: produce the rest, serving delivery reports when it is full."""
+    def _produce_columns_carefully(self, batch: SourceRecordBatch, values: list[Any], keys: list[Any] | None, start: int) -> None:
+        """Produce a columnar batch from ``start`` on: when the queue is full, serve delivery
+        reports until there is room; a record the producer refuses is tolerated (skipped, sent
+        to the DLQ) or fails the task, as on the record-by-record path."""
         producer = self._producer
         assert producer is not None
+        topic = batch.topic
         for i in range(start, len(values)):
             while True:
                 try:
@@ -382,6 +384,9 @@ class SourceTaskRunner(WorkerTask):
                 except BufferError:
                     producer.poll(0.05)
                     self._check_delivery()
+                except KafkaException as exc:
+                    self.retry.fail(ErrorContext(Stage.KAFKA_PRODUCE, _PRODUCER, exc, f"topic {topic!r}", batch[i]))
+                    break
 
     def _produce_extras(self, record: SourceRecord, commit_record: Any) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}

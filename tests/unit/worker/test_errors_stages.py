@@ -9,7 +9,15 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from connectors.api import STRING_SCHEMA, ConnectError, RetriableError, SinkRecord, SourceRecord, SourceTask
+from connectors.api import (
+    STRING_SCHEMA,
+    ConnectError,
+    RetriableError,
+    SinkRecord,
+    SourceRecord,
+    SourceRecordBatch,
+    SourceTask,
+)
 from converters.header import SimpleHeaderConverter
 from converters.string import StringConverter
 from offsets import MemoryOffsetStore
@@ -147,6 +155,39 @@ def test_a_record_the_producer_refuses_fails_the_task_without_tolerance() -> Non
             runner._send([too_big(1)])
         assert isinstance(info.value.__cause__, KafkaException)
         assert not runner._pending  # its offset is never stored
+    finally:
+        runner._producer = None
+
+
+def columns(*sizes: int) -> SourceRecordBatch:
+    return SourceRecordBatch(
+        "out", ["x" * size for size in sizes], value_schema=STRING_SCHEMA, source_partition={"f": 1},
+        source_offsets=[{"n": n} for n in range(len(sizes))],
+    )
+
+
+def test_a_columnar_batch_skips_only_the_refused_record_with_tolerance() -> None:
+    dlq = StartableDLQ()
+    runner = source_runner(ScriptedSourceTask(), FailureListener(), dlq, tolerance_all=True, dlq_context_headers=True)
+    runner._initialize()
+    try:
+        assert runner._send_columns(columns(10, 5000, 20))
+        assert [value for _, value, _ in dlq.sent] == [b"x" * 5000]
+        assert dict(dlq.sent[0][2])["__connect.errors.stage"] == b"KAFKA_PRODUCE"
+        assert len(runner._producer) == 2  # type: ignore[arg-type]  # the other two are queued
+        assert list(runner._pending.values()) == [({"f": 1}, {"n": 2})]
+    finally:
+        runner._producer = None
+
+
+def test_a_columnar_batch_with_a_refused_record_fails_the_task_without_tolerance() -> None:
+    runner = source_runner(ScriptedSourceTask(), FailureListener())
+    runner._initialize()
+    try:
+        with pytest.raises(ToleranceExceeded) as info:
+            runner._send_columns(columns(10, 5000, 20))
+        assert isinstance(info.value.__cause__, KafkaException)
+        assert not runner._pending  # no offset of the batch is stored
     finally:
         runner._producer = None
 
