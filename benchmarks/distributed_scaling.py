@@ -45,7 +45,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start_workers(bootstrap: str, count: int, workdir: Path) -> list[tuple[subprocess.Popen[bytes], str]]:
+def _start_workers(bootstrap: str, count: int, workdir: Path, executor: str = "thread") -> list[tuple[subprocess.Popen[bytes], str]]:
     group = f"bench-{uuid.uuid4().hex[:8]}"
     workers = []
     for i in range(count):
@@ -63,6 +63,7 @@ def _start_workers(bootstrap: str, count: int, workdir: Path) -> list[tuple[subp
                     "offset.storage.replication.factor=1",
                     "status.storage.replication.factor=1",
                     f"listeners=http://127.0.0.1:{port}",
+                    f"task.executor={executor}",
                     "session.timeout.ms=6000",
                     "heartbeat.interval.ms=1000",
                     "key.converter=org.apache.kafka.connect.storage.StringConverter",
@@ -130,10 +131,10 @@ def _wait_running(url: str, tasks: int, timeout: float = 120) -> None:
     raise RuntimeError(f"the connector's {tasks} tasks did not all run within {timeout:.0f}s")
 
 
-def run_config(bootstrap: str, workers: int, tasks: int, seconds: float, workdir: Path) -> Result:
+def run_config(bootstrap: str, workers: int, tasks: int, seconds: float, workdir: Path, executor: str = "thread") -> Result:
     """Steady-state rate: the topic's growth over ``seconds`` once every task runs (plus a warm-up)."""
     topic = create_topic(bootstrap, f"bench-scale-{uuid.uuid4().hex[:8]}", PARTITIONS)
-    procs = _start_workers(bootstrap, workers, workdir)
+    procs = _start_workers(bootstrap, workers, workdir, executor)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks"})
     try:
         _create(
@@ -156,7 +157,12 @@ def run_config(bootstrap: str, workers: int, tasks: int, seconds: float, workdir
         consumer.close()
         _stop(procs)
     sample = orjson.dumps({"task": 0, "seq": 123456, "payload": "x" * PAYLOAD})
-    return Result(f"{workers} worker(s) x {tasks} task(s)", records, len(sample) * records, elapsed)
+    where = "" if executor == "thread" else f", {executor} per task"
+    return Result(f"{workers} worker(s) x {tasks} task(s){where}", records, len(sample) * records, elapsed)
+
+
+#: (workers, tasks, task.executor) of each measured configuration.
+CONFIGS = [(w, t, "thread") for w in (1, 2) for t in (1, 2, 4)] + [(1, 2, "process"), (1, 4, "process")]
 
 
 def bare(bootstrap: str, total: int) -> Result:
@@ -188,15 +194,14 @@ def main() -> list[tuple[Result, Result]]:
     with broker() as bootstrap, tempfile.TemporaryDirectory() as tmp:
         raw = bare(bootstrap, total)
         print(raw.line())
-        for workers in (1, 2):
-            for tasks in (1, 2, 4):
-                result = run_config(bootstrap, workers, tasks, WINDOW_S, Path(tmp))
-                results.append(result)
-                print(result.line(raw))
+        for workers, tasks, executor in CONFIGS:
+            result = run_config(bootstrap, workers, tasks, WINDOW_S, Path(tmp), executor)
+            results.append(result)
+            print(result.line(raw))
     base = results[0]
     print("\nScaling (rate ÷ 1 worker × 1 task; and ÷ bare producer):")
     for r in results:
-        print(f"  {r.name:<28} {r.rate:>10,.0f} rec/s   x{r.rate / base.rate:4.2f}   vs bare {r.rate / raw.rate:4.2f}")
+        print(f"  {r.name:<44} {r.rate:>10,.0f} rec/s   x{r.rate / base.rate:4.2f}   vs bare {r.rate / raw.rate:4.2f}")
     return [(raw, r) for r in results]
 
 

@@ -42,6 +42,11 @@ class WorkerConfig(PluginConfig):
     offset_flush_interval_ms: int = Field(60_000, ge=1, description="Interval between offset commits")
     offset_flush_timeout_ms: int = Field(5_000, ge=1, description="Maximum wait for pending records before a commit is abandoned")
     task_shutdown_graceful_timeout_ms: int = Field(5_000, ge=0, description="Time tasks get to stop cleanly")
+    task_executor: Literal["thread", "process"] = Field(
+        "thread",
+        description="Where tasks run: threads of the worker process, or a child process per task "
+        "(uses every core; a hung task is killed after task.shutdown.graceful.timeout.ms)",
+    )
     listeners: str = Field("http://127.0.0.1:8083", description="REST listeners, e.g. http://127.0.0.1:8083")
     rest_advertised_host_name: str | None = Field(None, description="Host name other workers and status use for this worker")
     rest_advertised_port: int | None = Field(None, description="Port other workers and status use for this worker")

@@ -77,7 +77,11 @@ class Status:
 
 
 def format_trace(error: BaseException) -> str:
-    """The trace Connect shows in status: the exception chain as text."""
+    """The trace Connect shows in status: the exception chain as text (a task process's failure
+    brings its own)."""
+    remote = getattr(error, "remote_trace", None)
+    if isinstance(remote, str) and remote:
+        return remote
     return "".join(traceback.format_exception(error)).rstrip()
 
 

@@ -181,6 +181,19 @@ class Worker:
         Placeholders in the connector config (converter and client settings) and in
         ``task_config`` are resolved now, so a task starts with current secret values.
         """
+        if self.config.task_executor == "process":
+            from worker.process_executor import ProcessTaskRunner
+
+            return ProcessTaskRunner(  # type: ignore[return-value]  # the same interface, another process
+                task_id,
+                worker_config_class=type(self.config),
+                worker_config=self.config.raw,
+                connector_config=validated.raw,
+                task_config=task_config,
+                listener=listener,
+                initial_state=initial_state,
+                offset_store=self.offset_store,
+            )
         connector_cls = validated.connector_class
         task = connector_cls.task_class()
         resolved = self.resolve(validated.raw)

@@ -1,4 +1,5 @@
-"""The same connector tests against a standalone worker and a (one-worker) distributed cluster.
+"""The same connector tests against a standalone worker and a (one-worker) distributed cluster,
+each with tasks on threads and with a process per task (``task.executor``).
 
 Both modes run the same connector code; only where configs, offsets and statuses are kept
 differs (files and memory vs. compacted Kafka topics). Each test here runs once per mode.
@@ -21,12 +22,14 @@ from tests.integration.kafka_helpers import consume_all, create_topic, unique_to
 from tests.integration.worker_process import WorkerProcess
 
 
-@pytest.fixture(params=["standalone", "distributed"])
+@pytest.fixture(params=["standalone", "distributed", "standalone/process", "distributed/process"])
 def worker(request: pytest.FixtureRequest, tmp_path: Path, kafka: KafkaBroker) -> Iterator[WorkerProcess]:
-    settings: dict[str, Any] = {"offset.flush.interval.ms": "500"}
-    if request.param == "distributed":
+    """Each mode with each task executor: threads of the worker, or a process per task."""
+    mode, _, executor = request.param.partition("/")
+    settings: dict[str, Any] = {"offset.flush.interval.ms": "500", "task.executor": executor or "thread"}
+    if mode == "distributed":
         settings.update(cluster_settings(f"sluice-modes-{uuid.uuid4().hex[:8]}"))
-    process = WorkerProcess(tmp_path, kafka.bootstrap_servers, mode=request.param, **settings)
+    process = WorkerProcess(tmp_path, kafka.bootstrap_servers, mode=mode, **settings)
     process.start()
     yield process
     process.stop()

@@ -1,0 +1,163 @@
+"""``task.executor=process``: a process per task, on a real standalone worker and broker.
+
+What a user relies on: each task is a process of its own (so a worker uses every core); a task
+process that dies is a FAILED task that the restart policy brings back, resuming from its stored
+offset with nothing lost; and a task that hangs past ``task.shutdown.graceful.timeout.ms`` is
+killed instead of stalling the worker, its REST API or its other connectors.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.kafka_helpers import consume_all, create_topic, unique_topic_name
+from tests.integration.worker_process import WorkerProcess
+
+pytestmark = pytest.mark.integration
+
+HANGING = "tests.plugins.hanging.HangingSource"
+
+
+@pytest.fixture
+def worker(kafka: Any, tmp_path: Path):
+    w = WorkerProcess(
+        tmp_path,
+        kafka.bootstrap_servers,
+        **{
+            "task.executor": "process",
+            "offset.flush.interval.ms": "300",
+            "task.shutdown.graceful.timeout.ms": "2000",
+            "task.restart.backoff.initial.ms": "300",
+        },
+    ).start()
+    yield w
+    assert w.stop() == 0, w.log()
+
+
+def pids(path: Path) -> dict[int, list[int]]:
+    """Task → the pids it started in, in order."""
+    out: dict[int, list[int]] = {}
+    for line in path.read_text().splitlines() if path.exists() else ():
+        task, pid = map(int, line.split())
+        out.setdefault(task, []).append(pid)
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (killed, not yet reaped) counts as gone.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_for(probe: Any, done: Any, timeout: float = 30, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    value = probe()
+    while not done(value):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}: last {value!r}")
+        time.sleep(0.1)
+        value = probe()
+    return value
+
+
+def create(worker: WorkerProcess, name: str, tmp_path: Path, topic: str, tasks: int = 1) -> dict[str, str]:
+    config = {
+        "connector.class": HANGING,
+        "tasks.max": str(tasks),
+        "topic": topic,
+        "pid.file": str(tmp_path / f"{name}.pids"),
+        "hang.flag": str(tmp_path / f"{name}.hang"),
+    }
+    r = httpx.post(f"{worker.url}/connectors", json={"name": name, "config": config}, timeout=30)
+    assert r.status_code == 201, r.text
+    worker.wait_running(name, tasks=tasks)
+    return config
+
+
+def test_each_task_runs_in_a_process_of_its_own(worker: WorkerProcess, kafka: Any, tmp_path: Path) -> None:
+    topic = unique_topic_name("proc")
+    create_topic(kafka.bootstrap_servers, topic)
+    create(worker, "two", tmp_path, topic, tasks=2)
+    started = wait_for(lambda: pids(tmp_path / "two.pids"), lambda p: len(p) == 2, what="both tasks started")
+    task_pids = {p[-1] for p in started.values()}
+    assert len(task_pids) == 2 and worker.proc is not None and worker.proc.pid not in task_pids
+    assert all(alive(pid) for pid in task_pids)
+    records = consume_all(kafka.bootstrap_servers, topic, 20, timeout=30)
+    assert {r.value.decode().split(":")[0] for r in records} == {"0", "1"}  # both processes produce
+
+    assert httpx.delete(f"{worker.url}/connectors/two", timeout=30).status_code == 204
+    wait_for(lambda: [pid for pid in task_pids if alive(pid)], lambda left: not left, what="task processes to exit")
+
+
+def test_a_killed_task_process_is_a_failure_the_restart_policy_repairs(worker: WorkerProcess, kafka: Any, tmp_path: Path) -> None:
+    topic = unique_topic_name("proc-kill")
+    create_topic(kafka.bootstrap_servers, topic)
+    create(worker, "victim", tmp_path, topic)
+    consume_all(kafka.bootstrap_servers, topic, 20, timeout=30)
+    (first,) = pids(tmp_path / "victim.pids")[0]
+    time.sleep(1)  # let an offset commit happen, so the restart resumes rather than starts over
+
+    os.kill(first, signal.SIGKILL)
+    restarted = wait_for(lambda: pids(tmp_path / "victim.pids")[0], lambda p: len(p) == 2, what="a restarted task process")
+    assert restarted[1] != first
+    worker.wait_running("victim")
+    assert "was killed by signal 9" in worker.log()
+
+    # Nothing lost: every number up to the highest produced is in the topic (repeats allowed,
+    # from the interval after the last offset commit).
+    time.sleep(1)
+    values = [int(r.value.decode().split(":")[1]) for r in consume_all(kafka.bootstrap_servers, topic, 1, timeout=30)]
+    assert sorted(set(values)) == list(range(max(values) + 1))
+    assert max(values) > 25  # and it went on counting after the restart
+
+
+def test_a_hung_task_is_killed_without_stalling_the_worker(worker: WorkerProcess, kafka: Any, tmp_path: Path) -> None:
+    busy, stuck = unique_topic_name("proc-busy"), unique_topic_name("proc-stuck")
+    for topic in (busy, stuck):
+        create_topic(kafka.bootstrap_servers, topic)
+    create(worker, "busy", tmp_path, busy)
+    config = create(worker, "stuck", tmp_path, stuck)
+    (stuck_pid,) = pids(tmp_path / "stuck.pids")[0]
+    Path(config["hang.flag"]).touch()  # poll() now blocks and ignores stop()
+    time.sleep(0.5)
+
+    before = len(consume_all(kafka.bootstrap_servers, busy, 1, timeout=30))
+    started = time.monotonic()
+    assert httpx.delete(f"{worker.url}/connectors/stuck", timeout=30).status_code == 204
+    assert time.monotonic() - started < 15  # graceful timeout (2 s) plus the kill, not forever
+    wait_for(lambda: alive(stuck_pid), lambda a: not a, timeout=15, what="the hung task's process to be killed")
+    assert "did not stop in time: killing its process" in worker.log()
+
+    # The worker, its REST API and the other connector carry on.
+    assert httpx.get(f"{worker.url}/connectors", timeout=5).json() == ["busy"]
+    wait_for(
+        lambda: len(consume_all(kafka.bootstrap_servers, busy, 1, timeout=30)),
+        lambda n: n > before + 10,
+        what="the busy connector to keep producing",
+    )
+    assert httpx.get(f"{worker.url}/connectors/busy/status", timeout=5).json()["tasks"][0]["state"] == "RUNNING"
+
+
+def test_task_processes_end_with_a_killed_worker(kafka: Any, tmp_path: Path) -> None:
+    """No orphans: a task process whose worker was SIGKILLed stops (its offsets went with the
+    worker, so a new worker re-delivers from the last commit)."""
+    worker = WorkerProcess(tmp_path, kafka.bootstrap_servers, **{"task.executor": "process"}).start()
+    topic = unique_topic_name("proc-orphan")
+    create_topic(kafka.bootstrap_servers, topic)
+    create(worker, "orphan", tmp_path, topic, tasks=2)
+    task_pids = [p[-1] for p in wait_for(lambda: pids(tmp_path / "orphan.pids"), lambda p: len(p) == 2, what="2 tasks").values()]
+    worker.kill()
+    wait_for(lambda: [pid for pid in task_pids if alive(pid)], lambda left: not left, timeout=20, what="task processes to exit")
