@@ -340,6 +340,17 @@ class RetryWithTolerance:
 _LIVE: weakref.WeakValueDictionary[Hashable, RetryWithTolerance] = weakref.WeakValueDictionary()
 
 
+class RelayedErrorMetrics:
+    """A task's error counters as another process last reported them (``task.executor=process``)."""
+
+    def __init__(self, task_id: Hashable) -> None:
+        self.latest: dict[str, int] = {}
+        _LIVE[task_id] = self  # type: ignore[assignment]  # quacks like RetryWithTolerance.metrics
+
+    def metrics(self) -> dict[str, int]:
+        return dict(self.latest)
+
+
 def task_error_metrics(task_id: Hashable) -> dict[str, int] | None:
     """The ``task-error-metrics`` of a running task (``None`` when no runner of it is alive)."""
     retry = _LIVE.get(task_id)

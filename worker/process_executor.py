@@ -36,6 +36,7 @@ from typing import Any
 
 from connectors.api import ConnectError
 from offsets import OffsetStore
+from worker.errors import RelayedErrorMetrics
 from worker.runners.base import TaskStatusListener
 from worker.status import ConnectorTaskId, TargetState
 
@@ -77,6 +78,7 @@ class ProcessTaskRunner:
         self._failed = False
         self._stopping = threading.Event()
         self._killed = False
+        self._metrics = RelayedErrorMetrics(task_id)  # what the status shows under "errors"
         self._send_lock = threading.Lock()
         self._control, child_control = _SPAWN.Pipe()
         self._offsets, child_offsets = _SPAWN.Pipe()
@@ -177,6 +179,8 @@ class ProcessTaskRunner:
                 listener.on_resume(task_id)
             elif event == "topics":
                 self.active_topics.update(args[0])
+            elif event == "metrics":
+                self._metrics.latest = args[0]
             elif event == "failure":
                 ended = self._failed = True
                 listener.on_failure(task_id, RemoteTaskError(args[0], args[1]))
@@ -324,6 +328,7 @@ def _child_main(
     runner.fence = fence_open.is_set
     runner.start()
     reported: set[str] = set()
+    last_metrics: dict[str, int] = {}
     while not runner.await_stop(0):
         try:
             if control.poll(0.2):
@@ -344,5 +349,16 @@ def _child_main(
         if runner.active_topics - reported:
             reported |= runner.active_topics
             send(("topics", sorted(reported)))
+        last_metrics = _relay_metrics(runner, last_metrics, send)
     if runner.active_topics - reported:
         send(("topics", sorted(runner.active_topics)))
+    _relay_metrics(runner, last_metrics, send)
+
+
+def _relay_metrics(runner: Any, last: dict[str, int], send: Callable[[tuple[Any, ...]], None]) -> dict[str, int]:
+    """Send the task's error counters up when they changed; the ones sent."""
+    retry = getattr(runner, "retry", None)
+    metrics = retry.metrics() if retry is not None else {}
+    if metrics != last:
+        send(("metrics", metrics))
+    return metrics

@@ -97,6 +97,9 @@ def test_each_task_runs_in_a_process_of_its_own(worker: WorkerProcess, kafka: An
     assert all(alive(pid) for pid in task_pids)
     records = consume_all(kafka.bootstrap_servers, topic, 20, timeout=30)
     assert {r.value.decode().split(":")[0] for r in records} == {"0", "1"}  # both processes produce
+    # The task processes relay their error counters: the status shows them as for threads.
+    tasks = httpx.get(f"{worker.url}/connectors/two/status", timeout=5).json()["tasks"]
+    assert [t["errors"]["total-record-failures"] for t in tasks] == [0, 0], tasks
 
     assert httpx.delete(f"{worker.url}/connectors/two", timeout=30).status_code == 204
     wait_for(lambda: [pid for pid in task_pids if alive(pid)], lambda left: not left, what="task processes to exit")
