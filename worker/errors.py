@@ -340,11 +340,25 @@ class RetryWithTolerance:
 _LIVE: weakref.WeakValueDictionary[Hashable, RetryWithTolerance] = weakref.WeakValueDictionary()
 
 
+#: Connect's ``task-error-metrics`` names, in the order :meth:`RetryWithTolerance.metrics` gives them.
+ERROR_METRIC_NAMES = (
+    "total-record-failures",
+    "total-record-errors",
+    "total-records-skipped",
+    "total-retries",
+    "total-errors-logged",
+    "deadletterqueue-produce-requests",
+    "deadletterqueue-produce-failures",
+    "last-error-timestamp",
+)
+
+
 class RelayedErrorMetrics:
     """A task's error counters as another process last reported them (``task.executor=process``)."""
 
     def __init__(self, task_id: Hashable) -> None:
-        self.latest: dict[str, int] = {}
+        # Zeros until the task process first reports, as a new thread-run task shows them.
+        self.latest: dict[str, int] = dict.fromkeys(ERROR_METRIC_NAMES, 0)
         _LIVE[task_id] = self  # type: ignore[assignment]  # quacks like RetryWithTolerance.metrics
 
     def metrics(self) -> dict[str, int]:

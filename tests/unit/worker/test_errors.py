@@ -413,3 +413,13 @@ def test_a_stopping_task_does_not_skip_a_record_it_was_retrying() -> None:
     with pytest.raises(ConnectError, match="stopped while retrying"):
         retry.execute(Stage.VALUE_CONVERTER, flaky(1))
     assert retry.total_records_skipped == 0
+
+
+def test_relayed_metrics_start_at_zero_under_the_names_a_live_task_reports() -> None:
+    from worker.errors import RelayedErrorMetrics, task_error_metrics
+
+    relayed = RelayedErrorMetrics(("relayed", 0))
+    live = RetryWithTolerance(ErrorHandlingConfig(), task_id=("live", 0))
+    assert task_error_metrics(("relayed", 0)) == live.metrics() == dict.fromkeys(live.metrics(), 0)
+    relayed.latest = {**relayed.latest, "total-retries": 3}
+    assert task_error_metrics(("relayed", 0))["total-retries"] == 3  # type: ignore[index]
