@@ -4,8 +4,17 @@ Run: ``python -m benchmarks.jdbc_sink`` (``SLUICE_BENCH_RECORDS``, ``SLUICE_BENC
 the size). Prints rows/s for the raw COPY, for the sink in ``insert`` mode (COPY straight into the
 table) and in ``upsert`` mode (COPY into a staging table + ``INSERT … ON CONFLICT``), and their
 ratios. Both sink modes render the COPY data column-wise and send each batch's transaction
-without waiting for it (see ``connectors/sink/jdbc/pgcopy.py`` and ``pgsend.py``). The sink runs in an in-process standalone herder: consume, JSON decode (schemaless, orjson),
-put, commit. No assertions.
+without waiting for it (see ``connectors/sink/jdbc/pgcopy.py`` and ``pgsend.py``). The sink runs
+in an in-process standalone herder: consume, JSON decode (schemaless, orjson), put, commit. No
+assertions.
+
+A sink's time runs from its connector configuration to the last row being committed, so it
+includes starting the task, joining the consumer group and opening the database connection.
+One-off costs a running worker has paid long before are paid before timing instead, by a small
+warm-up run: importing SQLAlchemy, and the broker creating its internal offsets topic on the
+first group commit (seconds on a fresh broker, which would otherwise land on the first mode
+measured). Completion is detected with ``max(id)`` (an index lookup) and then confirmed with
+``count(*)``: counting a growing table five times a second would take server CPU from the sink.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from confluent_kafka import Producer
 
 import connectors.sink.jdbc.task  # noqa: F401 - imported before timing, as a running worker has it
 from benchmarks.common import RECORDS, ROUNDS, Result, broker, create_topic, median_result, wait_until
+from connectors.jdbc_common.connection import import_sqlalchemy
 from deploy.postgres import PostgresServer
 from offsets import MemoryOffsetStore
 from plugins import PluginRegistry
@@ -61,10 +71,26 @@ def create_table(pg: PostgresServer, name: str, primary_key: bool) -> None:
         conn.execute(f'CREATE TABLE "{name}" ({COLUMNS}{", PRIMARY KEY (id)" if primary_key else ""})')
 
 
-def count(pg: PostgresServer, table: str) -> int:
-    with psycopg.connect(pg.dsn()) as conn:
-        row = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()
-        return int(row[0]) if row else 0
+class Completion:
+    """Whether all ``n`` rows (ids 0 … n-1) are in ``table``: a cheap ``max(id)`` poll, then ``count(*)``."""
+
+    def __init__(self, pg: PostgresServer, table: str, n: int) -> None:
+        self.conn = psycopg.connect(pg.dsn(), autocommit=True)
+        self.table, self.n = table, n
+        self.first_row_at: float | None = None
+
+    def __call__(self) -> bool:
+        row = self.conn.execute(f'SELECT max(id) FROM "{self.table}"').fetchone()
+        top = row[0] if row else None
+        if top is not None and self.first_row_at is None:
+            self.first_row_at = time.perf_counter()
+        if top is None or top < self.n - 1:
+            return False
+        counted = self.conn.execute(f'SELECT count(*) FROM "{self.table}"').fetchone()
+        return bool(counted and counted[0] >= self.n)
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def raw_copy(pg: PostgresServer, rows: list[tuple[object, ...]]) -> Result:
@@ -114,14 +140,26 @@ def sluice_sink(pg: PostgresServer, bootstrap: str, topic: str, n: int, mode: st
     }
     if mode == "upsert":
         config.update({"pk.mode": "record_value", "pk.fields": "id"})
+    done = Completion(pg, table, n)
     try:
         start = time.perf_counter()
         h.put_connector_config(f"bench-jdbc-{mode}-{time.time_ns()}", config, allow_replace=False)
-        wait_until(lambda: count(pg, table) >= n, timeout=900, poll=0.2)
+        wait_until(done, timeout=900, poll=0.02)
         elapsed = time.perf_counter() - start
     finally:
         h.stop()
+        done.close()
+    if done.first_row_at is not None:
+        print(f"    {mode}: first rows committed {done.first_row_at - start:.2f} s after the connector was created")
     return Result(f"Sluice topic → JdbcSink ({mode})", n, 0, elapsed)
+
+
+def warm_up(pg: PostgresServer, bootstrap: str) -> None:
+    """What a running worker has done long before: import SQLAlchemy, and make the broker create its
+    offsets topic (the first consumer group commit). A small insert run does both."""
+    import_sqlalchemy()
+    rows = make_rows(1000)
+    sluice_sink(pg, bootstrap, fill_topic(bootstrap, rows), len(rows), "insert")
 
 
 def main() -> list[tuple[Result, Result]]:
@@ -129,6 +167,7 @@ def main() -> list[tuple[Result, Result]]:
     print(f"topic → JDBC sink (PostgreSQL): {RECORDS:,} rows of 8 columns, {ROUNDS} rounds")
     results: list[tuple[Result, Result]] = []
     with broker() as bootstrap, PostgresServer(kill_with_parent=True) as pg:
+        warm_up(pg, bootstrap)
         topic = fill_topic(bootstrap, rows)
         raws: list[Result] = []
         ours: dict[str, list[Result]] = {"insert": [], "upsert": []}
@@ -142,13 +181,22 @@ def main() -> list[tuple[Result, Result]]:
                     f"{m} {r[-1].rate:>9,.0f} rows/s (ratio {r[-1].rate / raws[-1].rate:.2f})" for m, r in ours.items()
                 )
             )
-        raw = median_result(raws)
-        print(f"{raw.name:<42} {raw.rate:>10,.0f} rows/s")
+        print(f"{median_result(raws).name:<42} {median_result(raws).rate:>10,.0f} rows/s (median)")
         for runs in ours.values():
-            mine = median_result(runs)
-            print(f"{mine.name:<42} {mine.rate:>10,.0f} rows/s  ratio {mine.rate / raw.rate:.2f}")
+            raw, mine = median_round(raws, runs)
+            print(
+                f"{mine.name:<42} {median_result(runs).rate:>10,.0f} rows/s (median)  "
+                f"ratio {mine.rate / raw.rate:.2f} (median of the rounds' ratios)"
+            )
             results.append((raw, mine))
     return results
+
+
+def median_round(raws: list[Result], ours: list[Result]) -> tuple[Result, Result]:
+    """The round with the median ratio. Raw and Sluice runs of one round share the machine's load
+    at that time; dividing the median of each (possibly from different rounds) would not."""
+    rounds = sorted(zip(raws, ours), key=lambda pair: pair[1].rate / pair[0].rate)
+    return rounds[len(rounds) // 2]
 
 
 if __name__ == "__main__":

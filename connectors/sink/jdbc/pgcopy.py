@@ -21,6 +21,7 @@ import orjson
 
 NULL = "\\N"
 _NONE = type(None)
+_NONE_SET = frozenset({_NONE})
 # COPY text format: backslash, newline, carriage return and tab must be escaped in values.
 _ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 _SPECIAL = ("\\", "\n", "\r", "\t")
@@ -28,14 +29,18 @@ _BOOL_TEXT = {True: "t", False: "f", None: NULL}
 _NUMBERS = frozenset({int, float})
 
 
-def render(columns: Sequence[Sequence[Any]]) -> bytes | None:
+def render(columns: Sequence[Sequence[Any]], kinds: Sequence[frozenset[type] | None] | None = None) -> bytes | None:
     """The COPY text data (UTF-8) for rows given as ``columns``, or ``None`` if a column holds a
-    type this module does not render (the caller then uses ``write_row``)."""
+    type this module does not render (the caller then uses ``write_row``).
+
+    ``kinds``: per column, the set of Python types of its values when the caller knows it already.
+    """
     if not columns:
         return None  # rows without columns: nothing a COPY column list could name
     texts: list[Sequence[str]] = []
-    for column in columns:
-        text = _render_column(column)
+    for i, column in enumerate(columns):
+        known = kinds[i] if kinds is not None else None
+        text = _render_column(column, known if known is not None else frozenset(map(type, column)))
         if text is None:
             return None
         texts.append(text)
@@ -46,10 +51,9 @@ def render(columns: Sequence[Sequence[Any]]) -> bytes | None:
     return (body + "\n").encode()
 
 
-def _render_column(column: Sequence[Any]) -> Sequence[str] | None:
-    kinds = set(map(type, column))
-    has_null = _NONE in kinds
-    kinds.discard(_NONE)
+def _render_column(column: Sequence[Any], all_kinds: frozenset[type]) -> Sequence[str] | None:
+    has_null = _NONE in all_kinds
+    kinds = all_kinds - _NONE_SET if has_null else all_kinds
     if not kinds:
         return [NULL] * len(column)
     if kinds <= _NUMBERS:  # also 2 and 2.5 in one double column (JSON numbers)

@@ -9,8 +9,8 @@ zipped into row tuples, so a row costs no Python-level loop unless a column need
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
@@ -109,7 +109,9 @@ class TopicRecords:
         )
         consumed = self.consumed_topic
         if consumed != self.topic:  # routed: the record keeps where it was consumed (KIP-793)
-            record = record.replace(original_topic=consumed, original_partition=record.partition, original_offset=record.kafka_offset)
+            record = record.replace(
+                original_topic=consumed, original_partition=record.partition, original_offset=record.kafka_offset
+            )
         return record
 
     def coordinates(self, index: int) -> str:
@@ -128,23 +130,52 @@ class Segment:
     tombstones: bool = False  # a run of tombstones only (insert and update modes keep them apart)
 
 
-@dataclass
 class Rows:
-    """What to write for one segment."""
+    """What to write for one segment.
 
-    columns: list[Column]
-    key_count: int  # the first ``key_count`` columns form the primary key
-    rows: list[tuple[Any, ...]]
-    row_records: list[int]  # record index of each row (for error messages)
-    deletes: list[tuple[Any, ...]] = field(default_factory=list)
-    delete_records: list[int] = field(default_factory=list)
-    delete_columns: list[Column] = field(default_factory=list)
-    # ``rows`` as columns, while they still match (writers that work column-wise use them).
-    value_lists: list[list[Any]] | None = None
+    The values are kept as columns (``value_lists``), which is what the column-wise writers
+    (PostgreSQL COPY) need; the row tuples the other writers take are built only when asked for.
+    """
+
+    def __init__(
+        self,
+        columns: list[Column],
+        key_count: int,
+        value_lists: list[list[Any]],
+        row_records: list[int],
+        kinds: list[frozenset[type] | None] | None = None,
+    ) -> None:
+        self.columns = columns
+        self.key_count = key_count  # the first ``key_count`` columns form the primary key
+        self.value_lists: list[list[Any]] | None = value_lists
+        # Per column, the set of Python types of its values when already known (saves a pass).
+        self.kinds = kinds
+        self.row_records = row_records  # record index of each row (for error messages)
+        self._rows: list[tuple[Any, ...]] | None = None
+        self.deletes: list[tuple[Any, ...]] = []
+        self.delete_records: list[int] = []
+        self.delete_columns: list[Column] = []
+
+    @property
+    def rows(self) -> list[tuple[Any, ...]]:
+        """The rows as tuples (built on first use)."""
+        if self._rows is None:
+            lists = self.value_lists
+            self._rows = list(zip(*lists)) if lists else [() for _ in self.row_records]
+        return self._rows
+
+    @rows.setter
+    def rows(self, rows: list[tuple[Any, ...]]) -> None:
+        self._rows = rows
+        self.value_lists = None
+        self.kinds = None
+
+    def __len__(self) -> int:
+        return len(self.row_records)
 
     def column_values(self) -> list[list[Any]] | list[tuple[Any, ...]]:
         """The values of ``rows`` column by column."""
-        if self.value_lists is not None and self.value_lists and len(self.value_lists[0]) == len(self.rows):
+        if self.value_lists is not None:
             return self.value_lists
         return list(zip(*self.rows))
 
@@ -200,6 +231,7 @@ class RowBuilder:
 
     def build(self, records: TopicRecords, seg: Segment, *, dedupe: bool) -> Rows:
         self._fields_cache: tuple[int, list[tuple[str, Schema]]] | None = None
+        self._columns_cache: tuple[int, dict[str, list[Any]] | None] | None = None
         values = records.values[seg.start : seg.stop]
         if None not in values:  # no tombstones: decided in C
             live, dead = list(range(seg.start, seg.stop)), []
@@ -208,11 +240,11 @@ class RowBuilder:
             dead = [i for i in range(seg.start, seg.stop) if records.values[i] is None]
             values = [records.values[i] for i in live]
         key_cols, key_columns = self._key_columns(records, seg, live, values=values)
-        value_cols, value_columns = self._value_columns(records, seg, values, live, {c.name for c in key_columns})
-        columns = key_columns + value_columns
-        cols = key_cols + value_cols
-        rows = list(zip(*cols)) if cols else [() for _ in live]
-        result = Rows(columns, len(key_columns), rows, live, value_lists=cols)
+        value_cols, value_columns, value_kinds = self._value_columns(
+            records, seg, values, live, {c.name for c in key_columns}
+        )
+        kinds: list[frozenset[type] | None] = [None] * len(key_cols)
+        result = Rows(key_columns + value_columns, len(key_columns), key_cols + value_cols, live, kinds + value_kinds)
         if dead and self.config.delete_enabled:
             dead_keys, result.delete_columns = self._key_columns(records, seg, dead, for_delete=True)
             result.deletes = list(zip(*dead_keys))
@@ -220,6 +252,15 @@ class RowBuilder:
         if dedupe and result.key_count:
             _dedupe(result, records)
         return result
+
+    def _column(self, values: list[Any], name: str) -> list[Any]:
+        """The values of field ``name``, taken from the columns split off already when possible."""
+        cached = self._columns_cache
+        if cached is not None and cached[0] == id(values) and cached[1] is not None:
+            column = cached[1].get(name)
+            if column is not None:
+                return column
+        return _field_column(values, name)
 
     # -- key columns -----------------------------------------------------------------------------
 
@@ -262,7 +303,7 @@ class RowBuilder:
                 f"value fields: {sorted(by_name)}"
             )
         columns = [Column(n, by_name[n], True) for n in wanted]
-        return [_field_column(values, n) for n in wanted], columns
+        return [self._column(values, n) for n in wanted], columns
 
     def _record_key_columns(
         self, records: TopicRecords, seg: Segment, idx: list[int]
@@ -324,30 +365,38 @@ class RowBuilder:
                 f"The JDBC sink needs struct or map record values, got {type(values[bad]).__name__} "
                 f"({records.coordinates(idx[bad])}); use a converter with schemas or JSON objects"
             )
+        by_name = _uniform_columns(values)
+        self._columns_cache = (id(values), by_name)
+        if by_name is not None:
+            return [(name, infer_field_schema(column)) for name, column in by_name.items()]
         return [(name, infer_field_schema(v.get(name) for v in values)) for name in _union_keys(values)]
 
     def _value_columns(
         self, records: TopicRecords, seg: Segment, values: list[Any], idx: list[int], key_names: set[str]
-    ) -> tuple[list[list[Any]], list[Column]]:
+    ) -> tuple[list[list[Any]], list[Column], list[frozenset[type] | None]]:
+        """The value columns, and per column the Python types of its values (``None``: not known)."""
         if not values:
-            return [], []
+            return [], [], []
         fields = self._value_fields(seg.value_schema, values, records, idx)
         schemaless = seg.value_schema is None
         cols: list[list[Any]] = []
         columns: list[Column] = []
+        kinds: list[frozenset[type] | None] = []
         for name, schema in fields:
             if name in key_names or (self._whitelist and name not in self._whitelist):
                 continue
-            col = _field_column(values, name)
+            col = self._column(values, name)
+            kind: frozenset[type] | None = frozenset(map(type, col))
             if schemaless:
-                adapt: Callable[[Any], Any] | None = None
-                if not set(map(type, col)) <= _PLAIN:
-                    adapt = value_adapter(None, self.backend, self.tz)
+                adapt = None if kind is not None and kind <= _PLAIN else value_adapter(None, self.backend, self.tz)
             else:
                 adapt = value_adapter(schema, self.backend, self.tz)
-            cols.append(col if adapt is None else list(map(adapt, col)))
+            if adapt is not None:
+                col, kind = list(map(adapt, col)), None
+            cols.append(col)
+            kinds.append(kind)
             columns.append(Column(name, schema, False))
-        return cols, columns
+        return cols, columns, kinds
 
 
 def _field_column(values: list[Any], name: str) -> list[Any]:
@@ -355,6 +404,22 @@ def _field_column(values: list[Any], name: str) -> list[Any]:
         return list(map(itemgetter(name), values))
     except (KeyError, TypeError):
         return [v.get(name) if isinstance(v, dict) else None for v in values]
+
+
+def _uniform_columns(dicts: list[dict[str, Any]]) -> dict[str, list[Any]] | None:
+    """Every field as a column, when all the dicts have the same keys (the usual case); else ``None``.
+
+    Equal sizes plus every key of the first dict present in all of them (``itemgetter`` raises
+    otherwise) means equal key sets, which costs one ``len`` per record instead of comparing
+    key sets, and the columns come out of the same check.
+    """
+    first = dicts[0]
+    if set(map(len, dicts)) != {len(first)}:
+        return None
+    try:
+        return {name: list(map(itemgetter(name), dicts)) for name in first}
+    except (KeyError, TypeError):
+        return None
 
 
 def _union_keys(dicts: list[Any]) -> list[str]:
@@ -372,6 +437,12 @@ def _dedupe(rows: Rows, records: TopicRecords) -> None:
     """Keep the last operation per primary key: an upsert cannot touch a row twice in one statement,
     and an update from a staging table would apply an arbitrary one of several rows for a key."""
     k = rows.key_count
+    lists = rows.value_lists
+    if lists is not None and not rows.deletes:
+        # The common case, decided in C on the key columns: no key appears twice.
+        keys: list[Any] = lists[0] if k == 1 else list(zip(*lists[:k]))
+        if len(set(keys)) == len(keys):
+            return
     row_keys = [r[:k] for r in rows.rows]
     if not rows.deletes and len(set(row_keys)) == len(row_keys):
         return
@@ -386,7 +457,6 @@ def _dedupe(rows: Rows, records: TopicRecords) -> None:
             last[key] = (rec, True, pos)
     keep = sorted(last.values())
     rows.rows = [rows.rows[pos] for _, dele, pos in keep if not dele]
-    rows.value_lists = None
     rows.row_records = [rec for rec, dele, _ in keep if not dele]
     rows.deletes = [rows.deletes[pos] for _, dele, pos in keep if dele]
     rows.delete_records = [rec for rec, dele, _ in keep if dele]

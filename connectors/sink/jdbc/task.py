@@ -3,11 +3,12 @@
 Delivery: every chunk of records is written and committed in one transaction. On PostgreSQL the
 last chunk of a :meth:`JdbcSinkTask.put` is sent as a whole transaction without waiting for the
 server (:mod:`connectors.sink.jdbc.pgsend`), which works on it while the runtime consumes the
-next batch; the next ``put``, ``flush`` or ``pre_commit`` reads its outcome first (and on failure
-writes the chunk again with the full handling below), so :meth:`pre_commit` hands back only
-offsets of committed records: every consumed offset, except for partitions with records whose
-write failed (those stop at the first record that is not in the database). Replays after a crash
-rewrite the same rows: use ``insert.mode=upsert`` with a primary key for idempotent writes.
+next batch and the next ``put`` renders its rows; that ``put`` (or ``flush``, ``pre_commit``)
+then reads the outcome before sending anything else (and on failure writes the chunk again with
+the full handling below), so :meth:`pre_commit` hands back only offsets of committed records:
+every consumed offset, except for partitions with records whose write failed (those stop at the
+first record that is not in the database). Replays after a crash rewrite the same rows: use
+``insert.mode=upsert`` with a primary key for idempotent writes.
 
 Failures: a dropped connection is retried ``max.retries`` times, ``retry.backoff.ms`` apart
 (each attempt raises :class:`RetriableError` so the runtime offers the batch again); a row the
@@ -75,6 +76,8 @@ class JdbcSinkTask(SinkTask):
         self._in_flight: tuple[InFlight, list[TopicRecords]] | None = None
         # A chunk whose sent transaction failed and whose retry has not succeeded yet.
         self._pending: list[TopicRecords] | None = None
+        # Counts connection drops and cache resets: a chunk prepared before one is not sent.
+        self._resets = 0
         self.records_written = 0
 
     # -- SPI -------------------------------------------------------------------------------------
@@ -106,8 +109,8 @@ class JdbcSinkTask(SinkTask):
     def put(self, records: Sequence[SinkRecord]) -> None:
         """Write ``records`` in transactions of at most ``batch.size`` records. Thread: the task thread."""
         cfg = self._require_config()
-        self._settle()
         if not records:
+            self._settle()
             return
         groups = _by_topic(records)
         size = cfg.batch_size
@@ -116,11 +119,20 @@ class JdbcSinkTask(SinkTask):
             chunks.append(groups)
         else:
             chunks += [[group.slice(start, start + size)] for group in groups for start in range(0, len(group), size)]
+        # A single chunk is turned into COPY data while the previous one may still be in flight,
+        # so the server's work on that one overlaps this Python work too.
+        resets = self._resets
+        prepared = self._prepare(chunks[0]) if len(chunks) == 1 else None
+        self._settle()
+        if resets != self._resets:  # the connection or the table cache changed meanwhile: start afresh
+            prepared = None
         for chunk in chunks[:-1]:
             self._write_chunk(chunk)
         # Only the last chunk is sent without waiting: a RetriableError from an earlier one makes
         # the runtime offer all of ``records`` again, and none of them may be in flight then.
-        if not self._send(chunks[-1]):
+        if prepared is None and len(chunks) > 1:
+            prepared = self._prepare(chunks[-1])
+        if prepared is None or not self._send(prepared):
             self._write_chunk(chunks[-1])
 
     def flush(self, offsets: Mapping[TopicPartition, int]) -> None:
@@ -167,6 +179,7 @@ class JdbcSinkTask(SinkTask):
             except Exception as exc:
                 logger.debug("A sent chunk failed, writing it again: %s", describe(exc))
                 self._mark_unwritten(chunk)
+                self._resets += 1
                 self._writer.reset()
                 self._tables.invalidate()
                 if classify(exc) is Failure.TRANSIENT:
@@ -179,44 +192,49 @@ class JdbcSinkTask(SinkTask):
             self._write_chunk(self._pending)  # raises (keeping it pending) until it succeeds
             self._pending = None
 
-    def _send(self, groups: list[TopicRecords]) -> bool:
-        """Send ``groups`` as one transaction without waiting, if the writer and the records allow it.
+    def _prepare(self, groups: list[TopicRecords]) -> _Prepared | None:
+        """The rows of ``groups`` ready to send as one transaction, if the writer and the records allow it.
 
         Only the plain case goes this way: one topic, one value schema, no tombstones, a table
-        whose columns are known already. Everything else (and any surprise) returns ``False``
+        whose columns are known already. Everything else (and any surprise) returns ``None``
         and takes the ordinary path, which also produces the proper errors.
         """
-        send = getattr(self._writer, "send", None)
-        if send is None or len(groups) != 1 or self._conn is None:
-            return False
+        prepare = getattr(self._writer, "prepare", None)
+        if prepare is None or len(groups) != 1 or self._conn is None:
+            return None
         cfg = self._require_config()
         group = groups[0]
         upsert = cfg.insert_mode is InsertMode.UPSERT
         try:
             segs = segments(group, split_tombstones=not upsert)
             if len(segs) != 1 or segs[0].tombstones:
-                return False
+                return None
             rows = self._builder.build(group, segs[0], dedupe=cfg.insert_mode is not InsertMode.INSERT)
-            if rows.deletes or not rows.rows:
-                return False
+            if rows.deletes or not len(rows):
+                return None
             table = cfg.table_name(group.topic)
             names = self._tables.known(table, rows.columns)
             if names is None:
-                return False
+                return None
+            statements = prepare(table, names, names[: rows.key_count], rows, cfg.insert_mode)
         except Exception as exc:
             logger.debug("Preparing a chunk to send failed, writing it the ordinary way: %s", describe(exc))
+            return None
+        return None if statements is None else _Prepared(groups, statements)
+
+    def _send(self, prepared: _Prepared) -> bool:
+        """Send a prepared chunk as one transaction without waiting; ``False`` if it did not go."""
+        if self._conn is None:
             return False
         try:
-            sent = send(
-                self._conn, table, names, names[: rows.key_count], rows.rows, cfg.insert_mode, rows.column_values
-            )
+            sent = self._writer.send(self._conn, prepared.statements)  # type: ignore[attr-defined]
         except Exception as exc:  # the connection may be mid-query: start afresh
             logger.debug("Sending a chunk failed, writing it the ordinary way: %s", describe(exc))
             self._drop_connection()
             return False
         if sent is None:
             return False
-        self._in_flight = (sent, groups)
+        self._in_flight = (sent, prepared.groups)
         return True
 
     def _write_chunk(self, groups: list[TopicRecords]) -> None:
@@ -246,13 +264,13 @@ class JdbcSinkTask(SinkTask):
                     rows = self._builder.build(group, seg, dedupe=cfg.insert_mode is not InsertMode.INSERT)
                     if exclude:
                         _drop(rows, gi, exclude)
-                    if rows.rows:
+                    if len(rows):
                         names = self._tables.ensure(conn, table, rows.columns)
                         keys = names[: rows.key_count]
                         if probe:
                             rejected += self._probe(conn, gi, table, names, keys, rows.rows, rows.row_records)
                         else:
-                            self._writer.write(conn, table, names, keys, rows.rows, cfg.insert_mode, rows.column_values)
+                            self._writer.write(conn, table, names, keys, rows, cfg.insert_mode)
                     if rows.deletes:
                         self._delete(conn, table, rows)
                     elif seg.tombstones and not cfg.delete_enabled and not self._warned_tombstones:
@@ -270,7 +288,11 @@ class JdbcSinkTask(SinkTask):
                 raise _Rejected(exc) from exc
             raise
         finally:
-            self._writer.reset() if probe else self._writer.end_transaction()
+            if probe:
+                self._resets += 1
+                self._writer.reset()
+            else:
+                self._writer.end_transaction()
         return rejected
 
     def _delete(self, conn: Any, table: str, rows: Any) -> None:
@@ -375,12 +397,14 @@ class JdbcSinkTask(SinkTask):
             raise ConnectError("The JDBC sink task is stopping")
         if self._conn is None:
             self._conn = self._engine.connect()
+            self._resets += 1
             self._writer.reset()
             self._tables.invalidate()
         return self._conn
 
     def _drop_connection(self) -> None:
         self._in_flight = None
+        self._resets += 1
         conn, self._conn = self._conn, None
         if conn is not None:
             try:
@@ -392,6 +416,7 @@ class JdbcSinkTask(SinkTask):
         self._tables.invalidate()
 
     def _rollback(self, trans: Any) -> None:
+        self._resets += 1
         self._tables.invalidate()
         self._writer.reset()
         try:
@@ -405,6 +430,16 @@ class JdbcSinkTask(SinkTask):
         if self._config is None:
             raise ConnectError("The JDBC sink task is not started")
         return self._config
+
+
+class _Prepared:
+    """A chunk rendered for :meth:`JdbcSinkTask._send`: its records and the writer's statements."""
+
+    __slots__ = ("groups", "statements")
+
+    def __init__(self, groups: list[TopicRecords], statements: Any) -> None:
+        self.groups = groups
+        self.statements = statements
 
 
 class _Rejected(Exception):
@@ -426,5 +461,4 @@ def _drop(rows: Any, group: int, exclude: set[tuple[int, int]]) -> None:
     keep = [i for i, rec in enumerate(rows.row_records) if (group, rec) not in exclude]
     if len(keep) != len(rows.row_records):
         rows.rows = [rows.rows[i] for i in keep]
-        rows.value_lists = None
         rows.row_records = [rows.row_records[i] for i in keep]

@@ -12,16 +12,16 @@ Every method runs inside the caller's transaction.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from connectors.jdbc_common.dialects import PostgresDialect, SqlDialect
 from connectors.sink.jdbc import pgcopy
 from connectors.sink.jdbc.config import InsertMode
 from connectors.sink.jdbc.pgsend import InFlight, send_copy_transaction
 
-#: Returns the rows being written as columns (cheaper than transposing them when already at hand).
-ColumnsOf = Callable[[], Sequence[Sequence[Any]]]
+if TYPE_CHECKING:
+    from connectors.sink.jdbc.rows import Rows
 
 
 class RowWriter:
@@ -31,6 +31,13 @@ class RowWriter:
         self.dialect = dialect
 
     def write(
+        self, conn: Any, table: str, columns: Sequence[str], keys: Sequence[str], batch: Rows, mode: InsertMode
+    ) -> None:
+        if not len(batch):
+            return
+        self.write_rows(conn, table, columns, keys, batch.rows, mode)
+
+    def write_rows(
         self,
         conn: Any,
         table: str,
@@ -38,10 +45,7 @@ class RowWriter:
         keys: Sequence[str],
         rows: list[tuple[Any, ...]],
         mode: InsertMode,
-        columns_of: ColumnsOf | None = None,
     ) -> None:
-        if not rows:
-            return
         d = self.dialect
         if mode is InsertMode.INSERT:
             conn.exec_driver_sql(d.insert(table, columns), rows)
@@ -59,13 +63,21 @@ class RowWriter:
         self, conn: Any, table: str, columns: Sequence[str], keys: Sequence[str], row: tuple[Any, ...], mode: InsertMode
     ) -> None:
         """One row with a plain statement (to find which row of a failed batch the database rejects)."""
-        RowWriter.write(self, conn, table, columns, keys, [row], mode)
+        RowWriter.write_rows(self, conn, table, columns, keys, [row], mode)
 
     def reset(self) -> None:
         """The connection was replaced: forget per-session state."""
 
     def end_transaction(self) -> None:
         """The transaction committed or rolled back."""
+
+
+class CopyTransaction(NamedTuple):
+    """``BEGIN; <copy_sql>; <after>; COMMIT`` with ``data`` for the COPY."""
+
+    copy_sql: str
+    data: bytes
+    after: str
 
 
 class PostgresCopyWriter(RowWriter):
@@ -78,26 +90,19 @@ class PostgresCopyWriter(RowWriter):
         self._dirty: set[str] = set()  # staging tables holding rows in this transaction
 
     def write(
-        self,
-        conn: Any,
-        table: str,
-        columns: Sequence[str],
-        keys: Sequence[str],
-        rows: list[tuple[Any, ...]],
-        mode: InsertMode,
-        columns_of: ColumnsOf | None = None,
+        self, conn: Any, table: str, columns: Sequence[str], keys: Sequence[str], batch: Rows, mode: InsertMode
     ) -> None:
-        if not rows:
+        if not len(batch):
             return
         raw = conn.connection.driver_connection
         d = self.pg
         cols = d.columns(columns)
         with raw.cursor() as cur:
             if mode is InsertMode.INSERT:
-                _copy(cur, f"COPY {d.table(table)} ({cols}) FROM STDIN", rows, columns_of)
+                _copy(cur, f"COPY {d.table(table)} ({cols}) FROM STDIN", batch)
                 return
             stage = self._stage(cur, table, columns)
-            _copy(cur, f"COPY {stage} ({cols}) FROM STDIN", rows, columns_of)
+            _copy(cur, f"COPY {stage} ({cols}) FROM STDIN", batch)
             cur.execute(self._merge_sql(table, columns, keys, mode, stage))
 
     def _merge_sql(self, table: str, columns: Sequence[str], keys: Sequence[str], mode: InsertMode, stage: str) -> str:
@@ -111,36 +116,34 @@ class PostgresCopyWriter(RowWriter):
         where = " AND ".join(f"t.{d.quote(k)} = s.{d.quote(k)}" for k in keys)
         return f"UPDATE {d.table(table)} AS t SET {sets} FROM {stage} AS s WHERE {where}"
 
-    def send(
-        self,
-        conn: Any,
-        table: str,
-        columns: Sequence[str],
-        keys: Sequence[str],
-        rows: list[tuple[Any, ...]],
-        mode: InsertMode,
-        columns_of: ColumnsOf | None = None,
-    ) -> InFlight | None:
-        """Send the rows as one whole transaction without waiting for it (:mod:`.pgsend`).
+    def prepare(
+        self, table: str, columns: Sequence[str], keys: Sequence[str], batch: Rows, mode: InsertMode
+    ) -> CopyTransaction | None:
+        """The statements and COPY data that write ``batch`` as one transaction, for :meth:`send`.
 
-        ``None`` if this batch cannot go that way (a staging table not made yet, values that need
-        ``write_row``, an open transaction); the caller then writes it with :meth:`write`.
+        ``None`` if this batch cannot go that way (a staging table not made yet in this session,
+        values that need ``write_row``); the caller then writes it with :meth:`write`.
         """
-        data = pgcopy.render(_columns(rows, columns_of)) if rows else None
+        data = pgcopy.render(batch.column_values(), batch.kinds) if len(batch) else None
         if data is None:
             return None
         d = self.pg
         cols = d.columns(columns)
         if mode is InsertMode.INSERT:
-            return send_copy_transaction(
-                conn.connection.driver_connection, f"COPY {d.table(table)} ({cols}) FROM STDIN", data
-            )
+            return CopyTransaction(f"COPY {d.table(table)} ({cols}) FROM STDIN", data, "")
         stage = self._stages.get((table, tuple(columns)))
         if stage is None or stage in self._dirty:
             return None
         merge = self._merge_sql(table, columns, keys, mode, stage)
+        return CopyTransaction(f"COPY {stage} ({cols}) FROM STDIN", data, merge)
+
+    def send(self, conn: Any, prepared: CopyTransaction) -> InFlight | None:
+        """Send a prepared transaction without waiting for it (:mod:`.pgsend`); ``None`` if the
+        connection has a transaction open or the server refused the COPY at once."""
+        if prepared.after and self._dirty:  # a staging table holds rows of an open transaction
+            return None
         return send_copy_transaction(
-            conn.connection.driver_connection, f"COPY {stage} ({cols}) FROM STDIN", data, merge
+            conn.connection.driver_connection, prepared.copy_sql, prepared.data, prepared.after
         )
 
     def _stage(self, cur: Any, table: str, columns: Sequence[str]) -> str:
@@ -174,18 +177,14 @@ class PostgresCopyWriter(RowWriter):
         self._dirty.clear()
 
 
-def _columns(rows: list[tuple[Any, ...]], columns_of: ColumnsOf | None) -> Sequence[Sequence[Any]]:
-    return columns_of() if columns_of is not None else list(zip(*rows))
-
-
-def _copy(cur: Any, statement: str, rows: list[tuple[Any, ...]], columns_of: ColumnsOf | None = None) -> None:
-    data = pgcopy.render(_columns(rows, columns_of))
+def _copy(cur: Any, statement: str, batch: Rows) -> None:
+    data = pgcopy.render(batch.column_values(), batch.kinds)
     with cur.copy(statement) as copy:
         if data is not None:
             copy.write(data)  # rendered column-wise: one buffer for the whole batch
             return
         write_row = copy.write_row
-        for row in rows:
+        for row in batch.rows:
             write_row(row)
 
 

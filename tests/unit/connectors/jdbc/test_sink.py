@@ -167,6 +167,29 @@ def test_schemaless_values_infer_columns(make_task: Any, db_url: str) -> None:
     assert rows(db_url) == [(1, '["a"]', "x", None), (2, None, None, 1.5)]
 
 
+def test_schemaless_values_of_one_size_but_other_keys_get_every_column(make_task: Any, db_url: str) -> None:
+    # Equal sizes let the builder skip comparing key sets; a different key must still be noticed.
+    make_task().put(
+        [
+            SinkRecord("customers", 0, 0, {"id": 1, "name": "a"}, None),
+            SinkRecord("customers", 0, 1, {"id": 2, "city": "b"}, None),
+            SinkRecord("customers", 0, 2, {"name": "c", "id": 3}, None),
+        ]
+    )
+    assert rows(db_url) == [(1, "a", None), (2, None, "b"), (3, "c", None)]
+
+
+def test_columnar_upsert_keeps_the_last_record_of_a_key(make_task: Any, db_url: str) -> None:
+    values = [{"id": i % 3, "name": f"v{i}", "score": float(i)} for i in range(7)]
+
+    def load(column: str) -> list[Any]:
+        return {"partition": [0] * 7, "kafka_offset": list(range(7))}[column]
+
+    batch = SinkRecordBatch("customers", values, [None] * 7, [None] * 7, [None] * 7, load)
+    make_task(**{"insert.mode": "upsert", "pk.mode": "record_value", "pk.fields": "id"}).put(batch)
+    assert rows(db_url) == [(0, "v6", 6.0), (1, "v4", 4.0), (2, "v5", 5.0)]
+
+
 def test_logical_types_are_written(make_task: Any, db_url: str) -> None:
     schema = Schema.struct([("id", INT64_SCHEMA), ("amount", Decimal.schema(2)), ("at", Timestamp.SCHEMA)])
     at = dt.datetime(2024, 1, 2, 3, 4, 5, 600_000, tzinfo=dt.UTC)
