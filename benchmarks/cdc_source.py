@@ -5,14 +5,18 @@ Run: ``python -m benchmarks.cdc_source``. Sizes: ``SLUICE_BENCH_CDC_CHANGES`` (5
 ``SLUICE_BENCH_CDC_LAG_RATE`` changes/s (10,000). Prints, with no assertions:
 
 1. raw: ``pg_logical_slot_get_binary_changes`` over the pending changes (server-side decode, no
-   parsing), changes/s;
+   parsing), changes/s; and the same changes received over the streaming replication protocol
+   without parsing them (the connector's transport, whose walsender sends message by message);
 2. end to end: the same changes (inserts, updates, deletes in 1,000-row transactions, already in
    the WAL) → the connector in an in-process standalone herder → Kafka, JSON values without the
-   schema envelope; changes/s, the ratio to raw, and the CPU seconds this process (the connector,
-   its runner and librdkafka; PostgreSQL and Kafka are other processes) used, i.e. changes/s per core;
+   schema envelope; changes/s, the ratios to both raw rates, and the CPU seconds this process (the
+   connector, its runner and librdkafka, split by thread; PostgreSQL and Kafka are other
+   processes) used, i.e. changes/s per core. The harness polls the topic through one consumer
+   made beforehand, so its own CPU stays out of the figure;
 3. lag at a steady rate: a separate writer process commits ``rate`` changes/s in 100-row
    transactions; lag = time the record was read from Kafka − the commit time in ``source.ts_us``;
-4. initial snapshot: rows/s for a table of ``SNAPSHOT_ROWS`` rows (chunked, watermarked).
+4. initial snapshot: rows/s for a table of ``SNAPSHOT_ROWS`` rows (chunked, watermarked), and
+   rows/s per core of the connector.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ import time
 from typing import Any
 
 import psycopg
+from confluent_kafka import Consumer, TopicPartition
 
-from benchmarks.common import broker, create_topic, herder, high_watermark, wait_until
+from benchmarks.common import broker, create_topic, herder, wait_until
+from connectors.source.postgres_cdc.replication import ReplicationStream
 from deploy.postgres import PostgresServer
 
 CHANGES = int(os.environ.get("SLUICE_BENCH_CDC_CHANGES", "500000"))
@@ -46,6 +52,34 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds per thread of this process, summed by thread name (Linux ``/proc``; empty elsewhere).
+
+    Names group the task thread (``task-<connector>-0``), librdkafka's threads (``rdk:…``) and the rest."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        group = "librdkafka" if name.startswith("rdk:") else "python"
+        out[group] = out.get(group, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def cpu_split(before: dict[str, float], after: dict[str, float]) -> str:
+    """``python 3.1s, librdkafka 0.9s`` (threads that ended in between are not counted)."""
+    return ", ".join(f"{k} {after.get(k, 0.0) - before.get(k, 0.0):.2f}s" for k in ("python", "librdkafka"))
+
+
 def make_changes(conn: psycopg.Connection[Any], table: str, total: int) -> int:
     """60 % inserts, 30 % updates, 10 % deletes, in 1,000-row transactions; returns the change count."""
     inserts = total * 6 // 10
@@ -61,6 +95,24 @@ def make_changes(conn: psycopg.Connection[Any], table: str, total: int) -> int:
         end = min(deletes, start + 1000)
         conn.execute(f"DELETE FROM {table} WHERE id > {inserts - end} AND id <= {inserts - start}")
     return inserts + updates + deletes
+
+
+class Watermark:
+    """A topic's high watermark through one long-lived consumer.
+
+    The CPU figure is this process's, so the harness must be cheap: a consumer per check (as
+    ``benchmarks.common.high_watermark`` makes) costs more CPU than a tenth of the connector's."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-cdc-watermarks"})
+        self._partition = TopicPartition(topic, 0)
+        self()
+
+    def __call__(self) -> int:
+        return int(self._consumer.get_watermark_offsets(self._partition, timeout=10)[1])
+
+    def close(self) -> None:
+        self._consumer.close()
 
 
 def connector_config(pg: PostgresServer, prefix: str, slot: str, table: str, **extra: str) -> dict[str, str]:
@@ -97,36 +149,62 @@ def raw_read(conn: psycopg.Connection[Any], slot: str) -> tuple[int, float]:
     return changes, time.perf_counter() - start
 
 
+def raw_stream(pg: PostgresServer, slot: str, changes: int) -> float:
+    """Seconds to receive ``changes`` row changes over the streaming replication protocol the
+    connector uses (walsender → libpq, no parsing): the transport's own ceiling, which is below
+    the SQL function's because the walsender sends (and flushes) every message separately."""
+    conninfo = {"host": "127.0.0.1", "port": pg.port, "dbname": pg.database, "user": "postgres", "replication": "database"}
+    stream = ReplicationStream(conninfo, slot, "bench_pub")
+    stream.open()
+    try:
+        start, seen = time.perf_counter(), 0
+        while seen < changes:
+            data = stream.read(5.0)
+            if data is None:
+                raise TimeoutError("the replication stream stalled")
+            if data[0] == 119 and data[25] in (73, 85, 68):  # XLogData: I, U, D
+                seen += 1
+        return time.perf_counter() - start
+    finally:
+        stream.close()
+
+
 def end_to_end(bootstrap: str, pg: PostgresServer, conn: psycopg.Connection[Any], changes: int) -> None:
     table = f"cdc_e2e_{time.time_ns()}"
     conn.execute(f"CREATE TABLE {table} ({COLUMNS})")
     conn.execute(f"ALTER PUBLICATION bench_pub ADD TABLE {table}")
     conn.execute("SELECT pg_create_logical_replication_slot('bench_raw', 'pgoutput')")
+    conn.execute("SELECT pg_create_logical_replication_slot('bench_stream', 'pgoutput')")
     conn.execute("SELECT pg_create_logical_replication_slot('bench_e2e', 'pgoutput')")
     made = make_changes(conn, table, changes)
     deletes = made - made * 6 // 10 - made * 3 // 10
     raw_changes, raw_s = raw_read(conn, "bench_raw")
     print(f"raw pg_logical_slot_get_binary_changes: {raw_changes:,} changes in {raw_s:.2f}s = {raw_changes / raw_s:,.0f} changes/s")
+    stream_s = raw_stream(pg, "bench_stream", raw_changes)
+    print(f"raw replication stream (no parsing): {raw_changes:,} changes in {stream_s:.2f}s = {raw_changes / stream_s:,.0f} changes/s")
     prefix = f"e2e{time.time_ns()}"
     topic = create_topic(bootstrap, f"{prefix}.public.{table}")
     expected = made + deletes  # each delete is followed by its tombstone
     h = herder(bootstrap, **{"offset.flush.interval.ms": "5000"})
+    watermark = Watermark(bootstrap, topic)
     try:
-        cpu0, start = cpu_seconds(), time.perf_counter()
+        threads0, cpu0, start = thread_cpu(), cpu_seconds(), time.perf_counter()
         h.put_connector_config(
             "bench-cdc", connector_config(pg, prefix, "bench_e2e", table, **{"snapshot.mode": "no_data"}), allow_replace=False
         )
-        wait_until(lambda: high_watermark(bootstrap, topic) >= expected, timeout=1200, poll=0.05)
-        elapsed, cpu = time.perf_counter() - start, cpu_seconds() - cpu0
+        wait_until(lambda: watermark() >= expected, timeout=1200, poll=0.05)
+        elapsed, cpu, threads = time.perf_counter() - start, cpu_seconds() - cpu0, cpu_split(threads0, thread_cpu())
     finally:
+        watermark.close()
         h.stop()
     rate = made / elapsed
     print(
         f"end to end (JSON values): {made:,} changes (+{deletes:,} tombstones) in {elapsed:.2f}s = {rate:,.0f} changes/s; "
-        f"ratio to raw {rate / (raw_changes / raw_s):.2f}; connector CPU {cpu:.2f}s = {made / cpu:,.0f} changes/s per core"
+        f"ratio to raw {rate / (raw_changes / raw_s):.2f} (to the raw stream {rate * stream_s / raw_changes:.2f}); connector CPU {cpu:.2f}s = {made / cpu:,.0f} changes/s per core ({threads})"
     )
     drop_slot(conn, "bench_e2e")
     drop_slot(conn, "bench_raw")
+    drop_slot(conn, "bench_stream")
 
 
 _WRITER = """
@@ -188,13 +266,13 @@ def lag(bootstrap: str, pg: PostgresServer, conn: psycopg.Connection[Any]) -> No
         )
         wait_until(lambda: _slot_exists(conn, "bench_lag"), timeout=60, poll=0.1)
         time.sleep(2)
-        cpu0 = cpu_seconds()
+        threads0, cpu0 = thread_cpu(), cpu_seconds()
         subprocess.run(
             [sys.executable, "-c", _WRITER, pg.dsn(), table, str(LAG_RATE), str(LAG_SECONDS)],
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         out, _ = reader.communicate(timeout=600)
-        cpu = cpu_seconds() - cpu0
+        cpu, threads = cpu_seconds() - cpu0, cpu_split(threads0, thread_cpu())
     finally:
         h.stop()
         if reader.poll() is None:
@@ -202,7 +280,7 @@ def lag(bootstrap: str, pg: PostgresServer, conn: psycopg.Connection[Any]) -> No
     count, p50, p99, worst = out.split()
     print(
         f"lag at {LAG_RATE:,} changes/s for {LAG_SECONDS:.0f}s ({int(count):,} changes): p50 {float(p50):.0f} ms, "
-        f"p99 {float(p99):.0f} ms, max {float(worst):.0f} ms; connector CPU {cpu:.2f}s"
+        f"p99 {float(p99):.0f} ms, max {float(worst):.0f} ms; connector CPU {cpu:.2f}s ({threads})"
     )
     drop_slot(conn, "bench_lag")
 
@@ -233,14 +311,16 @@ def snapshot(bootstrap: str, pg: PostgresServer, conn: psycopg.Connection[Any], 
     prefix = f"snap{time.time_ns()}"
     topic = create_topic(bootstrap, f"{prefix}.public.{table}")
     h = herder(bootstrap, **{"offset.flush.interval.ms": "5000"})
+    watermark = Watermark(bootstrap, topic)
     try:
-        cpu0, start = cpu_seconds(), time.perf_counter()
+        threads0, cpu0, start = thread_cpu(), cpu_seconds(), time.perf_counter()
         h.put_connector_config("bench-snap", connector_config(pg, prefix, "bench_snap", table), allow_replace=False)
-        wait_until(lambda: high_watermark(bootstrap, topic) >= rows, timeout=1200, poll=0.05)
-        elapsed, cpu = time.perf_counter() - start, cpu_seconds() - cpu0
+        wait_until(lambda: watermark() >= rows, timeout=1200, poll=0.05)
+        elapsed, cpu, threads = time.perf_counter() - start, cpu_seconds() - cpu0, cpu_split(threads0, thread_cpu())
     finally:
+        watermark.close()
         h.stop()
-    print(f"initial snapshot: {rows:,} rows in {elapsed:.2f}s = {rows / elapsed:,.0f} rows/s; connector CPU {cpu:.2f}s")
+    print(f"initial snapshot: {rows:,} rows in {elapsed:.2f}s = {rows / elapsed:,.0f} rows/s; connector CPU {cpu:.2f}s = {rows / cpu:,.0f} rows/s per core ({threads})")
     drop_slot(conn, "bench_snap")
 
 

@@ -299,6 +299,7 @@ def _child_main(
     relay between it and the worker until it ends."""
     from plugins import PluginRegistry
     from worker.logcontext import configure_logging, set_context
+    from worker.runtime import tune_gc
     from worker.worker import Worker
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the worker's to handle, then it stops us
@@ -327,6 +328,7 @@ def _child_main(
     fence_open.set()
     runner.fence = fence_open.is_set
     runner.start()
+    tune_gc()  # the worker's process-wide settings, in this process too
     reported: set[str] = set()
     last_metrics: dict[str, int] = {}
     while not runner.await_stop(0):

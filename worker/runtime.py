@@ -1,8 +1,14 @@
-"""Process-wide settings of a worker."""
+"""Process-wide settings of a worker (and of each task process)."""
 
 from __future__ import annotations
 
+import ctypes
 import gc
+import logging
+import os
+import sys
+
+log = logging.getLogger(__name__)
 
 # Records are short-lived tuples allocated by the hundred thousand per second; with CPython's
 # default gen-0 threshold (700) the collector runs thousands of times a second and each run walks
@@ -12,8 +18,43 @@ GEN0_THRESHOLD = 50_000
 
 
 def tune_gc() -> None:
-    """Call once the worker has started: freeze start-up objects and collect less often."""
+    """Call once the worker has started: freeze start-up objects and collect less often, and keep
+    freed heap memory for the next batch (:func:`retain_freed_memory`)."""
+    retain_freed_memory()
     gc.collect()
     gc.freeze()
     _, gen1, gen2 = gc.get_threshold()
     gc.set_threshold(GEN0_THRESHOLD, gen1, gen2)
+
+
+# Batches allocate megabytes (records, converted bytes) that all die together when the runtime
+# drops them. With glibc's default trim threshold (128 KiB) that memory goes back to the kernel at
+# once and the next batch page-faults it in again: measured on the CDC benchmark, JSON conversion
+# took ~1.9x longer (10 µs instead of 5.5 µs per event) and decoding ~10 % longer. A higher
+# M_TRIM_THRESHOLD keeps that much free memory in the heap (RSS stays at its high-water mark, at
+# most the threshold above the live data). Not applied when MALLOC_TRIM_THRESHOLD_ is set (the
+# operator chose) or without glibc.
+M_TRIM_THRESHOLD = -1  # glibc <malloc.h>
+TRIM_THRESHOLD_BYTES = 32 << 20
+
+_applied = False
+
+
+def retain_freed_memory(threshold: int = TRIM_THRESHOLD_BYTES) -> bool:
+    """Set glibc's trim threshold to ``threshold`` bytes (once per process); whether it is set."""
+    global _applied
+    if _applied:
+        return True
+    if not sys.platform.startswith("linux") or "MALLOC_TRIM_THRESHOLD_" in os.environ:
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    if mallopt(M_TRIM_THRESHOLD, threshold) != 1:
+        return False
+    _applied = True
+    log.debug("malloc trim threshold set to %d bytes", threshold)
+    return True

@@ -31,8 +31,9 @@ def run_sql(url: str, *statements: str, params: Any = None) -> list[tuple[Any, .
         return rows
 
 
-def cdc_config(pg_port: int, database: str, prefix: str, **extra: str) -> dict[str, str]:
+def cdc_config(pg_port: int | None, database: str, prefix: str, **extra: str) -> dict[str, str]:
     """A Debezium-style connector config, with a slot and publication of its own."""
+    assert pg_port is not None, "the PostgreSQL server is not started"
     tag = uuid.uuid4().hex[:8]
     return {
         "connector.class": DEBEZIUM_CLASS,
@@ -58,7 +59,8 @@ def write_connector(path: Path, name: str, config: dict[str, str]) -> Path:
 
 
 def worker(tmp_path: Path, bootstrap: str, **settings: str) -> WorkerProcess:
-    return WorkerProcess(tmp_path, bootstrap, **{"offset.flush.interval.ms": "500", **settings})
+    worker_settings: dict[str, Any] = {"offset.flush.interval.ms": "500", **settings}
+    return WorkerProcess(tmp_path, bootstrap, **worker_settings)
 
 
 def read_events(bootstrap: str, topic: str, count: int, *, timeout: float = 90, settle: float = 1.0) -> list[ConsumedRecord]:

@@ -13,6 +13,12 @@ while streaming continues:
 
 The offset of every event carries the snapshot's progress (tables left, last key read), so after a
 crash the snapshot continues from the last chunk that was delivered, not from the start.
+
+Throughput: the high watermark is flushed with the statement that writes it (else the stream sees
+it only at the WAL writer's next flush, up to 200 ms per chunk), and steps 1-2 of the next chunk
+are sent as soon as a chunk is read, on a connection of the snapshot's own, so PostgreSQL runs that
+query while this chunk is emitted, converted and produced. Rows are kept as lists; the stream's
+changes inside a window are noted by key and dropped only when the chunk is emitted.
 """
 
 from __future__ import annotations
@@ -37,18 +43,48 @@ WATERMARK_PREFIX = "sluice-cdc-watermark"
 INITIAL = "initial"
 INCREMENTAL = "incremental"
 
+#: The high watermark, flushed. A non-transactional message is WAL-logged but not flushed, and the
+#: walsender only sends flushed WAL: without a flush the stream reaches the watermark only when
+#: the WAL writer next flushes (``wal_writer_delay``, 200 ms) or another transaction commits, and
+#: every chunk of an idle database's snapshot waited that long. ``txid_current()`` gives the
+#: statement's transaction an ID, so its commit writes (and, with ``synchronous_commit`` set
+#: locally for it, flushes) a commit record behind the message. The transaction changes no table:
+#: pgoutput leaves it out of the stream (PostgreSQL 15+; older servers send an empty BEGIN/COMMIT).
+_HIGH_WATERMARK_SQL = (
+    "SELECT set_config('synchronous_commit', 'local', true), pg_logical_emit_message(false, %s, %s), txid_current()"
+)
+
 
 class ChunkWindow:
-    """One chunk between its watermarks."""
+    """One chunk between its watermarks.
+
+    The chunk's rows stay in read order as two parallel lists (keys, values); a row the stream
+    changes while the window is open is only noted by its key (``changed``), and dropped when the
+    chunk is emitted. So reading a chunk costs no per-row lookup structure, and emitting one with
+    no concurrent changes no per-row test."""
 
     def __init__(self, window_id: str, table: Table, kind: str) -> None:
         self.id = window_id
         self.table = table
         self.kind = kind
-        self.rows: dict[tuple[Any, ...], tuple[dict[str, Any] | None, dict[str, Any]]] = {}
+        self.keys: list[dict[str, Any] | None] = []
+        self.values: list[dict[str, Any]] = []
+        self.changed: set[tuple[Any, ...]] = set()
         self.last_key: list[str] | None = None
         self.exhausted = False
         self.open = False
+
+    def add(self, key: dict[str, Any] | None, value: dict[str, Any]) -> None:
+        self.keys.append(key)
+        self.values.append(value)
+
+    def rows(self) -> tuple[list[dict[str, Any] | None], list[dict[str, Any]]]:
+        """The (keys, values) left after dropping the rows the stream changed."""
+        if not self.changed:
+            return self.keys, self.values
+        changed = self.changed
+        kept = [(k, v) for k, v in zip(self.keys, self.values) if k is None or tuple(k.values()) not in changed]
+        return [k for k, _ in kept], [v for _, v in kept]
 
 
 class ChunkedSnapshot:
@@ -75,6 +111,9 @@ class ChunkedSnapshot:
         self.rows_emitted = 0
         self._run_id = uuid.uuid4().hex[:12]
         self._count = 0
+        self._tracking: ChunkWindow | None = None  # the window the stream is inside (L seen, H not yet)
+        self._prefetched: tuple[ChunkWindow, int, Connection[Any]] | None = None  # query sent, not read
+        self._type_names: dict[int, str] = {}
 
     # -- state -------------------------------------------------------------------------------------
 
@@ -115,35 +154,70 @@ class ChunkedSnapshot:
     def stop(self) -> None:
         self.pending.clear()
         self.window = None
+        self._tracking = None
+        self.decoder.on_change = None
         self.last_key = None
         self.decoder.snapshot_progress = None
+        self._drop_prefetch()
 
     def reset_window(self) -> None:
-        """The stream was lost: a chunk not emitted yet is read again."""
+        """The stream was lost: a chunk not emitted yet is read again. The task closes the snapshot
+        connection, which ends a prefetched chunk's query."""
         self.window = None
+        self._tracking = None
         self.decoder.on_change = None
+        self._prefetched = None
+
+    def _type_name(self, conn: Connection[Any], oid: int) -> str:
+        """A key column's type name, for casting the resume bound (looked up once per type)."""
+        name = self._type_names.get(oid)
+        if name is None:
+            row = conn.execute("SELECT format_type(%s, NULL)", (oid,)).fetchone()
+            name = self._type_names[oid] = str(row[0]) if row else "text"
+        return name
+
+    def _drop_prefetch(self) -> None:
+        prefetched, self._prefetched = self._prefetched, None
+        if prefetched is not None:
+            try:
+                copy_result(prefetched[2])  # read and discard: the connection is usable again
+            except psycopg.Error as exc:
+                log.debug("Discarding a prefetched snapshot chunk failed: %s", exc)
 
     # -- chunks --------------------------------------------------------------------------------------
 
     def start_chunk(self, conn: Connection[Any]) -> None:
-        """Steps 1-3 for the next chunk (nothing if a window is open or nothing is pending)."""
-        while self.pending and self.window is None:
-            name, kind = self.pending[0]
-            table = self.describe(name)
-            if table is None:
-                log.warning("Snapshot: table %s no longer exists; skipped", name)
-                self._table_done()
-                continue
-            self._count += 1
-            window = ChunkWindow(f"{self._run_id}:{self._count}", table, kind)
-            size = self.chunk_size if kind == INITIAL else self.incremental_chunk_size
-            conn.execute("SELECT pg_logical_emit_message(false, %s, %s)", (WATERMARK_PREFIX, "L:" + window.id))
-            self._read_chunk(conn, window, size)
-            conn.execute("SELECT pg_logical_emit_message(false, %s, %s)", (WATERMARK_PREFIX, "H:" + window.id))
-            self.window = window
+        """Steps 1-3 for the next chunk (nothing if a window is open or nothing is pending).
 
-    def _read_chunk(self, conn: Connection[Any], window: ChunkWindow, size: int) -> None:
-        table = window.table
+        The query of the chunk after it is sent right away (its low watermark first) and read on
+        the next call, so PostgreSQL runs it while this chunk is emitted, converted and produced.
+        ``conn`` serves the snapshot alone: a prefetched ``COPY`` keeps it busy in between."""
+        while self.pending and self.window is None:
+            prefetched, self._prefetched = self._prefetched, None
+            if prefetched is not None and prefetched[2] is conn:
+                window, size = prefetched[0], prefetched[1]
+            else:
+                name, kind = self.pending[0]
+                table = self.describe(name)
+                if table is None:
+                    log.warning("Snapshot: table %s no longer exists; skipped", name)
+                    self._table_done()
+                    continue
+                window, size = self._open_chunk(conn, table, kind, self.last_key)
+            self._read_chunk(conn, window, size)
+            conn.execute(_HIGH_WATERMARK_SQL, (WATERMARK_PREFIX, "H:" + window.id))
+            self.window = window
+            if not window.exhausted and window.last_key is not None:
+                next_window, next_size = self._open_chunk(conn, window.table, window.kind, window.last_key)
+                self._prefetched = (next_window, next_size, conn)
+
+    def _open_chunk(
+        self, conn: Connection[Any], table: Table, kind: str, after_key: list[str] | None
+    ) -> tuple[ChunkWindow, int]:
+        """Step 1, then send the chunk's query (rows after ``after_key``) without reading it."""
+        self._count += 1
+        window = ChunkWindow(f"{self._run_id}:{self._count}", table, kind)
+        size = self.chunk_size if kind == INITIAL else self.incremental_chunk_size
         columns = table.included_columns
         select = sql.SQL(", ").join(sql.Identifier(c.name) for c in columns)
         target = sql.Identifier(table.schema_name, table.name)
@@ -151,61 +225,69 @@ class ChunkedSnapshot:
         if pk:
             keys = sql.SQL(", ").join(sql.Identifier(k) for k in pk)
             query = sql.SQL("SELECT {} FROM {}").format(select, target)
-            if self.last_key is not None:
+            if after_key is not None:
                 types = {c.name: c.type_oid for c in columns}
                 bound = sql.SQL(", ").join(
-                    sql.SQL("{}::{}").format(sql.Literal(v), sql.SQL(_type_name(conn, types[k])))
-                    for k, v in zip(pk, self.last_key)
+                    sql.SQL("{}::{}").format(sql.Literal(v), sql.SQL(self._type_name(conn, types[k])))
+                    for k, v in zip(pk, after_key)
                 )
                 query = sql.SQL("{} WHERE ({}) > ({})").format(query, keys, bound)
             query = sql.SQL("{} ORDER BY {} LIMIT {}").format(query, keys, sql.Literal(size))
         else:  # no key to chunk or deduplicate by: one read of the whole table
             query = sql.SQL("SELECT {} FROM {}").format(select, target)
-        copy_sql = sql.SQL("COPY ({}) TO STDOUT").format(query).as_bytes(conn)
-        lines = copy_out(conn, copy_sql).split(b"\n")
+        # The low watermark and the query go out as one simple-protocol message (one round trip);
+        # the watermark is non-transactional, so it is in the WAL before the COPY takes its snapshot.
+        low = sql.SQL("SELECT pg_logical_emit_message(false, {}, {})").format(
+            sql.Literal(WATERMARK_PREFIX), sql.Literal("L:" + window.id)
+        )
+        conn.pgconn.send_query(sql.SQL("{}; COPY ({}) TO STDOUT").format(low, query).as_bytes(conn))
+        return window, size
+
+    def _read_chunk(self, conn: Connection[Any], window: ChunkWindow, size: int) -> None:
+        """Step 2: the chunk's rows, decoded, with the key to continue after."""
+        table = window.table
+        pk = table.primary_key
+        lines = copy_result(conn).split(b"\n")
         if lines and lines[-1] == b"":
             lines.pop()
-        decode = table.from_copy
-        rows = window.rows
+        window.values = values = list(map(table.from_copy, lines))
         if pk:
-            key_of = table.key_of
-            for line in lines:
-                after = decode(line)
-                key = key_of(after)
-                assert key is not None
-                rows[tuple(key.values())] = (key, after)
+            window.keys = list(map(table.key_of, values))
             if lines:
-                names = [c.name for c in columns]
+                names = [c.name for c in table.included_columns]
                 fields = lines[-1].split(b"\t")
                 window.last_key = [unescape_copy(fields[names.index(k)]).decode() for k in pk]
             window.exhausted = len(lines) < size
-        else:
-            for i, line in enumerate(lines):
-                rows[(i,)] = (None, decode(line))
+        else:  # no key: nothing to deduplicate by
+            window.keys = [None] * len(values)
             window.exhausted = True
 
     # -- stream hooks --------------------------------------------------------------------------------
 
     def on_message(self, prefix: str, content: bytes, lsn: int) -> None:
-        window = self.window
-        if prefix != WATERMARK_PREFIX or window is None:
+        if prefix != WATERMARK_PREFIX:
             return
         text = content.decode()
-        if text == "L:" + window.id:
-            window.open = True
-            self.decoder.on_change = self.on_change  # only while a window is open: it runs per event
-        elif text == "H:" + window.id:
+        window = self.window
+        prefetched = self._prefetched[0] if self._prefetched is not None else None
+        for candidate in (window, prefetched):
+            if candidate is not None and text == "L:" + candidate.id:
+                candidate.open = True
+                self._tracking = candidate
+                self.decoder.on_change = self.on_change  # only while a window is open: it runs per event
+                return
+        if window is not None and text == "H:" + window.id:
             self._emit(window, lsn)
 
     def on_change(self, table: Table, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
-        window = self.window
+        window = self._tracking
         if window is None or not window.open or table.oid != window.table.oid or not table.primary_key:
             return
         for row in (before, after):
             if row is not None:
                 key = table.key_of(row)
                 if key is not None:
-                    window.rows.pop(tuple(key.values()), None)
+                    window.changed.add(tuple(key.values()))
 
     def _emit(self, window: ChunkWindow, lsn: int) -> None:
         """Step 5: the chunk's remaining rows become ``r`` events at the high watermark.
@@ -214,6 +296,7 @@ class ChunkedSnapshot:
         yet include this chunk); the chunk follows as one columnar batch whose offset does."""
         decoder = self.decoder
         self.window = None
+        self._tracking = None
         decoder.on_change = None
         decoder.keepalive(lsn)  # the watermark sits between transactions
         before = decoder.finish_batch()
@@ -245,23 +328,20 @@ class ChunkedSnapshot:
             "xmin": None,
         }
         ts_ms, ts_us = now // 1_000_000, now // 1000
-        keys: list[Any] = []
-        values: list[Any] = []
-        add_key, add_value = keys.append, values.append
-        for key, after in window.rows.values():
-            add_key(key)
-            add_value(
-                {
-                    "before": None,
-                    "after": after,
-                    "source": source,
-                    "transaction": None,
-                    "op": "r",
-                    "ts_ms": ts_ms,
-                    "ts_us": ts_us,
-                    "ts_ns": now,
-                }
-            )
+        keys, rows = window.rows()
+        values = [
+            {
+                "before": None,
+                "after": after,
+                "source": source,
+                "transaction": None,
+                "op": "r",
+                "ts_ms": ts_ms,
+                "ts_us": ts_us,
+                "ts_ns": now,
+            }
+            for after in rows
+        ]
         self.rows_emitted += len(values)
         if finished_initial and values:
             values[-1] = {**values[-1], "source": {**source, "snapshot": "last"}}
@@ -290,11 +370,18 @@ class ChunkedSnapshot:
 
 
 def copy_out(conn: Connection[Any], statement: bytes) -> bytes:
-    """Run ``COPY … TO STDOUT`` and return its text. libpq hands out one row per call; going
-    through libpq's wrapper directly costs a fraction of psycopg's per-row generator."""
+    """Run ``COPY … TO STDOUT`` and return its text."""
+    conn.pgconn.send_query(statement)
+    return copy_result(conn)
+
+
+def copy_result(conn: Connection[Any]) -> bytes:
+    """The text of the ``COPY … TO STDOUT`` sent on ``conn``. libpq hands out one row per call;
+    going through libpq's wrapper directly costs a fraction of psycopg's per-row generator."""
     pgconn = conn.pgconn
-    pgconn.send_query(statement)
     result = pgconn.get_result()
+    while result is not None and result.status == pq.ExecStatus.TUPLES_OK:  # a statement before the COPY
+        result = pgconn.get_result()
     if result is None or result.status != pq.ExecStatus.COPY_OUT:
         message = (result.error_message if result is not None else pgconn.error_message).decode(errors="replace")
         while pgconn.get_result() is not None:
@@ -315,8 +402,3 @@ def copy_out(conn: Connection[Any], statement: bytes) -> bytes:
     if failed:
         raise psycopg.DatabaseError(f"snapshot query failed: {failed.strip()}")
     return b"".join(chunks)
-
-
-def _type_name(conn: Connection[Any], oid: int) -> str:
-    row = conn.execute("SELECT format_type(%s, NULL)", (oid,)).fetchone()
-    return str(row[0]) if row else "text"

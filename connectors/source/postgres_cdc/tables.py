@@ -179,11 +179,23 @@ class TupleShapeError(Exception):
     """A tuple did not have the column count of its Relation message (the table changed)."""
 
 
+def _value_source(ctype: ColumnType, x: str, i: int, env: dict[str, Any], prefix: str) -> str:
+    """Python source converting the ``bytes`` variable ``x`` to the column's value: the type's inline
+    expression (``{x}``; ``{f}`` names its function for a slow path), else a call of its function."""
+    env[f"{prefix}{i}"] = ctype.fn
+    if ctype.expr is not None:
+        return ctype.expr.format(x=x, f=f"{prefix}{i}")
+    return f"{prefix}{i}({x})"
+
+
 def _tuple_decoder(columns: Sequence[Column], included: Sequence[bool]) -> Callable[[bytes, int], tuple[dict[str, Any], int]]:
+    """TupleData → value dict. Each column is one ``struct`` read of its kind byte and length (the
+    buffer carries four bytes of padding, see ``ChangeDecoder.handle``, so a trailing null column
+    can be read the same way); excluded columns are skipped without conversion."""
     env: dict[str, Any] = {
         "D": decimal.Decimal,
         "H": struct.Struct(">h").unpack_from,
-        "I": struct.Struct(">i").unpack_from,
+        "KL": struct.Struct(">Bi").unpack_from,
         "TupleShapeError": TupleShapeError,
     }
     lines = [
@@ -194,25 +206,23 @@ def _tuple_decoder(columns: Sequence[Column], included: Sequence[bool]) -> Calla
     ]
     names: list[str] = []
     for i, (column, keep) in enumerate(zip(columns, included)):
-        ctype = column.ctype
-        raw = "buf[pos - ln:pos]"
-        if ctype.expr is not None:
-            value = ctype.expr.format(x=raw)
-        else:
-            env[f"f{i}"] = ctype.fn
-            value = f"f{i}({raw})"
-        env[f"u{i}"] = ctype.unavailable
         lines += [
-            "    k = buf[pos]",
+            "    k, ln = KL(buf, pos)",
             "    if k == 116:",
-            "        ln = I(buf, pos + 1)[0]",
             "        pos += 5 + ln",
         ]
-        lines.append(f"        x{i} = {value}" if keep else "        pass")
-        lines += ["    else:", "        pos += 1"]
         if keep:
-            lines.append(f"        x{i} = None if k == 110 else u{i}")
+            env[f"u{i}"] = column.ctype.unavailable
+            lines += [
+                "        v = buf[pos - ln:pos]",
+                f"        x{i} = {_value_source(column.ctype, 'v', i, env, 'f')}",
+                "    else:",
+                "        pos += 1",
+                f"        x{i} = None if k == 110 else u{i}",
+            ]
             names.append(f"{column.name!r}: x{i}")
+        else:
+            lines += ["    else:", "        pos += 1"]
     lines.append("    return {" + ", ".join(names) + "}, pos")
     exec(compile("\n".join(lines), "<pgoutput tuple decoder>", "exec"), env)  # noqa: S102 - repr()/index-built source
     return env["decode"]  # type: ignore[no-any-return]
@@ -255,19 +265,21 @@ _COPY_ESCAPES = {98: 8, 102: 12, 110: 10, 114: 13, 116: 9, 118: 11, 92: 92}
 
 
 def _copy_decoder(columns: Sequence[Column], included: Sequence[bool]) -> Callable[[bytes], dict[str, Any]]:
-    """A decoder for one COPY text line holding the included columns, in order."""
+    """A decoder for one COPY text line holding the included columns, in order.
+
+    A line without a backslash (no NULL, nothing escaped: most lines) converts its fields directly;
+    only other lines pay for the per-field NULL and escape handling."""
     env: dict[str, Any] = {"unescape": unescape_copy, "NULL": b"\\N", "D": decimal.Decimal}
     kept = [(i, c) for i, (c, keep) in enumerate(zip(columns, included)) if keep]
     unpack = ", ".join(f"f{i}" for i, _ in kept) + ("," if len(kept) == 1 else "")
-    lines = ["def from_copy(line):", f"    {unpack} = line.split(b'\\t')"]
+    lines = ["def from_copy(line):", f"    {unpack} = line.split(b'\\t')", "    if 92 not in line:"]
+    fast = []
     names = []
     for i, column in kept:
-        ctype = column.ctype
-        if ctype.expr is not None:
-            value = ctype.expr.format(x=f"f{i}")
-        else:
-            env[f"c{i}"] = ctype.fn
-            value = f"c{i}(f{i})"
+        fast.append(f"{column.name!r}: {_value_source(column.ctype, f'f{i}', i, env, 'c')}")
+    lines.append("        return {" + ", ".join(fast) + "}")
+    for i, column in kept:
+        value = _value_source(column.ctype, f"f{i}", i, env, "c")
         lines += [f"    if 92 in f{i}:", f"        f{i} = None if f{i} == NULL else unescape(f{i})"]
         lines.append(f"    x{i} = None if f{i} is None else {value}")
         names.append(f"{column.name!r}: x{i}")

@@ -52,6 +52,7 @@ class PostgresCdcTask(SourceTask):
         self._stopping = threading.Event()
         self._config: PostgresCdcConfig | None = None
         self._sql: psycopg.Connection[Any] | None = None
+        self._snapshot_sql: psycopg.Connection[Any] | None = None  # chunk reads only (see ChunkedSnapshot)
         self._stream: ReplicationStream | None = None
         self._decoder: ChangeDecoder | None = None
         self._snapshot: ChunkedSnapshot | None = None
@@ -147,6 +148,21 @@ class PostgresCdcTask(SourceTask):
                 raise RetriableError(f"Cannot connect to PostgreSQL at {cfg.database_hostname}:{cfg.database_port}: {exc}") from exc
         return self._sql
 
+    def _connect_snapshot_sql(self) -> psycopg.Connection[Any]:
+        cfg = self._config
+        assert cfg is not None
+        if self._snapshot_sql is None or self._snapshot_sql.closed:
+            self._snapshot_sql = psycopg.connect(**cfg.conninfo(), autocommit=True)
+        return self._snapshot_sql
+
+    def _close_snapshot_sql(self) -> None:
+        conn, self._snapshot_sql = self._snapshot_sql, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection may fail in many ways
+                pass
+
     # -- tables ------------------------------------------------------------------------------------
 
     def _describe(self, qualified: str) -> Table | None:
@@ -233,7 +249,7 @@ class PostgresCdcTask(SourceTask):
             if not stream.is_open:
                 self._reconnect()
             if snapshot.active and snapshot.window is None:
-                snapshot.start_chunk(self._connect_sql())
+                snapshot.start_chunk(self._connect_snapshot_sql())
             self._read(cfg, decoder, stream)
             self._failures = 0
         except (ReplicationLost, psycopg.OperationalError, psycopg.InterfaceError) as exc:
@@ -304,6 +320,7 @@ class PostgresCdcTask(SourceTask):
         decoder.resume_from(*decoder.position)
         decoder.in_txn = False
         snapshot.reset_window()
+        self._close_snapshot_sql()  # ends the query of a prefetched chunk
         stream.open(0)
         log.info("Streaming from slot %s (publication %s)", cfg.slot_name, cfg.publication_name)
 
@@ -318,6 +335,7 @@ class PostgresCdcTask(SourceTask):
             except Exception:  # noqa: BLE001
                 pass
             self._sql = None
+        self._close_snapshot_sql()
         self._failures += 1
         delay = _RECONNECT_BACKOFF_S[min(self._failures - 1, len(_RECONNECT_BACKOFF_S) - 1)]
         log.warning("PostgreSQL connection lost (%s); reconnecting in %.1fs", str(exc).strip().splitlines()[0] if str(exc) else exc, delay)
@@ -388,6 +406,7 @@ class PostgresCdcTask(SourceTask):
             except Exception:  # noqa: BLE001
                 pass
             self._sql = None
+        self._close_snapshot_sql()
 
 
 def as_batch(records: list[SourceRecord]) -> list[SourceRecord] | SourceRecordBatch:

@@ -62,9 +62,9 @@ VARIABLE_SCALE_DECIMAL = Schema.struct(
 class ColumnType:
     """How one column is represented: its schema (required form) and its conversion.
 
-    ``expr`` is a Python expression over ``{x}`` (the raw text as ``bytes``) used by generated
-    decoders; ``fn`` is the same conversion as a function (for arrays, snapshots of odd types and
-    tests). ``fallback`` is what a required column holds when PostgreSQL did not send it (the
+    ``expr`` is a Python expression over ``{x}`` (the raw text as ``bytes``, a plain variable) used
+    by generated decoders, where ``{f}`` names ``fn`` for a slow path; ``fn`` is the same
+    conversion as a function (for arrays, odd types and tests). ``fallback`` is what a required column holds when PostgreSQL did not send it (the
     non-key columns of a ``REPLICA IDENTITY DEFAULT`` old key), Debezium's zero value.
     """
 
@@ -450,8 +450,12 @@ def _temporal_type(oid: int, typmod: int, modes: TypeModes) -> ColumnType:
             return ColumnType(semantic(Type.INT64, "io.debezium.time.Timestamp"), _timestamp_millis, None, 0, False)
         return ColumnType(semantic(Type.INT64, "io.debezium.time.MicroTimestamp"), _timestamp_micros, None, 0, False)
     if oid == TIMESTAMPTZ:
+        # Inline the common case: UTC with every fractional digit present (PostgreSQL drops
+        # trailing zeros, and those values take the function), only a space to replace.
+        size = 22 + (digits + 1 if digits else 0)
+        fast = f"({{x}}[:{size - 3}].decode().replace(' ', 'T') + 'Z' if len({{x}}) == {size} and {{x}}[10] == 32 and {{x}}[{size - 3}:] == b'+00' else {{f}}({{x}}))"
         return ColumnType(
-            semantic(Type.STRING, "io.debezium.time.ZonedTimestamp"), _zoned_timestamp(digits), None, "1970-01-01T00:00:00Z", False
+            semantic(Type.STRING, "io.debezium.time.ZonedTimestamp"), _zoned_timestamp(digits), fast, "1970-01-01T00:00:00Z", False
         )
     if oid == TIMETZ:
         return ColumnType(semantic(Type.STRING, "io.debezium.time.ZonedTime"), _zoned_time, None, "00:00:00Z", False)

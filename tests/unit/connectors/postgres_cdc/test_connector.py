@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from connectors.api import ConfigError
@@ -25,16 +27,21 @@ def test_one_task_whatever_tasks_max() -> None:
     assert configs[0]["database.password"] == "pw" and configs[0]["topic.prefix"] == "dbserver1"
 
 
+def _pairs(*pairs: tuple[dict[str, Any], dict[str, Any]]) -> Any:
+    """Offsets as the REST layer hands them over: (partition, offset) pairs."""
+    return list(pairs)
+
+
 def test_offsets_can_be_set_to_an_lsn() -> None:
     connector = PostgresCdcSourceConnector()
     ok = {"lsn": "0/16B6C50", "lsn_commit": 23817296}
-    assert connector.alter_offsets(BASE, [({"server": "dbserver1"}, ok)])
+    assert connector.alter_offsets(BASE, _pairs(({"server": "dbserver1"}, ok)))
     with pytest.raises(ConfigError, match="server"):
-        connector.alter_offsets(BASE, [({"table": "x"}, ok)])
+        connector.alter_offsets(BASE, _pairs(({"table": "x"}, ok)))
     with pytest.raises(ConfigError, match="lsn"):
-        connector.alter_offsets(BASE, [({"server": "dbserver1"}, {"txId": 1})])
+        connector.alter_offsets(BASE, _pairs(({"server": "dbserver1"}, {"txId": 1})))
     with pytest.raises(ConfigError, match="not an LSN"):
-        connector.alter_offsets(BASE, [({"server": "dbserver1"}, {"lsn": "zz/1"})])
+        connector.alter_offsets(BASE, _pairs(({"server": "dbserver1"}, {"lsn": "zz/1"})))
 
 
 def test_include_and_exclude_lists_are_anchored_regexes() -> None:

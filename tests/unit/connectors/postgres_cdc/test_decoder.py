@@ -156,7 +156,7 @@ def test_watermark_window_drops_rows_changed_by_the_stream() -> None:
     snap.add(["public.t"], "initial")
     window = ChunkWindow("w1", table, "initial")
     for i in (1, 2, 3):
-        window.rows[(i,)] = ({"id": i}, {"id": i, "name": "old"})
+        window.add({"id": i}, {"id": i, "name": "old"})
     window.exhausted = True
     snap.window = window
     records = feed(
@@ -172,6 +172,41 @@ def test_watermark_window_drops_rows_changed_by_the_stream() -> None:
     assert not snap.active and "snapshot_tables" not in records[-1].source_offset
 
 
+def test_changes_inside_a_prefetched_window_are_dropped_from_its_chunk() -> None:
+    """The next chunk's low watermark can reach the stream before that chunk is read: changes
+    after it still count against the chunk once its rows arrive."""
+    d = decoder()
+    feed(d, pg.relation(1, "public", "t", [("id", INT4, -1, True), ("name", TEXT, -1, False)]))
+    table = d.tables[1]
+    assert table is not None
+    snap = ChunkedSnapshot(d, lambda name: table, chunk_size=2, incremental_chunk_size=2)
+    d.on_message = snap.on_message
+    snap.add(["public.t"], "initial")
+    first, second = ChunkWindow("w1", table, "initial"), ChunkWindow("w2", table, "initial")
+    first.add({"id": 1}, {"id": 1, "name": "old"})
+    first.last_key = ["1"]
+    snap.window = first
+    snap._prefetched = (second, 2, None)  # type: ignore[assignment]  # its query sent, not read yet
+    records = feed(
+        d,
+        pg.message(50, WATERMARK_PREFIX, b"L:w1"),
+        pg.message(60, WATERMARK_PREFIX, b"H:w1"),
+        pg.message(70, WATERMARK_PREFIX, b"L:w2"),
+        pg.begin(100, T0, 1),
+        pg.update(90, 1, [b"2", b"new"]),
+        pg.commit(100, 110, T0),
+    )
+    assert [(r.value["op"], r.key["id"]) for r in records] == [("r", 1), ("u", 2)]
+    # the prefetched chunk's rows arrive and it becomes the current window
+    snap._prefetched = None
+    second.add({"id": 2}, {"id": 2, "name": "old"})
+    second.add({"id": 3}, {"id": 3, "name": "old"})
+    second.exhausted = True
+    snap.window = second
+    records = feed(d, pg.message(120, WATERMARK_PREFIX, b"H:w2"))
+    assert [(r.value["op"], r.key["id"]) for r in records] == [("r", 3)]
+
+
 def test_chunk_progress_is_in_the_offsets_until_the_table_is_done() -> None:
     d = decoder()
     feed(d, pg.relation(1, "public", "t", [("id", INT4, -1, True)]))
@@ -181,7 +216,8 @@ def test_chunk_progress_is_in_the_offsets_until_the_table_is_done() -> None:
     d.on_message = snap.on_message
     snap.add(["public.t"], "initial")
     window = ChunkWindow("w1", table, "initial")
-    window.rows = {(1,): ({"id": 1}, {"id": 1}), (2,): ({"id": 2}, {"id": 2})}
+    window.add({"id": 1}, {"id": 1})
+    window.add({"id": 2}, {"id": 2})
     window.last_key = ["2"]
     snap.window = window
     records = feed(d, pg.message(50, WATERMARK_PREFIX, b"L:w1"), pg.message(60, WATERMARK_PREFIX, b"H:w1"))

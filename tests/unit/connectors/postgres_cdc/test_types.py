@@ -88,3 +88,44 @@ def test_lsn_spelling() -> None:
     assert parse_lsn("16/B374D848") == (0x16 << 32) | 0xB374D848
     assert format_lsn(parse_lsn("0/16B6C50")) == "0/16B6C50"
     assert parse_lsn("12345") == 12345
+
+
+@pytest.mark.parametrize("typmod", [-1, 0, 3, 6])
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"2024-03-01 10:11:12.123456+00",
+        b"2024-03-01 10:11:12.5+00",
+        b"2024-03-01 10:11:12+00",
+        b"2024-03-01 10:11:12.123+00",
+        b"2024-03-01 12:11:12.123456+02",
+        b"12024-03-01 10:11:12.12345+00",  # a five-digit year: same length as the common case
+        b"infinity",
+    ],
+)
+def test_generated_decoders_inline_timestamptz_like_the_function(typmod: int, text: bytes) -> None:
+    """The tuple and COPY decoders inline the common timestamptz case; every value must still
+    come out as the type's function makes it."""
+    ctype = t.column_type(t.TIMESTAMPTZ, typmod, ADAPTIVE)
+    table = Table(1, "public", "x", [Column("at", t.TIMESTAMPTZ, typmod, True, ctype)], [], "d", "srv", [True])
+    tuple_message = b"\x00\x01t" + len(text).to_bytes(4, "big") + text + b"\0\0\0\0"  # padded as handle() does
+    assert table.decode(tuple_message, 0)[0] == {"at": ctype.fn(text)}
+    assert table.from_copy(text) == {"at": ctype.fn(text)}
+
+
+def test_copy_decoder_fast_and_escaped_lines_agree() -> None:
+    cols = [
+        Column("id", t.INT8, -1, False, t.column_type(t.INT8, -1, ADAPTIVE)),
+        Column("amount", t.NUMERIC, (12 << 16 | 2) + 4, True, t.column_type(t.NUMERIC, (12 << 16 | 2) + 4, ADAPTIVE)),
+        Column("note", t.TEXT, -1, True, t.column_type(t.TEXT, -1, ADAPTIVE)),
+        Column("skipped", t.TEXT, -1, True, t.column_type(t.TEXT, -1, ADAPTIVE)),
+    ]
+    table = Table(1, "public", "x", cols, ["id"], "d", "srv", [True, True, True, False])
+    plain = table.from_copy(b"1\t2.50\tplain")
+    escaped = table.from_copy(b"1\t2.50\tpl\\\\ain")
+    assert plain == {"id": 1, "amount": decimal.Decimal("2.50"), "note": "plain"}
+    assert escaped == {"id": 1, "amount": decimal.Decimal("2.50"), "note": "pl\\ain"}
+    assert table.from_copy(b"2\t\\N\t\\N") == {"id": 2, "amount": None, "note": None}
+    # the stream decoder skips an excluded column without converting it
+    body = b"".join(b"t" + len(v).to_bytes(4, "big") + v for v in (b"3", b"NaN", b"n", b"not-a-number"))
+    assert table.decode(b"\x00\x04" + body + b"\0\0\0\0", 0)[0] == {"id": 3, "amount": None, "note": "n"}
