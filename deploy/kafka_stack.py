@@ -22,27 +22,35 @@ import argparse
 import atexit
 import base64
 import contextlib
-import ctypes
 import datetime as dt
 import logging
 import os
 import re
 import shlex
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Final
 
 from deploy import maven
 from deploy.maven import cache_dir, exclusive_lock  # noqa: F401 - devstack and s3_server import them from here
+from deploy.processes import (  # noqa: F401 - re-exported: devstack and tests import them from here
+    LOOPBACK,
+    die_with_parent_hook,
+    find_free_port,
+    is_port_free,
+    is_port_open,
+    signal_process_group,
+    stop_process_group,
+    tail_file,
+)
+from deploy.processes import find_java as _find_java
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +58,6 @@ DEFAULT_KAFKA_VERSION: Final = "4.3.1"
 """Newest Kafka 4.x whose full dependency tree resolved from Maven Central (4.4.0's
 ``kafka-tools-api`` was missing there when this was chosen)."""
 
-LOOPBACK: Final = "127.0.0.1"
 NODE_ID: Final = 1
 
 KAFKA_FILES_DIR: Final = Path(__file__).resolve().parent / "kafka"
@@ -58,7 +65,6 @@ POM_PATH: Final = KAFKA_FILES_DIR / "pom.xml"
 LOG4J2_CONFIG: Final = KAFKA_FILES_DIR / "log4j2.properties"
 
 _FORMAT_TIMEOUT_S: Final = 120.0
-_LOG_TAIL_LINES: Final = 40
 _VERSION_RE: Final = re.compile(r"^4\.\d+\.\d+(?:[.-][A-Za-z0-9]+)*$")
 
 
@@ -87,6 +93,11 @@ class PortInUseError(KafkaStartError):
 # --------------------------------------------------------------------------------------
 # Jars from Maven Central
 # --------------------------------------------------------------------------------------
+
+
+def find_java() -> str:
+    """Path of the ``java`` executable: ``$JAVA_HOME/bin/java``, else ``java`` on PATH."""
+    return _find_java(KafkaStartError, "Kafka 4.x needs Java 17 or newer")
 
 
 def kafka_libs_dir(version: str = DEFAULT_KAFKA_VERSION) -> Path:
@@ -137,54 +148,6 @@ def ensure_kafka_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None =
 # --------------------------------------------------------------------------------------
 
 
-def find_java() -> str:
-    """Path of the ``java`` executable: ``$JAVA_HOME/bin/java``, else ``java`` on PATH."""
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home:
-        candidate = Path(java_home) / "bin" / "java"
-        if os.access(candidate, os.X_OK):
-            return str(candidate)
-    found = shutil.which("java")
-    if not found:
-        raise KafkaStartError(
-            "Kafka 4.x needs Java 17 or newer, but JAVA_HOME is not set and 'java' is not on "
-            "PATH (e.g. `apt-get install openjdk-17-jre-headless`)."
-        )
-    return found
-
-
-def find_free_port(host: str = LOOPBACK, *, exclude: Sequence[int] = ()) -> int:
-    """A TCP port on ``host`` that nothing listens on right now (the OS picks it)."""
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind((host, 0))
-            port: int = sock.getsockname()[1]
-        if port not in exclude:
-            return port
-
-
-def is_port_free(port: int, host: str = LOOPBACK) -> bool:
-    """True if a server could bind ``host:port`` now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        # Kafka's acceptor binds with SO_REUSEADDR, so connections left in TIME_WAIT by a
-        # previous broker do not block it; probe the same way or a quick restart looks busy.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def is_port_open(port: int, host: str = LOOPBACK, timeout: float = 0.5) -> bool:
-    """True if something accepts TCP connections on ``host:port``."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
 def new_cluster_id() -> str:
     """A random Kafka cluster id, as ``kafka-storage random-uuid`` prints but without a JVM.
 
@@ -195,46 +158,6 @@ def new_cluster_id() -> str:
         # Kafka's Uuid.randomUuid() rejects ids starting with '-': they parse as CLI flags.
         if not cluster_id.startswith("-"):
             return cluster_id
-
-
-def signal_process_group(pid: int, sig: signal.Signals) -> None:
-    """Send ``sig`` to the process group led by ``pid`` (or to ``pid`` if it leads none).
-
-    The broker leads its own session and process group, so this also reaches anything the
-    JVM spawned.
-    """
-    try:
-        os.killpg(pid, sig)
-    except ProcessLookupError:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)  # not a group leader after all
-
-
-def _die_with_parent_hook() -> Callable[[], None] | None:
-    """A ``preexec_fn`` asking Linux to SIGTERM the child when its parent thread dies."""
-    if not sys.platform.startswith("linux"):
-        return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before fork, not in the child
-    parent_pid = os.getpid()
-    pr_set_pdeathsig = 1
-
-    def hook() -> None:
-        prctl(pr_set_pdeathsig, signal.SIGTERM)
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os._exit(1)
-
-    return hook
-
-
-def _tail_file(path: Path, start: int = 0, lines: int = _LOG_TAIL_LINES) -> str:
-    try:
-        with open(path, "rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(start, size - 64 * 1024))
-            data = handle.read()
-    except OSError as exc:
-        return f"(cannot read {path}: {exc})"
-    return maven.tail_text(data.decode(errors="replace"), lines)
 
 
 # --------------------------------------------------------------------------------------
@@ -436,7 +359,7 @@ class KafkaBroker:
                 # Own session: terminal signals (Ctrl-C) go to us, not the JVM, and stop()
                 # can signal the whole group.
                 start_new_session=True,
-                preexec_fn=_die_with_parent_hook() if self.kill_with_parent else None,
+                preexec_fn=die_with_parent_hook() if self.kill_with_parent else None,
             )
         except OSError as exc:
             log.close()
@@ -662,21 +585,15 @@ class KafkaBroker:
         pid = f"pid {self._proc.pid}, " if self._proc else ""
         return KafkaStartError(
             f"Kafka {self.version} broker ({pid}{self.bootstrap_servers}) {reason}.\n"
-            f"Broker log {self.log_path} (last lines):\n" + maven.indent(_tail_file(self.log_path, self._log_start))
+            f"Broker log {self.log_path} (last lines):\n" + maven.indent(tail_file(self.log_path, self._log_start))
         )
 
     def _terminate(self, timeout: float) -> None:
         proc, self._proc = self._proc, None
         _LIVE_BROKERS.discard(self)
         if proc is not None and proc.poll() is None:
-            # poll() just said it is alive and unreaped, so its pid cannot have been reused.
-            signal_process_group(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                logger.warning("Kafka (pid %d) did not stop within %.0fs; killing it", proc.pid, timeout)
-                signal_process_group(proc.pid, signal.SIGKILL)
-                proc.wait()
+            if not stop_process_group(proc, timeout):
+                logger.warning("Kafka (pid %d) did not stop within %.0fs; killed it", proc.pid, timeout)
             logger.info("Stopped Kafka (pid %d) on %s", proc.pid, self.bootstrap_servers)
         if self._log_handle is not None:
             self._log_handle.close()

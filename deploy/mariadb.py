@@ -34,7 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Final
 
-from deploy.kafka_stack import LOOPBACK, find_free_port, is_port_free
+from deploy.processes import LOOPBACK, find_free_port, is_port_free
 from deploy.service_process import check_searchable, child_setup, server_env, service_user, tail
 
 SERVICE_USER: Final = "mysql"

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
-import ctypes
 import hashlib
 import json
 import logging
@@ -45,13 +44,13 @@ import time
 import urllib.error
 import urllib.request
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Final
 
 from deploy import maven
-from deploy.kafka_stack import LOOPBACK, _tail_file, find_free_port, signal_process_group
+from deploy.processes import LOOPBACK, find_free_port, signal_process_group, stop_process_group, tail_file
+from deploy.service_process import child_setup
 
 logger = logging.getLogger(__name__)
 
@@ -281,26 +280,6 @@ def _searchable_by(path: Path, user: pwd.struct_passwd) -> bool:
     return True
 
 
-def _child_setup(user: pwd.struct_passwd | None, die_with_parent: bool) -> Callable[[], None] | None:
-    if user is None and not die_with_parent:
-        return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
-    parent = os.getpid()
-
-    def setup() -> None:
-        if user is not None:
-            os.setgroups([])
-            os.setgid(user.pw_gid)
-            os.setuid(user.pw_uid)
-        # After setuid: changing credentials clears the parent-death signal.
-        if die_with_parent and prctl is not None:
-            prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-            if os.getppid() != parent:
-                os._exit(1)
-
-    return setup
-
-
 # -- the node -------------------------------------------------------------------------------------
 
 _LIVE_NODES: set[OpenSearchNode] = set()
@@ -406,7 +385,7 @@ class OpenSearchNode:
                 cwd=self.base_dir,
                 env=env,
                 start_new_session=True,
-                preexec_fn=_child_setup(user, self.kill_with_parent),  # noqa: PLW1509 - drops privileges
+                preexec_fn=child_setup(user, self.kill_with_parent, signal.SIGTERM, set_home=False),  # noqa: PLW1509 - drops privileges
             )
         except OSError as exc:
             raise OpenSearchStartError(f"could not run {dist / 'bin' / 'opensearch'}: {exc}") from exc
@@ -451,7 +430,7 @@ class OpenSearchNode:
             if self._proc.poll() is not None:
                 raise OpenSearchStartError(
                     f"OpenSearch exited with code {self._proc.returncode} during startup; "
-                    f"log tail:\n{_tail_file(self.log_path, log_start)}"
+                    f"log tail:\n{tail_file(self.log_path, log_start)}"
                 )
             try:
                 with urllib.request.urlopen(f"{self.url}/_cluster/health?wait_for_status=yellow&timeout=1s", timeout=5) as r:
@@ -466,7 +445,7 @@ class OpenSearchNode:
             time.sleep(0.25)
         raise OpenSearchStartError(
             f"OpenSearch did not become healthy on {self.url} within {self.start_timeout:.0f}s ({last}); "
-            f"log tail:\n{_tail_file(self.log_path, log_start)}"
+            f"log tail:\n{tail_file(self.log_path, log_start)}"
         )
 
     def stop(self, timeout: float = 30.0, *, keep_dir: bool = False) -> None:
@@ -474,13 +453,8 @@ class OpenSearchNode:
         ``keep_dir`` (what :meth:`restart` uses)."""
         proc, self._proc = self._proc, None
         _LIVE_NODES.discard(self)
-        if proc is not None and proc.poll() is None:
-            signal_process_group(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                signal_process_group(proc.pid, signal.SIGKILL)
-                proc.wait(timeout)
+        if proc is not None:
+            stop_process_group(proc, timeout)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -502,20 +476,27 @@ class OpenSearchNode:
 
     # -- small HTTP helpers for tests and benchmarks ------------------------------------------------
 
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        """``(status, parsed JSON body)`` of one request (no exception on 4xx/5xx)."""
+    def request(self, method: str, path: str, body: Any = None, *, unavailable_retry_s: float = 15.0) -> tuple[int, Any]:
+        """``(status, parsed JSON body)`` of one request (no exception on 4xx/5xx).
+
+        A 503 (a shard not yet searchable, e.g. on a machine too busy to keep up) is retried for
+        up to ``unavailable_retry_s`` seconds, as a client of a real cluster would."""
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method)
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=60) as resp:
-                raw = resp.read()
-                status = resp.status
-        except urllib.error.HTTPError as exc:
-            raw = exc.read()
-            status = exc.code
-        return status, (json.loads(raw) if raw else None)
+        deadline = time.monotonic() + unavailable_retry_s
+        while True:
+            req = urllib.request.Request(self.url + path, data=data, method=method)
+            if data is not None:
+                req.add_header("Content-Type", "application/json")
+            try:
+                with urllib.request.urlopen(req, timeout=60) as resp:
+                    raw = resp.read()
+                    status = resp.status
+            except urllib.error.HTTPError as exc:
+                raw = exc.read()
+                status = exc.code
+            if status != 503 or time.monotonic() >= deadline:
+                return status, (json.loads(raw) if raw else None)
+            time.sleep(0.5)
 
 
 def _java_modules(java_home: Path) -> set[str]:

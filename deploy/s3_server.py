@@ -26,7 +26,6 @@ import logging
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from types import TracebackType
 from typing import IO, Any, Final
 
 from deploy import maven
-from deploy.kafka_stack import _die_with_parent_hook, _tail_file, find_free_port, signal_process_group
+from deploy.processes import die_with_parent_hook, find_free_port, find_java, stop_process_group, tail_file
 
 logger = logging.getLogger(__name__)
 
@@ -96,16 +95,6 @@ def ensure_s3proxy_jars(version: str = DEFAULT_S3PROXY_VERSION, *, mvn: str | No
         mvn=mvn,
         error=S3ServerFetchError,
     )
-
-
-def _find_java() -> str:
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and os.access(Path(java_home) / "bin" / "java", os.X_OK):
-        return str(Path(java_home) / "bin" / "java")
-    found = shutil.which("java")
-    if not found:
-        raise S3ServerStartError("S3Proxy needs Java 17 or newer, but JAVA_HOME is unset and 'java' is not on PATH")
-    return found
 
 
 # -- the server ---------------------------------------------------------------------------------
@@ -207,7 +196,7 @@ class S3Server:
                 stderr=subprocess.STDOUT,
                 cwd=self._data_dir,
                 start_new_session=True,
-                preexec_fn=_die_with_parent_hook() if self.kill_with_parent else None,  # noqa: PLW1509
+                preexec_fn=die_with_parent_hook() if self.kill_with_parent else None,  # noqa: PLW1509
             )
         except OSError as exc:
             raise S3ServerStartError(f"could not run {shlex.join(cmd)}: {exc}") from exc
@@ -258,7 +247,7 @@ class S3Server:
             encoding="utf-8",
         )
         return [
-            _find_java(),
+            find_java(S3ServerStartError, "S3Proxy needs Java 17 or newer"),
             "-Xms64m",
             "-Xmx512m",
             "-XX:+UseSerialGC",
@@ -277,7 +266,7 @@ class S3Server:
             assert self._proc is not None
             if self._proc.poll() is not None:
                 raise S3ServerStartError(
-                    f"{self.kind} exited with code {self._proc.returncode} during startup; log tail:\n{_tail_file(self.log_path)}"
+                    f"{self.kind} exited with code {self._proc.returncode} during startup; log tail:\n{tail_file(self.log_path)}"
                 )
             try:
                 urllib.request.urlopen(self.endpoint_url + "/", timeout=1).close()
@@ -288,20 +277,15 @@ class S3Server:
                 time.sleep(0.1)
         raise S3ServerStartError(
             f"{self.kind} did not answer on {self.endpoint_url} within {self.start_timeout:.0f}s; "
-            f"log tail:\n{_tail_file(self.log_path)}"
+            f"log tail:\n{tail_file(self.log_path)}"
         )
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the server (SIGTERM, then SIGKILL) and delete a temporary data directory."""
         proc, self._proc = self._proc, None
         _LIVE_SERVERS.discard(self)
-        if proc is not None and proc.poll() is None:
-            signal_process_group(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                signal_process_group(proc.pid, signal.SIGKILL)
-                proc.wait(timeout)
+        if proc is not None:
+            stop_process_group(proc, timeout)
         if self._log is not None:
             self._log.close()
             self._log = None

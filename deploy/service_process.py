@@ -50,9 +50,10 @@ def server_env(drop_prefixes: tuple[str, ...]) -> dict[str, str]:
 
 
 def child_setup(
-    user: pwd.struct_passwd | None, die_with_parent: bool, death_signal: signal.Signals
+    user: pwd.struct_passwd | None, die_with_parent: bool, death_signal: signal.Signals, *, set_home: bool = True
 ) -> Callable[[], None] | None:
-    """A ``preexec_fn`` that drops to ``user`` and has the kernel send ``death_signal`` when we die."""
+    """A ``preexec_fn`` that drops to ``user`` (with ``HOME`` set to theirs unless ``set_home`` is
+    false) and has the kernel send ``death_signal`` when we die."""
     if user is None and not die_with_parent:
         return None
     prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
@@ -63,7 +64,8 @@ def child_setup(
             os.setgroups([])
             os.setgid(user.pw_gid)
             os.setuid(user.pw_uid)
-            os.environ["HOME"] = user.pw_dir
+            if set_home:
+                os.environ["HOME"] = user.pw_dir
         # After setuid: changing credentials clears the parent-death signal.
         if die_with_parent and prctl is not None:
             prctl(1, death_signal)  # PR_SET_PDEATHSIG
