@@ -29,6 +29,8 @@ import hashlib
 import io
 import zlib
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Executor, Future
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -93,6 +95,19 @@ class ObjectWriter(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Write whatever the format keeps back (compressor tail, last row group, footer)."""
+
+    def discard(self) -> None:  # noqa: B027 - optional hook
+        """The object is dropped: stop any background work (the output is thrown away)."""
+
+    def write_raw_json(self, raws: Sequence[bytes | None]) -> None:
+        """Encode one batch of values given as the JSON bytes they were consumed as.
+
+        Each item is one complete JSON document, already checked by the runtime (no surrounding
+        whitespace), and its value is exactly its schemaless parse; ``None`` is a tombstone. Formats
+        that can use the bytes as they are override this; the others decode them here.
+        """
+        loads = orjson.loads
+        self.write([None if v is None else loads(v) for v in raws], None)
 
     @property
     def pending_bytes(self) -> int:
@@ -172,6 +187,27 @@ class _Compressed(ObjectWriter):
 class JsonLinesWriter(_Compressed):
     def write(self, values: Sequence[Any], schema: Schema | None) -> None:
         self._emit(encode_json_lines(values))
+
+    def write_raw_json(self, raws: Sequence[bytes | None]) -> None:
+        """The consumed JSON bytes as they are, one per line: no decoding, no encoding.
+
+        A value spread over several lines (pretty-printed JSON) is the one exception: it is
+        re-encoded on one line, as :meth:`write` would write it. The choice depends only on the
+        record, so a replay writes the same bytes. A tombstone is a ``null`` line.
+        """
+        lines: list[bytes] = raws if isinstance(raws, list) else list(raws)  # type: ignore[assignment,arg-type]
+        if None in lines:
+            lines = [b"null" if v is None else v for v in lines]
+        blob = b"\n".join(lines)
+        if blob.count(b"\n") != len(lines) - 1:  # one count over the blob instead of one per value
+            blob = b"\n".join([_one_line(v) for v in lines])
+        self._emit(blob + b"\n")  # one write: the batch is in the object entirely or not at all
+
+
+def _one_line(raw: bytes) -> bytes:
+    if b"\n" not in raw:
+        return raw
+    return orjson.dumps(orjson.loads(raw), option=_JSON_OPTIONS)
 
 
 class JsonFormat(RecordFormat):
@@ -314,55 +350,192 @@ def _rows_to_table(pa: Any, rows: list[Any], schema: Any) -> Any:
     return pa.Table.from_pydict(columns, schema=schema)
 
 
-class ParquetObjectWriter(ObjectWriter):
-    """Holds rows until a row group is full, then encodes it into the output."""
+#: Rows decoded in Python to infer a Parquet schema for raw JSON (see ParquetObjectWriter).
+SCHEMA_SAMPLE_ROWS = 1_000
 
-    def __init__(self, out: Output, codec: str, row_group_rows: int) -> None:
+
+class ParquetObjectWriter(ObjectWriter):
+    """Holds rows until a row group is full, then encodes it into the output.
+
+    Row groups are cut at exactly ``row_group_rows`` rows whatever the batch sizes, so the bytes of
+    an object depend only on its records (a replay after a crash rewrites it identically).
+
+    Values that arrive as raw JSON (:meth:`write_raw_json`) are parsed by pyarrow's JSON reader
+    straight into Arrow columns, with no Python object per value: about 30 % less CPU than
+    decoding them and building columns from dicts. The schema is the one the decoded path would
+    use: the object's schema once it has one; for the first row group, the schema Arrow infers
+    from the first ``SCHEMA_SAMPLE_ROWS`` decoded rows. Any row the reader cannot convert exactly
+    to that schema (a type that differs, a field the schema does not have, a value that is not
+    an object) makes that row group take the decoded path instead, so the file and its errors are
+    the same as if every value had been decoded.
+    """
+
+    def __init__(self, out: Output, codec: str, row_group_rows: int, executor: Executor | None = None) -> None:
         self.out = out
         self.codec = None if codec == "none" else codec
         self.row_group_rows = row_group_rows
+        self.executor = executor
         self._rows: list[Any] = []
+        self._raw: list[bytes] = []
         self._schema: Any = None
         self._connect_schema: Schema | None = None
         self._writer: Any = None
+        self._sink: Any = None
         self._pending_estimate = 0
+        #: The raw row group being encoded on the executor (at most one: row groups stay in order).
+        self._job: Future[None] | None = None
+        self._job_rows: list[bytes] = []
+        self._job_bytes = 0
 
     @property
     def pending_bytes(self) -> int:
-        return self._pending_estimate
+        buffered = self._sink.tell() - self.out.tell() if self._sink is not None else 0
+        return self._pending_estimate + self._job_bytes + buffered
 
     def write(self, values: Sequence[Any], schema: Schema | None) -> None:
         if schema is not None and self._schema is None:
             self._schema = arrow_schema(schema)
             self._connect_schema = schema
+        if self._raw:  # keep the order: what came raw before these is decoded with them
+            self._decode_raw()
         self._rows.extend(values)
         self._pending_estimate += 100 * len(values)
-        if len(self._rows) >= self.row_group_rows:
-            self._flush_rows()
+        rows = self.row_group_rows
+        while len(self._rows) >= rows:
+            group, self._rows = self._rows[:rows], self._rows[rows:]
+            self._pending_estimate = 100 * len(self._rows)
+            self._finish_job()
+            self._encode(self._table(group))
 
-    def _flush_rows(self) -> None:
-        if not self._rows:
+    def write_raw_json(self, raws: Sequence[bytes | None]) -> None:
+        if self._rows or None in raws:
+            super().write_raw_json(raws)  # decoded rows are waiting (or a tombstone to refuse)
             return
+        self._raw.extend(raws)  # type: ignore[arg-type]
+        self._pending_estimate += sum(map(len, raws))  # type: ignore[arg-type]
+        rows = self.row_group_rows
+        while len(self._raw) >= rows:
+            group, self._raw = self._raw[:rows], self._raw[rows:]
+            self._pending_estimate = sum(map(len, self._raw))
+            self._finish_job()
+            if self.executor is None:
+                self._encode_raw(group)
+            else:
+                # pyarrow parses and encodes without the GIL: the task goes on consuming meanwhile.
+                self._job_rows, self._job_bytes = group, sum(map(len, group))
+                self._job = self.executor.submit(self._encode_raw, group)
+
+    def _encode_raw(self, group: list[bytes]) -> None:
+        self._encode(self._raw_table(group))
+
+    def _finish_job(self) -> None:
+        """Wait for the row group on the executor (encoding it here if no thread started it);
+        its error, if any, is raised here, and again at every later call."""
+        job = self._job
+        if job is None:
+            return
+        if job.cancel():
+            self._encode_raw(self._job_rows)
+        else:
+            job.result()
+        self._job, self._job_rows, self._job_bytes = None, [], 0
+
+    def _decode_raw(self) -> None:
+        loads = orjson.loads
+        self._rows.extend(loads(v) for v in self._raw)
+        self._raw = []
+        self._pending_estimate = 100 * len(self._rows)
+
+    def _table(self, rows: list[Any]) -> Any:
         pa = require_module("pyarrow", "ParquetFormat")
-        pq = require_module("pyarrow.parquet", "ParquetFormat")
-        rows, self._rows, self._pending_estimate = self._rows, [], 0
         try:
-            table = _rows_to_table(pa, rows, self._schema)
-        except (pa.ArrowException, TypeError, ValueError, AttributeError) as exc:
+            return _rows_to_table(pa, rows, self._schema)
+        except (pa.ArrowException, TypeError, ValueError, AttributeError, OverflowError) as exc:
             if not all(isinstance(r, dict) for r in rows):
                 raise DataError("ParquetFormat needs struct (dict) values") from None
             raise DataError(f"ParquetFormat cannot convert the values to the file's schema: {exc}") from None
+
+    def _raw_table(self, raws: list[bytes]) -> Any:
+        """The Arrow table of a row group of raw JSON values (see the class docstring)."""
+        table = _read_json_rows(raws, self._schema)
+        if table is None:
+            loads = orjson.loads
+            return self._table([loads(v) for v in raws])
+        return table
+
+    def _encode(self, table: Any) -> None:
+        pa = require_module("pyarrow", "ParquetFormat")
+        pq = require_module("pyarrow.parquet", "ParquetFormat")
         if self._schema is None:
             self._schema = table.schema
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self.out, self._schema, compression=self.codec or "none")
-        self._writer.write_table(table, row_group_size=max(len(rows), 1))
+            # pyarrow writes a row group in dozens of small pieces; each one handed to a Python
+            # file takes the GIL, which a background encoder then waits for behind the task
+            # thread (up to the 5 ms switch interval each time). A native buffer in between
+            # passes them on in large writes.
+            self._sink = pa.BufferedOutputStream(pa.PythonFile(self.out, mode="w"), buffer_size=PARQUET_BUFFER_BYTES)
+            self._writer = pq.ParquetWriter(self._sink, self._schema, compression=self.codec or "none")
+        self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
+
+    def discard(self) -> None:
+        job = self._job
+        if job is not None and not job.cancel():
+            futures_wait([job])  # never leave a thread writing into an aborted upload
+        self._job, self._job_rows, self._job_bytes = None, [], 0
+        self._rows, self._raw, self._pending_estimate = [], [], 0
 
     def close(self) -> None:
-        self._flush_rows()
+        self._finish_job()
+        if self._raw:
+            raws, self._raw = self._raw, []
+            self._encode(self._raw_table(raws))
+        if self._rows:
+            rows, self._rows = self._rows, []
+            self._encode(self._table(rows))
+        self._pending_estimate = 0
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+            self._sink.detach()  # the last buffered bytes go to the output, which stays open
+            self._sink = None
+
+
+def _read_json_rows(raws: list[bytes], schema: Any) -> Any:
+    """``raws`` (one JSON object each) as an Arrow table of ``schema`` (inferred from a decoded
+    sample when ``None``), or ``None`` when they do not convert to it exactly."""
+    pa = require_module("pyarrow", "ParquetFormat")
+    pa_json = require_module("pyarrow.json", "ParquetFormat")
+    if not raws:
+        return None
+    if schema is None:
+        sample = [orjson.loads(v) for v in raws[:SCHEMA_SAMPLE_ROWS]]
+        try:
+            schema = _rows_to_table(pa, sample, None).schema
+        except (pa.ArrowException, TypeError, ValueError, AttributeError, OverflowError):
+            return None
+    blob = b"\n".join(raws)
+    if blob.count(b"\n") != len(raws) - 1:
+        return None  # a value spans lines; the reader would need newlines_in_values (slower)
+    try:
+        table = pa_json.read_json(
+            pa.BufferReader(blob),
+            # One thread: the caller is a background thread already, and on a busy machine the
+            # reader's own pool costs more CPU than it saves (measured on 2 shared cores).
+            read_options=pa_json.ReadOptions(use_threads=False, block_size=_JSON_BLOCK_SIZE),
+            parse_options=pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error"),
+        )
+    except (pa.ArrowException, ValueError, TypeError):
+        return None
+    if table.num_rows != len(raws) or table.schema != schema:
+        return None
+    # One chunk per column, like a table built from Python lists: the encoded pages then do not
+    # depend on how the reader split its input.
+    return table.combine_chunks()
+
+
+_JSON_BLOCK_SIZE = 1 << 20
+#: Encoded Parquet bytes gathered natively before they are written to the object's upload.
+PARQUET_BUFFER_BYTES = 1 << 20
 
 
 class ParquetFormat(RecordFormat):
@@ -373,9 +546,12 @@ class ParquetFormat(RecordFormat):
         require_module("pyarrow.parquet", "ParquetFormat")
         self.codec = codec
         self.row_group_rows = row_group_rows
+        #: Where writers encode row groups of raw JSON while the caller goes on (the sink sets its
+        #: upload threads); ``None`` encodes them in the writing thread.
+        self.executor: Executor | None = None
 
     def writer(self, out: Output, key: str) -> ObjectWriter:
-        return ParquetObjectWriter(out, self.codec, self.row_group_rows)
+        return ParquetObjectWriter(out, self.codec, self.row_group_rows, self.executor)
 
     def read(self, data: bytes) -> Iterator[Any]:
         pq = require_module("pyarrow.parquet", "ParquetFormat")

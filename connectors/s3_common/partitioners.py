@@ -53,6 +53,9 @@ class Partitioner(abc.ABC):
     per_kafka_partition: bool = False
     #: True when encoded partitions are time buckets (enables rotate-on-partition-change).
     time_based: bool = False
+    #: False when :meth:`encode_batch` and :meth:`record_times` use ``values`` only for their
+    #: length and null-ness, so the sink may hand them raw bytes instead of decoded values.
+    reads_values: bool = True
 
     @abc.abstractmethod
     def encode_batch(
@@ -72,6 +75,7 @@ class DefaultPartitioner(Partitioner):
     """``partition=<n>``: one directory per Kafka partition."""
 
     per_kafka_partition = True
+    reads_values = False
 
     def encode(self, kafka_partition: int) -> str:
         return f"partition={kafka_partition}"
@@ -137,6 +141,7 @@ class TimeBasedPartitioner(Partitioner):
         self.duration = settings.partition_duration_ms
         self.formatter = JodaFormatter(settings.path_format)
         self.extractor = make_extractor(settings.timestamp_extractor, settings.timestamp_field)
+        self.reads_values = extractor_reads_values(settings.timestamp_extractor)
         self._names: dict[int, str] = {}
 
     def bucket(self, millis: int) -> int:
@@ -187,6 +192,11 @@ class TimeBasedPartitioner(Partitioner):
 # -- timestamp extractors -----------------------------------------------------------------------
 
 Extractor = Callable[[Sequence[Any], Callable[[], Sequence[int | None]]], list[int]]
+
+
+def extractor_reads_values(kind: str) -> bool:
+    """Whether the ``timestamp.extractor`` called ``kind`` looks into record values (RecordField)."""
+    return kind.rsplit(".", 1)[-1].removesuffix("TimestampExtractor") == "RecordField"
 
 
 def make_extractor(kind: str, field: str) -> Extractor:

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from concurrent.futures import Executor, Future
+from concurrent.futures import wait as futures_wait
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from connectors.api import ConnectError, RetriableError
@@ -167,7 +170,7 @@ class S3Storage:
     def __init__(self, conn: S3Connection, client: Any | None = None) -> None:
         self.bucket = conn.bucket
         self.conn = conn
-        self._client = client if client is not None else self._new_client(conn)
+        self._client = client if client is not None else shared_client(conn)
 
     @staticmethod
     def _new_client(conn: S3Connection) -> Any:
@@ -294,6 +297,28 @@ def translate_error(exc: BaseException, op: str, bucket: str, key: str) -> Conne
     return ConnectError(f"{where} failed: {name}: {exc}")
 
 
+_clients: dict[S3Connection, Any] = {}
+_clients_lock = threading.Lock()
+_MAX_CLIENTS = 32
+
+
+def shared_client(conn: S3Connection) -> Any:
+    """A boto3 client for ``conn``, shared by every task of the process that uses the same settings.
+
+    Building a client loads and parses botocore's S3 service model, which takes 0.1-0.4 s of CPU
+    (holding the GIL) on every task start, restart and rebalance; clients are thread-safe, so
+    tasks share them instead.
+    """
+    key = replace(conn, bucket="")  # a client is not tied to a bucket
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            if len(_clients) >= _MAX_CLIENTS:
+                del _clients[next(iter(_clients))]
+            client = _clients[key] = S3Storage._new_client(conn)
+        return client
+
+
 # -- streaming one object -----------------------------------------------------------------------
 
 
@@ -304,18 +329,40 @@ class ObjectUpload:
     :meth:`commit` again resumes. Nothing is visible in the bucket until :meth:`commit` returns.
     Implements enough of a binary file (``write``/``tell``/``flush``/``closed``) for pyarrow and
     fastavro to write into it.
+
+    :meth:`write` never raises for the storage: a part that cannot be sent stays buffered, and
+    :meth:`check` (called before each batch of records) or :meth:`commit` send it again and raise
+    if that fails, so a failure never reaches a format's encoder mid-object and never leaves a
+    batch half-written.
+
+    With an ``executor``, full parts are sent on its threads while the writer goes on: at most
+    ``max_inflight`` parts of this object are in flight (a write waits for the oldest beyond
+    that), and they count in :attr:`buffered_bytes` until S3 has accepted them. A part that failed
+    in the background is sent again inline when it is next waited for. :meth:`commit` may itself
+    run on the executor: a part it needs that no thread has started yet is cancelled and sent
+    inline, so it never waits for work queued behind it.
     """
 
-    def __init__(self, storage: ObjectStorage, key: str, part_size: int) -> None:
+    def __init__(
+        self, storage: ObjectStorage, key: str, part_size: int, executor: Executor | None = None, max_inflight: int = 2
+    ) -> None:
         self.storage = storage
         self.key = key
         self.part_size = part_size
+        self.executor = executor
+        self.max_inflight = max(1, max_inflight)
         self._chunks: list[bytes] = []
         self._buffered = 0
         self._position = 0
         self._upload_id: str | None = None
         self._etags: list[str] = []
+        #: Parts handed to the executor, in part-number order: (number, data, future or None to resend).
+        self._inflight: deque[tuple[int, bytes, Future[str] | None]] = deque()
+        self._inflight_bytes = 0
+        self._next_part = 1
         self.committed = False
+        # A background encoder (Parquet) may write while the task thread checks: one at a time.
+        self._lock = threading.Lock()
 
     # file-like surface
     closed = False
@@ -336,19 +383,41 @@ class ObjectUpload:
         pass
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
+        """Take ``data``; never fails because of the storage (see :meth:`check`)."""
         size = len(data)
         if size:
-            self._chunks.append(bytes(data))
-            self._buffered += size
-            self._position += size
+            with self._lock:
+                self._chunks.append(bytes(data))
+                self._buffered += size
+                self._position += size
+                if self._buffered >= self.part_size:
+                    try:
+                        self._upload_full_parts()
+                    except Exception as exc:  # kept buffered; check() and commit() send it again
+                        logger.debug("Sending a part of %s failed, will retry: %s", self.key, exc)
+        return size
+
+    def check(self) -> None:
+        """Send what an earlier :meth:`write` could not and raise if that still fails.
+
+        Called before a batch of records is written, so a storage failure is raised before the
+        object took any of them (a retried ``put`` must not write them twice) and never inside a
+        format's encoder, which could not resume. While the storage fails, the buffer exceeds a
+        part by about one batch.
+        """
+        with self._lock:
             if self._buffered >= self.part_size:
                 self._upload_full_parts()
-        return size
+            while self._inflight:
+                future = self._inflight[0][2]
+                if future is not None and not future.done():
+                    break
+                self._settle_oldest()
 
     @property
     def buffered_bytes(self) -> int:
-        """Bytes held in memory, not yet sent."""
-        return self._buffered
+        """Bytes held in memory, not yet accepted by S3 (buffered and in-flight parts)."""
+        return self._buffered + self._inflight_bytes
 
     @property
     def size(self) -> int:
@@ -360,7 +429,7 @@ class ObjectUpload:
         self._chunks = [data]
         while len(data) >= self.part_size:
             self._send_part(data[: self.part_size])
-            # Drop what was sent only once it was accepted, so a failed part is sent again.
+            # Drop what was sent only once it was accepted (or queued), so a failed part is sent again.
             data = data[self.part_size :]
             self._chunks = [data] if data else []
             self._buffered = len(data)
@@ -368,20 +437,54 @@ class ObjectUpload:
     def _send_part(self, part: bytes) -> None:
         if self._upload_id is None:
             self._upload_id = self.storage.create_multipart_upload(self.key)
-        etag = self.storage.upload_part(self.key, self._upload_id, len(self._etags) + 1, part)
+        if self.executor is None:
+            etag = self.storage.upload_part(self.key, self._upload_id, self._next_part, part)
+            self._etags.append(etag)
+            self._next_part += 1
+            return
+        while len(self._inflight) >= self.max_inflight:
+            self._settle_oldest()
+        number, self._next_part = self._next_part, self._next_part + 1
+        future = self.executor.submit(self.storage.upload_part, self.key, self._upload_id, number, part)
+        self._inflight.append((number, part, future))
+        self._inflight_bytes += len(part)
+
+    def _settle_oldest(self) -> None:
+        """Wait for the oldest in-flight part (sending it here if no thread started it or it
+        failed before); on failure it stays queued, to be sent again by the next attempt."""
+        number, part, future = self._inflight[0]
+        assert self._upload_id is not None
+        etag: str | None = None
+        if future is not None and not future.cancel():
+            try:
+                etag = future.result()
+            except Exception:
+                self._inflight[0] = (number, part, None)  # sent again just below
+        if etag is None:
+            etag = self.storage.upload_part(self.key, self._upload_id, number, part)
+        self._inflight.popleft()
+        self._inflight_bytes -= len(part)
         self._etags.append(etag)
 
     def commit(self) -> None:
         """Make the object visible with everything written. Idempotent; safe to retry."""
+        with self._lock:
+            self._commit()
+
+    def _commit(self) -> None:
         if self.committed:
             return
+        while self._inflight:
+            self._settle_oldest()
         data = b"".join(self._chunks)
         self._chunks = [data] if data else []
         if self._upload_id is None:
             self.storage.put_object(self.key, data)
         else:
             if data or not self._etags:
-                self._send_part(data)
+                etag = self.storage.upload_part(self.key, self._upload_id, self._next_part, data)
+                self._etags.append(etag)
+                self._next_part += 1
                 self._chunks = []
                 self._buffered = 0
             self.storage.complete_multipart_upload(self.key, self._upload_id, self._etags)
@@ -393,6 +496,11 @@ class ObjectUpload:
         """Drop the object: abort its multipart upload if one started. Never raises."""
         self._chunks = []
         self._buffered = 0
+        for _, _, future in self._inflight:
+            if future is not None and not future.cancel():
+                futures_wait([future])  # abort only once no part of it is still being sent
+        self._inflight.clear()
+        self._inflight_bytes = 0
         if self._upload_id is not None and not self.committed:
             try:
                 self.storage.abort_multipart_upload(self.key, self._upload_id)

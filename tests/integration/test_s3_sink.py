@@ -20,7 +20,7 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from deploy.s3_server import S3Server
-from tests.integration.kafka_helpers import OutgoingRecord, create_topic, produce, unique_topic_name
+from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce, unique_topic_name
 from tests.integration.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.integration
@@ -290,5 +290,56 @@ def test_sigkill_mid_stream_rewrites_identical_objects_and_keeps_each_record_onc
             seen.extend(v["i"] for v in values)
         assert sorted(seen) == list(range(total))  # each record exactly once, none missing
         _wait_committed(bootstrap, "connect-s3-kill", topic, [per_partition, per_partition])
+    finally:
+        worker.stop()
+
+
+
+def test_json_pass_through_archives_the_consumed_bytes_and_bad_records_still_reach_the_dlq(
+    kafka: Any, s3: S3Server, s3_bucket: str, tmp_path: Path
+) -> None:
+    """JsonConverter (schemas off) → JSON lines writes each value's consumed bytes unchanged:
+    spacing, key order and number spelling survive. Tombstones and JSON nulls are skipped with
+    behavior.on.null.values=ignore, and a value that spans lines is put on one line. A record that
+    is not JSON still fails conversion: it goes to the dead letter queue and its neighbours to
+    the bucket."""
+    bootstrap = kafka.bootstrap_servers
+    clean, mixed, dlq = unique_topic_name("s3raw"), unique_topic_name("s3bad"), unique_topic_name("s3dlq")
+    for name in (clean, mixed, dlq):
+        create_topic(bootstrap, name)
+    values: list[bytes | None] = [b'{"b": 2,  "a": 1.50}', b'{"s":"\\u00e9t\\u00e9 \xc3\xa9"}', None, b"null"]
+    values += [b'{\n  "pretty": true\n}', b"[1, 2,3]", b"12345678901234567890", b'"text"', b'{"i":9}']
+    produce(bootstrap, clean, [OutgoingRecord(key=f"k{i}", value=v) for i, v in enumerate(values)])
+    produce(bootstrap, mixed, [OutgoingRecord(value=v) for v in (b'{"n": 0}', b"not json", b'{"n": 2}')])
+    worker = _worker(tmp_path, bootstrap).start()
+    try:
+        common = {"format.class": "json", "behavior.on.null.values": "ignore"}
+        # 9 records, 2 of them null: the other 7 fill one object.
+        _deploy(worker, "s3-raw", _sink_config(s3, s3_bucket, clean, **common, **{"flush.size": "7"}))
+        _deploy(
+            worker,
+            "s3-bad",
+            _sink_config(
+                s3,
+                s3_bucket,
+                mixed,
+                **common,
+                **{
+                    "flush.size": "2",
+                    "errors.tolerance": "all",
+                    "errors.deadletterqueue.topic.name": dlq,
+                    "errors.deadletterqueue.topic.replication.factor": "1",
+                },
+            ),
+        )
+        raw_key = f"topics/{clean}/partition=0/{clean}+0+0000000000.json"
+        bad_key = f"topics/{mixed}/partition=0/{mixed}+0+0000000000.json"
+        objects = _wait_for_keys(s3, s3_bucket, {raw_key, bad_key}, worker)
+        kept = [values[0], values[1], b'{"pretty":true}', *values[5:]]
+        assert objects[raw_key] == b"\n".join(kept) + b"\n"  # type: ignore[arg-type]
+        assert _json_lines(objects[bad_key]) == [{"n": 0}, {"n": 2}]
+        assert [r.value for r in consume_all(bootstrap, dlq, 1)] == [b"not json"]
+        _wait_committed(bootstrap, "connect-s3-raw", clean, [9])
+        _wait_committed(bootstrap, "connect-s3-bad", mixed, [3])
     finally:
         worker.stop()

@@ -36,12 +36,12 @@ from connectors.api import (
     SinkTaskContext,
     TopicPartition,
 )
-from connectors.s3_common.formats import FormatSettings, RecordFormat, make_format
+from connectors.s3_common.formats import FormatSettings, ParquetFormat, RecordFormat, make_format
 from connectors.s3_common.layout import ObjectLayout
-from connectors.s3_common.partitioners import Partitioner, make_partitioner
+from connectors.s3_common.partitioners import Partitioner, extractor_reads_values, make_partitioner
 from connectors.s3_common.storage import ObjectStorage, S3Storage
 from connectors.sink.s3.config import S3SinkConfig
-from connectors.sink.s3.writer import Columns, TopicPartitionWriter, WriterSettings
+from connectors.sink.s3.writer import Columns, TopicPartitionWriter, WriterSettings, null_probe
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,11 @@ class S3SinkTask(SinkTask):
     """
 
     version = "0.1.0"
+
+    #: Values are converted only if read: JSON lines and Parquet write the consumed JSON bytes
+    #: (see :meth:`_split`), and every other case reads ``values`` in :meth:`_split`, before any
+    #: writer changes state, so a failing deferred conversion leaves nothing half-written.
+    lazy_values: ClassVar[bool] = True
 
     #: Builds the storage from the configuration; tests replace it with an in-memory bucket.
     storage_factory: ClassVar[Callable[[S3SinkConfig], ObjectStorage] | None] = None
@@ -69,6 +74,7 @@ class S3SinkTask(SinkTask):
         self._layout = ObjectLayout()
         self._settings: WriterSettings | None = None
         self._uploader: ThreadPoolExecutor | None = None
+        self._raw_json = False
 
     # -- SPI --------------------------------------------------------------------------------------
 
@@ -103,8 +109,21 @@ class S3SinkTask(SinkTask):
             timestamp_field=cfg.timestamp_field,
             timezone=cfg.timezone,
         )
+        # Raw JSON bytes can go straight to the objects when the format takes them and nothing
+        # that decides where a record goes looks into its value.
+        self._raw_json = (
+            self._format.name in ("json", "parquet")
+            and not self._partitioner.reads_values
+            and not (
+                cfg.rotate_interval_ms > 0
+                and not self._partitioner.time_based
+                and extractor_reads_values(cfg.timestamp_extractor)
+            )
+        )
         if cfg.s3_upload_threads > 0:
             self._uploader = ThreadPoolExecutor(cfg.s3_upload_threads, thread_name_prefix="s3-upload")
+            if isinstance(self._format, ParquetFormat):
+                self._format.executor = self._uploader  # row groups of raw JSON encode there too
         factory = type(self).storage_factory
         if factory is not None:
             self.storage = factory(cfg)
@@ -207,7 +226,8 @@ class S3SinkTask(SinkTask):
     def _split(self, records: Sequence[SinkRecord]) -> list[tuple[TopicPartition, Columns]]:
         """The records by Kafka partition, as columns (without building records for a batch)."""
         if isinstance(records, SinkRecordBatch):
-            return _split_batch(records)
+            raw = records.raw_values if self._raw_json and records.raw_format == "json" else None
+            return _split_batch(records, raw)
         groups: dict[TopicPartition, list[SinkRecord]] = {}
         for record in records:
             groups.setdefault(record.topic_partition, []).append(record)
@@ -243,24 +263,31 @@ def _may_interleave(partitioner: Partitioner, cfg: S3SinkConfig) -> bool:
     return not (partitioner.time_based and cfg.rotate_interval_ms > 0)
 
 
-def _split_batch(batch: SinkRecordBatch) -> list[tuple[TopicPartition, Columns]]:
+def _split_batch(batch: SinkRecordBatch, raw: Sequence[bytes | None] | None) -> list[tuple[TopicPartition, Columns]]:
+    """The batch by Kafka partition. With ``raw`` (checked JSON bytes) the converted values and
+    their schemas (all ``None``: schemaless) are never read; without, ``values`` is read here,
+    before any writer sees the batch."""
     partitions = batch.partitions
     first = partitions[0]
+    topic = batch.original_topic  # offsets are the consumed topic's
     if partitions.count(first) == len(partitions):  # the common case: one partition per batch
         cols = Columns(
             topic=batch.topic,
             partition=first,
             offsets=batch.offsets,
-            values=batch.values,
-            schemas=batch.value_schemas,
+            values=batch.values if raw is None else null_probe(raw),
+            schemas=batch.value_schemas if raw is None else (),
             keys=batch.keys,
             timestamps=lambda: batch.timestamps,
             headers=lambda: batch.headers,
+            raw=raw,
         )
-        return [(TopicPartition(batch.original_topic, first), cols)]  # offsets are the consumed topic's
+        return [(TopicPartition(topic, first), cols)]
     indices: dict[int, list[int]] = {}
     for i, p in enumerate(partitions):
         indices.setdefault(p, []).append(i)
+    values = batch.values if raw is None else None
+    schemas = batch.value_schemas if raw is None else None
     out = []
     for p, idx in indices.items():
 
@@ -269,15 +296,17 @@ def _split_batch(batch: SinkRecordBatch) -> list[tuple[TopicPartition, Columns]]
 
         timestamps: Callable[[], Sequence[int | None]] = pick(lambda: batch.timestamps)
         headers: Callable[[], Sequence[Headers | None]] = pick(lambda: batch.headers)
+        sub_raw = None if raw is None else [raw[i] for i in idx]
         cols = Columns(
             topic=batch.topic,
             partition=p,
             offsets=[batch.offsets[i] for i in idx],
-            values=[batch.values[i] for i in idx],
-            schemas=[batch.value_schemas[i] for i in idx],
+            values=[values[i] for i in idx] if values is not None else null_probe(sub_raw),  # type: ignore[arg-type]
+            schemas=[schemas[i] for i in idx] if schemas is not None else (),
             keys=[batch.keys[i] for i in idx],
             timestamps=timestamps,
             headers=headers,
+            raw=sub_raw,
         )
-        out.append((TopicPartition(batch.original_topic, p), cols))
+        out.append((TopicPartition(topic, p), cols))
     return out

@@ -71,7 +71,14 @@ class WriterSettings:
 
 @dataclass
 class Columns:
-    """The records of one Kafka partition from one put, by column (headers/timestamps loaded lazily)."""
+    """The records of one Kafka partition from one put, by column (headers/timestamps loaded lazily).
+
+    With ``raw`` set, the values are the consumed JSON bytes in ``raw`` (checked by the runtime;
+    their values are their schemaless parse) and ``values`` only tells which records are null:
+    it holds ``None`` for a null and anything else otherwise, which is all the writer reads of it
+    when the partitioner does not look into values. Objects then get the raw bytes
+    (:meth:`~connectors.s3_common.formats.ObjectWriter.write_raw_json`).
+    """
 
     topic: str
     partition: int
@@ -81,6 +88,18 @@ class Columns:
     keys: Sequence[Any]
     timestamps: Callable[[], Sequence[int | None]]
     headers: Callable[[], Sequence[Headers | None]]
+    raw: Sequence[bytes | None] | None = None
+
+
+def null_probe(raw: Sequence[bytes | None]) -> Sequence[Any]:
+    """``raw`` JSON values with their nulls (a tombstone or the JSON text ``null``) as ``None``.
+
+    The runtime's check guarantees no surrounding whitespace, so ``b"null"`` is the only spelling;
+    the common batch without nulls costs two scans in C and no copy.
+    """
+    if None not in raw and b"null" not in raw:
+        return raw
+    return [None if v is None or v == b"null" else v for v in raw]
 
 
 def _pick(column: Sequence[Any], index: Sequence[int] | slice) -> Sequence[Any]:
@@ -108,12 +127,13 @@ class OpenObject:
         fmt: RecordFormat,
         settings: WriterSettings,
         keys_format: RecordFormat,
+        uploader: Executor | None = None,
     ) -> None:
         self.key = key
         self.encoded = encoded
         self.start_offset = start_offset
         self.count = 0
-        self.upload = ObjectUpload(storage, key, settings.part_size)
+        self.upload = ObjectUpload(storage, key, settings.part_size, uploader)
         self.writer = fmt.writer(self.upload, key)
         self.sidecars: list[_Sidecar] = []
         self._closed = False
@@ -127,13 +147,22 @@ class OpenObject:
         ):
             if enabled:
                 skey = sidecar_key(key, fmt.extension, kind, sidecar_fmt.extension)
-                upload = ObjectUpload(storage, skey, settings.part_size)
+                upload = ObjectUpload(storage, skey, settings.part_size, uploader)
                 self.sidecars.append(_Sidecar(upload, sidecar_fmt.writer(upload, skey), kind))
 
     def append(self, cols: Columns, index: Sequence[int] | slice, schema: Schema | None) -> None:
-        values = _pick(cols.values, index)
-        self.writer.write(values, schema)
-        self.count += len(values)
+        # Storage failures surface here, before any upload takes a record of this batch.
+        self.upload.check()
+        for sidecar in self.sidecars:
+            sidecar.upload.check()
+        if cols.raw is not None:
+            raws = _pick(cols.raw, index)
+            self.writer.write_raw_json(raws)
+            self.count += len(raws)
+        else:
+            values = _pick(cols.values, index)
+            self.writer.write(values, schema)
+            self.count += len(values)
         for sidecar in self.sidecars:
             if sidecar.kind == "keys":
                 sidecar.writer.write(_pick(cols.keys, index), None)
@@ -164,6 +193,7 @@ class OpenObject:
         self.upload.commit()
 
     def abort(self) -> None:
+        self.writer.discard()
         for sidecar in self.sidecars:
             sidecar.upload.abort()
         self.upload.abort()
@@ -398,7 +428,7 @@ class TopicPartitionWriter:
             start = cols.offsets[first_index]
             key = self.layout.object_key(cols.topic, encoded, cols.partition, start, self.fmt.extension)
             obj = self.open[encoded] = OpenObject(
-                key, encoded, start, self.storage, self.fmt, self.settings, self.keys_format
+                key, encoded, start, self.storage, self.fmt, self.settings, self.keys_format, self.uploader
             )
         return obj
 

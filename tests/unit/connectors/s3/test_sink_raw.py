@@ -1,0 +1,323 @@
+"""The S3 sink's raw JSON path: batches whose values the runtime checked as JSON but did not decode.
+
+JSON lines objects get the consumed bytes as they are; Parquet objects are parsed from them by
+pyarrow's JSON reader. Either way the result must be what the decoded path gives (same records;
+for Parquet the same bytes) and the values must not be decoded at all.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any
+
+import orjson
+import pyarrow.parquet as pq
+import pytest
+
+from connectors.api import DataError, RetriableError, SinkRecordBatch, TopicPartition
+from connectors.s3_common.formats import ParquetObjectWriter, _read_json_rows
+from connectors.s3_common.storage import MemoryStorage, ObjectUpload
+from connectors.sink.s3 import S3SinkTask
+
+TP = TopicPartition("t", 0)
+T0 = 1_700_000_000_000
+DIR = "topics/t/partition=0"
+
+
+@pytest.fixture
+def bucket() -> Iterator[MemoryStorage]:
+    storage = MemoryStorage("bkt")
+    S3SinkTask.storage_factory = lambda cfg: storage
+    yield storage
+    S3SinkTask.storage_factory = None
+
+
+def _task(**config: Any) -> S3SinkTask:
+    task = S3SinkTask()
+    settings = {
+        "s3.bucket.name": "bkt",
+        "format.class": "json",
+        "flush.size": "3",
+        "s3.upload.threads": "0",
+        **{k: str(v) for k, v in config.items()},
+    }
+    task.start(settings, None)  # type: ignore[arg-type]
+    task.open([TP])
+    return task
+
+
+def _batch(raws: Sequence[bytes | None], start: int = 0, raw: bool = True, partitions: list[int] | None = None) -> SinkRecordBatch:
+    """A batch as the runtime builds it for a lazy task: values decoded only when read."""
+    n = len(raws)
+    parts = partitions or [0] * n
+
+    def load(column: str) -> Any:
+        if column == "value":
+            return [None] * n, [None if v is None else orjson.loads(v) for v in raws]
+        if column == "raw_value":
+            return raws
+        if column == "partition":
+            return parts
+        if column == "kafka_offset":
+            return list(range(start, start + n))
+        if column == "timestamp":
+            return [T0 + i for i in range(start, start + n)]
+        if column == "headers":
+            return [(("h", f"v{i}"),) for i in range(start, start + n)]
+        raise KeyError(column)
+
+    keys = [f"k{i}" for i in range(start, start + n)]
+    return SinkRecordBatch("t", None, None, keys, [None] * n, load, raw_format="json" if raw else None)
+
+
+def test_json_lines_are_the_consumed_bytes_and_values_are_never_decoded(bucket: MemoryStorage) -> None:
+    task = _task(**{"store.kafka.keys": "true", "store.kafka.headers": "true"})
+    raws: list[bytes | None] = [b'{"b": 2,  "a": 1.50}', b'{"s":"\\u00e9"}', b"12345678901234567890"]
+    batch = _batch(raws)
+    task.put(batch)
+    assert not batch.values_converted
+    assert bucket.objects[f"{DIR}/t+0+0000000000.json"] == b'{"b": 2,  "a": 1.50}\n{"s":"\\u00e9"}\n12345678901234567890\n'
+    # The sidecars come from the other columns, as on the decoded path.
+    assert bucket.objects[f"{DIR}/t+0+0000000000.keys.json"] == b'"k0"\n"k1"\n"k2"\n'
+    assert orjson.loads(bucket.objects[f"{DIR}/t+0+0000000000.headers.json"].splitlines()[2]) == [["h", "v2"]]
+
+
+def test_a_value_over_several_lines_is_re_encoded_on_one(bucket: MemoryStorage) -> None:
+    task = _task()
+    task.put(_batch([b'{"a":1}', b'{\n  "b": [1,\n 2]\n}', b"[3]"]))
+    assert bucket.objects[f"{DIR}/t+0+0000000000.json"] == b'{"a":1}\n{"b":[1,2]}\n[3]\n'
+
+
+@pytest.mark.parametrize("null", [None, b"null"])
+def test_nulls_are_skipped_with_ignore(bucket: MemoryStorage, null: bytes | None) -> None:
+    task = _task(**{"behavior.on.null.values": "ignore"})
+    task.put(_batch([b"1", null, b"2", b"3", null]))
+    assert bucket.objects == {f"{DIR}/t+0+0000000000.json": b"1\n2\n3\n"}
+    assert task.pre_commit({TP: 5}) == {TP: 5}
+
+
+def test_nulls_are_written_with_write(bucket: MemoryStorage) -> None:
+    task = _task(**{"behavior.on.null.values": "write", "flush.size": 4})
+    task.put(_batch([b"1", None, b"null", b"2"]))
+    assert bucket.objects[f"{DIR}/t+0+0000000000.json"] == b"1\n2\n"
+    assert bucket.objects["topics/t/tombstone/t+0+0000000001.json"] == b"null\nnull\n"
+
+
+def test_nulls_fail_by_default(bucket: MemoryStorage) -> None:
+    task = _task()
+    with pytest.raises(DataError, match="offset 1"):
+        task.put(_batch([b"1", b"null", b"2"]))
+
+
+def test_raw_and_decoded_batches_write_the_same_records(bucket: MemoryStorage) -> None:
+    task = _task(**{"flush.size": 4})
+    task.put(_batch([b'{"a": 0}', b'{"a": 1}']))
+    task.put(_batch([b'{"a": 2}', b'{"a": 3}'], start=2, raw=False))  # e.g. after a bad record
+    data = bucket.objects[f"{DIR}/t+0+0000000000.json"]
+    assert [orjson.loads(x) for x in data.splitlines()] == [{"a": i} for i in range(4)]
+
+
+def test_a_batch_of_several_partitions_splits_its_raw_bytes(bucket: MemoryStorage) -> None:
+    task = _task(**{"flush.size": 2})
+    task.open([TopicPartition("t", 1)])
+    batch = _batch([b"10", b"11", b"12", b"13"], partitions=[0, 1, 0, 1])
+    task.put(batch)
+    assert not batch.values_converted
+    assert bucket.objects[f"{DIR}/t+0+0000000000.json"] == b"10\n12\n"
+    assert bucket.objects["topics/t/partition=1/t+1+0000000001.json"] == b"11\n13\n"
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"format.class": "avro"},
+        {"partitioner.class": "FieldPartitioner", "partition.field.name": "a"},
+        {
+            "partitioner.class": "TimeBasedPartitioner",
+            "path.format": "'d'=YYYY",
+            "partition.duration.ms": 3_600_000,
+            "timestamp.extractor": "RecordField",
+            "timestamp.field": "ts",
+        },
+    ],
+)
+def test_formats_and_partitioners_that_need_values_decode_them_before_writing(
+    bucket: MemoryStorage, config: dict[str, Any]
+) -> None:
+    task = _task(**config)
+    batch = _batch([b'{"a": "x", "ts": %d}' % (T0 + i) for i in range(3)])
+    task.put(batch)
+    assert batch.values_converted
+    assert len([k for k in bucket.objects if ".offsets." not in k]) == 1
+
+
+def test_time_based_partitioner_on_record_time_keeps_raw_bytes(bucket: MemoryStorage) -> None:
+    task = _task(
+        **{
+            "partitioner.class": "HourlyPartitioner",
+            "timestamp.extractor": "Record",
+            "rotate.interval.ms": 3_600_000,
+            "locale": "en",
+            "timezone": "UTC",
+        }
+    )
+    batch = _batch([b'{"x": 1}', b'{"x": 2}', b'{"x": 3}'])
+    task.put(batch)
+    assert not batch.values_converted
+    (data,) = bucket.objects.values()
+    assert data == b'{"x": 1}\n{"x": 2}\n{"x": 3}\n'
+
+
+# -- Parquet --------------------------------------------------------------------------------------
+
+
+def _parquet(
+    values: list[Any], raw: bool, batches: int = 1, row_group: int = 4, executor: Executor | None = None
+) -> bytes | str:
+    """The Parquet object of ``values`` written raw or decoded (in ``batches`` writes), or the error."""
+    out = io.BytesIO()
+    writer = ParquetObjectWriter(out, "zstd", row_group, executor)
+    raws = [orjson.dumps(v) for v in values]
+    step = -(-len(values) // batches)
+    try:
+        for i in range(0, len(values), step):
+            if raw:
+                writer.write_raw_json(raws[i : i + step])
+            else:
+                writer.write(values[i : i + step], None)
+        writer.close()
+    except DataError as exc:
+        return f"DataError: {exc}"
+    return out.getvalue()
+
+
+CASES: dict[str, list[Any]] = {
+    "uniform": [{"id": i, "name": f"n{i}", "amount": i * 0.5, "ok": i % 2 == 0} for i in range(10)],
+    "nested": [{"s": {"a": i, "l": [i, i + 1]}, "m": None} for i in range(6)],
+    "int_then_float": [{"a": 1}] * 5 + [{"a": 1.5}] * 3,
+    "missing_field": [{"a": 1, "b": "x"}] * 5 + [{"a": 2}] * 3,
+    "extra_field": [{"a": 1}] * 5 + [{"a": 2, "b": "y"}] * 3,
+    "nested_extra_field": [{"s": {"a": 1}}] * 5 + [{"s": {"a": 1, "b": 2}}] * 3,
+    "null_then_string": [{"a": None}] * 5 + [{"a": "x"}] * 3,
+    "string_then_number": [{"a": "1"}] * 5 + [{"a": 1}] * 3,
+    "timestamp_like_string": [{"a": "2024-01-01T00:00:00"}] * 6,
+    "not_objects": [1, 2, 3, 4, 5],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("batches", [1, 3])
+def test_parquet_from_raw_json_is_byte_identical_to_the_decoded_path(case: str, batches: int) -> None:
+    values = CASES[case]
+    assert _parquet(values, raw=True, batches=batches) == _parquet(values, raw=False)
+
+
+@pytest.mark.parametrize("case", ["uniform", "string_then_number", "not_objects"])
+def test_parquet_row_groups_encoded_on_a_thread_give_the_same_bytes_and_errors(case: str) -> None:
+    with ThreadPoolExecutor(2) as pool:
+        assert _parquet(CASES[case], raw=True, batches=5, executor=pool) == _parquet(CASES[case], raw=False)
+
+
+def test_parquet_row_groups_do_not_depend_on_batch_sizes() -> None:
+    values = CASES["uniform"]
+    data = _parquet(values, raw=True, batches=1)
+    assert isinstance(data, bytes)
+    assert _parquet(values, raw=True, batches=7) == data
+    meta = pq.ParquetFile(io.BytesIO(data)).metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [4, 4, 2]
+
+
+def test_parquet_reads_typical_rows_with_the_json_reader() -> None:
+    raws = [orjson.dumps(v) for v in CASES["uniform"]]
+    table = _read_json_rows(raws, None)
+    assert table is not None and table.to_pylist() == CASES["uniform"]
+
+
+def test_parquet_sink_task_never_decodes_raw_values(bucket: MemoryStorage) -> None:
+    task = _task(**{"format.class": "parquet", "parquet.codec": "zstd", "flush.size": 4})
+    batch = _batch([orjson.dumps({"i": i, "s": str(i)}) for i in range(4)])
+    task.put(batch)
+    assert not batch.values_converted
+    table = pq.read_table(io.BytesIO(bucket.objects[f"{DIR}/t+0+0000000000.parquet"]))
+    assert table.to_pylist() == [{"i": i, "s": str(i)} for i in range(4)]
+
+
+# -- multipart parts on upload threads ------------------------------------------------------------
+
+
+class _Pool:
+    """A tiny executor running each job on a new thread (enough for ObjectUpload)."""
+
+    def submit(self, fn: Any, *args: Any) -> Any:
+        from concurrent.futures import Future
+
+        future: Future[Any] = Future()
+
+        def run() -> None:
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as exc:
+                    future.set_exception(exc)
+
+        threading.Thread(target=run).start()
+        return future
+
+
+def test_parts_are_sent_in_the_background_and_a_failed_part_is_resent_on_commit() -> None:
+    storage = MemoryStorage("bkt")
+    storage.min_part_size = 4
+    original = storage.upload_part
+    failures = [RetriableError("throttled")]
+
+    def flaky_part(key: str, upload_id: str, number: int, data: bytes) -> str:
+        if number == 1 and failures:
+            raise failures.pop()
+        return original(key, upload_id, number, data)
+
+    storage.upload_part = flaky_part  # type: ignore[method-assign,assignment]
+    upload = ObjectUpload(storage, "k", part_size=4, executor=_Pool(), max_inflight=2)  # type: ignore[arg-type]
+    upload.write(b"aaaabbbb")  # two parts queued: the first one fails in the background
+    upload.write(b"cc")
+    upload.commit()  # sends the failed part again
+    assert storage.objects["k"] == b"aaaabbbbcc"
+    assert upload.buffered_bytes == 0
+    assert [op for op, _ in storage.requests].count("UploadPart") == 3
+
+
+def test_a_part_failing_mid_stream_fails_the_next_put_before_it_writes_anything(bucket: MemoryStorage) -> None:
+    """A failed part is kept; the next put raises (retriable) before taking its records, so the
+    runtime's retry of that put leaves every record in the object once."""
+    task = _task(**{"flush.size": 120, "s3.part.size": 5 * 1024 * 1024})
+    big = [b'"%s"' % (b"%03d" % i * 33_000) for i in range(120)]  # 99 kB each: 60 are over one part
+    bucket.fail_next = RetriableError("throttled")
+    task.put(_batch(big[:60]))  # its part fails inside the write: kept, not raised
+    assert bucket.fail_next is None and "k" not in bucket.objects
+    bucket.fail_next = RetriableError("throttled")
+    with pytest.raises(RetriableError):
+        task.put(_batch(big[60:], start=60))
+    task.put(_batch(big[60:], start=60))  # the runtime's retry
+    assert bucket.objects[f"{DIR}/t+0+0000000000.json"] == b"\n".join(big) + b"\n"
+    assert task.pre_commit({TP: 120}) == {TP: 120}
+
+
+def test_in_flight_parts_count_as_buffered_memory() -> None:
+    storage = MemoryStorage("bkt")
+    storage.min_part_size = 4
+    gate = threading.Event()
+    original = storage.upload_part
+
+    def slow_part(key: str, upload_id: str, number: int, data: bytes) -> str:
+        gate.wait(5)
+        return original(key, upload_id, number, data)
+
+    storage.upload_part = slow_part  # type: ignore[method-assign,assignment]
+    upload = ObjectUpload(storage, "k", part_size=4, executor=_Pool(), max_inflight=2)  # type: ignore[arg-type]
+    upload.write(b"aaaabbbbc")
+    assert upload.buffered_bytes == 9
+    gate.set()
+    upload.commit()
+    assert storage.objects["k"] == b"aaaabbbbc"
