@@ -277,11 +277,12 @@ class JsonConverter(Converter, HeaderConverter):
         """
         if self._envelope:
             return None
-        parts = [b"null" if d is None else d for d in datas]
+        parts = [b"null" if d is None else d for d in datas] if None in datas else datas
         blob = b"".join((b"[", b",".join(parts), b"]"))
         try:
             elements = _RAW_ARRAY.decode(blob)
-            blob.decode("utf-8")
+            if not blob.isascii():  # a vectorised scan; only non-ASCII text needs the UTF-8 check
+                blob.decode("utf-8")
         except (msgspec.DecodeError, UnicodeDecodeError):
             return None
         if len(elements) != len(parts) or list(map(len, elements)) != list(map(len, parts)):
