@@ -176,7 +176,7 @@ def test_a_follower_forwards_writes_and_every_worker_reports_the_same_status(clu
             wait_for(
                 lambda other=other: httpx.get(f"{other.url}/connectors/fwd/config", timeout=10).json(),
                 lambda cfg, i=i: cfg.get("sequence.batch.size") == str(100 + i),
-                timeout=10,
+                timeout=30,
                 what=f"config written through worker {i} visible on {other.url}",
             )
     c.wait_running("fwd", 2)
@@ -193,7 +193,7 @@ def test_a_follower_forwards_writes_and_every_worker_reports_the_same_status(clu
             t["state"] == "PAUSED" for t in first["tasks"]
         )
 
-    wait_for(every_status, agreed_paused, timeout=10, what="every worker reporting PAUSED")
+    wait_for(every_status, agreed_paused, timeout=30, what="every worker reporting PAUSED")
 
     # An unknown connector is a 404 from every worker, forwarded or not.
     for worker in c.workers:
