@@ -43,7 +43,7 @@ import decimal
 import json as _stdjson
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 import msgspec
 import orjson
@@ -277,7 +277,7 @@ class JsonConverter(Converter, HeaderConverter):
         """
         if self._envelope:
             return None
-        parts = [b"null" if d is None else d for d in datas] if None in datas else datas
+        parts = [b"null" if d is None else d for d in datas] if None in datas else cast("Sequence[bytes]", datas)
         blob = b"".join((b"[", b",".join(parts), b"]"))
         try:
             elements = _RAW_ARRAY.decode(blob)
