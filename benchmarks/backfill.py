@@ -7,13 +7,19 @@ warm SparkSession (``local[2]``, ``SLUICE_BENCH_BACKFILL_PARTITIONS`` JDBC parti
 * **bare Spark** — the same read, ``to_json(struct(*))`` values keyed by id, written with Spark's
   ``kafka`` sink: what a user would write by hand, no Sluice code;
 * **Sluice** — :func:`connectors.backfill.run_job` of a ``jdbc_to_topic`` spec (reflection, bounds
-  and count query, LSN capture, Connect JSON envelope, partitioning as the streaming producer);
+  and count query, the CDC position (a temporary slot's exported snapshot), Connect JSON envelope, partitioning as the streaming producer);
 * **Sluice, schemas off** — the same without the JSON schema envelope, whose values are about the
   size of bare Spark's (the envelope makes each value several times larger);
 * **streaming JDBC source** (first size only; ``SLUICE_BENCH_BACKFILL_STREAMING=0`` skips it) — ``JdbcSource`` in ``mode=bulk`` through a worker.
 
 It prints rows/s and the ratios Sluice/bare (target ≥ 0.9), Sluice/noop (≥ 0.7) and the speed-up
 over the streaming source. Figures on a shared 2-core machine are noisy; nothing is asserted.
+Bare Spark uses the producer settings the job defaults to
+(:data:`connectors.backfill.jdbc_topic.PRODUCER_DEFAULTS`), so the comparison is of everything else.
+
+Each line also shows the CPU seconds the run cost, split between Spark's JVM, the Kafka broker,
+PostgreSQL and this process (read from ``/proc`` for this process's children): on a machine whose
+cores are shared, CPU time shows where the work goes better than the wall clock does.
 
     python -m benchmarks.backfill
 """
@@ -33,7 +39,64 @@ from deploy.postgres import PostgresServer
 SIZES = [int(s) for s in os.environ.get("SLUICE_BENCH_BACKFILL_ROWS", "1000000,5000000").split(",") if s]
 PARTITIONS = int(os.environ.get("SLUICE_BENCH_BACKFILL_PARTITIONS", "4"))
 TOPIC_PARTITIONS = 4
-PRODUCER = {"linger.ms": "20", "batch.size": "262144", "compression.type": "lz4"}
+
+
+def _producer() -> dict[str, str]:
+    from connectors.backfill.jdbc_topic import PRODUCER_DEFAULTS
+
+    return dict(PRODUCER_DEFAULTS)
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds() -> dict[str, float]:
+    """CPU seconds so far of this process and its descendants, by role (exited PostgreSQL backends
+    are in the postmaster's children time)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    roles = {"spark": 0.0, "broker": 0.0, "postgres": 0.0, "python": 0.0}
+    todo = [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        used = sum(int(x) for x in fields[11:15]) / _TICK  # utime, stime, cutime, cstime
+        if pid == os.getpid():
+            roles["python"] += sum(int(x) for x in fields[11:13]) / _TICK
+        elif b"kafka.Kafka" in cmd:
+            roles["broker"] += used
+        elif b"java" in cmd:
+            roles["spark"] += used
+        elif b"postgres" in cmd:
+            roles["postgres"] += used
+    return roles
+
+
+def with_cpu(run: Any, *args: Any, **kwargs: Any) -> tuple[Result, dict[str, float]]:
+    before = cpu_seconds()
+    result: Result = run(*args, **kwargs)
+    after = cpu_seconds()
+    return result, {k: after[k] - before[k] for k in before}
+
+
+def cpu_line(result: Result, cpu: dict[str, float]) -> str:
+    total = sum(cpu.values())
+    split = "  ".join(f"{k} {v:.1f}" for k, v in cpu.items())
+    return f"    CPU {total:6.1f}s ({total / result.seconds:.2f} cores busy): {split}"
 
 
 def load_table(pg: PostgresServer, rows: int) -> str:
@@ -85,7 +148,7 @@ def bare_spark(spark: Any, pg: PostgresServer, bootstrap: str, table: str, rows:
         .option("kafka.bootstrap.servers", bootstrap)
         .option("topic", topic)
     )
-    for key, value in PRODUCER.items():
+    for key, value in _producer().items():
         writer = writer.option(f"kafka.{key}", value)
     writer.save()
     elapsed = time.perf_counter() - start
@@ -114,7 +177,7 @@ def sluice(provider: Any, pg: PostgresServer, bootstrap: str, table: str, rows: 
         "kind": "jdbc_to_topic",
         "source": {"connection.url": pg.jdbc_url(), "connection.user": "postgres", "table": f"public.{table}", "num.partitions": PARTITIONS},
         "target": {
-            "topic": topic, "partitions": TOPIC_PARTITIONS, "bootstrap.servers": bootstrap, "producer": PRODUCER,
+            "topic": topic, "partitions": TOPIC_PARTITIONS, "bootstrap.servers": bootstrap,
             "key.converter.schemas.enable": schemas, "value.converter.schemas.enable": schemas,
         },
     })
@@ -167,21 +230,27 @@ def main() -> None:
     provider = SparkSessionProvider({"spark.master": "local[2]", "spark.driver.memory": "2g"})
     with broker() as bootstrap, PostgresServer(kill_with_parent=True) as pg:
         spark = provider.session()
-        warm = load_table(pg, 50_000)
-        noop(spark, pg, warm, 50_000)  # JIT and connection warm-up, not reported
-        sluice(provider, pg, bootstrap, warm, 50_000)
+        # JIT and connection warm-up of every path measured (not reported): the first large Kafka
+        # write after a cold start ran up to 2x slower than the next ones.
+        warm = load_table(pg, 200_000)
+        noop(spark, pg, warm, 200_000)
+        bare_spark(spark, pg, bootstrap, warm, 200_000)
+        sluice(provider, pg, bootstrap, warm, 200_000)
         print(f"JDBC → topic backfill, local[2], {PARTITIONS} JDBC partitions, {TOPIC_PARTITIONS} topic partitions")
         for i, rows in enumerate(SIZES):
             table = load_table(pg, rows)
-            base = noop(spark, pg, table, rows)
-            bare = bare_spark(spark, pg, bootstrap, table, rows)
-            ours = sluice(provider, pg, bootstrap, table, rows)
-            plain = sluice(provider, pg, bootstrap, table, rows, schemas=False)
-            print(base.line())
-            print(bare.line())
-            print(ours.line(bare))
-            print(plain.line(bare))
+            base, base_cpu = with_cpu(noop, spark, pg, table, rows)
+            bare, bare_cpu = with_cpu(bare_spark, spark, pg, bootstrap, table, rows)
+            ours, ours_cpu = with_cpu(sluice, provider, pg, bootstrap, table, rows)
+            plain, plain_cpu = with_cpu(sluice, provider, pg, bootstrap, table, rows, schemas=False)
+            for result, cpu, baseline in ((base, base_cpu, None), (bare, bare_cpu, None), (ours, ours_cpu, bare), (plain, plain_cpu, bare)):
+                print(result.line(baseline))
+                print(cpu_line(result, cpu))
             print(f"  Sluice / bare Spark: {ours.rate / bare.rate:.2f} (target ≥ 0.9)   Sluice / noop read: {ours.rate / base.rate:.2f} (target ≥ 0.7)")
+            print(
+                f"  CPU seconds, noop / Sluice: {sum(base_cpu.values()) / sum(ours_cpu.values()):.2f} "
+                "(the noop ratio's ceiling when the cores are the limit)"
+            )
             print(f"  without the schema envelope (values about as large as bare Spark's): Sluice / bare {plain.rate / bare.rate:.2f}")
             if i == 0 and os.environ.get("SLUICE_BENCH_BACKFILL_STREAMING", "1") != "0":
                 stream = streaming(pg, bootstrap, table, rows)

@@ -156,12 +156,28 @@ def _print_outcome(job_id: str, status: dict[str, Any]) -> None:
     state = status.get("state")
     if state == "SUCCEEDED":
         click.echo(f"Backfill {job_id} succeeded: {int(status.get('rows_done') or 0):,} rows")
-        if status.get("source_position"):
-            click.echo(f"Source position for CDC hand-off: {orjson.dumps(status['source_position']).decode()}")
+        for line in handoff_lines(status.get("source_position")):
+            click.echo(line)
     elif state == "CANCELLED":
         click.echo(f"Backfill {job_id} was cancelled after {int(status.get('rows_done') or 0):,} rows", err=True)
     else:
         click.echo(f"Backfill {job_id} failed: {status.get('error')}", err=True)
+
+
+def handoff_lines(position: dict[str, Any] | None) -> list[str]:
+    """The recorded read position and the CDC connector settings that continue from it."""
+    if not position:
+        return []
+    if "lsn" not in position:
+        return [f"Source position: {orjson.dumps(position).decode()}"]
+    slot = position.get("slot")
+    where = f" (slot {slot}{', created by this run' if position.get('slot_created') else ''})" if slot else ""
+    lines = [f"Read at LSN {position['lsn']}{where}"]
+    cdc = position.get("cdc") or {}
+    if cdc:
+        settings = " ".join(f"{k}={v}" for k, v in cdc.items())
+        lines.append(f"Continue with the PostgreSQL CDC connector: {settings}")
+    return lines
 
 
 @backfill.command("list")
@@ -189,10 +205,19 @@ def list_jobs(ctx: click.Context, as_json: bool) -> None:
 @backfill.command("status")
 @click.argument("job_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the server's JSON response.")
+@click.option(
+    "--handoff", is_flag=True, help="Print only the CDC connector settings that continue from the read (JSON, to merge into its config)."
+)
 @click.pass_context
-def status(ctx: click.Context, job_id: str, as_json: bool) -> None:
+def status(ctx: click.Context, job_id: str, as_json: bool, handoff: bool) -> None:
     """Show a job's state, progress, rate, ETA, error and recorded source position."""
     info = _client(ctx).get(rest_path("backfills", job_id))
+    if handoff:
+        position = info["status"].get("source_position") or {}
+        if not position.get("cdc"):
+            raise click.ClickException(f"Backfill {job_id} recorded no CDC hand-off position (state {info['status'].get('state')})")
+        click.echo(orjson.dumps(position["cdc"], option=orjson.OPT_INDENT_2).decode())
+        return
     if as_json:
         click.echo(orjson.dumps(info, option=orjson.OPT_INDENT_2).decode())
         return
@@ -201,8 +226,8 @@ def status(ctx: click.Context, job_id: str, as_json: bool) -> None:
     click.echo("  " + progress_line(s))
     if s.get("error"):
         click.echo(f"  error: {s['error']}")
-    if s.get("source_position"):
-        click.echo(f"  source position: {orjson.dumps(s['source_position']).decode()}")
+    for line in handoff_lines(s.get("source_position")):
+        click.echo(f"  {line}")
     if info.get("schedule"):
         click.echo(f"  schedule: {info['schedule'].get('cron')} ({info['schedule'].get('timezone', 'UTC')}), next run {info.get('next_run')}")
 

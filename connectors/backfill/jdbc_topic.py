@@ -6,11 +6,11 @@ Steps of a run:
    the streaming JDBC source (:func:`connectors.jdbc_common.types.column_schema`); the value
    schema is a struct named after the table, the key a struct of the key columns (what the
    ``ValueToKey`` transform gives the stream). Their JSON is built once by :mod:`converters.json`.
-2. On PostgreSQL, record ``pg_current_wal_lsn()`` *before* the read begins: every change committed
-   after it reaches a CDC connector started from it, every change before it is in the read, so the
-   hand-off has no gap (a row changed during the read may arrive twice, idempotently).
-3. Find the partition column's bounds and the row count with one query; the count is the total
-   progress is measured against.
+2. On PostgreSQL with logical decoding, take the read's position from a logical slot's exported
+   snapshot (:mod:`connectors.backfill.pg_position`): every partition reads in that one snapshot,
+   and the slot's consistent point is the LSN a CDC connector continues from with no gap.
+3. Find the partition column's bounds and the row count with one query (in the same snapshot);
+   the count is the total progress is measured against.
 4. Read with ``partitionColumn``/``lowerBound``/``upperBound``/``numPartitions``, build key and
    value bytes with Spark SQL (:mod:`connectors.backfill.connect_json`), choose the partition the
    way the streaming producer would, and write with the ``kafka`` data source.
@@ -18,9 +18,10 @@ Steps of a run:
 
 from __future__ import annotations
 
-import datetime as _dt
 import logging
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, replace
 from typing import Any
 
 from connectors.api import ConfigError, Schema
@@ -28,8 +29,31 @@ from connectors.backfill.connect_json import ColumnSpec, quote_identifier, recor
 from connectors.backfill.context import JobContext
 from connectors.backfill.errors import BackfillJobError
 from connectors.backfill.kafka_admin import TopicGrowthMonitor, ensure_topic
+from connectors.backfill.pg_position import (
+    ConsistentPoint,
+    consistent_point,
+    drop_slot,
+    libpq_params,
+    logical_decoding_available,
+)
 
 logger = logging.getLogger(__name__)
+
+#: Spark's Kafka producer, tuned for bulk (``target.producer`` overrides any of them). The write, not
+#: the read, bounds a backfill: every row is a Connect JSON envelope of several hundred bytes, and
+#: the broker's work is per batch and per request, so batches are large — close to but under the
+#: broker's default ``message.max.bytes`` (1 MiB; an oversized compressed batch would be split and
+#: retried) — and a request may carry several. lz4 costs the least CPU for the bytes it saves.
+#: ``acks=all`` with idempotence is what at-least-once needs (the model refuses anything weaker).
+PRODUCER_DEFAULTS = {
+    "acks": "all",
+    "enable.idempotence": "true",
+    "compression.type": "lz4",
+    "linger.ms": "50",
+    "batch.size": "1000000",
+    "max.request.size": "4194304",
+    "buffer.memory": "67108864",
+}
 
 
 @dataclass(frozen=True)
@@ -46,12 +70,12 @@ class TablePlan:
     lower: int | None
     upper: int | None
     rows: int
-    position: dict[str, Any] | None
+    backend: str
 
 
 def plan_table(source: Any) -> TablePlan:
-    """Reflect ``source.table``, find bounds, count rows and (PostgreSQL) the current WAL position."""
-    from sqlalchemy import MetaData, Table, func, select
+    """Reflect ``source.table``: columns, schemas, key and partition column (no bounds or count yet)."""
+    from sqlalchemy import MetaData, Table
     from sqlalchemy import types as t
 
     from connectors.jdbc_common.connection import create_engine, to_sqlalchemy_url
@@ -94,22 +118,7 @@ def plan_table(source: Any) -> TablePlan:
                     partition = str(pk[0].name)
             elif partition not in by_name:
                 raise ConfigError(f"source.partition.column: {partition} is not a column of {source.table}", key="source.partition.column")
-            position = None
-            if engine.dialect.name == "postgresql":
-                row = conn.exec_driver_sql("SELECT pg_current_wal_lsn()::text, txid_current_snapshot()::text").one()
-                position = {
-                    "database": "postgresql",
-                    "lsn": row[0],
-                    "snapshot": row[1],
-                    "captured_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"),
-                    "note": "captured before the read began: start CDC from this LSN",
-                }
-            lower = upper = None
-            if partition is not None:
-                c = table.c[partition]
-                lower, upper, rows = conn.execute(select(func.min(c), func.max(c), func.count())).one()
-            else:
-                rows = conn.execute(select(func.count()).select_from(table)).scalar_one()
+            backend = engine.dialect.name
     finally:
         engine.dispose()
     value_schema = Schema.struct(fields, name=name)
@@ -122,12 +131,90 @@ def plan_table(source: Any) -> TablePlan:
         value_schema=value_schema,
         key_schema=key_schema,
         partition_column=partition,
-        lower=None if lower is None else int(lower),
-        upper=None if upper is None else int(upper),
-        rows=int(rows or 0),
-        position=position,
+        lower=None,
+        upper=None,
+        rows=0,
+        backend=backend,
     )
 
+
+def measure(source: Any, plan: TablePlan, point: ConsistentPoint | None) -> TablePlan:
+    """The partition column's bounds and the row count, read in ``point``'s snapshot when given."""
+    from sqlalchemy import column, func, select, table
+
+    from connectors.jdbc_common.connection import create_engine, to_sqlalchemy_url
+
+    password = source.connection_password.get_secret_value() if source.connection_password else None
+    engine = create_engine(to_sqlalchemy_url(source.connection_url, source.connection_user, password), db_timezone=source.db_timezone)
+    schema_name, _, name = plan.table.rpartition(".")
+    target = table(name, schema=schema_name or None)
+    lower = upper = None
+    try:
+        with engine.connect() as conn:
+            for statement in point.import_statements() if point is not None else ():
+                conn.exec_driver_sql(statement)
+            if plan.partition_column is not None:
+                c: Any = column(plan.partition_column)
+                lower, upper, rows = conn.execute(select(func.min(c), func.max(c), func.count()).select_from(target)).one()
+            else:
+                rows = conn.execute(select(func.count()).select_from(target)).scalar_one()
+            conn.rollback()
+    finally:
+        engine.dispose()
+    return replace(
+        plan, lower=None if lower is None else int(lower), upper=None if upper is None else int(upper), rows=int(rows or 0)
+    )
+
+
+@contextmanager
+def read_position(source: Any, plan: TablePlan) -> Iterator[ConsistentPoint | None]:
+    """The exported snapshot every partition reads in, and its LSN (PostgreSQL); else ``None``.
+
+    ``cdc.position=auto`` takes one where logical decoding is available, ``required`` fails
+    without it, ``off`` reads each partition in its own snapshot and records no position.
+    """
+    mode = source.cdc_position
+    if plan.backend != "postgresql":
+        if source.cdc_slot_name or mode == "required":
+            raise ConfigError(f"source.cdc.position: a CDC hand-off position needs PostgreSQL, not {plan.backend}", key="source.cdc.position")
+        yield None
+        return
+    if mode == "off":
+        if source.cdc_slot_name:
+            raise ConfigError("source.cdc.slot.name: cannot be used with cdc.position=off", key="source.cdc.slot.name")
+        yield None
+        return
+    from connectors.jdbc_common.connection import to_sqlalchemy_url
+
+    password = source.connection_password.get_secret_value() if source.connection_password else None
+    params = libpq_params(to_sqlalchemy_url(source.connection_url, source.connection_user, password))
+    strict = mode == "required" or bool(source.cdc_slot_name)
+    why_not = logical_decoding_available(params)
+    if why_not is not None:
+        if strict:
+            raise ConfigError(f"source.cdc.position: no consistent read position: {why_not}", key="source.cdc.position")
+        logger.warning("Backfill of %s records no CDC hand-off position: %s", plan.table, why_not)
+        yield None
+        return
+    created: str | None = None
+    try:
+        with ExitStack() as stack:
+            try:
+                point: ConsistentPoint | None = stack.enter_context(consistent_point(params, source.cdc_slot_name))
+            except ConfigError as exc:
+                if strict:
+                    raise
+                logger.warning("Backfill of %s records no CDC hand-off position: %s", plan.table, exc)
+                point = None
+            if point is not None and point.slot_created:
+                created = point.slot
+            yield point
+    except BaseException:
+        # The hand-off did not happen: a slot made for it would only retain WAL. Dropped once the
+        # replication connection that created it is closed.
+        if created is not None:
+            drop_slot(params, created)
+        raise
 
 def jdbc_url(connection_url: str) -> str:
     """The JDBC spelling Spark needs (a SQLAlchemy ``postgresql://`` URL is translated)."""
@@ -146,8 +233,8 @@ def jdbc_url(connection_url: str) -> str:
 _DRIVERS = {"postgresql": "org.postgresql.Driver", "mysql": "com.mysql.cj.jdbc.Driver"}
 
 
-def read_table(spark: Any, source: Any, plan: TablePlan) -> Any:
-    """The DataFrame of the partitioned JDBC read."""
+def read_table(spark: Any, source: Any, plan: TablePlan, point: ConsistentPoint | None = None) -> Any:
+    """The DataFrame of the partitioned JDBC read (every partition in ``point``'s snapshot when given)."""
     url = jdbc_url(source.connection_url)
     protocol = url.split(":")[1]
     reader = spark.read.format("jdbc").option("url", url).option("dbtable", plan.table)
@@ -159,6 +246,8 @@ def read_table(spark: Any, source: Any, plan: TablePlan) -> Any:
     if source.connection_password:
         reader = reader.option("password", source.connection_password.get_secret_value())
     reader = reader.option("fetchsize", str(source.fetch_size)).option("preferTimestampNTZ", "true")
+    if point is not None:
+        reader = reader.option("sessionInitStatement", point.session_init_statement())
     if plan.partition_column is not None and plan.lower is not None and plan.upper is not None and plan.rows > 0:
         partitions = max(1, min(source.num_partitions, plan.upper - plan.lower + 1))
         reader = (
@@ -195,17 +284,24 @@ def records_frame(df: Any, source: Any, target: Any, plan: TablePlan, partitions
 
 def run_jdbc_to_topic(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> dict[str, Any]:
     """Run one JDBC → topic backfill; return a summary for the status."""
-    source, target = spec.source, spec.target
+    source = spec.source
     plan = plan_table(source)
-    if plan.position is not None:
-        ctx.record("source_position", plan.position)
+    with read_position(source, plan) as point:
+        plan = measure(source, plan, point)
+        if point is not None:
+            ctx.record("source_position", point.position())
+        return _write(spark, spec, ctx, bootstrap, plan, point)
+
+
+def _write(spark: Any, spec: Any, ctx: JobContext, bootstrap: str, plan: TablePlan, point: ConsistentPoint | None) -> dict[str, Any]:
+    source, target = spec.source, spec.target
     ctx.progress(rows_total=plan.rows, rows_done=0)
     if ctx.cancelled:
         raise BackfillJobError("cancelled before the read began")
     partitions = ensure_topic(bootstrap, target.topic, target.partitions or source.num_partitions, target.replication_factor)
-    df = records_frame(read_table(spark, source, plan), source, target, plan, partitions)
+    df = records_frame(read_table(spark, source, plan, point), source, target, plan, partitions)
     writer = df.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", target.topic)
-    producer = {"linger.ms": "20", "batch.size": "262144", "compression.type": "lz4", **target.producer}
+    producer = {**PRODUCER_DEFAULTS, **target.producer}
     for key, value in producer.items():
         writer = writer.option(f"kafka.{key}", value)
     logger.info(

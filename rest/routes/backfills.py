@@ -65,13 +65,23 @@ def install(app: FastAPI, herder: Herder, manager: BackfillManager | None = None
     """Mount ``/backfills`` on ``app`` with a manager built from the herder's worker settings.
 
     The manager starts now (its schedules must run whether or not anyone calls the API) and stops
-    when the process exits.
+    when the process exits. A distributed herder (one with ``backfill_cluster``) keeps the jobs in
+    its config topic and lets only its leader fire schedules; that manager starts with the herder,
+    once the topic is known to exist, and stops before it.
     """
+    cluster = getattr(herder, "backfill_cluster", None)
     if manager is None:
-        manager = BackfillManager.from_worker_settings(herder.worker_settings())
+        if cluster is not None:
+            manager = BackfillManager.for_cluster(herder.worker_settings(), **cluster())
+        else:
+            manager = BackfillManager.from_worker_settings(herder.worker_settings())
     app.state.backfills = manager
     app.include_router(router)
-    manager.start()
+    if cluster is not None:
+        herder.after_start.append(manager.start)  # type: ignore[attr-defined]
+        herder.before_stop.append(manager.stop)  # type: ignore[attr-defined]
+    else:
+        manager.start()
     # The REST server runs without lifespan events, so the process exit stops the manager.
     atexit.register(manager.stop)
     return manager

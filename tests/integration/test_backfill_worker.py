@@ -37,7 +37,7 @@ def test_cli_runs_a_backfill_on_the_worker_and_schedules_survive_a_restart(
     }
     job_file = tmp_path / "job.json"
     job_file.write_text(json.dumps(spec))
-    worker = WorkerProcess(tmp_path, kafka.bootstrap_servers, **{"backfill.spark.master": "local[2]", "backfill.spark.driver.memory": "1g"})
+    worker = WorkerProcess(tmp_path, kafka.bootstrap_servers, **{"backfill.spark.master": "local[2]", "backfill.spark.driver.memory": "1g"})  # type: ignore[arg-type]
     worker.start()
     try:
         # A bad spec: 400 naming the key.
@@ -51,7 +51,14 @@ def test_cli_runs_a_backfill_on_the_worker_and_schedules_survive_a_restart(
         )
         assert result.returncode == 0, result.stdout + result.stderr + worker.log()
         assert "Backfill customers succeeded: 5,000 rows" in result.stdout
-        assert "Source position for CDC hand-off" in result.stdout
+        assert "Read at LSN " in result.stdout  # the CDC hand-off position…
+        assert "Continue with the PostgreSQL CDC connector: snapshot.mode=no_data streaming.start.lsn=" in result.stdout
+        handoff = subprocess.run(
+            [sys.executable, "-m", "worker.cli", "backfill", "--url", worker.url, "status", "customers", "--handoff"],
+            capture_output=True, text=True, timeout=60, cwd=REPO,
+        )
+        assert handoff.returncode == 0, handoff.stderr
+        assert json.loads(handoff.stdout)["snapshot.mode"] == "no_data"  # …and the settings, to merge into the connector's
         records = consume_all(kafka.bootstrap_servers, topic, 5000)
         assert len({r.key for r in records}) == 5000
 

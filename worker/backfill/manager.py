@@ -10,6 +10,13 @@ app's state next to the herder). It owns:
   back from the store when the worker restarts; a run whose worker died is marked FAILED;
 * the guarantee that a job never has two runs at once (a second start is refused, a scheduled
   start that finds the job running is skipped and logged).
+
+In a distributed cluster (:meth:`BackfillManager.for_cluster`) the store is the config topic
+(:mod:`worker.backfill.kafka_store`) and every worker keeps every schedule, but a schedule fires
+only on the current leader (``is_leader``), so each firing runs once in the cluster and moves with
+leadership when a worker fails. A run records the worker it runs on; another worker refuses to
+start the job while that run is in progress, and a restarted worker marks only its own cut-off
+runs FAILED.
 """
 
 from __future__ import annotations
@@ -59,8 +66,13 @@ class BackfillManager:
         runner: JobRunner = spark_runner,
         canceller: Callable[[Any, str], None] = spark_canceller,
         provider: Any = None,
+        is_leader: Callable[[], bool] | None = None,
+        worker_id: str | None = None,
     ) -> None:
         self.store: BackfillStore = store if store is not None else MemoryBackfillStore()
+        self._is_leader = is_leader
+        self.worker_id = worker_id
+        self._schedules: dict[str, str] = {}  # job → the schedule its apscheduler job was built from
         self.bootstrap_servers = bootstrap_servers
         self._spark_confs = dict(spark_confs or {})
         self._runner = runner
@@ -92,6 +104,31 @@ class BackfillManager:
         bootstrap = str(settings.get("backfill.bootstrap.servers") or settings.get("bootstrap.servers") or "localhost:9092")
         return cls(store, bootstrap_servers=bootstrap, spark_confs=confs)
 
+    @classmethod
+    def for_cluster(
+        cls,
+        settings: Mapping[str, Any],
+        *,
+        topic: str,
+        bootstrap_servers: str,
+        client_id: str,
+        worker_id: str,
+        is_leader: Callable[[], bool],
+        producer_overrides: Mapping[str, Any] | None = None,
+        consumer_overrides: Mapping[str, Any] | None = None,
+    ) -> BackfillManager:
+        """A member of a distributed cluster: jobs in the config ``topic``, schedules fired by the leader."""
+        from worker.backfill.kafka_store import KafkaBackfillStore
+
+        store = KafkaBackfillStore(
+            topic, bootstrap_servers, client_id=client_id, producer_overrides=producer_overrides, consumer_overrides=consumer_overrides
+        )
+        confs = {"spark." + k.removeprefix("backfill.spark."): str(v) for k, v in settings.items() if k.startswith("backfill.spark.")}
+        bootstrap = str(settings.get("backfill.bootstrap.servers") or bootstrap_servers)
+        manager = cls(store, bootstrap_servers=bootstrap, spark_confs=confs, is_leader=is_leader, worker_id=worker_id)
+        store.on_change = manager._on_store_change
+        return manager
+
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -102,11 +139,14 @@ class BackfillManager:
             if self._started:
                 return
             self._started = True
+            store_start = getattr(self.store, "start", None)
+            if store_start is not None:
+                store_start()
             self._scheduler = BackgroundScheduler(daemon=True, job_defaults={"coalesce": True, "max_instances": 1})
             self._scheduler.start()
         for job in self.store.list():
             state = job.status.get("state")
-            if state in (JobState.RUNNING, JobState.PENDING):
+            if state in (JobState.RUNNING, JobState.PENDING) and self._ran_here(job.status):
                 job.status.update(state=JobState.FAILED, error="the worker stopped while this run was in progress", finished_at=time.time())
                 self.store.put(job)
             try:
@@ -128,6 +168,23 @@ class BackfillManager:
             thread.join(timeout=10)  # runner threads are daemons; a stuck one must not block the exit
         if self._provider is not None:
             self._provider.stop()
+        store_stop = getattr(self.store, "stop", None)
+        if store_stop is not None and scheduler is not None:
+            store_stop()
+
+    def _ran_here(self, status: Mapping[str, Any]) -> bool:
+        """Whether a stored run is (or was) this worker's: always in standalone mode."""
+        return self.worker_id is None or status.get("worker_id") in (None, self.worker_id)
+
+    def _running_elsewhere(self, job_id: str) -> str | None:
+        """The worker a run of the job is in progress on, if that is another worker."""
+        if self.worker_id is None:
+            return None
+        job = self.store.get(job_id)
+        status = job.status if job is not None else {}
+        if status.get("state") in (JobState.RUNNING, JobState.PENDING) and not self._ran_here(status):
+            return str(status.get("worker_id"))
+        return None
 
     # -- queries -----------------------------------------------------------------------------------
 
@@ -175,6 +232,9 @@ class BackfillManager:
         with self._lock:
             if spec.id in self._active:
                 raise Conflict(f"Backfill {spec.id} is running; cancel it first (DELETE /backfills/{spec.id})")
+            elsewhere = self._running_elsewhere(spec.id)
+            if elsewhere is not None:
+                raise Conflict(f"Backfill {spec.id} is running on worker {elsewhere}; cancel it there first")
             previous = self.store.get(spec.id)
             self.store.put(StoredJob(spec.id, spec_to_json(spec), previous.status if previous else {}))
             self._schedule(spec.id, spec_to_json(spec).get("schedule"))
@@ -190,6 +250,9 @@ class BackfillManager:
         with self._lock:
             if job_id in self._active:
                 raise AlreadyExistsError(f"Backfill {job_id} is already running")
+            elsewhere = self._running_elsewhere(job_id)
+            if elsewhere is not None:
+                raise AlreadyExistsError(f"Backfill {job_id} is already running on worker {elsewhere}")
             self._start_run(job_id, parse_spec(job.spec))
         return self.get(job_id)
 
@@ -231,12 +294,24 @@ class BackfillManager:
         except Exception:
             logger.warning("Cancelling Spark job group %s failed", tracker.job_group, exc_info=True)
 
+    def _on_store_change(self, job_id: str) -> None:
+        """Another worker (or this one) wrote the job: follow its schedule. Runs on the store's reader."""
+        job = self.store.get(job_id)
+        try:
+            self._schedule(job_id, job.spec.get("schedule") if job is not None else None)
+        except ConfigError:
+            logger.warning("Backfill %s has an invalid schedule; not scheduled here", job_id)
+
     def _schedule(self, job_id: str, schedule: Mapping[str, Any] | None) -> None:
         scheduler = self._scheduler
         if scheduler is None:
             return
+        fingerprint = repr(sorted(schedule.items())) if schedule else ""
+        if self._schedules.get(job_id, "") == fingerprint and (scheduler.get_job(job_id) is not None) == bool(schedule):
+            return  # unchanged (a status write of the job, read back)
         if scheduler.get_job(job_id) is not None:
             scheduler.remove_job(job_id)
+        self._schedules.pop(job_id, None)
         if not schedule:
             return
         from apscheduler.triggers.cron import CronTrigger
@@ -246,14 +321,22 @@ class BackfillManager:
         except (ValueError, KeyError) as exc:
             raise ConfigError(f"schedule.cron: {exc}", key="schedule.cron") from None
         scheduler.add_job(self._scheduled_run, trigger, args=[job_id], id=job_id, replace_existing=True, misfire_grace_time=300)
+        self._schedules[job_id] = fingerprint
 
     def _scheduled_run(self, job_id: str) -> None:
+        if self._is_leader is not None and not self._is_leader():
+            logger.debug("Backfill %s is due; the leader runs it", job_id)
+            return
         job = self.store.get(job_id)
         if job is None:
             return
         with self._lock:
             if job_id in self._active:
                 logger.warning("Backfill %s is still running; skipping its scheduled run", job_id)
+                return
+            elsewhere = self._running_elsewhere(job_id)
+            if elsewhere is not None:
+                logger.warning("Backfill %s is still running on worker %s; skipping its scheduled run", job_id, elsewhere)
                 return
             self._start_run(job_id, parse_spec(job.spec))
 
@@ -267,7 +350,7 @@ class BackfillManager:
     def _start_run(self, job_id: str, spec: Any) -> None:
         """Start a runner thread. Caller holds the lock and checked no run is active."""
         run_id = f"{job_id}-{uuid.uuid4().hex[:8]}"
-        tracker = RunTracker(run_id, on_change=lambda status: self._persist(job_id, status))
+        tracker = RunTracker(run_id, on_change=lambda status: self._persist(job_id, status), worker_id=self.worker_id)
         thread = threading.Thread(target=self._run, args=(job_id, spec, tracker), name=f"backfill-{job_id}", daemon=True)
         self._active[job_id] = (tracker, thread)
         tracker.set_state(JobState.PENDING)

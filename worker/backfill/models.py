@@ -52,6 +52,23 @@ class JdbcTableSource(_Section):
         "none", description="numeric.mapping of the JDBC source, so schemas match the stream"
     )
     db_timezone: str = Field("UTC", description="Time zone of TIMESTAMP WITHOUT TIME ZONE values (db.timezone)")
+    cdc_position: Literal["auto", "required", "off"] = Field(
+        "auto",
+        description="PostgreSQL: read every partition in one exported snapshot of a logical slot and record its LSN "
+        "for a CDC hand-off (auto: when wal_level=logical and the user may replicate; required: fail otherwise)",
+    )
+    cdc_slot_name: str | None = Field(
+        None,
+        description="The CDC connector's slot.name: created at the read's consistent point if missing (kept for "
+        "the connector); an existing one must not be past that point",
+    )
+
+    @field_validator("cdc_slot_name")
+    @classmethod
+    def _slot_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[a-z0-9_]{1,63}", value):
+            raise ValueError("a replication slot name is 1-63 lower-case letters, digits and underscores")
+        return value
 
     @field_validator("connection_url")
     @classmethod
@@ -77,7 +94,18 @@ class KafkaTopicTarget(_Section):
     value_converter_decimal_format: Literal["BASE64", "NUMERIC"] = Field(
         "BASE64", description="JsonConverter decimal.format"
     )
-    producer: dict[str, str] = Field(default_factory=dict, description="Kafka producer settings (linger.ms, compression.type, …)")
+    producer: dict[str, str] = Field(
+        default_factory=dict,
+        description="Kafka producer settings over the bulk defaults (linger.ms=50, batch.size=1000000, compression.type=lz4, acks=all)",
+    )
+
+    @field_validator("producer")
+    @classmethod
+    def _at_least_once(cls, value: dict[str, str]) -> dict[str, str]:
+        acks = str(value.get("acks", "all")).strip().lower()
+        if acks not in ("all", "-1"):
+            raise ValueError(f"acks={value['acks']} can lose acknowledged rows; a backfill is at-least-once and needs acks=all")
+        return value
 
     @field_validator("value_converter_decimal_format", mode="before")
     @classmethod
@@ -304,6 +332,7 @@ class RunStatus(BaseModel):
 
     run_id: str | None = None
     state: JobState = JobState.PENDING
+    worker_id: str | None = Field(None, description="The worker the run is on (distributed mode)")
     started_at: float | None = Field(None, description="Epoch seconds")
     finished_at: float | None = Field(None, description="Epoch seconds")
     rows_done: int = 0

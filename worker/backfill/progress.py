@@ -17,11 +17,11 @@ from worker.backfill.models import JobState, RunStatus
 class RunTracker:
     """Progress of one run. Thread-safe: the job thread reports, REST threads read."""
 
-    def __init__(self, run_id: str, on_change: Callable[[RunStatus], None] | None = None) -> None:
+    def __init__(self, run_id: str, on_change: Callable[[RunStatus], None] | None = None, *, worker_id: str | None = None) -> None:
         self.run_id = run_id
         self._lock = threading.Lock()
         self._cancel = threading.Event()
-        self._status = RunStatus.model_validate({"run_id": run_id, "state": JobState.PENDING})
+        self._status = RunStatus.model_validate({"run_id": run_id, "state": JobState.PENDING, "worker_id": worker_id})
         self._first_progress: tuple[float, int] | None = None
         self._on_change = on_change
 

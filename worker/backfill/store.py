@@ -52,12 +52,12 @@ class BackfillStore(Protocol):
         ...
 
 
-class MemoryBackfillStore:
-    """Jobs in a dict: nothing survives the process."""
+class JobMapReads:
+    """Reads of a store that keeps its jobs in ``self._jobs`` under ``self._lock``: copies, so a
+    caller never changes the store by changing what it got."""
 
-    def __init__(self) -> None:
-        self._jobs: dict[str, StoredJob] = {}
-        self._lock = threading.Lock()
+    _jobs: dict[str, StoredJob]
+    _lock: threading.Lock
 
     def list(self) -> list[StoredJob]:
         with self._lock:
@@ -67,6 +67,14 @@ class MemoryBackfillStore:
         with self._lock:
             job = self._jobs.get(job_id)
             return StoredJob.from_json(job.to_json()) if job else None
+
+
+class MemoryBackfillStore(JobMapReads):
+    """Jobs in a dict: nothing survives the process."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, StoredJob] = {}
+        self._lock = threading.Lock()
 
     def put(self, job: StoredJob) -> None:
         with self._lock:

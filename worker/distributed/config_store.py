@@ -209,6 +209,8 @@ class ConfigStore:
         if raw_key is None:
             return
         key = raw_key.decode("utf-8", "replace")
+        if key.startswith("sluice-backfill-"):
+            return  # backfill jobs (worker.backfill.kafka_store): not the herder's business
         try:
             value = orjson.loads(raw_value) if raw_value is not None else None
         except orjson.JSONDecodeError:

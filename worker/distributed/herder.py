@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -163,6 +163,9 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, Herder):
         self._last_seen: dict[str, float] = {}  # worker → wall-clock time it was last in the group
         self._next_deadline: float | None = None  # wall clock: when the leader must plan again
         self._cluster_id: str | None = None
+        #: Run once the stores are up / before they stop (the backfill manager: rest/routes/backfills.py).
+        self.after_start: list[Callable[[], None]] = []
+        self.before_stop: list[Callable[[], None]] = []
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -176,6 +179,11 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, Herder):
         self._thread = threading.Thread(target=self._run, name="herder-tick", daemon=True)
         self._thread.start()
         self._started.set()
+        for hook in self.after_start:
+            try:
+                hook()
+            except Exception:
+                log.exception("A start hook failed")
         log.info("Distributed herder started as worker %s in group %s", self._worker_id, self.config.group_id)
 
     def stop(self) -> None:
@@ -183,6 +191,11 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, Herder):
             return
         self._stopping.set()
         self._wake.set()
+        for hook in self.before_stop:
+            try:
+                hook()
+            except Exception:
+                log.exception("A stop hook failed")
         if self._thread is not None:
             self._thread.join(30)
         self.restarter.close()
@@ -208,6 +221,18 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, Herder):
     @property
     def worker_id(self) -> str:
         return self._worker_id
+
+    def backfill_cluster(self) -> dict[str, Any]:
+        """Where backfill jobs live in this cluster and who fires schedules (:meth:`BackfillManager.for_cluster`)."""
+        return {
+            "topic": self.config.config_storage_topic,
+            "bootstrap_servers": self.config.bootstrap_servers,
+            "client_id": self.config.client_id or f"sluice-{self.config.group_id}-{self._worker_id}",
+            "worker_id": self._worker_id,
+            "is_leader": lambda: self.membership.is_leader,
+            "producer_overrides": _security(self.config.prefixed("producer.")),
+            "consumer_overrides": _security(self.config.prefixed("consumer.")),
+        }
 
     def kafka_cluster_id(self) -> str | None:
         if self._cluster_id is None:

@@ -16,6 +16,7 @@ from plugins import PluginRegistry
 from rest import create_app
 from tests.unit.backfill.test_manager import FakeRunner, spec
 from worker.backfill import BackfillManager, MemoryBackfillStore
+from worker.backfill.progress import RunTracker
 from worker.cli import main
 from worker.cli_backfill import progress_line
 from worker.config import WorkerConfig
@@ -83,9 +84,45 @@ def test_cli_run_follows_to_the_end(client: TestClient, runner: FakeRunner, tmp_
     result = CliRunner().invoke(main, ["backfill", "run", str(job), "--interval", "0.05"], obj=client._transport)
     assert result.exit_code == 0, result.output
     assert "Backfill job succeeded: 100 rows" in result.output
-    assert "Source position for CDC hand-off" in result.output
+    assert "Read at LSN 0/16B3748" in result.output
     listed = CliRunner().invoke(main, ["backfill", "list"], obj=client._transport)
     assert "job" in listed.output and "SUCCEEDED" in listed.output
+
+
+class PositionRunner(FakeRunner):
+    """Records a full PostgreSQL hand-off position, as ``jdbc_to_topic`` does."""
+
+    POSITION: dict[str, Any] = {
+        "database": "postgresql", "lsn": "0/16B3748", "slot": "debezium", "slot_created": True,
+        "cdc": {"snapshot.mode": "no_data", "streaming.start.lsn": "0/16B3747", "slot.name": "debezium"},
+    }  # fmt: skip
+
+    def __call__(self, provider: Any, spec: Any, tracker: RunTracker, bootstrap: str) -> dict[str, Any]:
+        summary = super().__call__(provider, spec, tracker, bootstrap)
+        tracker.record("source_position", self.POSITION)  # over the fake's bare LSN
+        return summary
+
+
+def test_the_cdc_handoff_settings_in_get_and_the_cli(client: TestClient) -> None:
+    runner = PositionRunner()
+    runner.release.set()
+    app: Any = client.app
+    app.state.backfills.stop()
+    manager = BackfillManager(MemoryBackfillStore(), runner=runner, canceller=runner.cancel)
+    manager.start()
+    app.state.backfills = manager
+    try:
+        assert client.post("/backfills", json=spec()).status_code == 201
+        manager.wait("job", 5)
+        assert client.get("/backfills/job").json()["status"]["source_position"]["cdc"]["streaming.start.lsn"] == "0/16B3747"
+        shown = CliRunner().invoke(main, ["backfill", "status", "job"], obj=client._transport)
+        assert "Read at LSN 0/16B3748 (slot debezium, created by this run)" in shown.output
+        assert "snapshot.mode=no_data streaming.start.lsn=0/16B3747 slot.name=debezium" in shown.output
+        handoff = CliRunner().invoke(main, ["backfill", "status", "job", "--handoff"], obj=client._transport)
+        assert handoff.exit_code == 0, handoff.output
+        assert orjson.loads(handoff.output) == PositionRunner.POSITION["cdc"]
+    finally:
+        manager.stop()
 
 
 def test_cli_run_of_a_failing_job_prints_the_error_and_exits_1(tmp_path: Path) -> None:
