@@ -117,7 +117,9 @@ class PostgresCdcTask(SourceTask):
             lsn = parse_lsn(cfg.streaming_start_lsn)
             decoder.resume_from(lsn, lsn)
             state = catalog.slot_state(conn, cfg.slot_name)
-            if slot_created or (state and state[2] and state[2] > lsn):
+            # A slot confirmed at C loses nothing for a start at C - 1 (what a backfill records: no
+            # WAL record starts there, and commits strictly after the start are streamed).
+            if slot_created or (state and state[2] and state[2] > lsn + 1):
                 log.warning(
                     "streaming.start.lsn %s is before the slot's confirmed position %s: changes in between are not "
                     "available any more",
