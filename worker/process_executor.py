@@ -130,7 +130,8 @@ class ProcessTaskRunner:
             self._process.kill()
             self._process.join(5)
             return False
-        self._events.join(5)
+        if threading.current_thread() is not self._events:  # a listener callback may be the caller
+            self._events.join(5)
         return True
 
     @property
