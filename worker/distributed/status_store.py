@@ -9,11 +9,17 @@ second). Every worker applies the records in topic order, so all of them converg
 view; what keeps a stale worker from corrupting it is on the write side: a worker out of contact
 with the group writes no status, and ``UNASSIGNED`` never replaces another worker's status
 (Connect's ``putSafe``).
+
+A worker's own writes show at once in its own answers; the records before them in the topic,
+which its reader may not have reached yet, do not undo them (until a write is read back, older
+records of its key are skipped), so a worker never flips back to a state it already left.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,6 +29,10 @@ from worker.distributed.kafka_log import KafkaLog
 from worker.status import ConnectorTaskId, State, Status, StatusStore
 
 log = logging.getLogger(__name__)
+
+#: How long a write of ours that never came back from the topic (a failed send) keeps older
+#: records of its key from being applied.
+UNREAD_WRITE_EXPIRY_S = 30.0
 
 
 def encode_status(status: Status) -> bytes:
@@ -73,6 +83,9 @@ class KafkaStatusStore(StatusStore):
     ) -> None:
         super().__init__()
         self._generation = generation
+        # Key → (bytes of our latest write not yet read back, when it was sent).
+        self._unread: dict[bytes, tuple[bytes | None, float]] = {}
+        self._unread_lock = threading.Lock()
         self._log = KafkaLog(
             topic,
             bootstrap_servers,
@@ -102,7 +115,7 @@ class KafkaStatusStore(StatusStore):
             return
         status.generation = max(status.generation, self._generation())
         super().put_connector(name, status)
-        self._log.send_async(connector_key(name), encode_status(status))
+        self._send(connector_key(name), encode_status(status))
 
     def put_task(self, task_id: ConnectorTaskId, status: Status) -> None:
         if self._superseded(self.task(task_id), status):
@@ -112,24 +125,40 @@ class KafkaStatusStore(StatusStore):
         # The error counters the base store attaches are this process's runtime view; a cluster's
         # status must read the same on every worker, so it carries Connect's fields only.
         status.task_id = None
-        self._log.send_async(task_key(task_id), encode_status(status))
+        self._send(task_key(task_id), encode_status(status))
 
     def forget(self, connector: str) -> None:
         tasks = list(self.tasks(connector))
         super().forget(connector)
-        self._log.send_async(connector_key(connector), None)
+        self._send(connector_key(connector), None)
         for task_id in tasks:
-            self._log.send_async(task_key(task_id), None)
+            self._send(task_key(task_id), None)
 
     def forget_task(self, task_id: ConnectorTaskId) -> None:
         # Connect keeps a stopped task's last status (another worker may already own it): only
         # the local view is cleared, the topic keeps whatever the new owner writes.
         super().forget_task(task_id)
 
+    def _send(self, key: bytes, value: bytes | None) -> None:
+        with self._unread_lock:
+            self._unread[key] = (value, time.monotonic())
+        self._log.send_async(key, value)
+
     # -- reads from the topic -------------------------------------------------------------------------
 
+    def _older_than_own_write(self, key: bytes, value: bytes | None) -> bool:
+        """Whether this record precedes a write of ours that the reader has not reached yet."""
+        with self._unread_lock:
+            pending = self._unread.get(key)
+            if pending is None:
+                return False
+            if pending[0] == value or time.monotonic() - pending[1] > UNREAD_WRITE_EXPIRY_S:
+                del self._unread[key]  # ours, read back (or lost: stop waiting for it)
+                return False
+            return True
+
     def _apply(self, raw_key: bytes | None, raw_value: bytes | None) -> None:
-        if raw_key is None:
+        if raw_key is None or self._older_than_own_write(raw_key, raw_value):
             return
         key = raw_key.decode("utf-8", "replace")
         if key.startswith("status-connector-"):
