@@ -44,8 +44,10 @@ class WorkerConfig(PluginConfig):
     task_shutdown_graceful_timeout_ms: int = Field(5_000, ge=0, description="Time tasks get to stop cleanly")
     task_executor: Literal["thread", "process"] = Field(
         "thread",
-        description="Where tasks run: threads of the worker process, or a child process per task "
-        "(uses every core; a hung task is killed after task.shutdown.graceful.timeout.ms)",
+        description="Where tasks run: a child process per task (what `sluice standalone` and `sluice "
+        "distributed` do unless told otherwise: every core used, a hung task is killed after "
+        "task.shutdown.graceful.timeout.ms), or threads of the worker process (the default for a "
+        "worker embedded in another program)",
     )
     listeners: str = Field("http://127.0.0.1:8083", description="REST listeners, e.g. http://127.0.0.1:8083")
     rest_advertised_host_name: str | None = Field(None, description="Host name other workers and status use for this worker")
@@ -194,3 +196,13 @@ def sub_config(raw: Mapping[str, Any], prefix: str) -> dict[str, Any]:
 def require(condition: bool, message: str, key: str) -> None:
     if not condition:
         raise ConfigError(message, key=key)
+
+
+#: What the ``sluice`` worker commands run tasks in when ``task.executor`` is not set.
+CLI_TASK_EXECUTOR = "process"
+
+
+def with_cli_defaults(worker_config: Mapping[str, Any]) -> dict[str, Any]:
+    """``worker_config`` with the defaults of a worker started by the ``sluice`` command: a process
+    per task, so the worker uses every core (``task.executor=thread`` keeps tasks in-process)."""
+    return {"task.executor": CLI_TASK_EXECUTOR, **worker_config}

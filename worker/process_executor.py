@@ -11,7 +11,8 @@ The child (a *spawned* interpreter: librdkafka's threads do not survive ``fork``
 same runner with a :class:`~worker.worker.Worker` of its own and runs it on a thread, exactly as
 the thread executor does. Two pipes connect it to the worker:
 
-* **control**: target states, stop, and the distributed fence go down; the task's state changes
+* **control**: target states, stop, and the distributed fence go down (the fence every half
+  second: a task process that stops hearing it, its worker frozen, holds its writes); the task's state changes
   (startup, pause, resume, failure with its trace, shutdown) and the topics it used come up and
   reach the herder's listener as if the task ran in-process.
 * **offsets**: the worker's offset store stays single-writer in the worker process (the file
@@ -20,16 +21,21 @@ the thread executor does. Two pipes connect it to the worker:
 
 A child that dies without saying why (SIGKILL, a segfault in a driver) is a task failure with the
 exit code, so the restart policy brings it back; a child still running when the graceful stop
-timeout ends is killed. A child whose worker disappears stops its task and exits.
+timeout ends is killed. A child dies with its worker (the kernel's parent-death signal), so a
+SIGKILLed worker leaves no task writing on, exactly as with task threads.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import multiprocessing
 import os
+import queue
 import signal
+import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
@@ -43,6 +49,11 @@ from worker.status import ConnectorTaskId, TargetState
 log = logging.getLogger(__name__)
 
 _SPAWN = multiprocessing.get_context("spawn")
+
+#: How often the worker re-sends the distributed fence to a task process, and how long a task
+#: process that stops hearing it (its worker frozen or stuck) keeps writing.
+FENCE_REFRESH_S = 0.5
+FENCE_SILENCE_S = 3.0
 
 
 class RemoteTaskError(ConnectError):
@@ -95,6 +106,7 @@ class ProcessTaskRunner:
                 child_control,
                 child_offsets,
                 logging.getLevelName(logging.getLogger().getEffectiveLevel()),
+                os.getpid(),
             ),
             name=f"sluice-task-{task_id}",
             daemon=True,
@@ -106,7 +118,7 @@ class ProcessTaskRunner:
     # -- the herder's interface -------------------------------------------------------------------
 
     def start(self) -> None:
-        self._process.start()
+        _spawn(self._process)
         for end in self._child_ends:
             end.close()  # the child holds them now; EOF then means the child is gone
         self._events.start()
@@ -158,14 +170,15 @@ class ProcessTaskRunner:
     def _read_events(self) -> None:
         listener, task_id = self._listener, self.id
         ended = False
-        fenced: bool | None = None
+        last_fence = 0.0
         while True:
             fence = self.fence
-            if fence is not None:
-                allowed = fence()
-                if allowed is not fenced:
-                    fenced = allowed
-                    self._send(("fence", allowed))
+            now = time.monotonic()
+            if fence is not None and now - last_fence >= FENCE_REFRESH_S:
+                # Sent again and again, not only on change: a child that stops hearing it (this
+                # process frozen, say) holds its task's writes, as a frozen worker's threads would.
+                last_fence = now
+                self._send(("fence", fence()))
             try:
                 if not self._control.poll(0.1):
                     continue
@@ -219,6 +232,56 @@ class ProcessTaskRunner:
 
     def __repr__(self) -> str:
         return f"ProcessTaskRunner({self.id}, pid={self._process.pid})"
+
+
+# -- spawning ---------------------------------------------------------------------------------------
+
+_spawn_lock = threading.Lock()
+_spawn_requests: queue.Queue[tuple[Any, threading.Event, list[BaseException]]] = queue.Queue()
+_spawner: threading.Thread | None = None
+
+
+def _spawn(process: Any) -> None:
+    """Start ``process`` from one long-lived thread of this process.
+
+    The child asks Linux to kill it when the thread that created it ends (``PR_SET_PDEATHSIG``,
+    which follows the creating *thread*): created from a REST or herder thread, a task process
+    could die with that thread; created here, it dies exactly when the worker process does, like
+    a task thread would — a SIGKILLed worker leaves no task writing on.
+    """
+    global _spawner
+    with _spawn_lock:
+        if _spawner is None or not _spawner.is_alive():
+            _spawner = threading.Thread(target=_serve_spawns, name="task-process-spawner", daemon=True)
+            _spawner.start()
+    done, errors = threading.Event(), list[BaseException]()
+    _spawn_requests.put((process, done, errors))
+    done.wait()
+    if errors:
+        raise errors[0]
+
+
+def _serve_spawns() -> None:
+    while True:
+        process, done, errors = _spawn_requests.get()
+        try:
+            process.start()
+        except BaseException as exc:  # handed to the caller
+            errors.append(exc)
+        finally:
+            done.set()
+
+
+def _die_with_worker(worker_pid: int) -> None:
+    """In the child: be SIGKILLed when the worker's spawning thread (so the worker) ends."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != worker_pid:  # the worker died before prctl took effect
+        os._exit(1)
 
 
 # -- the child process ----------------------------------------------------------------------------
@@ -295,6 +358,7 @@ def _child_main(
     control: Connection,
     offsets: Connection,
     log_level: str,
+    worker_pid: int,
 ) -> None:
     """Entry point of a task process: build the task's runner as the worker would, run it, and
     relay between it and the worker until it ends."""
@@ -303,6 +367,7 @@ def _child_main(
     from worker.runtime import tune_gc
     from worker.worker import Worker
 
+    _die_with_worker(worker_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the worker's to handle, then it stops us
     configure_logging(log_level)
     set_context(task_id.connector, task_id.task)
@@ -327,7 +392,13 @@ def _child_main(
         return
     fence_open = threading.Event()
     fence_open.set()
-    runner.fence = fence_open.is_set
+    heard = [time.monotonic(), False]  # when the worker last sent its fence; whether it ever did
+
+    def unfenced() -> bool:
+        # Distributed mode: only while the worker says so, and has said it recently.
+        return fence_open.is_set() and (not heard[1] or time.monotonic() - heard[0] < FENCE_SILENCE_S)
+
+    runner.fence = unfenced
     runner.start()
     tune_gc()  # the worker's process-wide settings, in this process too
     reported: set[str] = set()
@@ -341,13 +412,12 @@ def _child_main(
                 elif command == "stop":
                     runner.stop()
                 elif command == "fence":
+                    heard[0], heard[1] = time.monotonic(), True
                     (fence_open.set if args[0] else fence_open.clear)()
         except (EOFError, OSError):
-            # The worker is gone (killed, most likely): its offsets store with it, so stop now;
-            # a task that will not stop goes with this process.
-            log.error("Task %s lost its worker process; stopping", task_id)
-            runner.stop()
-            runner.await_stop(10)
+            # The worker is gone (where the parent-death signal does not exist): end as it did,
+            # without committing anything more; what was not committed is delivered again.
+            log.error("Task %s lost its worker process; exiting", task_id)
             os._exit(1)
         if runner.active_topics - reported:
             reported |= runner.active_topics

@@ -17,7 +17,7 @@ from offsets import FileOffsetStore, MemoryOffsetStore, OffsetStore
 from plugins import PluginRegistry
 from rest import create_app
 from rest.server import RestServer
-from worker.config import WorkerConfig
+from worker.config import WorkerConfig, with_cli_defaults
 from worker.properties import load_properties
 from worker.runtime import tune_gc
 from worker.standalone import StandaloneHerder
@@ -60,7 +60,7 @@ class StandaloneWorker:
     """Wires the herder, the REST server and the offset store of one standalone process."""
 
     def __init__(self, worker_config: dict[str, Any]) -> None:
-        self.config = WorkerConfig.from_mapping(worker_config)
+        self.config = WorkerConfig.from_mapping(with_cli_defaults(worker_config))
         registry = PluginRegistry([p.strip() for p in self.config.plugin_path.split(",") if p.strip()])
         store: OffsetStore
         if self.config.offset_storage_file_filename:

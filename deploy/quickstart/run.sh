@@ -41,8 +41,6 @@ key.converter=org.apache.kafka.connect.storage.StringConverter
 value.converter=org.apache.kafka.connect.storage.StringConverter
 offset.storage.file.filename=$DIR/offsets.json
 offset.flush.interval.ms=2000
-# Each task in a process of its own: the worker uses every core (see docs/distributed.md).
-task.executor=process
 PROPS
 
 say "Starting a standalone worker (REST on $REST)"

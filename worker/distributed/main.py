@@ -13,6 +13,7 @@ from offsets.kafka import KafkaOffsetStore
 from plugins import PluginRegistry
 from rest import create_app
 from rest.server import RestServer
+from worker.config import with_cli_defaults
 from worker.distributed.config import DistributedConfig
 from worker.distributed.herder import DistributedHerder
 from worker.distributed.topics import InternalTopic, ensure_topics
@@ -40,7 +41,7 @@ class DistributedWorker:
     """Wires the herder, the REST server and the Kafka-backed stores of one cluster member."""
 
     def __init__(self, worker_config: dict[str, Any]) -> None:
-        self.config = DistributedConfig.from_mapping(worker_config)
+        self.config = DistributedConfig.from_mapping(with_cli_defaults(worker_config))
         registry = PluginRegistry([p.strip() for p in self.config.plugin_path.split(",") if p.strip()])
         client_id = self.config.client_id or f"sluice-{self.config.group_id}-{self.config.worker_id}"
         security = {k: v for k, v in self.config.prefixed("admin.").items() if k.startswith(("security.", "ssl.", "sasl."))}
