@@ -106,8 +106,9 @@ def test_tasks_spread_and_survive_a_killed_worker_without_losing_records(
     budget = (REBALANCE_DELAY_MS + SESSION_TIMEOUT_MS) / 1000
     print(f"tasks resumed on the surviving workers {took:.1f}s after the SIGKILL (delay + session timeout = {budget:.0f}s)")
     # Detection takes the session timeout, reassignment the delay; allow a few seconds for the
-    # group rebalance and the tasks' start-up on a loaded 2-core machine.
-    assert took <= budget + 2, f"took {took:.1f}s"
+    # group rebalance and the tasks' start-up (a new Python process per task, about a second
+    # each on this 2-core machine, more when it is loaded).
+    assert took <= budget + 6, f"took {took:.1f}s"
 
     # No record lost: every (task, seq) of every source task reaches the table.
     def rows() -> list[tuple[Any, ...]]:
