@@ -209,3 +209,13 @@ def consume_all(
         return sorted(records, key=lambda r: (r.partition, r.offset))
     finally:
         consumer.close()
+
+
+def committed_offset(bootstrap: str, group: str, topic: str, partition: int = 0) -> int:
+    """The offset consumer group ``group`` committed for ``topic``/``partition`` (negative: none)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        [tp] = consumer.committed([TopicPartition(topic, partition)], timeout=10)
+        return int(tp.offset)
+    finally:
+        consumer.close()

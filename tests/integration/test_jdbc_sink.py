@@ -14,8 +14,6 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from confluent_kafka import Consumer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from tests.integration.jdbc_helpers import (
     DIALECTS,
@@ -28,7 +26,14 @@ from tests.integration.jdbc_helpers import (
     struct_schema,
     wait_for,
 )
-from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce, unique_topic_name
+from tests.integration.kafka_helpers import (
+    OutgoingRecord,
+    committed_offset,
+    consume_all,
+    create_topic,
+    produce,
+    unique_topic_name,
+)
 from tests.integration.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.integration
@@ -84,12 +89,7 @@ def _create(worker: WorkerProcess, name: str, config: dict[str, str]) -> None:
 
 
 def _committed(bootstrap: str, group: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        [tp] = consumer.committed([KafkaTopicPartition(topic, 0)], timeout=10)
-        return max(tp.offset, 0)
-    finally:
-        consumer.close()
+    return max(committed_offset(bootstrap, group, topic), 0)
 
 
 #: The column types auto.create gives int64 / optional string / optional double fields.

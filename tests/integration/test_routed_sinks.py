@@ -12,8 +12,6 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import Consumer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from tests.integration.jdbc_helpers import (
     JDBC_SINK,
@@ -24,7 +22,7 @@ from tests.integration.jdbc_helpers import (
     struct_schema,
     wait_for,
 )
-from tests.integration.kafka_helpers import OutgoingRecord, create_topic, produce, unique_topic_name
+from tests.integration.kafka_helpers import OutgoingRecord, committed_offset, create_topic, produce, unique_topic_name
 from tests.integration.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.integration
@@ -36,15 +34,6 @@ ROUTE = {
     "transforms.route.regex": "raw-(.*)",
     "transforms.route.replacement": "clean_$1",
 }
-
-
-def committed(bootstrap: str, group: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        [tp] = consumer.committed([KafkaTopicPartition(topic, 0)], timeout=10)
-        return max(tp.offset, 0)
-    finally:
-        consumer.close()
 
 
 def test_a_routed_jdbc_sink_writes_the_new_table_and_commits_the_consumed_topic(kafka: Any, tmp_path: Path) -> None:
@@ -75,7 +64,7 @@ def test_a_routed_jdbc_sink_writes_the_new_table_and_commits_the_consumed_topic(
         assert db.rows(table, "id, name") == [(i, f"n{i}") for i in range(50)]
         assert not db.exists(topic)
         wait_for(
-            lambda: committed(kafka.bootstrap_servers, "connect-routed", topic),
+            lambda: committed_offset(kafka.bootstrap_servers, "connect-routed", topic),
             lambda n: n == 50,
             what="offsets committed for the consumed topic",
         )

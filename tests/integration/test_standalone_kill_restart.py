@@ -18,6 +18,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from offsets import FileOffsetStore
+from tests.integration.kafka_helpers import committed_offset
 from tests.integration.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.integration
@@ -50,12 +51,7 @@ def _read_topic(bootstrap: str, topic: str, expected_at_least: int, timeout: flo
 
 
 def _committed(bootstrap: str, group: str, topic: str) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        [tp] = consumer.committed([KafkaTopicPartition(topic, 0)], timeout=10)
-        return max(tp.offset, 0)
-    finally:
-        consumer.close()
+    return max(committed_offset(bootstrap, group, topic), 0)
 
 
 def _append_lines(path: Path, per_chunk: int = 1000, pause: float = 0.05) -> None:

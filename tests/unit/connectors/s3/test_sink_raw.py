@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
@@ -20,33 +20,12 @@ import pytest
 from connectors.api import DataError, RetriableError, SinkRecordBatch, TopicPartition
 from connectors.s3_common.formats import ParquetObjectWriter, _read_json_rows
 from connectors.s3_common.storage import MemoryStorage, ObjectUpload
-from connectors.sink.s3 import S3SinkTask
+
+from .test_sink_task import _task  # the same task set-up (the bucket fixture is in conftest.py)
 
 TP = TopicPartition("t", 0)
 T0 = 1_700_000_000_000
 DIR = "topics/t/partition=0"
-
-
-@pytest.fixture
-def bucket() -> Iterator[MemoryStorage]:
-    storage = MemoryStorage("bkt")
-    S3SinkTask.storage_factory = lambda cfg: storage
-    yield storage
-    S3SinkTask.storage_factory = None
-
-
-def _task(**config: Any) -> S3SinkTask:
-    task = S3SinkTask()
-    settings = {
-        "s3.bucket.name": "bkt",
-        "format.class": "json",
-        "flush.size": "3",
-        "s3.upload.threads": "0",
-        **{k: str(v) for k, v in config.items()},
-    }
-    task.start(settings, None)  # type: ignore[arg-type]
-    task.open([TP])
-    return task
 
 
 def _batch(raws: Sequence[bytes | None], start: int = 0, raw: bool = True, partitions: list[int] | None = None) -> SinkRecordBatch:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -16,14 +15,6 @@ from connectors.sink.s3.writer import TopicPartitionWriter
 TP = TopicPartition("t", 0)
 T0 = 1_700_000_000_000
 HOUR = 3_600_000
-
-
-@pytest.fixture
-def bucket() -> Iterator[MemoryStorage]:
-    storage = MemoryStorage("bkt")
-    S3SinkTask.storage_factory = lambda cfg: storage
-    yield storage
-    S3SinkTask.storage_factory = None
 
 
 def _task(**config: Any) -> S3SinkTask:

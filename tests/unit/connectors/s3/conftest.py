@@ -1,0 +1,18 @@
+"""The in-memory bucket the S3 sink task tests write to."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from connectors.s3_common.storage import MemoryStorage
+from connectors.sink.s3 import S3SinkTask
+
+
+@pytest.fixture
+def bucket() -> Iterator[MemoryStorage]:
+    storage = MemoryStorage("bkt")
+    S3SinkTask.storage_factory = lambda cfg: storage
+    yield storage
+    S3SinkTask.storage_factory = None
