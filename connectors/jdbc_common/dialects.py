@@ -32,6 +32,8 @@ class SqlDialect:
 
     name = "generic"
     supports_upsert = False
+    #: DDL joins the open transaction (MySQL commits it implicitly instead).
+    transactional_ddl = True
 
     def __init__(self, paramstyle: str = "qmark", quote_char: str = '"') -> None:
         self.placeholder = "?" if paramstyle == "qmark" else "%s"
@@ -243,6 +245,7 @@ class MySqlDialect(SqlDialect):
 
     name = "mysql"
     supports_upsert = True
+    transactional_ddl = False
 
     def __init__(self, paramstyle: str = "format") -> None:
         super().__init__("format", quote_char="`")

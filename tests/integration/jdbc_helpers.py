@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import orjson
 import psycopg
+import pytest
 
 T = TypeVar("T")
 
@@ -150,6 +151,20 @@ def make_database(kind: str, request: Any, tmp_path: Path) -> Database:
         return Database(kind, request.getfixturevalue("mariadb_db"))
     # The worker runs in another process and opens the same file.
     return Database(kind, f"sqlite:///{tmp_path / 'test.db'}")
+
+
+def database_fixture(kinds: tuple[str, ...] = DIALECTS) -> Any:
+    """A ``db`` fixture for a test module: a fresh :class:`Database` of each of ``kinds``."""
+
+    @pytest.fixture(params=kinds)
+    def db(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+        database = make_database(request.param, request, tmp_path)
+        try:
+            yield database
+        finally:
+            database.dispose()
+
+    return db
 
 
 def connector_url(db: Database, request: Any, subprotocol: str = "mariadb") -> str:

@@ -16,13 +16,12 @@ import orjson
 import pytest
 
 from tests.integration.jdbc_helpers import (
-    DIALECTS,
     JDBC_SINK,
     JSON_CONVERTER,
     WORKER_SETTINGS,
     Database,
+    database_fixture,
     envelope,
-    make_database,
     struct_schema,
     wait_for,
 )
@@ -58,13 +57,7 @@ def _tombstone(id_: int) -> OutgoingRecord:
     return OutgoingRecord(key=envelope(KEY_SCHEMA, id_), value=None)
 
 
-@pytest.fixture(params=DIALECTS)
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    database = make_database(request.param, request, tmp_path)
-    try:
-        yield database
-    finally:
-        database.dispose()
+db = database_fixture()
 
 
 @pytest.fixture

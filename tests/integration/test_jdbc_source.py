@@ -18,13 +18,12 @@ import orjson
 import pytest
 
 from tests.integration.jdbc_helpers import (
-    DIALECTS,
     JDBC_SOURCE,
     JSON_CONVERTER,
     WORKER_SETTINGS,
     Database,
     connector_url,
-    make_database,
+    database_fixture,
 )
 from tests.integration.kafka_helpers import consume_all, create_topic, unique_topic_name
 from tests.integration.worker_process import WorkerProcess
@@ -49,13 +48,7 @@ def _worker(tmp_path: Path, bootstrap: str) -> WorkerProcess:
     return WorkerProcess(tmp_path, bootstrap, **settings)
 
 
-@pytest.fixture(params=DIALECTS)
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    database = make_database(request.param, request, tmp_path)
-    try:
-        yield database
-    finally:
-        database.dispose()
+db = database_fixture()
 
 
 #: Per dialect: the orders table (an auto-increment key and a few typed columns) and the type of id.

@@ -52,10 +52,15 @@ class TableManager:
                 raise ConnectError(f"Cannot create table {table!r}: the records have no fields")
             ddl = self.dialect.create_table(table, columns)
             logger.info("Creating table %s:\n%s", table, ddl)
-            conn.exec_driver_sql(ddl)
-            known = {c.name.lower(): c.name for c in columns}
-            self._columns[table] = known
-            return [c.name for c in columns]
+            failure = _run_ddl(conn, ddl, self.dialect.transactional_ddl)
+            if failure is None:
+                known = {c.name.lower(): c.name for c in columns}
+                self._columns[table] = known
+                return [c.name for c in columns]
+            # Another task (or Spark partition) may have created it first: carry on with its columns.
+            known = self._reflect(conn, table)
+            if known is None:
+                raise failure
         missing = [c for c in columns if c.name not in known.values() and c.name.lower() not in known]
         if missing:
             names = ", ".join(c.name for c in missing)
@@ -72,7 +77,11 @@ class TableManager:
                     )
                 ddl = self.dialect.add_column(table, column)
                 logger.info("Evolving table %s: %s", table, ddl)
-                conn.exec_driver_sql(ddl)
+                failure = _run_ddl(conn, ddl, self.dialect.transactional_ddl)
+                if failure is not None:
+                    again = self._reflect(conn, table) or {}
+                    if column.name not in again.values() and column.name.lower() not in again:
+                        raise failure
                 known[column.name.lower()] = column.name
         self._columns[table] = known
         return [_spelling(known, c.name) for c in columns]
@@ -86,6 +95,35 @@ class TableManager:
         if not inspector.has_table(name, schema=schema):
             return None
         return {c["name"].lower(): c["name"] for c in inspector.get_columns(name, schema=schema)}
+
+
+def _run_ddl(conn: Any, ddl: str, transactional: bool) -> Exception | None:
+    """Run ``ddl``; its error if it failed, for the caller to check whether a peer got there first.
+
+    Tasks writing the same topics race to create a missing table: on PostgreSQL the loser's
+    ``CREATE TABLE`` waits for the winner's transaction and then fails with "already exists"
+    (``IF NOT EXISTS`` races the same way). Where DDL is transactional a savepoint keeps the
+    loser's transaction usable; MySQL commits around DDL, and a failed statement aborts nothing.
+    """
+    if not transactional:
+        try:
+            conn.exec_driver_sql(ddl)
+        except Exception as exc:
+            logger.info("DDL failed, checking whether another writer made the change: %s", exc)
+            return exc
+        return None
+    savepoint = conn.begin_nested()
+    try:
+        conn.exec_driver_sql(ddl)
+    except Exception as exc:
+        try:
+            savepoint.rollback()
+        except Exception:
+            raise exc from None  # the connection is gone: the DDL's own error says why
+        logger.info("DDL failed, checking whether another writer made the change: %s", exc)
+        return exc
+    savepoint.commit()
+    return None
 
 
 def _spelling(known: dict[str, str], name: str) -> str:
