@@ -257,13 +257,23 @@ class BackfillManager:
         return self.get(job_id)
 
     def cancel(self, job_id: str) -> dict[str, Any]:
-        """Cancel the running run (its Spark jobs are cancelled; the state becomes CANCELLED)."""
-        if self.store.get(job_id) is None:
+        """Cancel the running run (its Spark jobs are cancelled; the state becomes CANCELLED).
+
+        A run on another worker of the cluster is asked to cancel through the store: that worker
+        reads the request (:meth:`_on_store_change`) and cancels, and its status write follows.
+        """
+        job = self.store.get(job_id)
+        if job is None:
             raise NotFoundError(f"Backfill {job_id} not found")
         with self._lock:
             active = self._active.get(job_id)
+            elsewhere = None if active is not None else self._running_elsewhere(job_id)
         if active is not None:
             self._cancel_tracker(active[0])
+        elif elsewhere is not None and job.status.get("run_id"):
+            logger.info("Asking worker %s to cancel backfill %s", elsewhere, job_id)
+            job.cancel_run = str(job.status["run_id"])
+            self.store.put(job)
         return self.get(job_id)
 
     def delete(self, job_id: str) -> None:
@@ -295,8 +305,14 @@ class BackfillManager:
             logger.warning("Cancelling Spark job group %s failed", tracker.job_group, exc_info=True)
 
     def _on_store_change(self, job_id: str) -> None:
-        """Another worker (or this one) wrote the job: follow its schedule. Runs on the store's reader."""
+        """Another worker (or this one) wrote the job: follow its schedule, honour a cancel request
+        for (or the deletion of) a run of this worker. Runs on the store's reader."""
         job = self.store.get(job_id)
+        with self._lock:
+            active = self._active.get(job_id)
+        if active is not None and (job is None or job.cancel_run == active[0].run_id) and not active[0].cancelled:
+            logger.info("Backfill %s: cancelling run %s as another worker asked", job_id, active[0].run_id)
+            self._cancel_tracker(active[0])
         try:
             self._schedule(job_id, job.spec.get("schedule") if job is not None else None)
         except ConfigError:
@@ -389,4 +405,6 @@ class BackfillManager:
         if job is None:
             return
         job.status = status.model_dump(mode="json")
+        if job.cancel_run is not None and (job.cancel_run != status.run_id or status.state.finished):
+            job.cancel_run = None  # served (or about an older run)
         self.store.put(job)

@@ -18,18 +18,32 @@ from typing import Any, Protocol
 
 @dataclass
 class StoredJob:
-    """A job as persisted: the spec as submitted (dotted keys) and the status of its latest run."""
+    """A job as persisted: the spec as submitted (dotted keys) and the status of its latest run.
+
+    ``cancel_run`` asks the worker running that run to cancel it: in a cluster, the worker that
+    takes ``DELETE /backfills/{id}`` may not be the one running the job.
+    """
 
     id: str
     spec: dict[str, Any]
     status: dict[str, Any] = field(default_factory=dict)
+    cancel_run: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "spec": self.spec, "status": self.status}
+        out: dict[str, Any] = {"id": self.id, "spec": self.spec, "status": self.status}
+        if self.cancel_run is not None:
+            out["cancel_run"] = self.cancel_run
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StoredJob:
-        return cls(id=str(data["id"]), spec=dict(data.get("spec") or {}), status=dict(data.get("status") or {}))
+        cancel = data.get("cancel_run")
+        return cls(
+            id=str(data["id"]),
+            spec=dict(data.get("spec") or {}),
+            status=dict(data.get("status") or {}),
+            cancel_run=str(cancel) if cancel else None,
+        )
 
 
 class BackfillStore(Protocol):

@@ -149,6 +149,56 @@ def test_a_job_running_on_one_worker_cannot_start_on_another() -> None:
         b.stop()
 
 
+def _eventually(probe: Callable[[], bool], timeout: float = 5.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not probe():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_a_cancel_taken_by_another_worker_reaches_the_run() -> None:
+    topic = FakeTopic()
+    ra, rb = FakeRunner(), FakeRunner()
+    a = cluster_manager(topic, ra, "a", lambda: True)
+    b = cluster_manager(topic, rb, "b", lambda: False)
+    try:
+        a.submit(spec())
+        assert ra.running.wait(5)
+        b.cancel("job")
+        assert a.wait("job", 5).state is JobState.CANCELLED
+        assert ra.cancelled_groups and not rb.cancelled_groups
+        assert _eventually(lambda: b.get("job")["status"]["state"] == "CANCELLED")
+        # The request was for that run only: the next run is not cancelled by it.
+        ra.release.set()
+        a.run_now("job")
+        assert a.wait("job", 5).state is JobState.SUCCEEDED
+        assert "cancel_run" not in orjson.loads(topic.records[-1][1] or b"{}")
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_deleting_a_job_on_another_worker_stops_its_run() -> None:
+    topic = FakeTopic()
+    ra, rb = FakeRunner(), FakeRunner()
+    a = cluster_manager(topic, ra, "a", lambda: True)
+    b = cluster_manager(topic, rb, "b", lambda: False)
+    try:
+        a.submit(spec())
+        assert ra.running.wait(5)
+        b.delete("job")
+        assert _eventually(lambda: "job" not in a._active)
+        assert ra.cancelled_groups
+        assert a.store.get("job") is None and b.store.get("job") is None
+    finally:
+        a.stop()
+        b.stop()
+
+
 def test_a_restarted_worker_fails_only_its_own_cut_off_runs() -> None:
     topic = FakeTopic()
     s = store(topic)
