@@ -7,7 +7,8 @@ the integration test with real workers is in tests/integration/test_backfill_dis
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
@@ -73,6 +74,20 @@ def cluster_manager(topic: FakeTopic, runner: FakeRunner, worker: str, leader: C
     return m
 
 
+@contextmanager
+def two_workers() -> Iterator[tuple[FakeTopic, BackfillManager, FakeRunner, BackfillManager, FakeRunner]]:
+    """Workers ``a`` (the leader) and ``b`` sharing one config topic, each with its own runner."""
+    topic = FakeTopic()
+    ra, rb = FakeRunner(), FakeRunner()
+    a = cluster_manager(topic, ra, "a", lambda: True)
+    b = cluster_manager(topic, rb, "b", lambda: False)
+    try:
+        yield topic, a, ra, b, rb
+    finally:
+        a.stop()
+        b.stop()
+
+
 def test_a_job_written_by_one_worker_is_read_by_the_others_and_after_a_restart() -> None:
     topic = FakeTopic()
     a, b = store(topic), store(topic)
@@ -125,11 +140,7 @@ def test_schedules_reach_every_worker_and_fire_on_the_leader_only() -> None:
 
 
 def test_a_job_running_on_one_worker_cannot_start_on_another() -> None:
-    topic = FakeTopic()
-    ra, rb = FakeRunner(), FakeRunner()
-    a = cluster_manager(topic, ra, "a", lambda: True)
-    b = cluster_manager(topic, rb, "b", lambda: False)
-    try:
+    with two_workers() as (topic, a, ra, b, rb):
         a.submit(spec())
         assert ra.running.wait(5)
         assert b.get("job")["status"]["state"] == "RUNNING"
@@ -144,9 +155,6 @@ def test_a_job_running_on_one_worker_cannot_start_on_another() -> None:
         rb.release.set()
         b.run_now("job")
         assert b.wait("job", 5).state is JobState.SUCCEEDED
-    finally:
-        a.stop()
-        b.stop()
 
 
 def _eventually(probe: Callable[[], bool], timeout: float = 5.0) -> bool:
@@ -161,11 +169,7 @@ def _eventually(probe: Callable[[], bool], timeout: float = 5.0) -> bool:
 
 
 def test_a_cancel_taken_by_another_worker_reaches_the_run() -> None:
-    topic = FakeTopic()
-    ra, rb = FakeRunner(), FakeRunner()
-    a = cluster_manager(topic, ra, "a", lambda: True)
-    b = cluster_manager(topic, rb, "b", lambda: False)
-    try:
+    with two_workers() as (topic, a, ra, b, rb):
         a.submit(spec())
         assert ra.running.wait(5)
         b.cancel("job")
@@ -177,26 +181,16 @@ def test_a_cancel_taken_by_another_worker_reaches_the_run() -> None:
         a.run_now("job")
         assert a.wait("job", 5).state is JobState.SUCCEEDED
         assert "cancel_run" not in orjson.loads(topic.records[-1][1] or b"{}")
-    finally:
-        a.stop()
-        b.stop()
 
 
 def test_deleting_a_job_on_another_worker_stops_its_run() -> None:
-    topic = FakeTopic()
-    ra, rb = FakeRunner(), FakeRunner()
-    a = cluster_manager(topic, ra, "a", lambda: True)
-    b = cluster_manager(topic, rb, "b", lambda: False)
-    try:
+    with two_workers() as (topic, a, ra, b, rb):
         a.submit(spec())
         assert ra.running.wait(5)
         b.delete("job")
         assert _eventually(lambda: "job" not in a._active)
         assert ra.cancelled_groups
         assert a.store.get("job") is None and b.store.get("job") is None
-    finally:
-        a.stop()
-        b.stop()
 
 
 def test_a_restarted_worker_fails_only_its_own_cut_off_runs() -> None:
