@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from connectors.api import ConnectError, NotFoundError
@@ -12,6 +12,7 @@ from plugins import PluginInfo, PluginKind
 from worker.config_infos import plugin_definitions, validate_config
 from worker.herder import BadRequest, Forbidden
 from worker.logcontext import set_context
+from worker.masking import MASK
 from worker.restarts import TaskRestarter
 from worker.runners import WorkerTask
 from worker.status import ConnectorTaskId, State, Status, StatusStore
@@ -144,6 +145,22 @@ class PluginQueries:
         else:
             raw["connector.class"] = plugin
         return validate_config(info, raw, self.worker.validate)
+
+
+def request_config(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """A connector config from a REST body: values as strings, ``name`` the one in the URL."""
+    raw = {str(k): stringify(v) for k, v in config.items()}
+    if "name" in raw and raw["name"] != name:
+        raise BadRequest(f"Connector name configuration ({raw['name']}) doesn't match connector name in the URL ({name})")
+    raw["name"] = name
+    return raw
+
+
+def restore_masked_secrets(raw: dict[str, Any], stored: Mapping[str, Any], secret_keys: Iterable[str]) -> None:
+    """A config read back over REST shows ``[hidden]`` for secrets; re-applying it keeps the stored ones."""
+    for key in secret_keys:
+        if raw.get(key) == MASK and key in stored:
+            raw[key] = stored[key]
 
 
 def stringify(value: Any) -> Any:

@@ -30,10 +30,12 @@ from worker.herder_support import (
     TaskStatusReporting,
     call_with_timeout,
     offsets_message,
+    request_config,
+    restore_masked_secrets,
     stringify,
 )
 from worker.logcontext import set_context
-from worker.masking import MASK, mask_config, mask_text
+from worker.masking import mask_config, mask_text
 from worker.restarts import TaskRestarter
 from worker.runners import WorkerTask
 from worker.status import ConnectorTaskId, State, Status, StatusStore, TargetState, format_trace, scrub_secrets
@@ -203,17 +205,11 @@ class StandaloneHerder(TaskStatusReporting, PluginQueries, Herder):
     ) -> tuple[bool, ConnectorInfo]:
         if not self.ready:
             raise ConnectError("The worker is not running")
-        raw = {str(k): stringify(v) for k, v in config.items()}
-        if "name" in raw and raw["name"] != name:
-            raise BadRequest(f"Connector name configuration ({raw['name']}) doesn't match connector name in the URL ({name})")
-        raw["name"] = name
+        raw = request_config(name, config)
         with self._lock:
             current = self._connectors.get(name)
             if current is not None:
-                # A config read back over REST carries "[hidden]" for secrets; re-applying it keeps them.
-                for key in current.secret_keys:
-                    if raw.get(key) == MASK and key in current.validated.raw:
-                        raw[key] = current.validated.raw[key]
+                restore_masked_secrets(raw, current.validated.raw, current.secret_keys)
         validated = self.worker.validate(raw)
         with self._lock:
             existing = self._connectors.get(name)

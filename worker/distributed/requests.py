@@ -43,9 +43,10 @@ from worker.herder_support import (
     NOT_STOPPED_MESSAGE,
     call_with_timeout,
     offsets_message,
-    stringify,
+    request_config,
+    restore_masked_secrets,
 )
-from worker.masking import MASK, mask_config
+from worker.masking import mask_config
 from worker.restarts import TaskRestarter
 from worker.status import ConnectorTaskId, State, Status, TargetState
 from worker.worker import ValidatedConnector, Worker
@@ -195,9 +196,7 @@ class ClusterRequests:
         allow_replace: bool,
         initial_state: TargetState = TargetState.STARTED,
     ) -> tuple[bool, ConnectorInfo]:
-        raw = {str(k): stringify(v) for k, v in config.items()}
-        if "name" in raw and raw["name"] != name:
-            raise BadRequest(f"Connector name configuration ({raw['name']}) doesn't match connector name in the URL ({name})")
+        raw = request_config(name, config)
         leader = self._leader_or_forward()
         if leader is not None:
             path = f"/connectors/{quote(name, safe='')}"
@@ -207,13 +206,10 @@ class ClusterRequests:
                 state = {TargetState.STARTED: "RUNNING"}.get(initial_state, initial_state.value)
                 status, body = self.forwarder.send(leader, "POST", "/connectors", body={"name": name, "config": raw, "initial_state": state})
             return status == 201, _info_from_json(body)
-        raw["name"] = name
         snapshot = self.configs.snapshot()
         current = snapshot.connectors.get(name)
         if current is not None:
-            for key in self._secret_keys(current):
-                if raw.get(key) == MASK and key in current:
-                    raw[key] = current[key]
+            restore_masked_secrets(raw, current, self._secret_keys(current))
         validated = self.worker.validate(raw)
         if current is not None and not allow_replace:
             raise AlreadyExistsError(f"Connector {name} already exists")
