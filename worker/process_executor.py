@@ -132,6 +132,10 @@ class ProcessTaskRunner:
         self._stopping.set()
         self._send(("stop",))
 
+    def reset_active_topics(self) -> None:
+        self.active_topics.clear()
+        self._send(("reset_topics",))
+
     def await_stop(self, timeout: float | None) -> bool:
         """Wait for the child; one still alive after ``timeout`` is killed (a thread could only be
         abandoned). ``True`` if it ended on its own."""
@@ -411,6 +415,9 @@ def _child_main(
                     runner.transition_to(args[0])
                 elif command == "stop":
                     runner.stop()
+                elif command == "reset_topics":
+                    runner.reset_active_topics()
+                    reported.clear()
                 elif command == "fence":
                     heard[0], heard[1] = time.monotonic(), True
                     (fence_open.set if args[0] else fence_open.clear)()

@@ -174,7 +174,7 @@ class StandaloneHerder(TaskStatusReporting, PluginQueries, Herder):
             handle = self._handle(name)
             handle.topics.clear()
             for runner in handle.runners.values():
-                runner.active_topics.clear()
+                runner.reset_active_topics()
 
     def connector_status(self, name: str) -> ConnectorStateInfo:
         with self._lock:

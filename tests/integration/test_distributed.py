@@ -338,3 +338,36 @@ def test_writes_work_again_after_the_leader_dies(cluster: Any, kafka: KafkaBroke
     c.put_config(follower, "second", config)  # retries the 409s until the follower leads
     c.wait_running("second", 1, on=follower, timeout=60)
     c.wait_running("first", 1, on=follower, timeout=60)
+
+
+def test_active_topics_answer_the_same_on_every_worker_and_reset_from_any(cluster: Any, kafka: KafkaBroker) -> None:
+    c: Cluster = cluster(2)
+    topic = unique_topic_name("dist-topics")
+    create_topic(kafka.bootstrap_servers, topic)
+    name = "seq-topics"
+    c.put_config(c.workers[0], name, {"connector.class": "SequenceSource", "tasks.max": "1", "topic": topic, "sequence.rate": "50"})
+    status = c.wait_running(name, 1)
+    runs_it = c.worker_by_id(status["tasks"][0]["worker_id"])
+    other = next(w for w in c.workers if w is not runs_it)
+
+    def topics(worker: Any) -> list[str]:
+        response = c.request(worker, "GET", f"/connectors/{name}/topics")
+        assert response.status_code == 200, response.text
+        return list(response.json()[name]["topics"])
+
+    for worker in c.workers:
+        wait_for(lambda w=worker: topics(w), lambda t: t == [topic], timeout=30, what=f"the active topic on {worker.url}")
+
+    # Paused, nothing uses the topic: a reset taken by the worker that does not run the task holds everywhere.
+    assert c.request(other, "PUT", f"/connectors/{name}/pause").status_code == 202
+    wait_for(lambda: c.status(runs_it, name)["tasks"][0]["state"], lambda s: s == "PAUSED", timeout=30, what="the task paused")
+    assert c.request(other, "PUT", f"/connectors/{name}/topics/reset").status_code == 202
+    for worker in c.workers:
+        wait_for(lambda w=worker: topics(w), lambda t: t == [], timeout=30, what=f"the reset on {worker.url}")
+    time.sleep(2)  # a few herder ticks: the running worker does not bring the topic back on its own
+    assert topics(runs_it) == [] and topics(other) == []
+
+    # Resumed, the task uses the topic again and every worker shows it again.
+    assert c.request(other, "PUT", f"/connectors/{name}/resume").status_code == 202
+    for worker in c.workers:
+        wait_for(lambda w=worker: topics(w), lambda t: t == [topic], timeout=30, what=f"the topic back on {worker.url}")

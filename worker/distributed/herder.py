@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -121,6 +121,7 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, ClusterRequests, Her
         self.status: KafkaStatusStore = KafkaStatusStore(
             config.status_storage_topic, bootstrap, client_id=client_id, generation=self._generation,
             producer_overrides=_security(producer), consumer_overrides=_security(consumer),
+            on_topic_reset=self._topics_reset,
         )
         self.membership = GroupMembership(
             bootstrap_servers=bootstrap,
@@ -140,7 +141,9 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, ClusterRequests, Her
         self._lock = threading.RLock()
         self._connectors: dict[str, _RunningConnector] = {}
         self._tasks: dict[ConnectorTaskId, _RunningTask] = {}
-        self._topics: dict[str, set[str]] = {}
+        self._track_topics = str(config.raw.get("topic.tracking.enable", "true")).strip().lower() != "false"
+        self._topic_resets: set[str] = set()  # connectors whose topics another worker reset
+        self._reset_lock = threading.Lock()
         self._pending_task_configs: dict[str, list[dict[str, Any]]] = {}
         self._reconfigure_requested: set[str] = set()
         self._handled_restarts: dict[str, int] = {}
@@ -276,7 +279,31 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, ClusterRequests, Her
         snapshot = self.configs.snapshot()
         with self._lock:
             self._apply(snapshot)
+            self._apply_topic_resets()
+            self._publish_topics(self._tasks.items())
         self._retry_task_configs(snapshot)
+
+    def _publish_topics(self, tasks: Iterable[tuple[ConnectorTaskId, _RunningTask]]) -> None:
+        """Record the topics the tasks have started to use in the status topic, for every worker to answer with."""
+        if not self._track_topics or not self._may_report():
+            return
+        for task_id, running in tasks:
+            for topic in list(running.runner.active_topics):
+                self.status.put_topic(task_id.connector, topic, task_id.task)
+
+    def _topics_reset(self, connector: str) -> None:
+        """A worker reset the connector's topics (or deleted it): tasks here start recording afresh.
+        Runs on the status reader, which must not wait for the herder: the next tick does it."""
+        with self._reset_lock:
+            self._topic_resets.add(connector)
+        self.wakeup()
+
+    def _apply_topic_resets(self) -> None:
+        with self._reset_lock:
+            connectors, self._topic_resets = self._topic_resets, set()
+        for task_id, running in self._tasks.items():
+            if task_id.connector in connectors:
+                running.runner.reset_active_topics()
 
     # -- leader work ---------------------------------------------------------------------------------------
 
@@ -590,7 +617,7 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, ClusterRequests, Her
         for task_id, r in running:
             if not r.runner.await_stop(max(0.0, deadline - time.monotonic())):
                 log.error("Graceful stop of task %s failed; abandoning it", task_id)
-            self._topics.setdefault(task_id.connector, set()).update(r.runner.active_topics)
+            self._publish_topics([(task_id, r)])
             current = self.status.task(task_id)
             if r.runner.failed and current is not None and current.worker_id == self._worker_id and self._in_contact:
                 # A failed run never reports its shutdown: say it is not running here any more.

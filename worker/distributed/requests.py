@@ -67,7 +67,6 @@ class ClusterRequests:
     restarter: TaskRestarter
     _lock: threading.RLock
     _worker_id: str
-    _topics: dict[str, set[str]]
     _tasks: dict[ConnectorTaskId, Any]
 
     if TYPE_CHECKING:
@@ -156,8 +155,8 @@ class ClusterRequests:
     def connector_topics(self, name: str) -> list[str]:
         self._check_topic_tracking("topic.tracking.enable", "Topic tracking is disabled.")
         self._config_of(name)
+        topics = self.status.topics(name)  # every worker's, from the status topic
         with self._lock:
-            topics = set(self._topics.get(name, ()))
             for task_id, running in self._tasks.items():
                 if task_id.connector == name:
                     topics.update(running.runner.active_topics)
@@ -168,10 +167,10 @@ class ClusterRequests:
         self._check_topic_tracking("topic.tracking.allow.reset", "Topic tracking reset is disabled.")
         self._config_of(name)
         with self._lock:
-            self._topics.pop(name, None)
             for task_id, running in self._tasks.items():
                 if task_id.connector == name:
-                    running.runner.active_topics.clear()
+                    running.runner.reset_active_topics()
+        self.status.reset_topics(name)
 
     # -- REST: writes (performed by the leader) -------------------------------------------------------------
 

@@ -10,6 +10,11 @@ view; what keeps a stale worker from corrupting it is on the write side: a worke
 with the group writes no status, and ``UNASSIGNED`` never replaces another worker's status
 (Connect's ``putSafe``).
 
+Connectors' active topics (KIP-558) are records there too: key ``topic-<topic>-connector-<c>``,
+value ``{"topic": {"name", "connector", "task", "discoverTimestamp"}}``, written by the worker
+whose task first used the topic and deleted (tombstones) by a reset or the connector's deletion,
+so ``GET /connectors/{c}/topics`` answers the same on every worker.
+
 A worker's own writes show at once in its own answers; the records before them in the topic,
 which its reader may not have reached yet, do not undo them (until a write is read back, older
 records of its key are skipped), so a worker never flips back to a state it already left.
@@ -68,6 +73,10 @@ def task_key(task_id: ConnectorTaskId) -> bytes:
     return f"status-task-{task_id.connector}-{task_id.task}".encode()
 
 
+def topic_key(connector: str, topic: str) -> bytes:
+    return f"topic-{topic}-connector-{connector}".encode()
+
+
 class KafkaStatusStore(StatusStore):
     """A :class:`StatusStore` whose writes go to the status topic and whose reads include every worker's."""
 
@@ -80,12 +89,17 @@ class KafkaStatusStore(StatusStore):
         generation: Callable[[], int],
         producer_overrides: Mapping[str, Any] | None = None,
         consumer_overrides: Mapping[str, Any] | None = None,
+        on_topic_reset: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__()
         self._generation = generation
+        self._on_topic_reset = on_topic_reset
         # Key → (bytes of our latest write not yet read back, when it was sent).
         self._unread: dict[bytes, tuple[bytes | None, float]] = {}
         self._unread_lock = threading.Lock()
+        # Active topics: connector → topics, and each record's key → (connector, topic) for its tombstone.
+        self._active: dict[str, set[str]] = {}
+        self._topic_keys: dict[bytes, tuple[str, str]] = {}
         self._log = KafkaLog(
             topic,
             bootstrap_servers,
@@ -133,6 +147,34 @@ class KafkaStatusStore(StatusStore):
         self._send(connector_key(connector), None)
         for task_id in tasks:
             self._send(task_key(task_id), None)
+        self.reset_topics(connector)
+
+    # -- active topics (KIP-558) --------------------------------------------------------------------
+
+    def topics(self, connector: str) -> set[str]:
+        """The topics any task of ``connector`` on any worker has used since the last reset."""
+        with self._lock:
+            return set(self._active.get(connector, ()))
+
+    def put_topic(self, connector: str, topic: str, task: int) -> None:
+        """Record that a task of ``connector`` used ``topic`` (once: known topics are not rewritten)."""
+        key = topic_key(connector, topic)
+        with self._lock:
+            if topic in self._active.get(connector, ()):
+                return
+            self._active.setdefault(connector, set()).add(topic)
+            self._topic_keys[key] = (connector, topic)
+        body = {"topic": {"name": topic, "connector": connector, "task": task, "discoverTimestamp": int(time.time() * 1000)}}
+        self._send(key, orjson.dumps(body))
+
+    def reset_topics(self, connector: str) -> None:
+        """Forget the connector's active topics on every worker."""
+        with self._lock:
+            topics = self._active.pop(connector, set())
+            for topic in topics:
+                self._topic_keys.pop(topic_key(connector, topic), None)
+        for topic in sorted(topics):
+            self._send(topic_key(connector, topic), None)
 
     def forget_task(self, task_id: ConnectorTaskId) -> None:
         # Connect keeps a stopped task's last status (another worker may already own it): only
@@ -161,7 +203,9 @@ class KafkaStatusStore(StatusStore):
         if raw_key is None or self._older_than_own_write(raw_key, raw_value):
             return
         key = raw_key.decode("utf-8", "replace")
-        if key.startswith("status-connector-"):
+        if key.startswith("topic-"):
+            self._apply_topic(raw_key, raw_value)
+        elif key.startswith("status-connector-"):
             name = key[len("status-connector-") :]
             if raw_value is None:
                 with self._lock:
@@ -186,6 +230,25 @@ class KafkaStatusStore(StatusStore):
                 return
             with self._lock:
                 self._tasks[task_id] = status
+
+    def _apply_topic(self, raw_key: bytes, raw_value: bytes | None) -> None:
+        if raw_value is None:
+            with self._lock:
+                known = self._topic_keys.pop(raw_key, None)
+                if known is not None:
+                    self._active.get(known[0], set()).discard(known[1])
+            if known is not None and self._on_topic_reset is not None:
+                self._on_topic_reset(known[0])
+            return
+        try:
+            body = orjson.loads(raw_value)["topic"]
+            connector, topic = str(body["connector"]), str(body["name"])
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            log.warning("Skipping topic record %s: %s", raw_key.decode("utf-8", "replace"), exc)
+            return
+        with self._lock:
+            self._active.setdefault(connector, set()).add(topic)
+            self._topic_keys[raw_key] = (connector, topic)
 
     @staticmethod
     def _decode(key: str, value: bytes) -> Status | None:

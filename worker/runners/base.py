@@ -43,13 +43,18 @@ class WorkerTask(abc.ABC):
         self._cond = threading.Condition()
         self._stopping = threading.Event()
         self._failed = False
-        #: Topics this task produced to or consumed from (KIP-558); the herder reads and clears it.
+        #: Topics this task produced to or consumed from (KIP-558); the herder reads it and resets
+        #: it with :meth:`reset_active_topics`.
         self.active_topics: set[str] = set()
         #: Distributed mode: ``False`` while this worker may have lost its place in the group.
         self.fence: Callable[[], bool] | None = None
         self._thread = threading.Thread(target=self._run, name=f"task-{task_id}", daemon=True)
 
     # -- control (herder thread) ------------------------------------------------------------------
+
+    def reset_active_topics(self) -> None:
+        """Forget the topics used so far (``PUT /connectors/{c}/topics/reset``); using one again records it again."""
+        self.active_topics.clear()
 
     def start(self) -> None:
         self._thread.start()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from worker.distributed.status_store import KafkaStatusStore, encode_status, task_key
 from worker.status import ConnectorTaskId, State, Status
 
@@ -61,3 +63,35 @@ def test_a_write_that_never_comes_back_stops_blocking_after_the_expiry(monkeypat
     monkeypatch.setattr(module, "UNREAD_WRITE_EXPIRY_S", -1.0)
     s._apply(task_key(TASK), record(State.FAILED, "w2"))
     assert s.task(TASK).state is State.FAILED  # type: ignore[union-attr]
+
+
+def test_active_topics_are_records_every_worker_reads_and_a_reset_tombstones_them() -> None:
+    resets: list[str] = []
+    s, log = store()
+    s._on_topic_reset = resets.append
+    s.put_topic("fwd", "orders", 0)
+    s.put_topic("fwd", "orders", 1)  # known already: not written again
+    assert [k for k, _ in log.sent] == [b"topic-orders-connector-fwd"]
+    value = log.sent[0][1]
+    assert value is not None and orjson.loads(value)["topic"] | {"discoverTimestamp": 0} == {
+        "name": "orders", "connector": "fwd", "task": 0, "discoverTimestamp": 0
+    }
+    # Another worker's task of the same connector used another topic.
+    other = orjson.dumps({"topic": {"name": "refunds", "connector": "fwd", "task": 1, "discoverTimestamp": 1}})
+    s._apply(b"topic-refunds-connector-fwd", other)
+    assert s.topics("fwd") == {"orders", "refunds"} and s.topics("other") == set()
+    # Another worker reset the connector's topics: its tombstones reach this worker, which tells the herder.
+    s._apply(b"topic-refunds-connector-fwd", None)
+    assert s.topics("fwd") == {"orders"} and resets == ["fwd"]
+    # A reset here tombstones every topic of the connector; reading them back is no news.
+    s.reset_topics("fwd")
+    assert log.sent[-1] == (b"topic-orders-connector-fwd", None) and s.topics("fwd") == set()
+    s._apply(*log.sent[-1])
+    assert resets == ["fwd"]
+
+
+def test_deleting_a_connector_resets_its_topics() -> None:
+    s, log = store()
+    s.put_topic("fwd", "orders", 0)
+    s.forget("fwd")
+    assert (b"topic-orders-connector-fwd", None) in log.sent and s.topics("fwd") == set()
