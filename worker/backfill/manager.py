@@ -308,8 +308,8 @@ class BackfillManager:
         """Another worker (or this one) wrote the job: follow its schedule, honour a cancel request
         for (or the deletion of) a run of this worker. Runs on the store's reader."""
         job = self.store.get(job_id)
-        with self._lock:
-            active = self._active.get(job_id)
+        # Not under self._lock: submit() holds it while it waits for this reader to read its write back.
+        active = self._active.get(job_id)
         if active is not None and (job is None or job.cancel_run == active[0].run_id) and not active[0].cancelled:
             logger.info("Backfill %s: cancelling run %s as another worker asked", job_id, active[0].run_id)
             self._cancel_tracker(active[0])
