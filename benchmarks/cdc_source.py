@@ -5,14 +5,17 @@ Run: ``python -m benchmarks.cdc_source``. Sizes: ``SLUICE_BENCH_CDC_CHANGES`` (5
 ``SLUICE_BENCH_CDC_LAG_RATE`` changes/s (10,000). Prints, with no assertions:
 
 1. raw: ``pg_logical_slot_get_binary_changes`` over the pending changes (server-side decode, no
-   parsing), changes/s; and the same changes received over the streaming replication protocol
-   without parsing them (the connector's transport, whose walsender sends message by message);
+   parsing, no network), changes/s; the same changes received over the streaming replication
+   protocol without parsing them, by psycopg/libpq (the connector's transport) and by PostgreSQL's
+   own C client ``pg_recvlogical`` writing to ``/dev/null``, each with the walsender's and the
+   client's CPU seconds. The walsender sends (and flushes) message by message; both clients spend
+   about half the time waiting for it, so the server, not the client, bounds what any replication
+   client receives on this machine;
 2. end to end: the same changes (inserts, updates, deletes in 1,000-row transactions, already in
    the WAL) → the connector in an in-process standalone herder → Kafka, JSON values without the
-   schema envelope; changes/s, the ratios to both raw rates, and the CPU seconds this process (the
-   connector, its runner and librdkafka, split by thread; PostgreSQL and Kafka are other
-   processes) used, i.e. changes/s per core. The harness polls the topic through one consumer
-   made beforehand, so its own CPU stays out of the figure;
+   schema envelope; changes/s, the ratios to the raw rates, and the CPU seconds the connector used
+   (this process minus the harness's threads: the task thread, librdkafka's, the worker's; see
+   :class:`ConnectorCpu`), i.e. changes/s per core;
 3. lag at a steady rate: a separate writer process commits ``rate`` changes/s in 100-row
    transactions; lag = time the record was read from Kafka − the commit time in ``source.ts_us``;
 4. initial snapshot: rows/s for a table of ``SNAPSHOT_ROWS`` rows (chunked, watermarked), and
@@ -25,6 +28,7 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -33,7 +37,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from benchmarks.common import broker, create_topic, herder, wait_until
 from connectors.source.postgres_cdc.replication import ReplicationStream
-from deploy.postgres import PostgresServer
+from deploy.postgres import PostgresServer, find_bin_dir
 
 CHANGES = int(os.environ.get("SLUICE_BENCH_CDC_CHANGES", "500000"))
 SNAPSHOT_ROWS = int(os.environ.get("SLUICE_BENCH_CDC_SNAPSHOT_ROWS", "1000000"))
@@ -52,11 +56,10 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def thread_cpu() -> dict[str, float]:
-    """CPU seconds per thread of this process, summed by thread name (Linux ``/proc``; empty elsewhere).
-
-    Names group the task thread (``task-<connector>-0``), librdkafka's threads (``rdk:…``) and the rest."""
-    out: dict[str, float] = {}
+def thread_times() -> dict[int, tuple[str, float]]:
+    """CPU seconds of each live thread of this process by native id, with its name (Linux ``/proc``;
+    empty elsewhere)."""
+    out: dict[int, tuple[str, float]] = {}
     tick = os.sysconf("SC_CLK_TCK")
     try:
         tasks = os.listdir("/proc/self/task")
@@ -70,14 +73,37 @@ def thread_cpu() -> dict[str, float]:
             continue
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2 :].split()
-        group = "librdkafka" if name.startswith("rdk:") else "python"
-        out[group] = out.get(group, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+        out[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / tick)
     return out
 
 
-def cpu_split(before: dict[str, float], after: dict[str, float]) -> str:
-    """``python 3.1s, librdkafka 0.9s`` (threads that ended in between are not counted)."""
-    return ", ".join(f"{k} {after.get(k, 0.0) - before.get(k, 0.0):.2f}s" for k in ("python", "librdkafka"))
+class ConnectorCpu:
+    """CPU seconds the connector used: everything this process used, minus the harness's threads.
+
+    The connector runs in an in-process herder (task thread, its producer's librdkafka threads,
+    the worker's threads, threads that start and end in between); the harness is the main thread
+    and the threads of the watermark consumer (``harness``: their native ids). Process-wide
+    ``getrusage`` covers threads that ended; the harness's threads live throughout and are
+    subtracted. PostgreSQL and Kafka are other processes."""
+
+    def __init__(self, harness: set[int]) -> None:
+        self._harness = harness | {threading.get_native_id()}
+        self._threads0 = thread_times()
+        self._total0 = cpu_seconds()
+
+    def stop(self) -> tuple[float, str]:
+        """(connector CPU seconds, ``python 3.1s, librdkafka 0.9s`` for its threads alive now)."""
+        total, threads = cpu_seconds() - self._total0, thread_times()
+        split = {"python": 0.0, "librdkafka": 0.0}
+        for tid, (name, seconds) in threads.items():
+            used = seconds - self._threads0.get(tid, (name, 0.0))[1]
+            if tid in self._harness:
+                total -= used
+            else:
+                split["librdkafka" if name.startswith("rdk:") else "python"] += used
+        ended = total - sum(split.values())
+        text = ", ".join(f"{k} {v:.2f}s" for k, v in split.items())
+        return total, text + (f", ended threads {ended:.2f}s" if ended >= 0.05 else "")
 
 
 def make_changes(conn: psycopg.Connection[Any], table: str, total: int) -> int:
@@ -100,13 +126,17 @@ def make_changes(conn: psycopg.Connection[Any], table: str, total: int) -> int:
 class Watermark:
     """A topic's high watermark through one long-lived consumer.
 
-    The CPU figure is this process's, so the harness must be cheap: a consumer per check (as
-    ``benchmarks.common.high_watermark`` makes) costs more CPU than a tenth of the connector's."""
+    Its librdkafka threads are the harness's: ``threads`` (their native ids) is left out of the
+    connector's CPU figure (see :class:`ConnectorCpu`)."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
+        before = set(thread_times())
         self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-cdc-watermarks"})
         self._partition = TopicPartition(topic, 0)
         self()
+        time.sleep(0.2)  # threads for the brokers named in the first metadata reply start now
+        self()
+        self.threads = {tid for tid, (name, _) in thread_times().items() if tid not in before and name.startswith("rdk:")}
 
     def __call__(self) -> int:
         return int(self._consumer.get_watermark_offsets(self._partition, timeout=10)[1])
@@ -149,62 +179,120 @@ def raw_read(conn: psycopg.Connection[Any], slot: str) -> tuple[int, float]:
     return changes, time.perf_counter() - start
 
 
-def raw_stream(pg: PostgresServer, slot: str, changes: int) -> float:
-    """Seconds to receive ``changes`` row changes over the streaming replication protocol the
-    connector uses (walsender → libpq, no parsing): the transport's own ceiling, which is below
-    the SQL function's because the walsender sends (and flushes) every message separately."""
+def process_cpu(pid: int) -> float:
+    """CPU seconds of another local process (a PostgreSQL backend), from ``/proc``; 0 elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return 0.0
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def raw_stream(pg: PostgresServer, slot: str, changes: int) -> tuple[float, float, float]:
+    """(seconds, walsender CPU seconds, client CPU seconds) to receive ``changes`` row changes over the streaming
+    replication protocol the connector uses (walsender → libpq, no parsing): the transport's own
+    ceiling, which is below the SQL function's because the walsender sends every message
+    separately."""
     conninfo = {"host": "127.0.0.1", "port": pg.port, "dbname": pg.database, "user": "postgres", "replication": "database"}
     stream = ReplicationStream(conninfo, slot, "bench_pub")
     stream.open()
+    walsender = stream.backend_pid
     try:
-        start, seen = time.perf_counter(), 0
+        start, seen, cpu0, client0 = time.perf_counter(), 0, process_cpu(walsender), time.thread_time()
         while seen < changes:
             data = stream.read(5.0)
             if data is None:
                 raise TimeoutError("the replication stream stalled")
             if data[0] == 119 and data[25] in (73, 85, 68):  # XLogData: I, U, D
                 seen += 1
-        return time.perf_counter() - start
+        return time.perf_counter() - start, process_cpu(walsender) - cpu0, time.thread_time() - client0
     finally:
         stream.close()
+
+
+def recvlogical_stream(
+    pg: PostgresServer, conn: psycopg.Connection[Any], slot: str, end_lsn: str
+) -> tuple[float, float, float] | None:
+    """(seconds, walsender CPU seconds, client CPU seconds) for PostgreSQL's own C client, ``pg_recvlogical``, to
+    stream the same changes to ``/dev/null``: what any replication client can get from this
+    server on this machine (``None`` without the binary)."""
+    binary = find_bin_dir() / "pg_recvlogical"
+    if not binary.is_file():
+        return None
+    command = [
+        str(binary), "-h", "127.0.0.1", "-p", str(pg.port), "-U", "postgres", "-d", pg.database, "-S", slot,
+        "--start", "-E", end_lsn, "-o", "proto_version=1", "-o", "publication_names=bench_pub",
+        "-f", "/dev/null", "-s", "10", "-F", "0", "--no-loop",
+    ]  # fmt: skip
+    start, children0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    child = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    walsender, cpu = 0, 0.0
+    while child.poll() is None:
+        row = conn.execute("SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s", (slot,)).fetchone()
+        if row and row[0]:
+            walsender = int(row[0])
+            cpu = process_cpu(walsender)  # the last reading before it ends
+        time.sleep(0.02)
+    elapsed, children = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    if child.returncode != 0:
+        raise RuntimeError(f"pg_recvlogical failed: {child.stderr.read() if child.stderr else ''}")
+    client = children.ru_utime + children.ru_stime - children0.ru_utime - children0.ru_stime
+    return elapsed, cpu, client
 
 
 def end_to_end(bootstrap: str, pg: PostgresServer, conn: psycopg.Connection[Any], changes: int) -> None:
     table = f"cdc_e2e_{time.time_ns()}"
     conn.execute(f"CREATE TABLE {table} ({COLUMNS})")
     conn.execute(f"ALTER PUBLICATION bench_pub ADD TABLE {table}")
-    conn.execute("SELECT pg_create_logical_replication_slot('bench_raw', 'pgoutput')")
-    conn.execute("SELECT pg_create_logical_replication_slot('bench_stream', 'pgoutput')")
-    conn.execute("SELECT pg_create_logical_replication_slot('bench_e2e', 'pgoutput')")
+    slots = ("bench_raw", "bench_stream", "bench_recv", "bench_e2e")
+    for slot in slots:
+        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
     made = make_changes(conn, table, changes)
+    end_lsn = str(conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0])  # type: ignore[index]
     deletes = made - made * 6 // 10 - made * 3 // 10
     raw_changes, raw_s = raw_read(conn, "bench_raw")
-    print(f"raw pg_logical_slot_get_binary_changes: {raw_changes:,} changes in {raw_s:.2f}s = {raw_changes / raw_s:,.0f} changes/s")
-    stream_s = raw_stream(pg, "bench_stream", raw_changes)
-    print(f"raw replication stream (no parsing): {raw_changes:,} changes in {stream_s:.2f}s = {raw_changes / stream_s:,.0f} changes/s")
+    raw_rate = raw_changes / raw_s
+    print(f"raw pg_logical_slot_get_binary_changes: {raw_changes:,} changes in {raw_s:.2f}s = {raw_rate:,.0f} changes/s")
+    stream_s, stream_server, stream_client = raw_stream(pg, "bench_stream", raw_changes)
+    stream_rate = raw_changes / stream_s
+    print(
+        f"raw replication stream, psycopg/libpq (no parsing): {raw_changes:,} changes in {stream_s:.2f}s = {stream_rate:,.0f} changes/s; "
+        f"walsender CPU {stream_server:.2f}s, client CPU {stream_client:.2f}s"
+    )
+    recv = recvlogical_stream(pg, conn, "bench_recv", end_lsn)
+    recv_rate = 0.0
+    if recv is not None:
+        recv_rate = raw_changes / recv[0]
+        print(
+            f"raw replication stream, pg_recvlogical (C, to /dev/null): {raw_changes:,} changes in {recv[0]:.2f}s = {recv_rate:,.0f} changes/s; "
+            f"walsender CPU {recv[1]:.2f}s, client CPU {recv[2]:.2f}s (the clients wait on the walsender, which sends message by message)"
+        )
     prefix = f"e2e{time.time_ns()}"
     topic = create_topic(bootstrap, f"{prefix}.public.{table}")
     expected = made + deletes  # each delete is followed by its tombstone
     h = herder(bootstrap, **{"offset.flush.interval.ms": "5000"})
     watermark = Watermark(bootstrap, topic)
     try:
-        threads0, cpu0, start = thread_cpu(), cpu_seconds(), time.perf_counter()
+        meter, start = ConnectorCpu(watermark.threads), time.perf_counter()
         h.put_connector_config(
             "bench-cdc", connector_config(pg, prefix, "bench_e2e", table, **{"snapshot.mode": "no_data"}), allow_replace=False
         )
         wait_until(lambda: watermark() >= expected, timeout=1200, poll=0.05)
-        elapsed, cpu, threads = time.perf_counter() - start, cpu_seconds() - cpu0, cpu_split(threads0, thread_cpu())
+        elapsed, (cpu, threads) = time.perf_counter() - start, meter.stop()
     finally:
         watermark.close()
         h.stop()
     rate = made / elapsed
+    versus_recv = f", to pg_recvlogical's {rate / recv_rate:.2f}" if recv_rate else ""
     print(
         f"end to end (JSON values): {made:,} changes (+{deletes:,} tombstones) in {elapsed:.2f}s = {rate:,.0f} changes/s; "
-        f"ratio to raw {rate / (raw_changes / raw_s):.2f} (to the raw stream {rate * stream_s / raw_changes:.2f}); connector CPU {cpu:.2f}s = {made / cpu:,.0f} changes/s per core ({threads})"
+        f"ratio to raw {rate / raw_rate:.2f} (to the raw stream {rate / stream_rate:.2f}{versus_recv}); "
+        f"connector CPU {cpu:.2f}s = {made / cpu:,.0f} changes/s per core ({threads})"
     )
-    drop_slot(conn, "bench_e2e")
-    drop_slot(conn, "bench_raw")
-    drop_slot(conn, "bench_stream")
+    for slot in slots:
+        drop_slot(conn, slot)
 
 
 _WRITER = """
@@ -266,13 +354,13 @@ def lag(bootstrap: str, pg: PostgresServer, conn: psycopg.Connection[Any]) -> No
         )
         wait_until(lambda: _slot_exists(conn, "bench_lag"), timeout=60, poll=0.1)
         time.sleep(2)
-        threads0, cpu0 = thread_cpu(), cpu_seconds()
+        meter = ConnectorCpu(set())
         subprocess.run(
             [sys.executable, "-c", _WRITER, pg.dsn(), table, str(LAG_RATE), str(LAG_SECONDS)],
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         out, _ = reader.communicate(timeout=600)
-        cpu, threads = cpu_seconds() - cpu0, cpu_split(threads0, thread_cpu())
+        cpu, threads = meter.stop()
     finally:
         h.stop()
         if reader.poll() is None:
@@ -313,10 +401,10 @@ def snapshot(bootstrap: str, pg: PostgresServer, conn: psycopg.Connection[Any], 
     h = herder(bootstrap, **{"offset.flush.interval.ms": "5000"})
     watermark = Watermark(bootstrap, topic)
     try:
-        threads0, cpu0, start = thread_cpu(), cpu_seconds(), time.perf_counter()
+        meter, start = ConnectorCpu(watermark.threads), time.perf_counter()
         h.put_connector_config("bench-snap", connector_config(pg, prefix, "bench_snap", table), allow_replace=False)
         wait_until(lambda: watermark() >= rows, timeout=1200, poll=0.05)
-        elapsed, cpu, threads = time.perf_counter() - start, cpu_seconds() - cpu0, cpu_split(threads0, thread_cpu())
+        elapsed, (cpu, threads) = time.perf_counter() - start, meter.stop()
     finally:
         watermark.close()
         h.stop()

@@ -197,7 +197,7 @@ class JsonConverter(Converter, HeaderConverter):
 
     def _build_writer(self, schema: Schema | None) -> Callable[[Any], bytes | None]:
         # The writers below inline _dumps (orjson.dumps, then Jackson's escapes only when the output
-        # holds a backslash or non-ASCII) because a call costs as much as the checks themselves.
+        # holds a "\\u00" escape or non-ASCII: what they rewrite) because a call costs as much as the checks.
         dumps, escapes, join, failed = orjson.dumps, _jackson_escapes, b"".join, orjson.JSONEncodeError
         if schema is None:
             head = b'{"schema":null,"payload":' if self._envelope else b""
@@ -209,7 +209,7 @@ class JsonConverter(Converter, HeaderConverter):
                     payload = dumps(value if type(value) is str else _schemaless_json(value))
                 except failed as exc:
                     raise _serialization_error(exc) from exc
-                if 92 in payload or not payload.isascii():
+                if 92 in payload and b"\\u00" in payload or not payload.isascii():
                     payload = escapes(payload)
                 return join((head, payload, b"}")) if head else b"%b" % payload
 
@@ -226,7 +226,7 @@ class JsonConverter(Converter, HeaderConverter):
                     payload = dumps(value if type(value) is fast else convert(value))
                 except failed as exc:
                     raise _serialization_error(exc) from exc
-                if 92 in payload or not payload.isascii():
+                if 92 in payload and b"\\u00" in payload or not payload.isascii():
                     return escapes(payload)
                 # "%b" copies orjson's output into a right-sized object: orjson returns bytes shrunk
                 # from a 1 KiB buffer, and keeping thousands of those alive costs ~1.5 µs each in
@@ -242,7 +242,7 @@ class JsonConverter(Converter, HeaderConverter):
                 payload = dumps(value if type(value) is fast else convert(value))
             except failed as exc:
                 raise _serialization_error(exc) from exc
-            if 92 in payload or not payload.isascii():
+            if 92 in payload and b"\\u00" in payload or not payload.isascii():
                 payload = escapes(payload)
             return join((head, payload, b"}"))  # one allocation; head + payload + b"}" copies twice
 

@@ -273,6 +273,8 @@ def _generate(
                 elif node.raw is not None:  # the null test inline saves the wrapper's call
                     env[f"r{i}"], env[f"n{i}"] = node.raw, node.null
                     parts.append(f"{name!r}: n{i}() if x{i} is None else r{i}(x{i})")
+                elif node.nullable:  # an optional struct, array or map: null without a call
+                    parts.append(f"{name!r}: None if x{i} is None else f{i}(x{i})")
                 else:
                     parts.append(f"{name!r}: f{i}(x{i})")
             lines.append("            return {" + ", ".join(parts) + "}")

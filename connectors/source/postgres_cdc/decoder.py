@@ -35,6 +35,8 @@ _Q = struct.Struct(">Q").unpack_from
 _I = struct.Struct(">I").unpack_from
 _H = struct.Struct(">H").unpack_from
 _i = struct.Struct(">i").unpack_from
+#: (lsn, relid) of an Insert/Update/Delete XLogData message: the header's WAL start, then the relation id.
+_LSN_RELID = struct.Struct(">xQ17xI").unpack_from
 _record = tuple.__new__  # SourceRecord without NamedTuple's Python-level __new__ (a third of the cost)
 
 TX_KEY_SCHEMA = Schema.struct([("id", Schema(Type.STRING))], name="io.debezium.connector.common.TransactionMetadataKey")
@@ -289,14 +291,11 @@ class ChangeDecoder:
         return self._skip_txn or lsn <= self._skip_upto
 
     def _insert(self, buf: bytes) -> None:
-        relid = _I(buf, 26)[0]
+        lsn, relid = _LSN_RELID(buf)
         if relid == self.signal_relid:
             self._signal(buf)
         table = self.tables.get(relid)
-        if table is None:
-            return
-        lsn = _Q(buf, 1)[0]
-        if self._skip_txn or lsn <= self._skip_upto:
+        if table is None or self._skip_txn or lsn <= self._skip_upto:
             return
         try:
             after = table.decode(buf, 31)[0]
@@ -314,11 +313,9 @@ class ChangeDecoder:
             self.on_signal(self.signal.decode(buf, 31)[0], lsn)
 
     def _update(self, buf: bytes) -> None:
-        table = self.tables.get(_I(buf, 26)[0])
-        if table is None:
-            return
-        lsn = _Q(buf, 1)[0]
-        if self._skip_txn or lsn <= self._skip_upto:
+        lsn, relid = _LSN_RELID(buf)
+        table = self.tables.get(relid)
+        if table is None or self._skip_txn or lsn <= self._skip_upto:
             return
         marker = buf[30]
         before = None
@@ -344,11 +341,9 @@ class ChangeDecoder:
             self._emit(table, "u", before, after, key, lsn, "UPDATE")
 
     def _delete(self, buf: bytes) -> None:
-        table = self.tables.get(_I(buf, 26)[0])
-        if table is None:
-            return
-        lsn = _Q(buf, 1)[0]
-        if self._skip(lsn):
+        lsn, relid = _LSN_RELID(buf)
+        table = self.tables.get(relid)
+        if table is None or self._skip_txn or lsn <= self._skip_upto:
             return
         marker = buf[30]
         before = table.decode(buf, 31)[0]

@@ -6,6 +6,13 @@ psycopg 3 has no replication API, but a ``replication=database`` connection acce
 about twice as fast as polling ``pg_logical_slot_peek_binary_changes`` (which re-decodes from the
 slot's restart point on every call) and lets the server decode on another core while we convert.
 The surface used is small and documented by libpq, and it stays behind this one class.
+
+What bounds the stream is the server side: the walsender sends (and flushes) every message on
+its own, and PostgreSQL's C client ``pg_recvlogical`` writing to ``/dev/null`` receives no more
+than this class does (both 120-155k changes/s on the 2-core development box, the walsender at
+~95 % of a core when the box is quiet and both clients waiting on it about half the time), while
+``pg_logical_slot_get_binary_changes`` decodes 430-720k/s with no network in between.
+``benchmarks/cdc_source.py`` measures all three in one run.
 """
 
 from __future__ import annotations
@@ -64,6 +71,11 @@ class ReplicationStream:
     @property
     def is_open(self) -> bool:
         return self._pgconn is not None
+
+    @property
+    def backend_pid(self) -> int:
+        """The server process (walsender) serving this stream; 0 when closed."""
+        return int(self._pgconn.backend_pid) if self._pgconn is not None else 0
 
     def read(self, timeout: float) -> Any:
         """The next CopyData message (a memoryview), or ``None`` if none arrived within ``timeout``."""

@@ -90,6 +90,32 @@ def test_insert_update_delete_become_debezium_events_with_tombstone() -> None:
     assert d.safe_lsn == 1010
 
 
+def test_events_serialize_to_debezium_json_through_the_json_converter() -> None:
+    """What lands in the topic with ``JsonConverter`` (schemas disabled): null ``before`` and
+    ``transaction`` blocks, the decimal as Connect's base64, the sequence's quotes escaped."""
+    from converters.json import JsonConverter
+
+    d = decoder()
+    records = feed(
+        d,
+        pg.relation(16384, "public", "items", COLUMNS),
+        pg.begin(1000, T0, 42),
+        pg.insert(900, 16384, [b"1", b"app\x1ble", b"1.50"]),
+        pg.commit(1000, 1010, T0),
+    )
+    values = JsonConverter()
+    values.configure({"schemas.enable": "false"}, False)
+    keys = JsonConverter()
+    keys.configure({"schemas.enable": "false"}, True)
+    created = records[0]
+    data = values.from_connect_data(created.topic, created.value_schema, created.value)
+    assert data is not None
+    assert data.startswith(b'{"before":null,"after":{"id":1,"name":"app\\u001Ble","price":"AJY="},"source":{')
+    assert b'"sequence":"[\\"0\\",\\"900\\"]"' in data
+    assert b'"transaction":null,"op":"c"' in data
+    assert keys.from_connect_data(created.topic, created.key_schema, created.key) == b'{"id":1}'
+
+
 def test_unchanged_toast_text_is_marked_like_debezium() -> None:
     d = decoder()
     records = feed(
