@@ -34,25 +34,56 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})
 class TopicRecords:
     """The records of one topic as columns, whether they came as a :class:`SinkRecordBatch` or a list."""
 
-    __slots__ = ("topic", "values", "value_schemas", "keys", "key_schemas", "_partitions", "_offsets", "_source")
+    __slots__ = (
+        "topic",
+        "_values",
+        "_value_schemas",
+        "keys",
+        "key_schemas",
+        "_partitions",
+        "_offsets",
+        "_source",
+    )
 
     def __init__(self, topic: str, source: SinkRecordBatch | Sequence[SinkRecord]) -> None:
         self.topic = topic
         self._source = source
         if isinstance(source, SinkRecordBatch):
-            self.values = source.values
-            self.value_schemas = source.value_schemas
+            # Values are read from the batch on first use: a batch of a lazy_values task may be
+            # written from its raw bytes without ever converting them (see pgjson.py).
+            self._values: list[Any] | None = None
+            self._value_schemas: list[Schema | None] | None = None
             self.keys = source.keys
             self.key_schemas = source.key_schemas
             self._partitions: list[int] | None = None
             self._offsets: list[int] | None = None
         else:
-            self.values = [r.value for r in source]
-            self.value_schemas = [r.value_schema for r in source]
+            self._values = [r.value for r in source]
+            self._value_schemas = [r.value_schema for r in source]
             self.keys = [r.key for r in source]
             self.key_schemas = [r.key_schema for r in source]
             self._partitions = [r.topic_partition.partition for r in source]
             self._offsets = [r.kafka_offset if r.original_offset is None else r.original_offset for r in source]
+
+    @property
+    def values(self) -> list[Any]:
+        if self._values is None:
+            assert isinstance(self._source, SinkRecordBatch)
+            self._values = self._source.values
+        return self._values
+
+    @property
+    def value_schemas(self) -> list[Schema | None]:
+        if self._value_schemas is None:
+            assert isinstance(self._source, SinkRecordBatch)
+            self._value_schemas = self._source.value_schemas
+        return self._value_schemas
+
+    @property
+    def batch(self) -> SinkRecordBatch | None:
+        """The whole consumed batch these records are, if they are one (not a slice of it, not a list)."""
+        source = self._source
+        return source if isinstance(source, SinkRecordBatch) and self.keys is source.keys else None
 
     @property
     def consumed_topic(self) -> str:
@@ -79,17 +110,17 @@ class TopicRecords:
         return self._offsets
 
     def __len__(self) -> int:
-        return len(self.values)
+        return len(self.keys)
 
     def slice(self, start: int, stop: int) -> TopicRecords:
         """Records ``start:stop`` as their own :class:`TopicRecords` (for ``batch.size`` chunks)."""
-        if start == 0 and stop >= len(self.values):
+        if start == 0 and stop >= len(self.keys):
             return self
         part = TopicRecords.__new__(TopicRecords)
         part.topic = self.topic
-        part._source = self._source if not isinstance(self._source, SinkRecordBatch) else self._source
-        part.values = self.values[start:stop]
-        part.value_schemas = self.value_schemas[start:stop]
+        part._source = self._source
+        part._values = self.values[start:stop]
+        part._value_schemas = self.value_schemas[start:stop]
         part.keys = self.keys[start:stop]
         part.key_schemas = self.key_schemas[start:stop]
         part._partitions = self.partitions[start:stop]

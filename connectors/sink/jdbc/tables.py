@@ -32,9 +32,13 @@ class TableManager:
 
     def known(self, table: str, columns: Sequence[Column]) -> list[str] | None:
         """The column names as ``table`` spells them if every column is already known (no SQL), else ``None``."""
+        return self.known_names(table, [c.name for c in columns])
+
+    def known_names(self, table: str, names: Sequence[str]) -> list[str] | None:
+        """:meth:`known` for field names."""
         known = self._columns.get(table)
-        if known is not None and all(c.name in known.values() or c.name.lower() in known for c in columns):
-            return [_spelling(known, c.name) for c in columns]
+        if known is not None and all(n in known.values() or n.lower() in known for n in names):
+            return [_spelling(known, n) for n in names]
         return None
 
     def ensure(self, conn: Any, table: str, columns: Sequence[Column]) -> list[str]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 from connectors.api import (
     ConnectError,
@@ -38,7 +38,8 @@ from connectors.jdbc_common.connection import create_engine, safe_url, to_sqlalc
 from connectors.jdbc_common.dialects import dialect_for
 from connectors.jdbc_common.errors import Failure, classify, describe
 from connectors.jdbc_common.types import timezone
-from connectors.sink.jdbc.config import InsertMode, JdbcSinkConfig
+from connectors.sink.jdbc.config import InsertMode, JdbcSinkConfig, PkMode
+from connectors.sink.jdbc.pgjson import read_json_lines
 from connectors.sink.jdbc.pgsend import InFlight
 from connectors.sink.jdbc.rows import RowBuilder, TopicRecords, segments
 from connectors.sink.jdbc.tables import TableManager
@@ -64,6 +65,9 @@ class JdbcSinkTask(SinkTask):
     """
 
     version = "0.1.0"
+    # Schemaless JSON batches may be written from their consumed bytes (pgjson.py); every other
+    # batch reads ``values``, which the runtime then converts as usual.
+    lazy_values: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self._stopping = threading.Event()
@@ -79,6 +83,7 @@ class JdbcSinkTask(SinkTask):
         # Counts connection drops and cache resets: a chunk prepared before one is not sent.
         self._resets = 0
         self.records_written = 0
+        self.records_from_json = 0  # records sent by the JSON fast path (pgjson.py); a failed send is rewritten the ordinary way
 
     # -- SPI -------------------------------------------------------------------------------------
 
@@ -102,6 +107,15 @@ class JdbcSinkTask(SinkTask):
         self._warned_tombstones = False
         self._pending = None
         self._in_flight = None
+        # The JSON fast path (_prepare_json) applies to these settings; after a batch it could not
+        # take, it waits a few batches before trying again (a topic it never fits costs little).
+        self._json_ok = (
+            hasattr(self._writer, "prepare_csv")
+            and cfg.insert_mode in (InsertMode.INSERT, InsertMode.UPSERT)
+            and cfg.pk_mode in (PkMode.NONE, PkMode.RECORD_VALUE)
+            and not cfg.fields_whitelist
+        )
+        self._json_skip = 0
         logger.info(
             "Writing to %s (%s, insert.mode=%s, pk.mode=%s)", self._url_text, backend, cfg.insert_mode, cfg.pk_mode
         )
@@ -205,6 +219,15 @@ class JdbcSinkTask(SinkTask):
         cfg = self._require_config()
         group = groups[0]
         upsert = cfg.insert_mode is InsertMode.UPSERT
+        if self._json_ok:
+            try:
+                fast = self._prepare_json(group)
+            except Exception as exc:  # never let the fast path fail a batch the ordinary one can write
+                logger.warning("The JSON fast path failed, writing the batch the ordinary way: %s", describe(exc))
+                self._json_skip = _JSON_RETRY_AFTER
+                fast = None
+            if fast is not None:
+                return _Prepared(groups, fast)
         try:
             segs = segments(group, split_tombstones=not upsert)
             if len(segs) != 1 or segs[0].tombstones:
@@ -221,6 +244,50 @@ class JdbcSinkTask(SinkTask):
             logger.debug("Preparing a chunk to send failed, writing it the ordinary way: %s", describe(exc))
             return None
         return None if statements is None else _Prepared(groups, statements)
+
+    def _prepare_json(self, group: TopicRecords) -> Any:
+        """The chunk as CSV COPY data rendered from the consumed JSON bytes (:mod:`.pgjson`), or
+        ``None`` when this batch must take the ordinary path (which then decodes the values).
+
+        Rows and columns are those the ordinary path would write: one column per field of the
+        objects, the ``pk.fields`` (or every field) first for ``pk.mode=record_value``, the last
+        record of a key kept for upserts (here: only batches without repeated keys).
+        """
+        batch = group.batch
+        if batch is None or batch.raw_format != "json" or batch.values_converted:
+            return None
+        if self._json_skip:
+            self._json_skip -= 1
+            return None
+        cfg = self._require_config()
+        table = cfg.table_name(group.topic)
+        types = self._writer.column_types(table)  # type: ignore[attr-defined]
+        raws = batch.raw_values
+        if types is None or raws is None:  # the table's types are read by the first ordinary write
+            return None
+        parsed = read_json_lines(raws)
+        if parsed is None:
+            self._json_skip = _JSON_RETRY_AFTER
+            return None
+        fields = parsed.fields
+        key_fields: list[str] = []
+        if cfg.pk_mode is PkMode.RECORD_VALUE:
+            key_fields = list(cfg.pk_fields) or list(fields)
+            if any(k not in fields for k in key_fields):
+                return None  # the ordinary path names the missing field
+            fields = key_fields + [f for f in fields if f not in key_fields]
+        names = self._tables.known_names(table, fields)
+        if names is None:  # a field the table lacks (auto.evolve) or a table not seen yet
+            return None
+        data = parsed.csv(fields, {f: types.get(n, "") for f, n in zip(fields, names)})
+        if data is None or (cfg.insert_mode is InsertMode.UPSERT and not parsed.unique(key_fields)):
+            self._json_skip = _JSON_RETRY_AFTER
+            return None
+        keys = names[: len(key_fields)]
+        prepared = self._writer.prepare_csv(table, names, keys, data, cfg.insert_mode)  # type: ignore[attr-defined]
+        if prepared is not None:
+            self.records_from_json += len(group)
+        return prepared
 
     def _send(self, prepared: _Prepared) -> bool:
         """Send a prepared chunk as one transaction without waiting; ``False`` if it did not go."""
@@ -430,6 +497,9 @@ class JdbcSinkTask(SinkTask):
         if self._config is None:
             raise ConnectError("The JDBC sink task is not started")
         return self._config
+
+
+_JSON_RETRY_AFTER = 20  # batches the JSON fast path sits out after one it could not take
 
 
 class _Prepared:

@@ -88,6 +88,8 @@ class PostgresCopyWriter(RowWriter):
         self.pg = dialect
         self._stages: dict[tuple[str, tuple[str, ...]], str] = {}  # (table, columns) → temp table
         self._dirty: set[str] = set()  # staging tables holding rows in this transaction
+        # table → {column: type name}, for the JSON fast path (:mod:`.pgjson`); per session, like the stages.
+        self._types: dict[str, dict[str, str]] = {}
 
     def write(
         self, conn: Any, table: str, columns: Sequence[str], keys: Sequence[str], batch: Rows, mode: InsertMode
@@ -98,6 +100,9 @@ class PostgresCopyWriter(RowWriter):
         d = self.pg
         cols = d.columns(columns)
         with raw.cursor() as cur:
+            known = self._types.get(table)
+            if known is None or not all(c in known for c in columns):
+                self._types[table] = _column_types(cur, d.table(table))
             if mode is InsertMode.INSERT:
                 _copy(cur, f"COPY {d.table(table)} ({cols}) FROM STDIN", batch)
                 return
@@ -127,15 +132,31 @@ class PostgresCopyWriter(RowWriter):
         data = pgcopy.render(batch.column_values(), batch.kinds) if len(batch) else None
         if data is None:
             return None
+        return self._copy_transaction(table, columns, keys, data, mode, "")
+
+    def column_types(self, table: str) -> dict[str, str] | None:
+        """``table``'s column types (PostgreSQL type names), once an ordinary write to it has read them."""
+        return self._types.get(table)
+
+    def prepare_csv(
+        self, table: str, columns: Sequence[str], keys: Sequence[str], data: bytes, mode: InsertMode
+    ) -> CopyTransaction | None:
+        """Like :meth:`prepare`, for rows already rendered as COPY CSV data (:mod:`.pgjson`)."""
+        return self._copy_transaction(table, columns, keys, data, mode, " (FORMAT csv)")
+
+    def _copy_transaction(
+        self, table: str, columns: Sequence[str], keys: Sequence[str], data: bytes, mode: InsertMode, options: str
+    ) -> CopyTransaction | None:
+        """COPY straight into ``table`` (insert), or into this session's staging table and then merged."""
         d = self.pg
         cols = d.columns(columns)
         if mode is InsertMode.INSERT:
-            return CopyTransaction(f"COPY {d.table(table)} ({cols}) FROM STDIN", data, "")
+            return CopyTransaction(f"COPY {d.table(table)} ({cols}) FROM STDIN{options}", data, "")
         stage = self._stages.get((table, tuple(columns)))
         if stage is None or stage in self._dirty:
             return None
         merge = self._merge_sql(table, columns, keys, mode, stage)
-        return CopyTransaction(f"COPY {stage} ({cols}) FROM STDIN", data, merge)
+        return CopyTransaction(f"COPY {stage} ({cols}) FROM STDIN{options}", data, merge)
 
     def send(self, conn: Any, prepared: CopyTransaction) -> InFlight | None:
         """Send a prepared transaction without waiting for it (:mod:`.pgsend`); ``None`` if the
@@ -167,6 +188,7 @@ class PostgresCopyWriter(RowWriter):
     def reset(self) -> None:
         self._stages.clear()
         self._dirty.clear()
+        self._types.clear()
 
     def end_transaction(self) -> None:
         self._dirty.clear()
@@ -186,6 +208,16 @@ def _copy(cur: Any, statement: str, batch: Rows) -> None:
         write_row = copy.write_row
         for row in batch.rows:
             write_row(row)
+
+
+def _column_types(cur: Any, table_sql: str) -> dict[str, str]:
+    """Every column of the table named by ``table_sql`` (quoted SQL) with its type's name (``float8``, ``bool``, …)."""
+    cur.execute(
+        "SELECT a.attname, t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+        "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped",
+        (table_sql,),
+    )
+    return {str(name): str(kind) for name, kind in cur.fetchall()}
 
 
 def writer_for(dialect: SqlDialect) -> RowWriter:

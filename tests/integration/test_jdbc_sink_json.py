@@ -1,0 +1,242 @@
+"""The JDBC sink's JSON fast path (``connectors/sink/jdbc/pgjson.py``) against real PostgreSQL.
+
+Every case writes the same schemaless JSON records twice, each into its own copy of one table:
+once as the runtime hands them to a ``lazy_values`` task (undecoded, so the fast path may take
+them) and once decoded up front (so only the ordinary path can). The two tables must then hold
+the same rows, compared through PostgreSQL's own text form of each row (exact for every type,
+doubles included). Each case also says whether the fast path must have been taken, so a case
+meant to exercise it cannot pass by quietly falling back.
+
+The first batch a task writes to a table always takes the ordinary path (it reads the table's
+column types); the cases therefore write a one-record batch first.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import orjson
+import pytest
+
+from connectors.api import SinkRecordBatch
+from connectors.sink.jdbc.task import JdbcSinkTask
+from converters.json import JsonConverter
+from tests.integration.jdbc_helpers import sql
+from tests.integration.postgres_fixtures import postgres_db_fixture, postgres_server_fixture  # noqa: F401
+from tests.unit.connectors.jdbc.conftest import FakeReporter, FakeSinkContext
+
+TOPIC = "events"
+_CONVERTER = JsonConverter()
+_CONVERTER.configure({"schemas.enable": "false"}, False)
+
+
+def _batch(raws: Sequence[bytes | None], first_offset: int, *, lazy: bool) -> SinkRecordBatch:
+    """A poll's batch as the sink runner builds it: undecoded when ``lazy`` and the converter's check passes."""
+    raws = list(raws)
+    n = len(raws)
+    raw_format = _CONVERTER.check_batch(TOPIC, raws) if lazy else None
+
+    def load(column: str) -> Any:
+        if column == "value":
+            return _CONVERTER.to_connect_batch(TOPIC, raws)
+        if column == "raw_value":
+            return raws
+        if column == "partition":
+            return [0] * n
+        if column == "kafka_offset":
+            return list(range(first_offset, first_offset + n))
+        if column in ("timestamp", "headers"):
+            return [None] * n
+        if column == "timestamp_type":
+            return [0] * n
+        raise KeyError(column)
+
+    schemas: list[Any] | None = None
+    values: list[Any] | None = None
+    if raw_format is None:
+        schemas, values = _CONVERTER.to_connect_batch(TOPIC, raws)
+    return SinkRecordBatch(TOPIC, values, schemas, [None] * n, [None] * n, load, raw_format=raw_format)
+
+
+class Pair:
+    """Two copies of a table, written through the fast path (if it applies) and the ordinary path."""
+
+    def __init__(self, url: str, columns: str) -> None:
+        self.url = url
+        suffix = uuid.uuid4().hex[:8]
+        self.fast_table, self.slow_table = f"fast_{suffix}", f"slow_{suffix}"
+        for table in (self.fast_table, self.slow_table):
+            sql(url, f'CREATE TABLE "{table}" ({columns})')
+        self.tasks: list[JdbcSinkTask] = []
+        self.reporters: dict[str, FakeReporter] = {}
+
+    def _task(self, table: str, config: dict[str, str]) -> JdbcSinkTask:
+        task = JdbcSinkTask()
+        reporter = FakeReporter()
+        task.start(
+            {"connection.url": self.url, "topics": TOPIC, "table.name.format": table, **config},
+            FakeSinkContext(reporter),
+        )
+        self.tasks.append(task)
+        self.reporters[table] = reporter
+        return task
+
+    def write(self, batches: Sequence[Sequence[bytes | None]], **config: str) -> JdbcSinkTask:
+        """Write ``batches`` through both paths; return the task of the fast table."""
+        fast, slow = self._task(self.fast_table, config), self._task(self.slow_table, config)
+        for task, lazy in ((fast, True), (slow, False)):
+            offset = 0
+            for raws in batches:
+                task.put(_batch(raws, offset, lazy=lazy))
+                offset += len(raws)
+            task.flush({})
+        assert slow.records_from_json == 0
+        return fast
+
+    def rows(self, table: str) -> list[str]:
+        return [r[0] for r in sql(self.url, f'SELECT t::text FROM "{table}" t ORDER BY t::text')]
+
+    def assert_same(self) -> list[str]:
+        fast, slow = self.rows(self.fast_table), self.rows(self.slow_table)
+        assert fast == slow
+        return fast
+
+    def close(self) -> None:
+        for task in self.tasks:
+            task.stop()
+
+
+@pytest.fixture
+def pair(postgres_db: str) -> Iterator[Any]:
+    made: list[Pair] = []
+
+    def make(columns: str) -> Pair:
+        p = Pair(postgres_db, columns)
+        made.append(p)
+        return p
+
+    yield make
+    for p in made:
+        p.close()
+
+
+def _lines(*objects: dict[str, Any]) -> list[bytes]:
+    return [orjson.dumps(o) for o in objects]
+
+
+WIDE = (
+    "id bigint, name text, email text, amount double precision, qty integer, active boolean, "
+    "city text, score double precision, price numeric, at timestamptz, note text"
+)
+
+
+def test_flat_objects_land_exactly_as_on_the_ordinary_path(pair: Any) -> None:
+    p = pair(WIDE)
+    tricky = [
+        "",
+        'say "hi", then\nleave',
+        "tab\there\rcr",
+        "back\\slash \\N \\.",
+        "\\.",
+        "ünïcødé ✓ 🚀 \u2028",
+        "NULL",
+        ",",
+        '"',
+    ]
+    records = [
+        {
+            "id": i,
+            "name": text,
+            "email": None if i % 3 == 0 else f"u{i}@example.com",
+            "amount": [0.1, 1 / 3, 1e22, 5e-324, 2.0, -2.5, 123456789.125, -1.5e-300, 7, 2**53 + 1][i % 10],
+            "qty": [0, -1, 2**31 - 1, None][i % 4],
+            "active": [True, False, None][i % 3],
+            "city": "Lisbon",
+            "score": i / 7,
+            "price": ["1.50", "0", "-12345678901234567890.123", None][i % 4],
+            "at": ["2024-02-29T12:30:00+02:00", "2024-01-01 00:00:00", None][i % 3],
+            "note": ["2024-01-01", "12:30:00", "true"][i % 3],
+        }
+        for i, text in enumerate(tricky * 4)
+    ]
+    records.append({"id": 2**62, "name": "big", "amount": 2**63 - 1})  # missing fields are NULL
+    records.append({"id": -(2**63), "name": "small", "qty": None})
+    rest = _lines(*records[1:]) + [b'{"id":7,"name":"beyond 64 bits","score":18446744073709551616}']
+    fast = p.write([_lines(records[0]), rest])
+    assert fast.records_from_json == len(rest)
+    rows = p.assert_same()
+    assert len(rows) == len(records) + 1
+    assert "(7,\"beyond 64 bits\",,,,,,1.8446744073709552e+19,,,)" in rows  # orjson and Arrow: the same double
+
+
+@pytest.mark.parametrize(
+    ("columns", "value"),
+    [
+        ("id bigint, v text", True),  # a boolean into text: the ordinary path writes "t"
+        ("id bigint, v numeric", 1.50),  # a JSON float into numeric: orjson's text decides the scale
+        ("id bigint, v text", 2.0),  # … and into text
+        ("id bigint, v text", {"nested": [1, 2]}),  # nested values become JSON text
+        ("id bigint, v jsonb", [1, "two", None]),
+    ],
+)
+def test_batches_the_fast_path_cannot_take_are_written_the_ordinary_way(pair: Any, columns: str, value: Any) -> None:
+    p = pair(columns)
+    first = _lines({"id": 0, "v": None})
+    rest = _lines(*({"id": i, "v": value} for i in range(1, 5)))
+    fast = p.write([first, rest])
+    assert fast.records_from_json == 0
+    p.assert_same()
+
+
+@pytest.mark.parametrize(
+    "raws",
+    [
+        [b'{"id":1,"v":1}', b'{"id":2,"v":"one"}'],  # one field, two types
+        [b'{"id":1,"v":-0}', b'{"id":2,"v":1.5}'],  # the integer -0 into a double column
+        [b'{"id":1,"v":-0.0}', b'{"id":2,"v":1.5}'],  # … which Arrow cannot tell from -0.0
+        [b'{"id":1,"v":1.5}', b'{"id":2,\n"v":2.5}'],  # a newline between tokens
+        [b'{"id":1,"v":1.5,"v":2.5}', b'{"id":2,"v":2.5}'],  # a duplicate key
+    ],
+)
+def test_json_arrow_reads_differently_goes_the_ordinary_way(pair: Any, raws: list[bytes]) -> None:
+    p = pair("id bigint, v double precision")
+    task = p.write([[b'{"id":0,"v":0.5}'], raws])
+    assert task.records_from_json == 0
+    p.assert_same()
+
+
+def test_a_row_the_database_rejects_is_reported_and_the_rest_written(pair: Any) -> None:
+    p = pair("id bigint, qty integer CHECK (qty >= 0)")
+    batch = _lines(*({"id": i, "qty": -5 if i == 3 else i} for i in range(1, 8)))
+    fast = p.write([_lines({"id": 0, "qty": 0}), batch])
+    assert fast.records_from_json == len(batch)  # sent the fast way, rejected, then written row by row
+    rows = p.assert_same()
+    assert len(rows) == 7
+    reported = p.reporters[p.fast_table].reported
+    assert [(r.kafka_offset, r.value) for r, _ in reported] == [(3, {"id": 3, "qty": -5})]
+
+
+def test_upsert_by_value_fields(pair: Any) -> None:
+    p = pair("id bigint PRIMARY KEY, name text, score double precision")
+    config = {"insert.mode": "upsert", "pk.mode": "record_value", "pk.fields": "id"}
+    unique = _lines(*({"id": i, "name": f"n{i}", "score": i / 3} for i in range(10)))
+    repeated = _lines({"id": 1, "name": "first", "score": 1.0}, {"id": 1, "name": "last", "score": 2.5})
+    fast = p.write([_lines({"id": 0, "name": "zero", "score": 0.0}), unique, repeated], **config)
+    assert fast.records_from_json == len(unique)  # repeated keys take the ordinary path (last one wins)
+    rows = p.assert_same()
+    assert "(1,last,2.5)" in rows
+
+
+def test_a_new_field_evolves_the_table_then_the_fast_path_resumes(pair: Any) -> None:
+    p = pair("id bigint, a text")
+    batches = [
+        _lines({"id": 0, "a": "x"}),
+        _lines({"id": 1, "a": "y"}, {"id": 2, "a": "z"}),
+        _lines({"id": 3, "a": "w", "b": 1.5}),  # a field the table lacks: auto.evolve adds it
+        _lines({"id": 4, "a": "v", "b": 2.5}, {"id": 5, "a": None, "b": None}),
+    ]
+    fast = p.write(batches, **{"auto.evolve": "true"})
+    assert fast.records_from_json == 4
+    assert p.assert_same() == ["(0,x,)", "(1,y,)", "(2,z,)", "(3,w,1.5)", "(4,v,2.5)", "(5,,)"]

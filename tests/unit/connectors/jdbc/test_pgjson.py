@@ -1,0 +1,74 @@
+"""The JSON → COPY CSV fast path of the JDBC sink (``connectors/sink/jdbc/pgjson.py``), without a database.
+
+What lands in PostgreSQL is compared with the ordinary path in
+``tests/integration/test_jdbc_sink_json.py``; these tests pin the CSV text and the cases refused.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from connectors.sink.jdbc.pgjson import read_json_lines
+
+TEXT = {"a": "text", "b": "text"}
+
+
+def test_strings_are_quoted_and_nulls_are_empty() -> None:
+    parsed = read_json_lines([b'{"a":"x","b":""}', b'{"a":null,"b":"q\\"u,o\\nte"}', b'{"b":"\xc3\xa9"}'])
+    assert parsed is not None
+    assert parsed.csv(["a", "b"], TEXT) == b'"x",""\n,"q""u,o\nte"\n,"\xc3\xa9"\n'
+
+
+def test_numbers_and_booleans_by_column_type() -> None:
+    parsed = read_json_lines([b'{"i":1,"d":2.5,"b":true}', b'{"i":-7,"d":1e22,"b":false}'])
+    assert parsed is not None
+    types = {"i": "int8", "d": "float8", "b": "bool"}
+    assert parsed.csv(["i", "d", "b"], types) == b"1,2.5,true\n-7,1e+22,false\n"
+    assert parsed.csv(["b"], {"b": "text"}) is None  # the ordinary path writes t/f
+    assert parsed.csv(["d"], {"d": "numeric"}) is None  # the ordinary path writes orjson's text
+    assert parsed.csv(["i"], {"i": "text"}) == b"1\n-7\n"  # integers: the same digits either way
+    assert parsed.csv(["i"], {}) is None  # a column of unknown type
+
+
+def test_iso_strings_stay_text() -> None:
+    parsed = read_json_lines([b'{"t":"2024-01-01T10:00:00","d":"2024-01-01"}'])
+    assert parsed is not None
+    assert parsed.csv(["t", "d"], {"t": "timestamptz", "d": "text"}) == b'"2024-01-01T10:00:00","2024-01-01"\n'
+
+
+def test_minus_zero_is_refused_in_double_columns() -> None:
+    parsed = read_json_lines([b'{"d":-0}', b'{"d":0.5}'])
+    assert parsed is not None
+    assert parsed.csv(["d"], {"d": "float8"}) is None
+
+
+@pytest.mark.parametrize(
+    "raws",
+    [
+        [b'{"a":1}', None],  # a tombstone
+        [b'{"a":1}', b'{"a":"x"}'],  # one field, two types
+        [b'{"a":1,"a":2}'],  # a duplicate key
+        [b'{"a":1,\n"b":2}'],  # a newline between tokens
+        [b'{"a":"x\\ud83d\\ude80"}'],  # surrogate escapes
+        [b"[1,2]"],  # not an object
+        [b"{}"],  # no fields at all
+        [],
+    ],
+)
+def test_batches_refused(raws: list[bytes | None]) -> None:
+    assert read_json_lines(raws) is None
+
+
+def test_nested_values_are_refused_when_written() -> None:
+    parsed = read_json_lines([b'{"a":{"b":1},"c":[1]}'])
+    assert parsed is not None
+    assert parsed.csv(["a"], {"a": "jsonb"}) is None
+    assert parsed.csv(["c"], {"c": "jsonb"}) is None
+
+
+def test_unique_keys() -> None:
+    parsed = read_json_lines([b'{"k":1,"j":"a"}', b'{"k":2,"j":"a"}', b'{"k":1,"j":"b"}'])
+    assert parsed is not None
+    assert not parsed.unique(["k"])
+    assert parsed.unique(["k", "j"])
+    assert not parsed.unique(["j"])
