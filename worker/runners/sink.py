@@ -461,8 +461,9 @@ class SinkTaskRunner(WorkerTask):
     def _convert(self, messages: list[Any]) -> Sequence[SinkRecord]:
         """Step 2: keys and values are converted now, as whole columns; the other columns (and
         record objects) only if the task or a transform asks for them."""
-        topic = messages[0].topic()
-        if not all(m.topic() == topic for m in messages):
+        topics = [m.topic() for m in messages]  # a list and a count: a third of a generator's cost
+        topic = topics[0]
+        if topics.count(topic) != len(topics):
             by_topic: dict[str, list[Any]] = {}
             for m in messages:
                 by_topic.setdefault(m.topic(), []).append(m)

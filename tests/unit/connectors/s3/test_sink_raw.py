@@ -300,3 +300,43 @@ def test_in_flight_parts_count_as_buffered_memory() -> None:
     gate.set()
     upload.commit()
     assert storage.objects["k"] == b"aaaabbbbc"
+
+
+def test_parquet_row_group_with_a_value_over_several_lines_is_the_decoded_one() -> None:
+    # The JSON reader splits rows at newlines, so a pretty-printed value sends its row group
+    # down the decoded path; the object must not show which path a row group took.
+    values = CASES["uniform"]
+    raws = [orjson.dumps(v) for v in values]
+    raws[5] = orjson.dumps(values[5], option=orjson.OPT_INDENT_2)
+    assert b"\n" in raws[5]
+    assert _read_json_rows(raws[4:8], None) is None
+    out = io.BytesIO()
+    writer = ParquetObjectWriter(out, "zstd", 4)
+    writer.write_raw_json(raws)
+    writer.close()
+    assert out.getvalue() == _parquet(values, raw=False)
+
+
+@pytest.mark.parametrize("bad_at", [None, 2, 21, 38])
+def test_parquet_row_groups_encoded_on_threads_are_written_in_order(bad_at: int | None) -> None:
+    # Ten row groups on a pool of two: the file (or the first error) is the decoded path's.
+    values: list[Any] = [{"id": i, "name": f"n{i}", "amount": i * 0.5} for i in range(40)]
+    if bad_at is not None:
+        values[bad_at] = {"id": "not a number", "name": "x", "amount": 0.0}
+    with ThreadPoolExecutor(2) as pool:
+        raw = _parquet(values, raw=True, batches=13, executor=pool)
+    assert raw == _parquet(values, raw=False)
+    if bad_at is None:
+        meta = pq.ParquetFile(io.BytesIO(raw)).metadata  # type: ignore[arg-type]
+        assert meta.num_row_groups == 10
+
+
+def test_discarding_a_parquet_object_with_row_groups_in_flight_returns() -> None:
+    out = io.BytesIO()
+    with ThreadPoolExecutor(2) as pool:
+        writer = ParquetObjectWriter(out, "zstd", 4, pool)
+        writer.write_raw_json([orjson.dumps({"i": i}) for i in range(4)])  # the first sets the schema
+        writer.write_raw_json([orjson.dumps({"i": i}) for i in range(4, 40)])
+        writer.discard()  # returns once no thread writes into the object any more
+        written = out.getvalue()
+    assert out.getvalue() == written  # the pool is shut down: nothing came after discard
