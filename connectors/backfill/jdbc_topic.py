@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -284,21 +285,25 @@ def records_frame(df: Any, source: Any, target: Any, plan: TablePlan, partitions
 
 def run_jdbc_to_topic(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> dict[str, Any]:
     """Run one JDBC → topic backfill; return a summary for the status."""
-    source = spec.source
+    source, target = spec.source, spec.target
     plan = plan_table(source)
-    with read_position(source, plan) as point:
-        plan = measure(source, plan, point)
-        if point is not None:
-            ctx.record("source_position", point.position())
-        return _write(spark, spec, ctx, bootstrap, plan, point)
+    # The table is valid: the topic is made while the read position and the bounds are taken.
+    with ThreadPoolExecutor(1, thread_name_prefix="backfill-topic") as pool:
+        topic = pool.submit(ensure_topic, bootstrap, target.topic, target.partitions or source.num_partitions, target.replication_factor)
+        with read_position(source, plan) as point:
+            plan = measure(source, plan, point)
+            if point is not None:
+                ctx.record("source_position", point.position())
+            return _write(spark, spec, ctx, bootstrap, plan, point, topic.result())
 
 
-def _write(spark: Any, spec: Any, ctx: JobContext, bootstrap: str, plan: TablePlan, point: ConsistentPoint | None) -> dict[str, Any]:
+def _write(
+    spark: Any, spec: Any, ctx: JobContext, bootstrap: str, plan: TablePlan, point: ConsistentPoint | None, partitions: int
+) -> dict[str, Any]:
     source, target = spec.source, spec.target
     ctx.progress(rows_total=plan.rows, rows_done=0)
     if ctx.cancelled:
         raise BackfillJobError("cancelled before the read began")
-    partitions = ensure_topic(bootstrap, target.topic, target.partitions or source.num_partitions, target.replication_factor)
     df = records_frame(read_table(spark, source, plan, point), source, target, plan, partitions)
     writer = df.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", target.topic)
     producer = {**PRODUCER_DEFAULTS, **target.producer}
