@@ -234,11 +234,16 @@ class KafkaStatusStore(StatusStore):
     def _apply_topic(self, raw_key: bytes, raw_value: bytes | None) -> None:
         if raw_value is None:
             with self._lock:
-                known = self._topic_keys.pop(raw_key, None)
-                if known is not None:
-                    self._active.get(known[0], set()).discard(known[1])
-            if known is not None and self._on_topic_reset is not None:
+                known = self._topic_keys.get(raw_key)
+            if known is None:
+                return
+            # The herder learns first, so it cannot publish the topic again from a task's
+            # not-yet-reset set in between (a topic the task uses afterwards comes back, as in Connect).
+            if self._on_topic_reset is not None:
                 self._on_topic_reset(known[0])
+            with self._lock:
+                if self._topic_keys.pop(raw_key, None) is not None:
+                    self._active.get(known[0], set()).discard(known[1])
             return
         try:
             body = orjson.loads(raw_value)["topic"]
