@@ -414,7 +414,7 @@ def snapshot(bootstrap: str, pg: PostgresServer, conn: psycopg.Connection[Any], 
 
 def main() -> None:
     print(f"CDC source: {CHANGES:,} changes, lag at {LAG_RATE:,}/s, snapshot of {SNAPSHOT_ROWS:,} rows (2 shared cores: noisy)")
-    with broker() as bootstrap, PostgresServer(extra_settings={"shared_buffers": "256MB", "max_wal_size": "4GB"}) as pg:
+    with broker() as bootstrap, PostgresServer(extra_settings={"shared_buffers": "256MB", "max_wal_size": "4GB"}, kill_with_parent=True) as pg:
         with psycopg.connect(pg.dsn(), autocommit=True) as conn:
             conn.execute("CREATE PUBLICATION bench_pub")
             end_to_end(bootstrap, pg, conn, CHANGES)
