@@ -110,7 +110,6 @@ def read_json_lines(raws: Sequence[bytes | None]) -> JsonColumns | None:
     return JsonColumns(table)
 
 
-
 def _has_minus_zero(column: Any) -> bool:
     """Whether a double column holds -0.0, which may have been the integer ``-0``: orjson reads
     that as 0 (and the ordinary path writes ``0``), Arrow as -0.0 once the column is double."""
