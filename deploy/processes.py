@@ -5,18 +5,17 @@ of its log for error messages. Kafka, S3Proxy, OpenSearch, PostgreSQL and MariaD
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
 from deploy import maven
+from worker.runtime import parent_death_signal
 
 LOOPBACK: Final = "127.0.0.1"
 LOG_TAIL_LINES: Final = 40
@@ -101,18 +100,11 @@ def stop_process_group(proc: subprocess.Popen[bytes], timeout: float) -> bool:
 
 def die_with_parent_hook() -> Callable[[], None] | None:
     """A ``preexec_fn`` asking Linux to SIGTERM the child when its parent thread dies."""
-    if not sys.platform.startswith("linux"):
+    arm = parent_death_signal()  # resolved before fork, not in the child
+    if arm is None:
         return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before fork, not in the child
     parent_pid = os.getpid()
-    pr_set_pdeathsig = 1
-
-    def hook() -> None:
-        prctl(pr_set_pdeathsig, signal.SIGTERM)
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os._exit(1)
-
-    return hook
+    return lambda: arm(signal.SIGTERM, parent_pid)
 
 
 def tail_file(path: Path, start: int = 0, lines: int = LOG_TAIL_LINES) -> str:

@@ -7,13 +7,13 @@ can reach, and dies with the process that started it.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import pwd
 import signal
-import sys
 from collections.abc import Callable
 from pathlib import Path
+
+from worker.runtime import parent_death_signal
 
 LOG_TAIL_LINES = 40
 
@@ -56,7 +56,7 @@ def child_setup(
     false) and has the kernel send ``death_signal`` when we die."""
     if user is None and not die_with_parent:
         return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+    arm = parent_death_signal() if die_with_parent else None
     parent = os.getpid()
 
     def setup() -> None:
@@ -67,10 +67,8 @@ def child_setup(
             if set_home:
                 os.environ["HOME"] = user.pw_dir
         # After setuid: changing credentials clears the parent-death signal.
-        if die_with_parent and prctl is not None:
-            prctl(1, death_signal)  # PR_SET_PDEATHSIG
-            if os.getppid() != parent:
-                os._exit(1)
+        if arm is not None:
+            arm(death_signal, parent)
 
     return setup
 

@@ -27,13 +27,11 @@ SIGKILLed worker leaves no task writing on, exactly as with task threads.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import multiprocessing
 import os
 import queue
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -44,6 +42,7 @@ from connectors.api import ConnectError
 from offsets import OffsetStore
 from worker.errors import RelayedErrorMetrics
 from worker.runners.base import TaskStatusListener
+from worker.runtime import parent_death_signal
 from worker.status import ConnectorTaskId, TargetState
 
 log = logging.getLogger(__name__)
@@ -278,14 +277,9 @@ def _serve_spawns() -> None:
 
 def _die_with_worker(worker_pid: int) -> None:
     """In the child: be SIGKILLed when the worker's spawning thread (so the worker) ends."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != worker_pid:  # the worker died before prctl took effect
-        os._exit(1)
+    arm = parent_death_signal()
+    if arm is not None:
+        arm(signal.SIGKILL, worker_pid)
 
 
 # -- the child process ----------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import gc
 import logging
 import os
 import sys
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -58,3 +59,25 @@ def retain_freed_memory(threshold: int = TRIM_THRESHOLD_BYTES) -> bool:
     _applied = True
     log.debug("malloc trim threshold set to %d bytes", threshold)
     return True
+
+
+def parent_death_signal() -> Callable[[int, int], None] | None:
+    """``arm(signal, parent_pid)``: have Linux send ``signal`` to this process when the thread that
+    created it ends (``PR_SET_PDEATHSIG``), and exit at once if ``parent_pid`` is already gone (it
+    died before the call took effect). ``None`` where the call does not exist.
+
+    ``prctl`` is looked up here, so a ``preexec_fn`` built before ``fork`` loads nothing in the child.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def arm(sig: int, parent_pid: int) -> None:
+        prctl(1, sig)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+    return arm

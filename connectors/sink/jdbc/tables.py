@@ -109,24 +109,19 @@ def _run_ddl(conn: Any, ddl: str, transactional: bool) -> Exception | None:
     (``IF NOT EXISTS`` races the same way). Where DDL is transactional a savepoint keeps the
     loser's transaction usable; MySQL commits around DDL, and a failed statement aborts nothing.
     """
-    if not transactional:
-        try:
-            conn.exec_driver_sql(ddl)
-        except Exception as exc:
-            logger.info("DDL failed, checking whether another writer made the change: %s", exc)
-            return exc
-        return None
-    savepoint = conn.begin_nested()
+    savepoint = conn.begin_nested() if transactional else None
     try:
         conn.exec_driver_sql(ddl)
     except Exception as exc:
-        try:
-            savepoint.rollback()
-        except Exception:
-            raise exc from None  # the connection is gone: the DDL's own error says why
+        if savepoint is not None:
+            try:
+                savepoint.rollback()
+            except Exception:
+                raise exc from None  # the connection is gone: the DDL's own error says why
         logger.info("DDL failed, checking whether another writer made the change: %s", exc)
         return exc
-    savepoint.commit()
+    if savepoint is not None:
+        savepoint.commit()
     return None
 
 

@@ -221,8 +221,8 @@ class Querier:
                 return False
         raw = engine.raw_connection()
         try:
-            if self._binary is None:
-                self._binary = _binary_loads_all(raw.driver_connection, compiled.string, values)
+            if self._binary is None:  # only streamed rows (libpq 17+) can come in binary
+                self._binary = _streams_rows() and _binary_loads_all(raw.driver_connection, compiled.string, values)
             result = _open_rows(
                 raw.driver_connection, compiled.string, values, self.config.batch_max_rows, id(self), self._binary
             )
@@ -487,12 +487,17 @@ def _binary_loads_all(conn: Any, query: str, params: Any) -> bool:
     return bool(oids) and all(loaders.get_loader(oid, pq.Format.BINARY) is not None for oid in oids)
 
 
+def _streams_rows() -> bool:
+    """Whether libpq streams rows in chunks (17 or later); else a server-side cursor is used."""
+    from psycopg import pq
+
+    return pq.version() >= 170000
+
+
 def _open_rows(conn: Any, query: str, params: Any, size: int, tag: int, binary: bool = False) -> Any:
     """The rows of ``query`` from psycopg connection ``conn``: streamed in chunks where libpq can,
     else from a server-side cursor (both keep memory bounded for a table of any size)."""
-    from psycopg import pq
-
-    if pq.version() >= 170000:
+    if _streams_rows():
         return _StreamedRows(conn.cursor(), query, params, max(1, size), binary)
     cursor = conn.cursor(name=f"sluice_{tag:x}")
     cursor.execute(query, params)
