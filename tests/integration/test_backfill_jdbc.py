@@ -168,9 +168,10 @@ def test_backfilled_row_is_byte_identical_to_the_streamed_row(
 
 
 def _by_key(bootstrap: str, topic: str, expected: int) -> dict[bytes, bytes]:
-    from tests.integration.kafka_helpers import consume_all
+    from tests.integration.cdc_helpers import read_events
 
-    records = consume_all(bootstrap, topic, expected, timeout=90)
+    # A task reports RUNNING before its first record creates the topic: wait for the topic too.
+    records = read_events(bootstrap, topic, expected, timeout=90)
     return {r.key: r.value for r in records}  # type: ignore[misc]
 
 
