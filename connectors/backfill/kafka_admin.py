@@ -10,14 +10,52 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from connectors.backfill.errors import BackfillJobError
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: What a partition's leader answers while it is not ready yet: just after the topic was created
+#: (the metadata lists the partitions some 50-150 ms before the leader serves ListOffsets), or
+#: during a leader change. Asking again shortly after succeeds.
+_LEADER_NOT_READY = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.OFFSET_NOT_AVAILABLE,
+    }
+)
+
+
+def _when_leader_ready(call: Callable[[], T], what: str, timeout: float = 30.0) -> T:
+    """``call()``, asked again while the partition's leader is not ready (see ``_LEADER_NOT_READY``)."""
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            code = error.code() if isinstance(error, KafkaError) else None
+            if code not in _LEADER_NOT_READY:
+                raise
+            if time.monotonic() + delay > deadline:
+                reason = error.str() if isinstance(error, KafkaError) else str(exc)
+                raise BackfillJobError(f"cannot read {what} from Kafka: {reason} (for {timeout:.0f}s)") from None
+            logger.debug("Reading %s: %s; asking again", what, error)
+        time.sleep(delay)
+        delay = min(1.0, delay * 2)
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int | None, replication: int = -1) -> int:
@@ -59,7 +97,12 @@ def watermarks(bootstrap: str, topic: str, partitions: int) -> dict[int, tuple[i
     """Low and high watermark of each partition."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "sluice-backfill-metadata", "enable.auto.commit": False})
     try:
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=15) for p in range(partitions)}
+        return {
+            p: _when_leader_ready(
+                partial(consumer.get_watermark_offsets, TopicPartition(topic, p), timeout=15), f"the offsets of {topic}[{p}]"
+            )
+            for p in range(partitions)
+        }
     finally:
         consumer.close()
 
@@ -68,12 +111,18 @@ def offsets_for_times(bootstrap: str, topic: str, partitions: int, timestamp_ms:
     """Per partition, the first offset at or after ``timestamp_ms`` (the high watermark if none)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "sluice-backfill-metadata", "enable.auto.commit": False})
     try:
-        found = consumer.offsets_for_times([TopicPartition(topic, p, timestamp_ms) for p in range(partitions)], timeout=15)
+        found = _when_leader_ready(
+            lambda: consumer.offsets_for_times([TopicPartition(topic, p, timestamp_ms) for p in range(partitions)], timeout=15),
+            f"the offsets of {topic} at {timestamp_ms}",
+        )
         out = {}
         for tp in found:
             offset = tp.offset
             if offset < 0:
-                offset = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=15)[1]
+                offset = _when_leader_ready(
+                    partial(consumer.get_watermark_offsets, TopicPartition(topic, tp.partition), timeout=15),
+                    f"the offsets of {topic}[{tp.partition}]",
+                )[1]
             out[tp.partition] = offset
         return out
     finally:

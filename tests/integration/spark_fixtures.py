@@ -47,5 +47,11 @@ def backfills(spark_provider: Any, kafka: KafkaBroker) -> Iterator[BackfillManag
     try:
         yield manager
     finally:
+        # A run a failed test left behind is cancelled while the manager still reaches the session
+        # (stop() below no longer can), so its Spark job does not hold the executors of the next test.
+        for job in manager.list():
+            if job["status"]["state"] in ("PENDING", "RUNNING"):
+                manager.cancel(job["id"])
+                manager.wait(job["id"], timeout=60)
         manager._provider = None  # the session outlives the test; only the manager stops
         manager.stop()
