@@ -46,12 +46,15 @@ def bucket() -> Iterator[MemoryStorage]:
 
 
 COMMON = {"s3.bucket.name": "bkt", "format.class": "parquet"}
+# The sink uploads on its task thread: every completed object is in the bucket when put() returns
+# (with background upload threads a source listing could run before the last upload finished).
+SINK = {**COMMON, "s3.upload.threads": "0"}
 
 
 def _archive(count: int = 23) -> list[SinkRecord]:
     sink = S3SinkTask()
     sidecars = {"store.kafka.keys": "true", "store.kafka.headers": "true", "store.kafka.timestamps": "true"}
-    sink.start({**COMMON, "flush.size": "5", **sidecars}, None)  # type: ignore[arg-type]
+    sink.start({**SINK, "flush.size": "5", **sidecars}, None)  # type: ignore[arg-type]
     records = [
         SinkRecord(
             "t", i % 2, i // 2, {"i": i}, key=f"k{i}", timestamp=T0 + i, headers=(("h", b"\x00"), ("s", f"v{i}"))
@@ -113,7 +116,7 @@ def test_new_objects_are_picked_up_on_the_next_listing(bucket: MemoryStorage) ->
     task = _source()
     assert len(_drain(task)) == 10
     sink = S3SinkTask()
-    sink.start({**COMMON, "flush.size": "5"}, None)  # type: ignore[arg-type]
+    sink.start({**SINK, "flush.size": "5"}, None)  # type: ignore[arg-type]
     sink.put([SinkRecord("t", 0, o, {"i": 100 + o}) for o in range(5, 10)])
     import time
 
