@@ -15,6 +15,12 @@ warm-up run: importing SQLAlchemy, and the broker creating its internal offsets 
 first group commit (seconds on a fresh broker, which would otherwise land on the first mode
 measured). Completion is detected with ``max(id)`` (an index lookup) and then confirmed with
 ``count(*)``: counting a growing table five times a second would take server CPU from the sink.
+
+No measurement pays for an earlier one's leftovers: the server runs without autovacuum (which
+would otherwise vacuum and analyze the previous run's million rows during whichever run came
+next) and with WAL room for a whole round, the previous run's table is dropped and a
+``CHECKPOINT`` is taken before each timed run. On two shared cores these leftovers made the bare
+``COPY`` vary 1.7x from round to round.
 """
 
 from __future__ import annotations
@@ -65,10 +71,18 @@ def fill_topic(bootstrap: str, rows: list[tuple[object, ...]]) -> str:
     return topic
 
 
+#: Server settings for the benchmark: no background work that one run leaves to land on the next.
+BENCH_SETTINGS = {"autovacuum": "off", "max_wal_size": "8GB", "checkpoint_timeout": "1h"}
+TABLES = ("raw_copy", "sink_insert", "sink_upsert")
+
+
 def create_table(pg: PostgresServer, name: str, primary_key: bool) -> None:
+    """A fresh, empty table ``name``, after dropping every table a timed run wrote and a checkpoint."""
     with psycopg.connect(pg.dsn(), autocommit=True) as conn:
-        conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+        for table in {name, *TABLES}:
+            conn.execute(f'DROP TABLE IF EXISTS "{table}"')
         conn.execute(f'CREATE TABLE "{name}" ({COLUMNS}{", PRIMARY KEY (id)" if primary_key else ""})')
+        conn.execute("CHECKPOINT")
 
 
 class Completion:
@@ -166,7 +180,7 @@ def main() -> list[tuple[Result, Result]]:
     rows = make_rows(RECORDS)
     print(f"topic → JDBC sink (PostgreSQL): {RECORDS:,} rows of 8 columns, {ROUNDS} rounds")
     results: list[tuple[Result, Result]] = []
-    with broker() as bootstrap, PostgresServer(kill_with_parent=True) as pg:
+    with broker() as bootstrap, PostgresServer(extra_settings=BENCH_SETTINGS, kill_with_parent=True) as pg:
         warm_up(pg, bootstrap)
         topic = fill_topic(bootstrap, rows)
         raws: list[Result] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import signal
 import sys
@@ -91,14 +92,28 @@ class Node(Protocol):
     def stop(self) -> None: ...
 
 
-def serve(node: Node, after_start: Callable[[threading.Event], int] | None = None) -> int:
+#: A shutdown still running after this long writes every thread's stack to stderr (once).
+SHUTDOWN_STACK_DUMP_S = 20.0
+
+
+def serve(
+    node: Node,
+    after_start: Callable[[threading.Event], int] | None = None,
+    stack_dump_after_s: float = SHUTDOWN_STACK_DUMP_S,
+) -> int:
     """Start ``node``, run until SIGTERM/SIGINT (or ``after_start`` sets the event), stop it.
 
     Returns the process exit code: 2 for an invalid configuration found at start, 1 when the
     node cannot start, else what ``after_start`` returned (0 without one).
+
+    ``kill -USR1 <pid>`` writes every thread's stack to stderr at any time (the worker's
+    ``jstack``). A shutdown that takes longer than ``stack_dump_after_s`` does so by itself, so
+    whatever holds it up is in the log; a second SIGTERM/SIGINT exits without waiting.
     """
     stop = threading.Event()
     signals = {"count": 0}
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
 
     def on_signal(signum: int, frame: Any) -> None:
         signals["count"] += 1
@@ -128,7 +143,12 @@ def serve(node: Node, after_start: Callable[[threading.Event], int] | None = Non
         while not stop.wait(0.5):
             pass
     finally:
-        node.stop()
+        if stack_dump_after_s > 0:
+            faulthandler.dump_traceback_later(stack_dump_after_s, exit=False)
+        try:
+            node.stop()
+        finally:
+            faulthandler.cancel_dump_traceback_later()
     return exit_code
 
 

@@ -158,10 +158,12 @@ def consume_all(
     """Read ``topic`` from the beginning of every partition until ``expected_count`` records arrived.
 
     Uses partition assignment, not a consumer group, so it commits nothing and leaves no
-    group behind. After the expected count it keeps reading for ``settle`` seconds, so
-    duplicates or extra records show up in the result instead of being missed. Returns the
-    records sorted by (partition, offset); raises :class:`TimeoutError` naming how many
-    arrived if fewer than ``expected_count`` did within ``timeout``.
+    group behind. A topic that does not exist yet is waited for (within ``timeout``): a source
+    task reports RUNNING before its first send auto-creates its topic. After the expected count
+    it keeps reading for ``settle`` seconds, so duplicates or extra records show up in the
+    result instead of being missed. Returns the records sorted by (partition, offset); raises
+    :class:`TimeoutError` naming how many arrived if fewer than ``expected_count`` did within
+    ``timeout``.
     """
     consumer = Consumer(
         {
@@ -173,13 +175,17 @@ def consume_all(
         }
     )
     try:
-        metadata = consumer.list_topics(topic=topic, timeout=timeout).topics.get(topic)
-        if metadata is None or metadata.error is not None or not metadata.partitions:
-            error = metadata.error if metadata is not None else "unknown topic"
-            raise TimeoutError(f"topic {topic} is not available: {error}")
+        deadline = time.monotonic() + timeout
+        while True:
+            metadata = consumer.list_topics(topic=topic, timeout=timeout).topics.get(topic)
+            if metadata is not None and metadata.error is None and metadata.partitions:
+                break
+            if time.monotonic() >= deadline:
+                error = metadata.error if metadata is not None else "unknown topic"
+                raise TimeoutError(f"topic {topic} is not available after {timeout}s: {error}")
+            time.sleep(0.1)
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(metadata.partitions)])
         records: list[ConsumedRecord] = []
-        deadline = time.monotonic() + timeout
         settle_until: float | None = None
         while True:
             now = time.monotonic()

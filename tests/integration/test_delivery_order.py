@@ -55,14 +55,23 @@ def test_source_offsets_are_stored_after_delivery_and_resume_from_there(kafka, t
     topic = f"scripted-{time.time_ns()}"
     create_topic(kafka.bootstrap_servers, topic, partitions=1)
     journal = tmp_path / "journal.jsonl"
-    config = {"connector.class": "tests.plugins.scripted.ScriptedSource", "topic": topic, "count": "10", "journal": str(journal)}
+    config = {
+        "connector.class": "tests.plugins.scripted.ScriptedSource",
+        "topic": topic,
+        "count": "10",
+        "journal": str(journal),
+    }
     worker = WorkerProcess(tmp_path, kafka.bootstrap_servers, **{"offset.flush.interval.ms": "300"})
     worker.start()
     try:
         assert httpx.post(f"{worker.url}/connectors", json={"name": "scripted", "config": config}).status_code == 201
-        assert [r.value for r in consume_all(kafka.bootstrap_servers, topic, 10)] == [f"v{i}".encode() for i in range(10)]
-        _wait(lambda: _stored(tmp_path, "scripted"), what="stored offsets")
-        assert _stored(tmp_path, "scripted") == {b'{"scripted":"main"}': {"n": 9}}
+        assert [r.value for r in consume_all(kafka.bootstrap_servers, topic, 10)] == [
+            f"v{i}".encode() for i in range(10)
+        ]
+        # A flush may land between delivery reports and store an earlier n first: wait for the last one.
+        expected = {b'{"scripted":"main"}': {"n": 9}}
+        _wait(lambda: _stored(tmp_path, "scripted") == expected, what="the offset of the last record stored")
+        assert _stored(tmp_path, "scripted") == expected
         events = [e["event"] for e in _journal(journal)]
         assert events.index("poll") < events.index("commit")
     finally:
@@ -82,7 +91,12 @@ def test_source_offsets_are_stored_after_delivery_and_resume_from_there(kafka, t
 def test_a_record_kafka_rejects_fails_the_task_and_stores_no_offset(kafka, tmp_path: Path) -> None:
     journal = tmp_path / "journal.jsonl"
     # Kafka refuses this topic name; the delivery report carries the error.
-    config = {"connector.class": "tests.plugins.scripted.ScriptedSource", "topic": "no spaces allowed", "count": "5", "journal": str(journal)}
+    config = {
+        "connector.class": "tests.plugins.scripted.ScriptedSource",
+        "topic": "no spaces allowed",
+        "count": "5",
+        "journal": str(journal),
+    }
     worker = WorkerProcess(tmp_path, kafka.bootstrap_servers, **{"offset.flush.interval.ms": "300"})
     worker.start()
     try:
@@ -107,12 +121,20 @@ def test_sink_commits_exactly_what_pre_commit_returns(kafka, tmp_path: Path) -> 
     create_topic(kafka.bootstrap_servers, topic, partitions=1)
     produce(kafka.bootstrap_servers, topic, [OutgoingRecord(f"r{i}".encode()) for i in range(10)])
     journal = tmp_path / "journal.jsonl"
-    config = {"connector.class": "tests.plugins.scripted.ScriptedSink", "topics": topic, "journal": str(journal), "durable.lag": "3"}
+    config = {
+        "connector.class": "tests.plugins.scripted.ScriptedSink",
+        "topics": topic,
+        "journal": str(journal),
+        "durable.lag": "3",
+    }
     worker = WorkerProcess(tmp_path, kafka.bootstrap_servers, **{"offset.flush.interval.ms": "300"})
     worker.start()
     try:
         assert httpx.post(f"{worker.url}/connectors", json={"name": "lagging", "config": config}).status_code == 201
-        _wait(lambda: any(e["event"] == "pre_commit" and e["offered"].get(f"{topic}-0") == 10 for e in _journal(journal)), what="pre_commit")
+        _wait(
+            lambda: any(e["event"] == "pre_commit" and e["offered"].get(f"{topic}-0") == 10 for e in _journal(journal)),
+            what="pre_commit",
+        )
         _wait(lambda: _committed(kafka.bootstrap_servers, "connect-lagging", topic) == 7, what="commit of 7")
     finally:
         assert worker.stop() == 0, worker.log()
@@ -146,6 +168,30 @@ def test_sigterm_flushes_and_commits_before_exit(kafka, tmp_path: Path) -> None:
         assert _committed(kafka.bootstrap_servers, "connect-dst", topic) < 0  # nothing committed yet
     finally:
         assert worker.stop() == 0, worker.log()
-    assert _stored(tmp_path, "src") == {orjson.dumps({"filename": str(source_file)}): {"position": source_file.stat().st_size}}
+    assert _stored(tmp_path, "src") == {
+        orjson.dumps({"filename": str(source_file)}): {"position": source_file.stat().st_size}
+    }
     assert _committed(kafka.bootstrap_servers, "connect-dst", topic) == 1000
     assert sink_file.read_text().splitlines() == [f"row {i}" for i in range(1000)]
+
+
+def test_a_sink_started_before_its_topic_exists_waits_for_it(kafka, tmp_path: Path) -> None:
+    # The common start-up order: the sink is deployed first and the source creates the topic later.
+    topic = f"late-{time.time_ns()}"
+    sink_file = tmp_path / "out.txt"
+    worker = WorkerProcess(tmp_path, kafka.bootstrap_servers, **{"offset.flush.interval.ms": "300"})
+    worker.start()
+    try:
+        config = {"connector.class": "FileStreamSink", "file": str(sink_file), "topics": topic}
+        assert httpx.post(f"{worker.url}/connectors", json={"name": "early", "config": config}).status_code == 201
+        worker.wait_running("early")
+        _wait(lambda: "does not exist (yet)" in worker.log(), what="the missing-topic warning")
+        create_topic(kafka.bootstrap_servers, topic, partitions=1)
+        produce(kafka.bootstrap_servers, topic, [OutgoingRecord(f"r{i}".encode()) for i in range(5)])
+        _wait(lambda: _committed(kafka.bootstrap_servers, "connect-early", topic) == 5, timeout=60, what="commit of 5")
+        status = httpx.get(f"{worker.url}/connectors/early/status").json()
+        assert [t["state"] for t in status["tasks"]] == ["RUNNING"]
+        assert "failed" not in worker.log().lower()
+    finally:
+        assert worker.stop() == 0, worker.log()
+    assert sink_file.read_text().splitlines() == [f"r{i}" for i in range(5)]

@@ -100,8 +100,8 @@ class WorkerProcess:
             return ssl.create_default_context(cafile=str(self.verify))
         return self.verify
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-5000:] if self.log_path.exists() else ""
+    def log(self, tail: int = 5000) -> str:
+        return self.log_path.read_text(errors="replace")[-tail:] if self.log_path.exists() else ""
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -116,8 +116,12 @@ class WorkerProcess:
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
+            # The worker writes every thread's stack on SIGUSR1: show what held the shutdown up.
+            self.proc.send_signal(signal.SIGUSR1)
+            time.sleep(1)
             self.proc.kill()
-            raise AssertionError(f"worker did not stop within {timeout}s:\n{self.log()}") from None
+            self.proc.wait(10)
+            raise AssertionError(f"worker did not stop within {timeout}s:\n{self.log(30_000)}") from None
 
     def wait_running(self, connector: str, tasks: int = 1, timeout: float = 30) -> dict[str, Any]:
         deadline = time.monotonic() + timeout

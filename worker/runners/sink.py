@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 Transform = Callable[[Sequence[SinkRecord]], Sequence[SinkRecord]]
 
 
+#: Consumer errors for a subscribed topic that does not exist: not a reason to fail the task.
+_MISSING_TOPIC = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC})
+
+
 class SinkTaskContextImpl:
     """The context a sink task sees; every call comes from the task thread."""
 
@@ -175,6 +179,7 @@ class SinkTaskRunner(WorkerTask):
         # Deferred value conversion (SinkTask.lazy_values): only without transforms, which read values.
         self._lazy = bool(getattr(type(task), "lazy_values", False)) and transform is None
         self._deferred_failed = False
+        self._missing_topics: set[str] = set()  # subscribed topics reported missing (warned once each)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -316,9 +321,13 @@ class SinkTaskRunner(WorkerTask):
         if len(good) != len(messages):
             for m in messages:
                 err = m.error()
-                if err is not None and err.code() != KafkaError._PARTITION_EOF:
-                    where = f"topic {m.topic()!r} partition {m.partition()}"
-                    raise self.retry.unrecoverable(Stage.KAFKA_CONSUME, "confluent_kafka.Consumer", KafkaException(err), where)
+                if err is None or err.code() == KafkaError._PARTITION_EOF:
+                    continue
+                if err.code() in _MISSING_TOPIC and not err.fatal():
+                    self._topic_missing(m.topic(), err)
+                    continue
+                where = f"topic {m.topic()!r} partition {m.partition()}"
+                raise self.retry.unrecoverable(Stage.KAFKA_CONSUME, "confluent_kafka.Consumer", KafkaException(err), where)
         if not good:
             return
         self._track_consumed(good)
@@ -341,6 +350,18 @@ class SinkTaskRunner(WorkerTask):
             records = self._convert_each(good)
             if records:
                 self._put(records)
+
+    def _topic_missing(self, topic: str | None, err: KafkaError) -> None:
+        """A subscribed topic that does not exist (yet): wait for it, as Connect's consumer does.
+
+        A sink is often started before the source that creates its topic; the consumer picks the
+        topic up once it appears (librdkafka re-reads the metadata of missing subscribed topics
+        every few seconds). A misspelled name stays RUNNING with nothing consumed, and this warning.
+        """
+        name = topic or "?"
+        if name not in self._missing_topics:
+            self._missing_topics.add(name)
+            log.warning("Topic %r does not exist (yet); waiting for it to be created: %s", name, err.str())
 
     def _convert_each(self, messages: list[Any]) -> list[SinkRecord]:
         """Steps 2 and 3 one record at a time, under ``errors.*``: a record that fails is skipped

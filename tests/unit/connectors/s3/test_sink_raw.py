@@ -28,7 +28,9 @@ T0 = 1_700_000_000_000
 DIR = "topics/t/partition=0"
 
 
-def _batch(raws: Sequence[bytes | None], start: int = 0, raw: bool = True, partitions: list[int] | None = None) -> SinkRecordBatch:
+def _batch(
+    raws: Sequence[bytes | None], start: int = 0, raw: bool = True, partitions: list[int] | None = None
+) -> SinkRecordBatch:
     """A batch as the runtime builds it for a lazy task: values decoded only when read."""
     n = len(raws)
     parts = partitions or [0] * n
@@ -58,7 +60,9 @@ def test_json_lines_are_the_consumed_bytes_and_values_are_never_decoded(bucket: 
     batch = _batch(raws)
     task.put(batch)
     assert not batch.values_converted
-    assert bucket.objects[f"{DIR}/t+0+0000000000.json"] == b'{"b": 2,  "a": 1.50}\n{"s":"\\u00e9"}\n12345678901234567890\n'
+    assert (
+        bucket.objects[f"{DIR}/t+0+0000000000.json"] == b'{"b": 2,  "a": 1.50}\n{"s":"\\u00e9"}\n12345678901234567890\n'
+    )
     # The sidecars come from the other columns, as on the decoded path.
     assert bucket.objects[f"{DIR}/t+0+0000000000.keys.json"] == b'"k0"\n"k1"\n"k2"\n'
     assert orjson.loads(bucket.objects[f"{DIR}/t+0+0000000000.headers.json"].splitlines()[2]) == [["h", "v2"]]
@@ -251,9 +255,11 @@ def test_parts_are_sent_in_the_background_and_a_failed_part_is_resent_on_commit(
     storage.min_part_size = 4
     original = storage.upload_part
     failures = [RetriableError("throttled")]
+    failed = threading.Event()
 
     def flaky_part(key: str, upload_id: str, number: int, data: bytes) -> str:
         if number == 1 and failures:
+            failed.set()
             raise failures.pop()
         return original(key, upload_id, number, data)
 
@@ -261,6 +267,8 @@ def test_parts_are_sent_in_the_background_and_a_failed_part_is_resent_on_commit(
     upload = ObjectUpload(storage, "k", part_size=4, executor=_Pool(), max_inflight=2)  # type: ignore[arg-type]
     upload.write(b"aaaabbbb")  # two parts queued: the first one fails in the background
     upload.write(b"cc")
+    # A part no thread has started yet is sent inline by commit(): wait until it failed in the background.
+    assert failed.wait(10)
     upload.commit()  # sends the failed part again
     assert storage.objects["k"] == b"aaaabbbbcc"
     assert upload.buffered_bytes == 0

@@ -299,8 +299,10 @@ class SlowStorage(MemoryStorage):
         import threading
 
         self.release = threading.Event()
+        self.started = threading.Event()  # an upload thread is inside put_object
 
     def put_object(self, key: str, data: bytes) -> None:
+        self.started.set()
         assert self.release.wait(10)
         super().put_object(key, data)
 
@@ -356,6 +358,8 @@ def test_closing_waits_for_uploads_in_flight() -> None:
     try:
         task = _task(**{"s3.upload.threads": 1})
         task.put(_records(3))
+        # Only an upload a thread has started is in flight; one still queued is cancelled by close().
+        assert storage.started.wait(10)
         import threading
 
         threading.Timer(0.2, storage.release.set).start()
