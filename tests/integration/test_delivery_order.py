@@ -163,7 +163,9 @@ def test_sigterm_flushes_and_commits_before_exit(kafka, tmp_path: Path) -> None:
         }.items():
             assert httpx.post(f"{worker.url}/connectors", json={"name": name, "config": config}).status_code == 201
         assert len(consume_all(kafka.bootstrap_servers, topic, 1000)) == 1000
-        time.sleep(2)  # the sink has consumed them by now; its file buffer is flushed only on commit
+        # Nothing outside the task shows what it consumed before a commit (its file buffer is flushed
+        # only on commit); 5 s is ample for a sink that started with the source to read 1,000 records.
+        time.sleep(5)
         assert _stored(tmp_path, "src") == {}
         assert _committed(kafka.bootstrap_servers, "connect-dst", topic) < 0  # nothing committed yet
     finally:
