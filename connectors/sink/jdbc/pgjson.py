@@ -28,6 +28,7 @@ integer ``-0``), or strings Arrow would turn into timestamps (read again as stri
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -40,16 +41,19 @@ except ImportError:  # pragma: no cover - pyarrow comes with the jdbc extra; wit
     pa = None
 
 _MINUS_ZERO_BITS = -(2**63)  # the bits of -0.0 read as an int64
+# The JSON integer -0 (not -0.5, -0e1 or -0.0); also matches inside strings, which costs only a closer look.
+_INTEGER_MINUS_ZERO = re.compile(rb"-0(?![.eE0-9])")
 
 
 class JsonColumns:
     """A batch of JSON objects parsed into columns, ready to be written as CSV for some of its fields."""
 
-    __slots__ = ("table", "fields")
+    __slots__ = ("table", "fields", "maybe_minus_zero")
 
-    def __init__(self, table: Any) -> None:
+    def __init__(self, table: Any, maybe_minus_zero: bool = True) -> None:
         self.table = table
         self.fields: list[str] = table.column_names
+        self.maybe_minus_zero = maybe_minus_zero  # False: no double column can hold a -0 read from the integer -0
 
     def unique(self, keys: Sequence[str]) -> bool:
         """Whether no two rows share the values of ``keys`` (nulls compare equal, as in a Python set)."""
@@ -72,7 +76,7 @@ class JsonColumns:
             if pa.types.is_float64(kind):
                 if target != "float8":
                     return None
-                if _has_minus_zero(column):
+                if self.maybe_minus_zero and _has_minus_zero(column):
                     return None
                 continue
             if pa.types.is_boolean(kind) and target == "bool":
@@ -107,7 +111,7 @@ def read_json_lines(raws: Sequence[bytes | None]) -> JsonColumns | None:
         return None
     if table.num_rows != n or not table.num_columns:
         return None
-    return JsonColumns(table)
+    return JsonColumns(table, b"-0" in blob and _INTEGER_MINUS_ZERO.search(blob) is not None)
 
 
 def _has_minus_zero(column: Any) -> bool:

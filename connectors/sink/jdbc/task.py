@@ -10,6 +10,17 @@ every consumed offset, except for partitions with records whose write failed (th
 first record that is not in the database). Replays after a crash rewrite the same rows: use
 ``insert.mode=upsert`` with a primary key for idempotent writes.
 
+Pipelining: a batch of schemaless JSON values bound for a table the task has written to already
+goes to a helper thread, which parses it into COPY data (Arrow, which releases the GIL), reads
+the outcome of the chunk in flight and sends this one; ``put`` returns at once, so the runtime
+consumes and checks the next batch while the helper parses this one and the server commits the
+one before. Until the helper is done it alone uses the connection: every other entry point
+(``put``, ``flush``, ``pre_commit``) waits for it first. A chunk the helper could not send (Arrow
+reads it differently from the ordinary path, or the chunk before it failed) is written the
+ordinary way by the next call. Should its values not even convert then (the converter's check
+passed them, but a number overflows a double, say), the task rewinds the consumer to the chunk,
+so the runtime delivers it again and converts it record by record under ``errors.*``.
+
 Failures: a dropped connection is retried ``max.retries`` times, ``retry.backoff.ms`` apart
 (each attempt raises :class:`RetriableError` so the runtime offers the batch again); a row the
 database rejects is located by replaying the batch row by row inside savepoints, then either
@@ -19,9 +30,10 @@ reported through the errant record reporter (and the other rows written) or rais
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, NoReturn
 
 from connectors.api import (
@@ -78,12 +90,15 @@ class JdbcSinkTask(SinkTask):
         # Per partition, the first offset that a failed put() did not write; pre_commit stops there.
         self._unwritten: dict[TopicPartition, int] = {}
         self._in_flight: tuple[InFlight, list[TopicRecords]] | None = None
+        # The helper thread's work on the latest chunk (parse, settle the one in flight, send this one).
+        self._job: _Job | None = None
         # A chunk whose sent transaction failed and whose retry has not succeeded yet.
         self._pending: list[TopicRecords] | None = None
         # Counts connection drops and cache resets: a chunk prepared before one is not sent.
         self._resets = 0
         self.records_written = 0
-        self.records_from_json = 0  # records sent by the JSON fast path (pgjson.py); a failed send is rewritten the ordinary way
+        # Records sent by the JSON fast path (pgjson.py); a failed send is rewritten the ordinary way.
+        self.records_from_json = 0
 
     # -- SPI -------------------------------------------------------------------------------------
 
@@ -107,6 +122,7 @@ class JdbcSinkTask(SinkTask):
         self._warned_tombstones = False
         self._pending = None
         self._in_flight = None
+        self._job = None
         # The JSON fast path (_prepare_json) applies to these settings; after a batch it could not
         # take, it waits a few batches before trying again (a topic it never fits costs little).
         self._json_ok = (
@@ -123,16 +139,24 @@ class JdbcSinkTask(SinkTask):
     def put(self, records: Sequence[SinkRecord]) -> None:
         """Write ``records`` in transactions of at most ``batch.size`` records. Thread: the task thread."""
         cfg = self._require_config()
+        self._join()
+        groups = _by_topic(records) if records else []
+        if self._rewound_unconvertible(groups):
+            return  # these records come again, after the chunk that could not be converted
         if not records:
             self._settle()
             return
-        groups = _by_topic(records)
         size = cfg.batch_size
         chunks: list[list[TopicRecords]] = []
         if sum(len(g) for g in groups) <= size:
             chunks.append(groups)
         else:
             chunks += [[group.slice(start, start + size)] for group in groups for start in range(0, len(group), size)]
+        if self._pending is not None and self._in_flight is None:
+            self._settle()  # a chunk left unwritten goes first, the ordinary way (evolving the table, say)
+        if len(chunks) == 1 and self._pipelined(groups):
+            self._job = _Job(groups, self._send_json, self._resets)
+            return
         # A single chunk is turned into COPY data while the previous one may still be in flight,
         # so the server's work on that one overlaps this Python work too.
         resets = self._resets
@@ -151,12 +175,16 @@ class JdbcSinkTask(SinkTask):
 
     def flush(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Wait for the chunk in flight (a failure is handled here). Thread: the task thread."""
-        self._settle()
+        self._join()
+        if not self._rewound_unconvertible([]):
+            self._settle()
 
     def pre_commit(self, offsets: Mapping[TopicPartition, int]) -> Mapping[TopicPartition, int]:
         """Everything consumed is committed, except past the first record a failed put() left out."""
         try:
-            self._settle()
+            self._join()
+            if not self._rewound_unconvertible([]):
+                self._settle()
         except RetriableError as exc:  # the chunk stays pending (its offsets unwritten); the next put() retries it
             logger.debug("Retrying a failed chunk at pre_commit failed: %s", exc)
         if not self._unwritten:
@@ -185,26 +213,98 @@ class JdbcSinkTask(SinkTask):
 
     def _settle(self) -> None:
         """Read the outcome of the chunk in flight; if it failed, write it again here, with full error handling."""
-        if self._in_flight is not None:
-            sent, chunk = self._in_flight
-            self._in_flight = None
-            try:
-                sent.collect()
-            except Exception as exc:
-                logger.debug("A sent chunk failed, writing it again: %s", describe(exc))
-                self._mark_unwritten(chunk)
-                self._resets += 1
-                self._writer.reset()
-                self._tables.invalidate()
-                if classify(exc) is Failure.TRANSIENT:
-                    self._drop_connection()
-                self._pending = chunk
-            else:
-                self._retries = 0
-                self._mark_written(chunk)
+        self._collect()
         if self._pending is not None:
             self._write_chunk(self._pending)  # raises (keeping it pending) until it succeeds
             self._pending = None
+
+    def _collect(self) -> None:
+        """Read the outcome of the chunk in flight: its records are written, or pending (to write again)."""
+        if self._in_flight is None:
+            return
+        sent, chunk = self._in_flight
+        self._in_flight = None
+        try:
+            sent.collect()
+        except Exception as exc:
+            logger.debug("A sent chunk failed, writing it again: %s", describe(exc))
+            self._mark_unwritten(chunk)
+            self._resets += 1
+            self._writer.reset()
+            self._tables.invalidate()
+            if classify(exc) is Failure.TRANSIENT:
+                self._drop_connection()
+            self._pending = chunk
+        else:
+            self._retries = 0
+            self._mark_written(chunk)
+
+    # -- the helper thread -------------------------------------------------------------------------
+
+    def _pipelined(self, groups: list[TopicRecords]) -> bool:
+        """Whether the helper takes this chunk: one topic of undecoded schemaless JSON, for a table
+        whose column types are known, while the fast path is on and nothing waits to be rewritten."""
+        if not self._json_ok or self._json_skip or self._conn is None or self._pending is not None:
+            return False
+        batch = groups[0].batch if len(groups) == 1 else None
+        if batch is None or batch.raw_format != "json" or batch.values_converted:
+            return False
+        table = self._require_config().table_name(groups[0].topic)
+        return self._writer.column_types(table) is not None  # type: ignore[attr-defined,no-any-return]
+
+    def _send_json(self, groups: list[TopicRecords], resets: int) -> bool:
+        """Helper thread: parse the chunk, settle the one in flight, send this one; ``False`` if it
+        was not sent (the task thread then writes it). The connection is the helper's meanwhile."""
+        try:
+            fast = self._prepare_json(groups[0])
+        except Exception as exc:  # never let the fast path fail a batch the ordinary one can write
+            logger.warning("The JSON fast path failed, writing the batch the ordinary way: %s", describe(exc))
+            self._json_skip = _JSON_RETRY_AFTER
+            fast = None
+        self._collect()  # the server had this long to commit the chunk before
+        if fast is None or self._pending is not None or resets != self._resets or self._stopping.is_set():
+            return False
+        return self._send(_Prepared(groups, fast))
+
+    def _join(self) -> None:
+        """Wait for the helper; a chunk it did not send is left to write the ordinary way (pending)."""
+        job, self._job = self._job, None
+        if job is None:
+            return
+        groups = job.groups
+        if not job.result():
+            self._mark_unwritten(groups)
+            self._pending = groups if self._pending is None else self._pending + groups
+
+    def _rewound_unconvertible(self, groups: list[TopicRecords]) -> bool:
+        """If the pending chunk's values do not convert, rewind the consumer to it (and past
+        ``groups``, dropped here) so the runtime delivers them again, converting record by record."""
+        pending = self._pending
+        if pending is None or self._in_flight is not None:
+            return False
+        failure: Exception | None = None
+        for group in pending:
+            batch = group.batch
+            if batch is not None and not batch.values_converted:
+                try:
+                    batch.values  # noqa: B018 - converts the column (the runtime's deferred conversion)
+                except Exception as exc:
+                    failure = exc
+                    break
+        if failure is None:
+            return False
+        logger.warning(
+            "Values of topic %s passed the converter's check but do not convert (%s): consuming them "
+            "again from offset(s) %s, to convert them one by one",
+            pending[0].topic,
+            describe(failure),
+            _first_offsets(pending),
+        )
+        self._pending = None
+        self._json_skip = _JSON_RETRY_AFTER
+        self._mark_unwritten(groups)
+        self.context.rewind(_first_offsets(pending + groups))
+        return True
 
     def _prepare(self, groups: list[TopicRecords]) -> _Prepared | None:
         """The rows of ``groups`` ready to send as one transaction, if the writer and the records allow it.
@@ -512,10 +612,49 @@ class _Prepared:
         self.statements = statements
 
 
+class _Job:
+    """One chunk's run on a helper thread (a daemon: a worker that exits never waits for it)."""
+
+    __slots__ = ("groups", "_sent", "_thread")
+
+    def __init__(
+        self, groups: list[TopicRecords], send: Callable[[list[TopicRecords], int], bool], resets: int
+    ) -> None:
+        self.groups = groups
+        self._sent = False
+        ctx = contextvars.copy_context()  # the helper logs with the task's [connector|task-N] context
+        self._thread = threading.Thread(
+            target=ctx.run, args=(self._run, send, resets), name="jdbc-sink-json", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, send: Callable[[list[TopicRecords], int], bool], resets: int) -> None:
+        try:
+            self._sent = send(self.groups, resets)
+        except Exception:  # a bug: the task thread writes the chunk the ordinary way
+            logger.exception("The JSON fast path's helper failed; writing the batch the ordinary way")
+
+    def result(self) -> bool:
+        """Whether the chunk was sent (its outcome is then the task's chunk in flight)."""
+        self._thread.join()
+        return self._sent
+
+
 class _Rejected(Exception):
     def __init__(self, cause: BaseException) -> None:
         super().__init__(str(cause))
         self.cause = cause
+
+
+def _first_offsets(groups: list[TopicRecords]) -> dict[TopicPartition, int]:
+    """The lowest offset of each partition in ``groups``."""
+    first: dict[TopicPartition, int] = {}
+    for group in groups:
+        for partition, offset in zip(group.partitions, group.offsets):
+            tp = TopicPartition(group.consumed_topic, partition)
+            if offset < first.get(tp, offset + 1):
+                first[tp] = offset
+    return first
 
 
 def _by_topic(records: Sequence[SinkRecord]) -> list[TopicRecords]:
