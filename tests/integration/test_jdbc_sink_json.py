@@ -302,3 +302,29 @@ def test_pipelined_batches_keep_their_order_across_a_failed_one(pair: Any) -> No
     rows = p.assert_same()
     assert len(rows) == 30  # 31 records, one rejected
     assert [r.kafka_offset for r, _ in p.reporters[p.fast_table].reported] == [16]
+
+
+def test_stop_leaves_the_connection_to_a_helper_that_is_still_busy(
+    postgres_db: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Closing a connection while the helper thread sends on it could free it under libpq: stop()
+    waits for the helper, and one that stays busy keeps its connection."""
+    import threading
+
+    from connectors.sink.jdbc import task as task_module
+
+    table = f"t_{uuid.uuid4().hex[:8]}"
+    sql(postgres_db, f'CREATE TABLE "{table}" (id bigint, v double precision)')
+    task = JdbcSinkTask()
+    task.start({"connection.url": postgres_db, "topics": TOPIC, "table.name.format": table}, FakeSinkContext())
+    task.put(_batch([b'{"id":0,"v":0.5}'], 0, lazy=True))
+    conn = task._conn
+    release = threading.Event()
+    monkeypatch.setattr(task, "_send_json", lambda groups, resets: release.wait(30) and False)
+    monkeypatch.setattr(task_module, "_HELPER_STOP_WAIT_S", 0.2)
+    task.put(_batch([b'{"id":1,"v":1.5}'], 1, lazy=True))  # goes to the (now stuck) helper
+    task.stop()
+    assert "still busy" in caplog.text
+    assert not conn.closed
+    release.set()
+    conn.close()

@@ -196,6 +196,13 @@ class JdbcSinkTask(SinkTask):
     def stop(self) -> None:
         """Interrupt a retry backoff and close the connection. Thread: any; never raises."""
         self._stopping.set()
+        job = self._job
+        if job is not None and not job.wait(_HELPER_STOP_WAIT_S):
+            # Closing a connection the helper is using could free it under libpq's feet: leave it.
+            logger.warning(
+                "The JSON helper is still busy after %.0f s; leaving its connection open", _HELPER_STOP_WAIT_S
+            )
+            self._conn = None
         self._in_flight = None  # uncommitted as far as offsets go; closing the connection ends it
         conn, self._conn = self._conn, None
         if conn is not None:
@@ -600,6 +607,7 @@ class JdbcSinkTask(SinkTask):
 
 
 _JSON_RETRY_AFTER = 20  # batches the JSON fast path sits out after one it could not take
+_HELPER_STOP_WAIT_S = 10.0  # how long stop() waits for the helper before leaving its connection alone
 
 
 class _Prepared:
@@ -638,6 +646,11 @@ class _Job:
         """Whether the chunk was sent (its outcome is then the task's chunk in flight)."""
         self._thread.join()
         return self._sent
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the helper; ``True`` if it is done."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
 
 class _Rejected(Exception):
