@@ -6,7 +6,8 @@ table) and in ``upsert`` mode (COPY into a staging table + ``INSERT … ON CONFL
 ratios. Both sink modes render the COPY data column-wise and send each batch's transaction
 without waiting for it (see ``connectors/sink/jdbc/pgcopy.py`` and ``pgsend.py``). The sink runs
 in an in-process standalone herder: consume, JSON decode (schemaless, orjson), put, commit. No
-assertions.
+assertions. Each Sluice run also prints the CPU seconds of the sink's process and of its task
+thread (the rest is the JSON helper thread and librdkafka's threads).
 
 A sink's time runs from its connector configuration to the last row being committed, so it
 includes starting the task, joining the consumer group and opening the database connection.
@@ -25,6 +26,9 @@ next) and with WAL room for a whole round, the previous run's table is dropped a
 
 from __future__ import annotations
 
+import os
+import resource
+import threading
 import time
 from pathlib import Path
 
@@ -156,16 +160,45 @@ def sluice_sink(pg: PostgresServer, bootstrap: str, topic: str, n: int, mode: st
         config.update({"pk.mode": "record_value", "pk.fields": "id"})
     done = Completion(pg, table, n)
     try:
+        cpu0 = process_cpu()
         start = time.perf_counter()
         h.put_connector_config(f"bench-jdbc-{mode}-{time.time_ns()}", config, allow_replace=False)
         wait_until(done, timeout=900, poll=0.02)
         elapsed = time.perf_counter() - start
+        cpu, task_cpu = process_cpu() - cpu0, thread_cpu("task-")
     finally:
         h.stop()
         done.close()
     if done.first_row_at is not None:
         print(f"    {mode}: first rows committed {done.first_row_at - start:.2f} s after the connector was created")
+    print(
+        f"    {mode}: sink process {cpu:.2f} CPU s, of which the task thread {task_cpu:.2f} (the rest: JSON helper, librdkafka)"
+    )
     return Result(f"Sluice topic → JdbcSink ({mode})", n, 0, elapsed)
+
+
+def process_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def thread_cpu(prefix: str) -> float:
+    """CPU seconds of this process's live threads named ``prefix``… (Linux ``/proc``; 0 elsewhere).
+
+    The task thread is the sink's critical path; with the JSON helper (connectors/sink/jdbc/task.py)
+    it carries about a third of the sink's CPU, so on a worker with a core to spare for the helper
+    the rate is bound by the larger of the two, not by their sum as on these two shared cores."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for thread in threading.enumerate():
+        if thread.name.startswith(prefix) and thread.native_id is not None:
+            try:
+                with open(f"/proc/self/task/{thread.native_id}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 def warm_up(pg: PostgresServer, bootstrap: str) -> None:
