@@ -35,7 +35,7 @@ from typing import Any
 import psycopg
 from confluent_kafka import Consumer, TopicPartition
 
-from benchmarks.common import broker, create_topic, herder, wait_until
+from benchmarks.common import broker, cpu_seconds, create_topic, herder, thread_times, wait_until
 from connectors.source.postgres_cdc.replication import ReplicationStream
 from deploy.postgres import PostgresServer, find_bin_dir
 
@@ -49,32 +49,6 @@ COLUMNS = (
     "created timestamptz, score float8"
 )
 ROW_SQL = "SELECT g, 'name-' || g, 'user' || g || '@example.com', g * 1.25, g % 1000, g % 2 = 0, now(), g / 7.0"
-
-
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def thread_times() -> dict[int, tuple[str, float]]:
-    """CPU seconds of each live thread of this process by native id, with its name (Linux ``/proc``;
-    empty elsewhere)."""
-    out: dict[int, tuple[str, float]] = {}
-    tick = os.sysconf("SC_CLK_TCK")
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return out
-    for tid in tasks:
-        try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        out[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / tick)
-    return out
 
 
 class ConnectorCpu:

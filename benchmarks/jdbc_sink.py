@@ -26,8 +26,6 @@ next) and with WAL room for a whole round, the previous run's table is dropped a
 
 from __future__ import annotations
 
-import os
-import resource
 import threading
 import time
 from pathlib import Path
@@ -37,7 +35,17 @@ import psycopg
 from confluent_kafka import Producer
 
 import connectors.sink.jdbc.task  # noqa: F401 - imported before timing, as a running worker has it
-from benchmarks.common import RECORDS, ROUNDS, Result, broker, create_topic, median_result, wait_until
+from benchmarks.common import (
+    RECORDS,
+    ROUNDS,
+    Result,
+    broker,
+    cpu_seconds,
+    create_topic,
+    median_result,
+    thread_times,
+    wait_until,
+)
 from connectors.jdbc_common.connection import import_sqlalchemy
 from deploy.postgres import PostgresServer
 from offsets import MemoryOffsetStore
@@ -160,12 +168,12 @@ def sluice_sink(pg: PostgresServer, bootstrap: str, topic: str, n: int, mode: st
         config.update({"pk.mode": "record_value", "pk.fields": "id"})
     done = Completion(pg, table, n)
     try:
-        cpu0 = process_cpu()
+        cpu0 = cpu_seconds()
         start = time.perf_counter()
         h.put_connector_config(f"bench-jdbc-{mode}-{time.time_ns()}", config, allow_replace=False)
         wait_until(done, timeout=900, poll=0.02)
         elapsed = time.perf_counter() - start
-        cpu, task_cpu = process_cpu() - cpu0, thread_cpu("task-")
+        cpu, task_cpu = cpu_seconds() - cpu0, task_thread_cpu()
     finally:
         h.stop()
         done.close()
@@ -177,28 +185,15 @@ def sluice_sink(pg: PostgresServer, bootstrap: str, topic: str, n: int, mode: st
     return Result(f"Sluice topic → JdbcSink ({mode})", n, 0, elapsed)
 
 
-def process_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def thread_cpu(prefix: str) -> float:
-    """CPU seconds of this process's live threads named ``prefix``… (Linux ``/proc``; 0 elsewhere).
+def task_thread_cpu() -> float:
+    """CPU seconds of this process's live task threads (``task-…``; Linux ``/proc``, else 0).
 
     The task thread is the sink's critical path; with the JSON helper (connectors/sink/jdbc/task.py)
     it carries about a third of the sink's CPU, so on a worker with a core to spare for the helper
     the rate is bound by the larger of the two, not by their sum as on these two shared cores."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for thread in threading.enumerate():
-        if thread.name.startswith(prefix) and thread.native_id is not None:
-            try:
-                with open(f"/proc/self/task/{thread.native_id}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            total += (int(fields[11]) + int(fields[12])) / tick
-    return total
+    times = thread_times()
+    ids = {t.native_id for t in threading.enumerate() if t.name.startswith("task-")}
+    return sum(seconds for tid, (_, seconds) in times.items() if tid in ids)
 
 
 def warm_up(pg: PostgresServer, bootstrap: str) -> None:
