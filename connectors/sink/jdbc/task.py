@@ -253,8 +253,7 @@ class JdbcSinkTask(SinkTask):
         whose column types are known, while the fast path is on and nothing waits to be rewritten."""
         if not self._json_ok or self._json_skip or self._conn is None or self._pending is not None:
             return False
-        batch = groups[0].batch if len(groups) == 1 else None
-        if batch is None or batch.raw_format != "json" or batch.values_converted:
+        if len(groups) != 1 or not _undecoded_json(groups[0]):
             return False
         table = self._require_config().table_name(groups[0].topic)
         return self._writer.column_types(table) is not None  # type: ignore[attr-defined,no-any-return]
@@ -262,12 +261,7 @@ class JdbcSinkTask(SinkTask):
     def _send_json(self, groups: list[TopicRecords], resets: int) -> bool:
         """Helper thread: parse the chunk, settle the one in flight, send this one; ``False`` if it
         was not sent (the task thread then writes it). The connection is the helper's meanwhile."""
-        try:
-            fast = self._prepare_json(groups[0])
-        except Exception as exc:  # never let the fast path fail a batch the ordinary one can write
-            logger.warning("The JSON fast path failed, writing the batch the ordinary way: %s", describe(exc))
-            self._json_skip = _JSON_RETRY_AFTER
-            fast = None
+        fast = self._try_json(groups[0])
         self._collect()  # the server had this long to commit the chunk before
         if fast is None or self._pending is not None or resets != self._resets or self._stopping.is_set():
             return False
@@ -327,12 +321,7 @@ class JdbcSinkTask(SinkTask):
         group = groups[0]
         upsert = cfg.insert_mode is InsertMode.UPSERT
         if self._json_ok:
-            try:
-                fast = self._prepare_json(group)
-            except Exception as exc:  # never let the fast path fail a batch the ordinary one can write
-                logger.warning("The JSON fast path failed, writing the batch the ordinary way: %s", describe(exc))
-                self._json_skip = _JSON_RETRY_AFTER
-                fast = None
+            fast = self._try_json(group)
             if fast is not None:
                 return _Prepared(groups, fast)
         try:
@@ -352,6 +341,16 @@ class JdbcSinkTask(SinkTask):
             return None
         return None if statements is None else _Prepared(groups, statements)
 
+    def _try_json(self, group: TopicRecords) -> Any:
+        """:meth:`_prepare_json`, which never fails a batch the ordinary path can write: an
+        error there is logged, the batch goes the ordinary way, and so do the next few."""
+        try:
+            return self._prepare_json(group)
+        except Exception as exc:
+            logger.warning("The JSON fast path failed, writing the batch the ordinary way: %s", describe(exc))
+            self._json_skip = _JSON_RETRY_AFTER
+            return None
+
     def _prepare_json(self, group: TopicRecords) -> Any:
         """The chunk as CSV COPY data rendered from the consumed JSON bytes (:mod:`.pgjson`), or
         ``None`` when this batch must take the ordinary path (which then decodes the values).
@@ -360,8 +359,7 @@ class JdbcSinkTask(SinkTask):
         objects, the ``pk.fields`` (or every field) first for ``pk.mode=record_value``, the last
         record of a key kept for upserts (here: only batches without repeated keys).
         """
-        batch = group.batch
-        if batch is None or batch.raw_format != "json" or batch.values_converted:
+        if not _undecoded_json(group):
             return None
         if self._json_skip:
             self._json_skip -= 1
@@ -369,7 +367,7 @@ class JdbcSinkTask(SinkTask):
         cfg = self._require_config()
         table = cfg.table_name(group.topic)
         types = self._writer.column_types(table)  # type: ignore[attr-defined]
-        raws = batch.raw_values
+        raws = group.batch.raw_values  # type: ignore[union-attr]
         if types is None or raws is None:  # the table's types are read by the first ordinary write
             return None
         parsed = read_json_lines(raws)
@@ -657,6 +655,12 @@ class _Rejected(Exception):
     def __init__(self, cause: BaseException) -> None:
         super().__init__(str(cause))
         self.cause = cause
+
+
+def _undecoded_json(group: TopicRecords) -> bool:
+    """Whether ``group`` is the runtime's batch of checked, not yet decoded JSON values."""
+    batch = group.batch
+    return batch is not None and batch.raw_format == "json" and not batch.values_converted
 
 
 def _first_offsets(groups: list[TopicRecords]) -> dict[TopicPartition, int]:
