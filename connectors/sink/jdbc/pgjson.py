@@ -1,11 +1,22 @@
-"""Schemaless JSON values straight to PostgreSQL ``COPY … (FORMAT csv)`` data, with no Python object per record.
+"""Schemaless JSON values straight to PostgreSQL ``COPY`` data (binary or CSV), with no Python object per record.
 
 The ordinary path decodes every value into a dict (orjson), splits the dicts into columns and
 renders those as COPY text: three passes that each build or visit Python objects per record,
 about two thirds of the sink's Python time on the benchmark's flat 8-field rows. Here the
 consumed bytes are joined with newlines (JSON Lines), parsed by Arrow's C++ JSON reader into
-columns and written back out by Arrow's CSV writer, all without touching the interpreter per
-record.
+columns and written back out, all without touching the interpreter per record: as COPY's binary
+format (:meth:`JsonColumns.binary`) when every field's column takes it, else by Arrow's CSV writer
+(:meth:`JsonColumns.csv`).
+
+**Binary** is used when every field is an integer for a ``bigint``/``integer``/``smallint`` column
+(in range: otherwise the server's error comes from the CSV path), a double for a ``double
+precision`` column, a boolean for a ``boolean`` column, a string for a ``text`` or ``varchar``
+column, or null throughout. Each row is ``int16`` field count, then per field an ``int32`` length
+(-1 for NULL) and the value in network byte order, or the string's UTF-8 bytes. The server then
+skips parsing text: about a quarter less of its CPU per row than CSV on the benchmark's 8 columns
+(0.92 against 1.25 µs), and rendering costs less than half of Arrow's CSV writer (0.08 against 0.18
+µs per row). The fixed-width fields between two strings are laid out as one NumPy structured array
+per row, and Arrow's ``binary_join_element_wise`` concatenates those and the strings row by row.
 
 Only batches whose result is certain to equal the ordinary path's take this way. The ordinary
 path sends each value's text to the server: strings as they are, numbers as orjson writes them,
@@ -20,6 +31,9 @@ booleans as ``t``/``f``, ``None`` as NULL. The CSV data carries the same text wh
 * booleans come out as ``true``/``false``, accepted only for ``boolean`` columns (a ``text``
   column would store ``true`` instead of ``t``).
 
+Binary data holds the same values: integers, doubles and booleans as their bits, strings as their
+bytes.
+
 Anything else returns ``None`` and the caller takes the ordinary path for the batch: tombstones,
 nested values, values that mix types in one field, fields the table lacks, JSON that Arrow reads
 differently from orjson (raw newlines between tokens, duplicate keys, surrogate escapes, the
@@ -33,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 try:  # imported up front: pyarrow.compute takes a noticeable time to import, not to be paid mid-stream
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.csv as pcsv
@@ -41,8 +56,23 @@ except ImportError:  # pragma: no cover - pyarrow comes with the jdbc extra; wit
     pa = None
 
 _MINUS_ZERO_BITS = -(2**63)  # the bits of -0.0 read as an int64
+#: COPY binary: signature, flags (none) and header extension length (0); the trailer is a field count of -1.
+_BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
+_BINARY_TRAILER = b"\xff\xff"
+_NULL_FIELD = b"\xff\xff\xff\xff"  # a field length of -1
+#: Column type → the network-order dtype of its binary form, for the Arrow type read from JSON.
+_FIXED = {
+    ("int64", "int8"): ">i8",
+    ("int64", "int4"): ">i4",
+    ("int64", "int2"): ">i2",
+    ("double", "float8"): ">f8",
+    ("bool", "bool"): "u1",
+}
+_INT_RANGE = {"int4": (-(2**31), 2**31 - 1), "int2": (-(2**15), 2**15 - 1)}
+_TEXT_TYPES = {"text", "varchar"}
 # The JSON integer -0 (not -0.5, -0e1 or -0.0); also matches inside strings, which costs only a closer look.
 _INTEGER_MINUS_ZERO = re.compile(rb"-0(?![.eE0-9])")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD]")
 
 
 class JsonColumns:
@@ -60,6 +90,75 @@ class JsonColumns:
         if len(keys) == 1:
             return int(pc.count_distinct(self.table.column(keys[0]), mode="all").as_py()) == self.table.num_rows
         return int(self.table.group_by(list(keys)).aggregate([]).num_rows) == self.table.num_rows
+
+    def copy_data(self, fields: Sequence[str], types: Mapping[str, str]) -> tuple[bytes, str] | None:
+        """COPY data for ``fields`` and its ``COPY … FROM STDIN`` options: binary where every
+        field's column takes it, else CSV; ``None`` if neither would store what the ordinary path does."""
+        data = self.binary(fields, types)
+        if data is not None:
+            return data, " (FORMAT binary)"
+        data = self.csv(fields, types)
+        return None if data is None else (data, " (FORMAT csv)")
+
+    def binary(self, fields: Sequence[str], types: Mapping[str, str]) -> bytes | None:
+        """The rows of ``fields`` as COPY binary data, or ``None`` if a field's type pair is not one
+        binary handles (see the module docstring). ``types``: field → PostgreSQL type name."""
+        table = self.table
+        n = table.num_rows
+        pieces: list[Any] = []  # large_binary arrays, concatenated row by row at the end
+        layout: list[tuple[str, str]] = [("count", ">i2")]  # fixed-width fields since the last string
+        values: list[Any] = [len(fields)]
+
+        def close_layout() -> None:
+            if layout:
+                pieces.append(_fixed_rows(n, layout, values))
+                layout.clear()
+                values.clear()
+
+        for i, name in enumerate(fields):
+            column = table.column(name)
+            column = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+            kind, target = column.type, types.get(name)
+            if pa.types.is_null(kind):
+                layout.append((f"l{i}", ">i4"))
+                values.append(-1)
+                continue
+            if pa.types.is_string(kind):
+                if target not in _TEXT_TYPES:
+                    return None
+                lengths = pc.binary_length(column)
+                if column.null_count:
+                    lengths, column = pc.fill_null(lengths, -1), pc.fill_null(column, "")
+                layout.append((f"l{i}", ">i4"))
+                values.append(lengths.to_numpy())
+                close_layout()
+                pieces.append(column.cast(pa.large_binary()))
+                continue
+            dtype = _FIXED.get((str(kind), target or ""))
+            if dtype is None:
+                return None
+            if target in _INT_RANGE:
+                low, high = _INT_RANGE[target]
+                bounds = pc.min_max(column)
+                if column.null_count < n and not low <= bounds["min"].as_py() <= bounds["max"].as_py() <= high:
+                    return None  # out of range: the CSV path lets the server say so
+            elif dtype == ">f8" and self.maybe_minus_zero and _has_minus_zero(pa.chunked_array([column])):
+                return None
+            width = np.dtype(dtype).itemsize
+            if not column.null_count:
+                layout += [(f"l{i}", ">i4"), (f"v{i}", dtype)]
+                values += [width, column.to_numpy(zero_copy_only=False)]
+                continue
+            close_layout()  # a nullable field's rows differ in size: a piece of its own
+            filled = pc.fill_null(column, False if dtype == "u1" else 0).to_numpy(zero_copy_only=False)
+            field = _fixed_rows(n, [("l", ">i4"), ("v", dtype)], [width, filled])
+            pieces.append(pc.if_else(column.is_valid(), field, pa.scalar(_NULL_FIELD, pa.large_binary())))
+        close_layout()
+        joined = len(pieces) > 1
+        rows = pc.binary_join_element_wise(*pieces, pa.scalar(b"", pa.large_binary())) if joined else pieces[0]
+        offsets = np.frombuffer(rows.buffers()[1], dtype=np.int64, count=n + 1, offset=rows.offset * 8)
+        body = rows.buffers()[2][int(offsets[0]) : int(offsets[n])]
+        return b"".join((_BINARY_HEADER, body, _BINARY_TRAILER))
 
     def csv(self, fields: Sequence[str], types: Mapping[str, str]) -> bytes | None:
         """The CSV rows of ``fields`` in that order, or ``None`` if a field's values could be stored
@@ -95,9 +194,13 @@ def read_json_lines(raws: Sequence[bytes | None]) -> JsonColumns | None:
         return None
     blob = b"\n".join(raws)  # type: ignore[arg-type]
     n = len(raws)
-    if blob.count(b"\n") != n - 1 or b"\r" in blob:  # whitespace between tokens would split a value
+    # The scans below hold the GIL. Searching bytes for a two-byte needle visits every byte (about
+    # 1 ns each here, a sixth of Arrow's whole parse), a single byte is found with memchr, and NumPy
+    # counts the newlines six times faster than bytes.count.
+    newlines = int(np.count_nonzero(np.frombuffer(blob, dtype=np.uint8) == 10))
+    if newlines != n - 1 or b"\r" in blob:  # whitespace between tokens would split a value
         return None
-    if b"\\u" in blob and (b"\\ud" in blob or b"\\uD" in blob):  # surrogate escapes: orjson and Arrow differ
+    if b"\\" in blob and _SURROGATE_ESCAPE.search(blob):  # surrogate escapes: orjson and Arrow differ
         return None
     read_options = pj.ReadOptions(use_threads=False, block_size=len(blob) + 1)
     try:
@@ -111,7 +214,18 @@ def read_json_lines(raws: Sequence[bytes | None]) -> JsonColumns | None:
         return None
     if table.num_rows != n or not table.num_columns:
         return None
-    return JsonColumns(table, b"-0" in blob and _INTEGER_MINUS_ZERO.search(blob) is not None)
+    return JsonColumns(table, _INTEGER_MINUS_ZERO.search(blob) is not None)
+
+
+def _fixed_rows(n: int, layout: list[tuple[str, str]], values: list[Any]) -> Any:
+    """``n`` rows of the fixed-width fields ``layout`` (name, dtype) filled with ``values`` (a
+    scalar or an array each), as a ``large_binary`` array sharing the structured array's memory."""
+    rows = np.empty(n, dtype=np.dtype(layout))
+    for (name, _), value in zip(layout, values, strict=True):
+        rows[name] = value
+    width = rows.dtype.itemsize
+    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int64)
+    return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(rows)])
 
 
 def _has_minus_zero(column: Any) -> bool:

@@ -99,6 +99,7 @@ class JdbcSinkTask(SinkTask):
         self.records_written = 0
         # Records sent by the JSON fast path (pgjson.py); a failed send is rewritten the ordinary way.
         self.records_from_json = 0
+        self.records_from_json_binary = 0  # … of which as COPY binary data
 
     # -- SPI -------------------------------------------------------------------------------------
 
@@ -126,7 +127,7 @@ class JdbcSinkTask(SinkTask):
         # The JSON fast path (_prepare_json) applies to these settings; after a batch it could not
         # take, it waits a few batches before trying again (a topic it never fits costs little).
         self._json_ok = (
-            hasattr(self._writer, "prepare_csv")
+            hasattr(self._writer, "prepare_copy_data")
             and cfg.insert_mode in (InsertMode.INSERT, InsertMode.UPSERT)
             and cfg.pk_mode in (PkMode.NONE, PkMode.RECORD_VALUE)
             and not cfg.fields_whitelist
@@ -384,14 +385,17 @@ class JdbcSinkTask(SinkTask):
         names = self._tables.known_names(table, fields)
         if names is None:  # a field the table lacks (auto.evolve) or a table not seen yet
             return None
-        data = parsed.csv(fields, {f: types.get(n, "") for f, n in zip(fields, names)})
-        if data is None or (cfg.insert_mode is InsertMode.UPSERT and not parsed.unique(key_fields)):
+        copy = parsed.copy_data(fields, {f: types.get(n, "") for f, n in zip(fields, names)})
+        if copy is None or (cfg.insert_mode is InsertMode.UPSERT and not parsed.unique(key_fields)):
             self._json_skip = _JSON_RETRY_AFTER
             return None
+        data, options = copy
         keys = names[: len(key_fields)]
-        prepared = self._writer.prepare_csv(table, names, keys, data, cfg.insert_mode)  # type: ignore[attr-defined]
+        prepared = self._writer.prepare_copy_data(table, names, keys, data, options, cfg.insert_mode)  # type: ignore[attr-defined]
         if prepared is not None:
             self.records_from_json += len(group)
+            if "binary" in options:
+                self.records_from_json_binary += len(group)
         return prepared
 
     def _send(self, prepared: _Prepared) -> bool:

@@ -138,11 +138,12 @@ class PostgresCopyWriter(RowWriter):
         """``table``'s column types (PostgreSQL type names), once an ordinary write to it has read them."""
         return self._types.get(table)
 
-    def prepare_csv(
-        self, table: str, columns: Sequence[str], keys: Sequence[str], data: bytes, mode: InsertMode
+    def prepare_copy_data(
+        self, table: str, columns: Sequence[str], keys: Sequence[str], data: bytes, options: str, mode: InsertMode
     ) -> CopyTransaction | None:
-        """Like :meth:`prepare`, for rows already rendered as COPY CSV data (:mod:`.pgjson`)."""
-        return self._copy_transaction(table, columns, keys, data, mode, " (FORMAT csv)")
+        """Like :meth:`prepare`, for rows already rendered as COPY data (:mod:`.pgjson`); ``options``
+        are the COPY options that data needs (`` (FORMAT binary)``, `` (FORMAT csv)``)."""
+        return self._copy_transaction(table, columns, keys, data, mode, options)
 
     def _copy_transaction(
         self, table: str, columns: Sequence[str], keys: Sequence[str], data: bytes, mode: InsertMode, options: str

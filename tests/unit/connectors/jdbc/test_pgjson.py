@@ -6,6 +6,8 @@ What lands in PostgreSQL is compared with the ordinary path in
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from connectors.sink.jdbc.pgjson import read_json_lines
@@ -72,3 +74,69 @@ def test_unique_keys() -> None:
     assert not parsed.unique(["k"])
     assert parsed.unique(["k", "j"])
     assert not parsed.unique(["j"])
+
+
+def _binary_rows(data: bytes) -> list[list[bytes | None]]:
+    """COPY binary data read back field by field (the format PostgreSQL documents)."""
+    assert data.startswith(b"PGCOPY\n\xff\r\n\x00" + bytes(8)) and data.endswith(b"\xff\xff")
+    body, rows, at = data[19:-2], [], 0
+    while at < len(body):
+        count = int.from_bytes(body[at : at + 2], "big", signed=True)
+        at += 2
+        row: list[bytes | None] = []
+        for _ in range(count):
+            size = int.from_bytes(body[at : at + 4], "big", signed=True)
+            at += 4
+            row.append(None if size < 0 else body[at : at + size])
+            at += max(size, 0)
+        rows.append(row)
+    return rows
+
+
+def test_binary_rows_hold_each_value_in_network_order() -> None:
+    parsed = read_json_lines(
+        [
+            b'{"i":1,"s":"x","d":2.5,"b":true,"q":7,"n":null}',
+            b'{"i":-2,"s":null,"d":null,"b":null,"q":-32768,"n":null}',
+            b'{"i":9007199254740993,"s":"\xc3\xa9\\n","d":-1e-300,"b":false,"q":32767,"n":null}',
+        ]
+    )
+    assert parsed is not None
+    types = {"i": "int8", "s": "varchar", "d": "float8", "b": "bool", "q": "int2", "n": "numeric"}
+    data = parsed.binary(["i", "s", "d", "b", "q", "n"], types)
+    assert data is not None
+    assert _binary_rows(data) == [
+        [(1).to_bytes(8, "big"), b"x", struct.pack(">d", 2.5), b"\x01", (7).to_bytes(2, "big"), None],
+        [(-2).to_bytes(8, "big", signed=True), None, None, None, (-32768).to_bytes(2, "big", signed=True), None],
+        [
+            (2**53 + 1).to_bytes(8, "big"),
+            "é\n".encode(),
+            struct.pack(">d", -1e-300),
+            b"\x00",
+            (32767).to_bytes(2, "big"),
+            None,
+        ],
+    ]
+    copy = parsed.copy_data(["i", "s"], types)
+    assert copy is not None and copy[1] == " (FORMAT binary)"
+    assert _binary_rows(copy[0]) == [row[:2] for row in _binary_rows(data)]
+
+
+@pytest.mark.parametrize(
+    ("raws", "types"),
+    [
+        ([b'{"v":2147483648}'], {"v": "int4"}),  # out of range: the server's error, from the CSV path
+        ([b'{"v":-32769}'], {"v": "int2"}),
+        ([b'{"v":1}'], {"v": "float8"}),  # an integer into a double column: CSV sends the digits
+        ([b'{"v":1}'], {"v": "numeric"}),
+        ([b'{"v":"2024-01-01"}'], {"v": "date"}),  # strings into other types are parsed by the server
+        ([b'{"v":1.5}'], {"v": "float4"}),
+        ([b'{"v":-0}', b'{"v":0.5}'], {"v": "float8"}),  # the integer -0, as for CSV
+    ],
+)
+def test_binary_refuses_what_it_cannot_send_exactly(raws: list[bytes], types: dict[str, str]) -> None:
+    parsed = read_json_lines(raws)
+    assert parsed is not None
+    assert parsed.binary(["v"], types) is None
+    copy = parsed.copy_data(["v"], types)
+    assert copy is None or copy[1] == " (FORMAT csv)"
