@@ -289,6 +289,10 @@ class JsonConverter(Converter, HeaderConverter):
             return None
         return "json"
 
+    def unchecked_format(self, topic: str) -> str | None:
+        """``"json"`` when schemaless: a task that parses raw JSON itself skips :meth:`check_batch`."""
+        return None if self._envelope else "json"
+
     def as_connect_schema(self, json_schema: Mapping[str, Any]) -> Schema:
         """Connect's ``asConnectSchema``: a parsed JSON schema object → :class:`Schema` (cached)."""
         return self._reader_for(dict(json_schema))[0]

@@ -59,6 +59,12 @@ class Converter(abc.ABC):
         """
         return None
 
+    def unchecked_format(self, topic: str) -> str | None:
+        """The kind of bytes :meth:`check_batch` would answer for a batch that passes it, for a task
+        that checks them itself (:attr:`~connectors.api.SinkTask.parses_raw_json`); ``None``, the
+        default, means such a task gets checked batches like any other."""
+        return None
+
 
 class HeaderConverter(abc.ABC):
     """Turns one header value into bytes and back."""

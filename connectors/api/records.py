@@ -108,7 +108,9 @@ class SinkRecordBatch(Sequence[SinkRecord]):
     Values may be converted lazily too: for a task class with :attr:`SinkTask.lazy_values`, the
     runtime checks a poll's raw value bytes as a whole and converts them only when ``values`` is
     first read (which then cannot fail). Such a task may use :attr:`raw_values` instead, e.g. to
-    archive JSON as it was consumed without decoding and encoding it again.
+    archive JSON as it was consumed without decoding and encoding it again. A task that also sets
+    :attr:`SinkTask.parses_raw_json` gets schemaless JSON unchecked; reading ``values`` may then
+    fail, and the runtime converts that batch record by record.
     """
 
     __slots__ = (

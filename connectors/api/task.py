@@ -142,6 +142,14 @@ class SinkTask(Task):
     #: without transforms, and only if the value converter can check a batch cheaply.
     lazy_values: ClassVar[bool] = False
 
+    #: A :attr:`lazy_values` task that sets this parses the raw JSON itself, at least as strictly
+    #: as the converter, so the runtime hands it schemaless JSON batches *unchecked* (see
+    #: :meth:`~connectors.api.Converter.unchecked_format`): the converter's check would only parse
+    #: the bytes a second time. Reading ``values`` converts them then; if that fails, the runtime
+    #: converts the batch record by record under ``errors.*``, so a malformed record is dead-lettered
+    #: or fails the task as it would have. The task must never write raw bytes it has not parsed.
+    parses_raw_json: ClassVar[bool] = False
+
     @abc.abstractmethod
     def start(self, config: Mapping[str, Any], context: SinkTaskContext) -> None:
         """Start with a task configuration. Thread: the task thread, before anything else."""

@@ -178,6 +178,8 @@ class SinkTaskRunner(WorkerTask):
         self._failed_message: Any = None
         # Deferred value conversion (SinkTask.lazy_values): only without transforms, which read values.
         self._lazy = bool(getattr(type(task), "lazy_values", False)) and transform is None
+        # … and unchecked for a task that parses the raw JSON itself (SinkTask.parses_raw_json).
+        self._unchecked = self._lazy and bool(getattr(type(task), "parses_raw_json", False))
         self._deferred_failed = False
         self._missing_topics: set[str] = set()  # subscribed topics reported missing (warned once each)
 
@@ -344,9 +346,10 @@ class SinkTaskRunner(WorkerTask):
         try:
             self._put(records)
         except _DeferredConversionFailed:
-            # The converter's check passed but its conversion did not (it should not happen): the
-            # task has not written this batch, so convert it record by record under errors.*.
-            log.warning("Deferred value conversion failed after its check passed; converting the batch record by record")
+            # The deferred conversion failed: a malformed value the task was handed unchecked, or
+            # one that passed the converter's check but does not convert. The task has not written
+            # this batch, so convert it record by record under errors.*.
+            log.warning("Deferred value conversion failed; converting the batch record by record")
             records = self._convert_each(good)
             if records:
                 self._put(records)
@@ -493,7 +496,12 @@ class SinkTaskRunner(WorkerTask):
                 out.extend(self._convert(group))
             return out
         raws = [m.value() for m in messages]
-        raw_format = self._value_converter.check_batch(topic, raws) if self._lazy else None
+        raw_format = None
+        if self._lazy:
+            converter = self._value_converter
+            raw_format = (converter.unchecked_format(topic) if self._unchecked else None) or converter.check_batch(
+                topic, raws
+            )
         values: list[Any] | None = None
         value_schemas: list[Any] | None = None
         try:
@@ -509,7 +517,8 @@ class SinkTaskRunner(WorkerTask):
         convert_headers = self._convert_headers
 
         def load(column: str) -> Any:
-            if column == "value":  # deferred: the converter checked these bytes already
+            # Deferred: checked by the converter, or unchecked for a task that parses them itself.
+            if column == "value":
                 try:
                     return self._value_converter.to_connect_batch(topic, raws)
                 except Exception:

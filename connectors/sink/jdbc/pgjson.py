@@ -188,8 +188,13 @@ class JsonColumns:
 
 
 def read_json_lines(raws: Sequence[bytes | None]) -> JsonColumns | None:
-    """``raws`` (each one JSON document, as the converter's ``check_batch`` made sure) parsed into
-    columns, or ``None`` when the batch is not a run of flat JSON objects Arrow reads exactly as orjson does."""
+    """``raws`` parsed into columns, or ``None`` when the batch is not a run of flat JSON objects
+    that Arrow reads exactly as orjson does.
+
+    The values come unchecked (the task sets ``parses_raw_json``), so this refuses whatever the
+    converter would: Arrow's reader rejects malformed JSON, and the two things it accepts that
+    JSON forbids are caught here, invalid UTF-8 in strings and the literals ``NaN``/``Infinity``.
+    A batch refused here is converted by the converter, which reports the bad record."""
     if pa is None or not raws or None in raws:
         return None
     blob = b"\n".join(raws)  # type: ignore[arg-type]
@@ -202,6 +207,11 @@ def read_json_lines(raws: Sequence[bytes | None]) -> JsonColumns | None:
         return None
     if b"\\" in blob and _SURROGATE_ESCAPE.search(blob):  # surrogate escapes: orjson and Arrow differ
         return None
+    if not blob.isascii():  # Arrow does not validate the UTF-8 of strings
+        try:
+            blob.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
     read_options = pj.ReadOptions(use_threads=False, block_size=len(blob) + 1)
     try:
         table = pj.read_json(pa.py_buffer(blob), read_options=read_options)
@@ -214,6 +224,9 @@ def read_json_lines(raws: Sequence[bytes | None]) -> JsonColumns | None:
         return None
     if table.num_rows != n or not table.num_columns:
         return None
+    for column in table.columns:  # NaN, Infinity: JSON has no such numbers, Arrow reads them anyway
+        if pa.types.is_floating(column.type) and pc.all(pc.is_finite(column)).as_py() is False:
+            return None
     return JsonColumns(table, _INTEGER_MINUS_ZERO.search(blob) is not None)
 
 

@@ -80,6 +80,9 @@ class JdbcSinkTask(SinkTask):
     # Schemaless JSON batches may be written from their consumed bytes (pgjson.py); every other
     # batch reads ``values``, which the runtime then converts as usual.
     lazy_values: ClassVar[bool] = True
+    # The JSON fast path parses the raw values with Arrow and refuses what the converter would
+    # (pgjson.read_json_lines); everything else reads ``values`` and so converts them.
+    parses_raw_json: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self._stopping = threading.Event()
@@ -296,8 +299,8 @@ class JdbcSinkTask(SinkTask):
         if failure is None:
             return False
         logger.warning(
-            "Values of topic %s passed the converter's check but do not convert (%s): consuming them "
-            "again from offset(s) %s, to convert them one by one",
+            "Values of topic %s do not convert (%s): consuming them again from offset(s) %s, to convert "
+            "them one by one",
             pending[0].topic,
             describe(failure),
             _first_offsets(pending),

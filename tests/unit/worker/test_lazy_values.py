@@ -117,6 +117,48 @@ def test_a_conversion_that_fails_after_its_check_passed_is_redone_record_by_reco
     assert [value for _, value, _ in dlq.sent] == [b"1e400"]
 
 
+class ParsingTask(LazyTask):
+    """A task that parses the raw JSON itself (as the JDBC sink's JSON fast path does)."""
+
+    parses_raw_json = True
+
+
+def test_a_task_that_parses_raw_json_gets_it_unchecked(monkeypatch: pytest.MonkeyPatch) -> None:
+    task = ParsingTask(read_values=False)
+    runner = lazy_runner(task)
+    checked: list[object] = []
+    monkeypatch.setattr(runner._value_converter, "check_batch", lambda topic, datas: checked.append(datas) or None)
+    runner._deliver([FakeMessage(0, b'{"a":1}'), FakeMessage(1, b"{broken")])
+    (batch,) = task.batches
+    assert checked == []  # the converter never looked at the bytes
+    assert batch.raw_format == "json" and batch.raw_values == [b'{"a":1}', b"{broken"]
+
+
+def test_an_unchecked_malformed_value_is_dead_lettered_when_the_task_reads_values() -> None:
+    task, dlq = ParsingTask(), FakeDLQ()
+    runner = lazy_runner(task, dlq=dlq, tolerance_all=True)
+    runner._deliver([FakeMessage(0, b'{"ok":1}'), FakeMessage(1, b"{broken"), FakeMessage(2, b"NaN")])
+    assert [r.value for r in task.put_batches[-1]] == [{"ok": 1}]
+    assert [value for _, value, _ in dlq.sent] == [b"{broken", b"NaN"]
+
+
+def test_an_unchecked_malformed_value_fails_the_task_without_tolerance() -> None:
+    task = ParsingTask()
+    runner = lazy_runner(task)
+    with pytest.raises(ConnectError, match="Tolerance exceeded"):
+        runner._deliver([FakeMessage(0, b"1"), FakeMessage(1, b"{broken")])
+    assert task.put_batches == []
+
+
+def test_with_schemas_the_converter_checks_even_for_a_task_that_parses_json() -> None:
+    """Only schemaless JSON is handed over unchecked: an envelope must be converted anyway."""
+    runner = lazy_runner(ParsingTask(read_values=False))
+    runner._value_converter = json_converter(schemas=True)
+    assert runner._value_converter.unchecked_format("t") is None
+    runner._deliver([FakeMessage(0, b'{"schema":null,"payload":1}')])
+    assert runner.task.batches[0].raw_format is None
+
+
 def test_tasks_without_lazy_values_and_transformed_connectors_convert_eagerly() -> None:
     task = CollectingSinkTask()
     runner = lazy_runner(task)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 
+import orjson
 import pytest
 
 from connectors.sink.jdbc.pgjson import read_json_lines
@@ -140,3 +141,31 @@ def test_binary_refuses_what_it_cannot_send_exactly(raws: list[bytes], types: di
     assert parsed.binary(["v"], types) is None
     copy = parsed.copy_data(["v"], types)
     assert copy is None or copy[1] == " (FORMAT csv)"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b'{"a":NaN}',
+        b'{"a":-Infinity}',
+        b'{"s":"\xff\xfe"}',  # invalid UTF-8, which Arrow's reader keeps
+        b'{"s":"\xed\xa0\x80"}',  # an encoded surrogate
+        b'{"a":1,}',
+        b'{"a":1}{"a":2}',
+        b'{"a":01}',
+        b'{"a":1',
+        b"",
+    ],
+)
+def test_values_the_converter_refuses_are_refused_unchecked(bad: bytes) -> None:
+    """The task gets its values without the converter's check: what orjson refuses, the fast path
+    must refuse too (the batch then goes to the converter, which reports the bad record)."""
+    with pytest.raises(ValueError):
+        orjson.loads(bad)
+    assert read_json_lines([b'{"a":1.5,"s":"x"}', bad, b'{"a":2.5,"s":"y"}']) is None
+
+
+def test_nulls_in_a_double_column_are_no_reason_to_refuse() -> None:
+    parsed = read_json_lines([b'{"a":1.5}', b'{"a":null}'])
+    assert parsed is not None
+    assert parsed.table.column("a").to_pylist() == [1.5, None]
