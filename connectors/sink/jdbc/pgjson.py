@@ -15,8 +15,9 @@ column, or null throughout. Each row is ``int16`` field count, then per field an
 (-1 for NULL) and the value in network byte order, or the string's UTF-8 bytes. The server then
 skips parsing text: about a quarter less of its CPU per row than CSV on the benchmark's 8 columns
 (0.92 against 1.25 µs), and rendering costs less than half of Arrow's CSV writer (0.08 against 0.18
-µs per row). The fixed-width fields between two strings are laid out as one NumPy structured array
-per row, and Arrow's ``binary_join_element_wise`` concatenates those and the strings row by row.
+µs per row). The fixed-width fields between two strings are laid out in one NumPy structured array
+(a record per row), and Arrow's ``binary_join_element_wise`` concatenates those records and the
+strings row by row.
 
 Only batches whose result is certain to equal the ordinary path's take this way. The ordinary
 path sends each value's text to the server: strings as they are, numbers as orjson writes them,
