@@ -109,7 +109,10 @@ class Forwarder:
                 message = str(response.json().get("message"))
             except ValueError:
                 message = response.text
-            if response.status_code == 409 and "no known leader" in message:
+            # The leader's "ask again in a moment" (no leader yet, or it stopped being the leader
+            # while the request travelled): the client gets it with its Retry-After, not as a
+            # final answer, so it retries against whoever leads then.
+            if response.status_code == 409 and ("no known leader" in message or "Retry-After" in response.headers):
                 raise NoLeader(message)
             raise ForwardedError(response.status_code, message)
         if response.status_code == 204 or not response.content:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from rest import create_app
@@ -61,3 +62,27 @@ def test_internal_task_configs_are_refused_by_a_standalone_worker(client: TestCl
     response = client.post("/connectors/x/tasks", content=b"[]", headers={"Content-Type": "application/json"})
     assert response.status_code == 403
     assert "distributed" in response.json()["message"]
+
+
+def test_a_leader_that_stepped_down_answers_retry_after_through_the_follower() -> None:
+    """A follower forwards a write to the leader, which lost the leadership meanwhile and answers
+    409 with Retry-After: the client must get the Retry-After too, or it takes the 409 as final
+    (a CI run failed on exactly this while a new cluster settled)."""
+    import httpx
+
+    from worker.distributed.forwarding import Forwarder
+
+    def leader(request: httpx.Request) -> httpx.Response:
+        body = {"error_code": 409, "message": "This worker is not the leader (any more); retry the request"}
+        if request.url.path == "/final":
+            return httpx.Response(409, json={"error_code": 409, "message": "Connector x already exists"})
+        return httpx.Response(409, json=body, headers={"Retry-After": "1"})
+
+    forwarder = Forwarder()
+    forwarder._client = httpx.Client(transport=httpx.MockTransport(leader))
+    with pytest.raises(NoLeader, match="not the leader") as stepped_down:
+        forwarder.send("http://leader:8083", "PUT", "/connectors/x/config", body={})
+    assert stepped_down.value.retry_after_s == 1
+    with pytest.raises(ForwardedError, match="already exists") as final:  # no Retry-After: the leader's last word
+        forwarder.send("http://leader:8083", "PUT", "/final", body={})
+    assert final.value.status == 409
