@@ -56,6 +56,8 @@ try:  # imported up front: pyarrow.compute takes a noticeable time to import, no
 except ImportError:  # pragma: no cover - pyarrow comes with the jdbc extra; without it every batch goes the ordinary way
     pa = None
 
+#: The ``COPY … FROM STDIN`` options of the two kinds of data :meth:`JsonColumns.copy_data` renders.
+COPY_BINARY, COPY_CSV = " (FORMAT binary)", " (FORMAT csv)"
 _MINUS_ZERO_BITS = -(2**63)  # the bits of -0.0 read as an int64
 #: COPY binary: signature, flags (none) and header extension length (0); the trailer is a field count of -1.
 _BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
@@ -97,9 +99,9 @@ class JsonColumns:
         field's column takes it, else CSV; ``None`` if neither would store what the ordinary path does."""
         data = self.binary(fields, types)
         if data is not None:
-            return data, " (FORMAT binary)"
+            return data, COPY_BINARY
         data = self.csv(fields, types)
-        return None if data is None else (data, " (FORMAT csv)")
+        return None if data is None else (data, COPY_CSV)
 
     def binary(self, fields: Sequence[str], types: Mapping[str, str]) -> bytes | None:
         """The rows of ``fields`` as COPY binary data, or ``None`` if a field's type pair is not one
@@ -143,7 +145,7 @@ class JsonColumns:
                 bounds = pc.min_max(column)
                 if column.null_count < n and not low <= bounds["min"].as_py() <= bounds["max"].as_py() <= high:
                     return None  # out of range: the CSV path lets the server say so
-            elif dtype == ">f8" and self.maybe_minus_zero and _has_minus_zero(pa.chunked_array([column])):
+            elif dtype == ">f8" and self.maybe_minus_zero and _has_minus_zero(column):
                 return None
             width = np.dtype(dtype).itemsize
             if not column.null_count:
@@ -246,4 +248,5 @@ def _has_minus_zero(column: Any) -> bool:
     """Whether a double column holds -0.0, which may have been the integer ``-0``: orjson reads
     that as 0 (and the ordinary path writes ``0``), Arrow as -0.0 once the column is double."""
     bits = pa.scalar(_MINUS_ZERO_BITS, pa.int64())
-    return any(pc.any(pc.equal(chunk.view(pa.int64()), bits)).as_py() for chunk in column.chunks)
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    return any(pc.any(pc.equal(chunk.view(pa.int64()), bits)).as_py() for chunk in chunks)

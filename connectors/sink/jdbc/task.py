@@ -13,13 +13,13 @@ first record that is not in the database). Replays after a crash rewrite the sam
 Pipelining: a batch of schemaless JSON values bound for a table the task has written to already
 goes to a helper thread, which parses it into COPY data (Arrow, which releases the GIL), reads
 the outcome of the chunk in flight and sends this one; ``put`` returns at once, so the runtime
-consumes and checks the next batch while the helper parses this one and the server commits the
-one before. Until the helper is done it alone uses the connection: every other entry point
+consumes the next batch while the helper parses this one and the server commits the one before. Until the helper is done it alone uses the connection: every other entry point
 (``put``, ``flush``, ``pre_commit``) waits for it first. A chunk the helper could not send (Arrow
 reads it differently from the ordinary path, or the chunk before it failed) is written the
-ordinary way by the next call. Should its values not even convert then (the converter's check
-passed them, but a number overflows a double, say), the task rewinds the consumer to the chunk,
-so the runtime delivers it again and converts it record by record under ``errors.*``.
+ordinary way by the next call. Should its values not convert then (the task takes them unchecked,
+``parses_raw_json``: malformed JSON, or a number that overflows a double), the task rewinds the
+consumer to the chunk, so the runtime delivers it again and converts it record by record under
+``errors.*``.
 
 Failures: a dropped connection is retried ``max.retries`` times, ``retry.backoff.ms`` apart
 (each attempt raises :class:`RetriableError` so the runtime offers the batch again); a row the
@@ -51,7 +51,7 @@ from connectors.jdbc_common.dialects import dialect_for
 from connectors.jdbc_common.errors import Failure, classify, describe
 from connectors.jdbc_common.types import timezone
 from connectors.sink.jdbc.config import InsertMode, JdbcSinkConfig, PkMode
-from connectors.sink.jdbc.pgjson import read_json_lines
+from connectors.sink.jdbc.pgjson import COPY_BINARY, read_json_lines
 from connectors.sink.jdbc.pgsend import InFlight
 from connectors.sink.jdbc.rows import RowBuilder, TopicRecords, segments
 from connectors.sink.jdbc.tables import TableManager
@@ -356,7 +356,7 @@ class JdbcSinkTask(SinkTask):
             return None
 
     def _prepare_json(self, group: TopicRecords) -> Any:
-        """The chunk as CSV COPY data rendered from the consumed JSON bytes (:mod:`.pgjson`), or
+        """The chunk as COPY data (binary or CSV) rendered from the consumed JSON bytes (:mod:`.pgjson`), or
         ``None`` when this batch must take the ordinary path (which then decodes the values).
 
         Rows and columns are those the ordinary path would write: one column per field of the
@@ -397,7 +397,7 @@ class JdbcSinkTask(SinkTask):
         prepared = self._writer.prepare_copy_data(table, names, keys, data, options, cfg.insert_mode)  # type: ignore[attr-defined]
         if prepared is not None:
             self.records_from_json += len(group)
-            if "binary" in options:
+            if options == COPY_BINARY:
                 self.records_from_json_binary += len(group)
         return prepared
 
