@@ -7,7 +7,9 @@ STAMP := $(VENV)/.sluice-installed
 
 .PHONY: setup kafka s3 spark opensearch quickstart test unit integration bench lint clean
 
-setup: $(STAMP)
+NATIVE_STAMP := $(VENV)/.sluice-native-installed
+
+setup: $(STAMP) $(NATIVE_STAMP)
 
 $(STAMP): pyproject.toml
 	bash deploy/bootstrap.sh
@@ -15,6 +17,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,jdbc,s3,spark]'
 	touch $(STAMP)
+
+# The native JSON parser (Rust, native/): built with the machine's cargo, crates from crates.io.
+# Without cargo the sinks fall back to pyarrow's JSON reader; under CI=true that is an error.
+$(NATIVE_STAMP): $(STAMP) native/Cargo.toml native/Cargo.lock native/pyproject.toml $(wildcard native/src/*.rs)
+	@if PATH="$$HOME/.cargo/bin:$$PATH" $(PY) -m pip install --quiet ./native; then touch $@; \
+	elif [ "$${CI:-}" = true ]; then echo "sluice: building native/ failed (is cargo installed?)" >&2; exit 1; \
+	else echo "sluice: native/ not built (is cargo installed?); the sinks use pyarrow's slower JSON reader" >&2; fi
 
 kafka: setup
 	$(PY) -m deploy.kafka_stack fetch
@@ -48,4 +57,4 @@ lint: setup
 	$(VENV)/bin/mypy connectors converters offsets worker rest plugins deploy
 
 clean:
-	rm -rf $(VENV) .sluice .pytest_cache
+	rm -rf $(VENV) .sluice .pytest_cache native/target

@@ -148,7 +148,9 @@ class SinkTask(Task):
     #: the bytes a second time. Reading ``values`` converts them then; if that fails, the runtime
     #: converts the batch record by record under ``errors.*``, so a malformed record is dead-lettered
     #: or fails the task as it would have. The task must never write raw bytes it has not parsed.
-    parses_raw_json: ClassVar[bool] = False
+    #: A task may set it on itself in :meth:`start` (the runtime reads it after ``start``), when only
+    #: some configurations parse what they write (the S3 sink: Parquet, not JSON lines).
+    parses_raw_json: bool = False
 
     @abc.abstractmethod
     def start(self, config: Mapping[str, Any], context: SinkTaskContext) -> None:

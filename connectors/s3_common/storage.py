@@ -60,6 +60,8 @@ class ObjectStorage(Protocol):
 
     def abort_multipart_upload(self, key: str, upload_id: str) -> None: ...
 
+    def delete_object(self, key: str) -> None: ...
+
     def list_keys(self, prefix: str, start_after: str = "") -> Iterator[str]: ...
 
     def get_object(self, key: str) -> bytes: ...
@@ -120,6 +122,10 @@ class MemoryStorage:
     def abort_multipart_upload(self, key: str, upload_id: str) -> None:
         self._request("AbortMultipartUpload", key)
         self.uploads.pop(upload_id, None)
+
+    def delete_object(self, key: str) -> None:
+        self._request("DeleteObject", key)
+        self.objects.pop(key, None)
 
     def list_keys(self, prefix: str, start_after: str = "") -> Iterator[str]:
         self._request("ListObjectsV2", prefix)
@@ -237,6 +243,9 @@ class S3Storage:
 
     def abort_multipart_upload(self, key: str, upload_id: str) -> None:
         self._call("AbortMultipartUpload", key, self._client.abort_multipart_upload, Key=key, UploadId=upload_id)
+
+    def delete_object(self, key: str) -> None:
+        self._call("DeleteObject", key, self._client.delete_object, Key=key)
 
     def list_keys(self, prefix: str, start_after: str = "") -> Iterator[str]:
         kwargs: dict[str, Any] = {"Prefix": prefix}
@@ -378,6 +387,10 @@ class ObjectUpload:
 
     def tell(self) -> int:
         return self._position
+
+    def close(self) -> None:
+        """Nothing: :meth:`commit` or :meth:`abort` ends the object. (pyarrow closes the file it
+        wrote into when a discarded Parquet writer is collected.)"""
 
     def flush(self) -> None:
         pass

@@ -294,7 +294,6 @@ def test_sigkill_mid_stream_rewrites_identical_objects_and_keeps_each_record_onc
         worker.stop()
 
 
-
 def test_json_pass_through_archives_the_consumed_bytes_and_bad_records_still_reach_the_dlq(
     kafka: Any, s3: S3Server, s3_bucket: str, tmp_path: Path
 ) -> None:
@@ -341,5 +340,57 @@ def test_json_pass_through_archives_the_consumed_bytes_and_bad_records_still_rea
         assert [r.value for r in consume_all(bootstrap, dlq, 1)] == [b"not json"]
         _wait_committed(bootstrap, "connect-s3-raw", clean, [9])
         _wait_committed(bootstrap, "connect-s3-bad", mixed, [3])
+    finally:
+        worker.stop()
+
+
+def test_parquet_takes_values_unchecked_and_a_bad_one_still_reaches_the_dlq(
+    kafka: Any, s3: S3Server, s3_bucket: str, tmp_path: Path
+) -> None:
+    """Parquet parses every value into columns itself, so the runtime hands them over unchecked
+    (``parses_raw_json``). A value that is not JSON surfaces only when its row group is parsed, on
+    an upload thread, after its batch was accepted: the sink then drops the partition's open
+    objects and consumes it again, decoded, so the record goes to the DLQ under
+    errors.tolerance=all and the objects are those the checked path writes, each record once."""
+    bootstrap = kafka.bootstrap_servers
+    bad_values = [b"not json", b'{"n":NaN}', b'{"n":1e999}', b'{"s":"\xff"}', b'{"n":13']
+    topics = [unique_topic_name("s3pqbad") for _ in bad_values]
+    dlq = unique_topic_name("s3pqdlq")
+    create_topic(bootstrap, dlq)
+    for topic, bad in zip(topics, bad_values, strict=True):
+        create_topic(bootstrap, topic)
+        values = [bad if i == 13 else orjson.dumps({"n": i, "s": f"v{i}"}) for i in range(31)]
+        produce(bootstrap, topic, [OutgoingRecord(value=v) for v in values])
+    worker = _worker(tmp_path, bootstrap).start()
+    try:
+        for i, topic in enumerate(topics):
+            config = _sink_config(
+                s3,
+                s3_bucket,
+                topic,
+                **{
+                    "format.class": "parquet",
+                    "flush.size": "10",
+                    "s3.upload.threads": "2",
+                    "errors.tolerance": "all",
+                    "errors.deadletterqueue.topic.name": dlq,
+                    "errors.deadletterqueue.topic.replication.factor": "1",
+                },
+            )
+            _deploy(worker, f"s3-pq-bad-{i}", config)
+        for i, topic in enumerate(topics):
+            # 13 is dropped, so the second object holds 10-12 and 14-20 and the third 21-30.
+            keys = {f"topics/{topic}/partition=0/{topic}+0+{start:010d}.parquet": start for start in (0, 10, 21)}
+            objects = _wait_for_keys(s3, s3_bucket, set(keys), worker)
+            assert {k for k in objects if k.startswith(f"topics/{topic}/")} == set(keys)
+            rows = [
+                row for key in sorted(keys, key=keys.get) for row in pq.read_table(io.BytesIO(objects[key])).to_pylist()
+            ]
+            assert rows == [{"n": n, "s": f"v{n}"} for n in range(31) if n != 13], bad_values[i]
+            _wait_committed(bootstrap, f"connect-s3-pq-bad-{i}", topic, [31])
+        assert sorted(r.value for r in consume_all(bootstrap, dlq, len(bad_values))) == sorted(bad_values)
+        status = httpx.get(f"{worker.url}/connectors/s3-pq-bad-0/status", timeout=10).json()
+        assert status["tasks"][0]["state"] == "RUNNING"
+        assert "is not JSON" in worker.log()  # the unchecked values took the rewind, not the check
     finally:
         worker.stop()

@@ -178,8 +178,9 @@ class SinkTaskRunner(WorkerTask):
         self._failed_message: Any = None
         # Deferred value conversion (SinkTask.lazy_values): only without transforms, which read values.
         self._lazy = bool(getattr(type(task), "lazy_values", False)) and transform is None
-        # … and unchecked for a task that parses the raw JSON itself (SinkTask.parses_raw_json).
-        self._unchecked = self._lazy and bool(getattr(type(task), "parses_raw_json", False))
+        # … and unchecked for a task that parses the raw JSON itself (SinkTask.parses_raw_json;
+        # read again after the task's start(), which may set it).
+        self._unchecked = self._lazy and bool(getattr(task, "parses_raw_json", False))
         self._deferred_failed = False
         self._missing_topics: set[str] = set()  # subscribed topics reported missing (warned once each)
 
@@ -195,6 +196,8 @@ class SinkTaskRunner(WorkerTask):
         if self.dlq is not None:
             self.dlq.start()
         self.task.start(self.task_config, SinkTaskContextImpl(self))
+        # A task may decide in start() whether it parses what it writes (SinkTask.parses_raw_json).
+        self._unchecked = self._lazy and bool(getattr(self.task, "parses_raw_json", False))
         subscription = list(self._topics)
         if self._topics_regex:
             # librdkafka treats a leading ^ as a regex; Connect's topics.regex must match the whole name.

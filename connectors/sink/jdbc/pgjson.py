@@ -55,6 +55,7 @@ try:  # imported up front: pyarrow.compute takes a noticeable time to import, no
     import pyarrow.json as pj
 except ImportError:  # pragma: no cover - pyarrow comes with the jdbc extra; without it every batch goes the ordinary way
     pa = None
+from converters import json_arrow
 
 #: The ``COPY … FROM STDIN`` options of the two kinds of data :meth:`JsonColumns.copy_data` renders.
 COPY_BINARY, COPY_CSV = " (FORMAT binary)", " (FORMAT csv)"
@@ -200,6 +201,9 @@ def read_json_lines(raws: Sequence[bytes | None]) -> JsonColumns | None:
     A batch refused here is converted by the converter, which reports the bad record."""
     if pa is None or not raws or None in raws:
         return None
+    if json_arrow.available():
+        table = json_arrow.read_flat_objects(raws)  # type: ignore[arg-type]
+        return None if table is None else JsonColumns(table, maybe_minus_zero=False)
     blob = b"\n".join(raws)  # type: ignore[arg-type]
     n = len(raws)
     # The scans below hold the GIL. Searching bytes for a two-byte needle visits every byte (about

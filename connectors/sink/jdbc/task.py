@@ -82,7 +82,7 @@ class JdbcSinkTask(SinkTask):
     lazy_values: ClassVar[bool] = True
     # The JSON fast path parses the raw values with Arrow and refuses what the converter would
     # (pgjson.read_json_lines); everything else reads ``values`` and so converts them.
-    parses_raw_json: ClassVar[bool] = True
+    parses_raw_json = True
 
     def __init__(self) -> None:
         self._stopping = threading.Event()

@@ -36,7 +36,7 @@ from connectors.api import (
     SinkTaskContext,
     TopicPartition,
 )
-from connectors.s3_common.formats import FormatSettings, ParquetFormat, RecordFormat, make_format
+from connectors.s3_common.formats import FormatSettings, InvalidRawJson, ParquetFormat, RecordFormat, make_format
 from connectors.s3_common.layout import ObjectLayout
 from connectors.s3_common.partitioners import Partitioner, extractor_reads_values, make_partitioner
 from connectors.s3_common.storage import ObjectStorage, S3Storage
@@ -75,6 +75,11 @@ class S3SinkTask(SinkTask):
         self._settings: WriterSettings | None = None
         self._uploader: ThreadPoolExecutor | None = None
         self._raw_json = False
+        #: Partitions consumed again after a raw value turned out not to be JSON: their batches are
+        #: decoded up to this offset (see _redeliver_decoded).
+        self._decode_until: dict[TopicPartition, int] = {}
+        #: Where those partitions were rewound to, until the runtime has applied the rewind.
+        self._rewound: dict[TopicPartition, int] = {}
 
     # -- SPI --------------------------------------------------------------------------------------
 
@@ -120,6 +125,9 @@ class S3SinkTask(SinkTask):
                 and extractor_reads_values(cfg.timestamp_extractor)
             )
         )
+        # Parquet parses every raw value into columns, refusing what is not JSON, so the runtime
+        # need not check them first; JSON lines copies the bytes into objects and needs the check.
+        self.parses_raw_json = self._raw_json and isinstance(self._format, ParquetFormat)
         if cfg.s3_upload_threads > 0:
             self._uploader = ThreadPoolExecutor(cfg.s3_upload_threads, thread_name_prefix="s3-upload")
             if isinstance(self._format, ParquetFormat):
@@ -152,8 +160,16 @@ class S3SinkTask(SinkTask):
         if not records:
             return
         with self._lock:
+            self._rewound.clear()  # a put after a rewind comes from the rewound position
             for tp, cols in self._split(records):
-                self._writer(tp, cols.topic).write(cols)
+                try:
+                    self._writer(tp, cols.topic).write(cols)
+                except InvalidRawJson as exc:
+                    self._redeliver_decoded(tp, exc, cols.offsets[-1] + 1)
+                    continue
+                until = self._decode_until.get(tp)
+                if until is not None and cols.offsets and cols.offsets[-1] + 1 >= until:
+                    del self._decode_until[tp]
 
     def pre_commit(self, offsets: Mapping[TopicPartition, int]) -> Mapping[TopicPartition, int]:
         """The offsets whose records are all in completed objects. Thread: the task thread."""
@@ -162,11 +178,16 @@ class S3SinkTask(SinkTask):
             for tp, consumed in offsets.items():
                 writer = self.writers.get(tp)
                 if writer is None:
-                    safe[tp] = consumed
+                    rewound = self._rewound.get(tp)
+                    safe[tp] = consumed if rewound is None else min(consumed, rewound)
                     continue
                 try:
                     writer.check_schedule()
                     writer.drain()
+                except InvalidRawJson as exc:
+                    self._redeliver_decoded(tp, exc, consumed)
+                    safe[tp] = min(consumed, self._rewound[tp])
+                    continue
                 except ConnectError as exc:
                     # Not fatal here: the next put or pre-commit resumes the upload.
                     logger.warning("Uploading the objects of %s-%d failed: %s", tp.topic, tp.partition, exc)
@@ -200,6 +221,32 @@ class S3SinkTask(SinkTask):
 
     # -- helpers ----------------------------------------------------------------------------------
 
+    def _redeliver_decoded(self, tp: TopicPartition, exc: InvalidRawJson, consumed: int) -> None:
+        """A raw value of ``tp`` is not JSON (values come unchecked, :attr:`parses_raw_json`): drop
+        the partition's open objects and have the runtime deliver it again from the first record
+        not in a completed object, decoded this time up to ``consumed``, so that the converter's
+        error handling (``errors.tolerance``, the DLQ) deals with the bad record. The rewritten
+        objects are the ones the checked path would have written: the layout depends only on the
+        records that reach the writer."""
+        writer = self.writers.pop(tp)
+        restart = writer.durable
+        if restart is None:  # nothing was written: the value cannot have come from this partition
+            raise exc
+        until = max(consumed, writer.next_offset or restart, self._decode_until.get(tp, 0))
+        writer.abort(delete_completed=True)
+        self._decode_until[tp] = until
+        self._rewound[tp] = restart
+        self.context.rewind({tp: restart})
+        logger.warning(
+            "A value of %s-%d before offset %d is not JSON (%s); consuming the partition again from "
+            "offset %d and decoding it, so that errors.tolerance decides what happens to the record",
+            tp.topic,
+            tp.partition,
+            until,
+            exc,
+            restart,
+        )
+
     @property
     def memory_bytes(self) -> int:
         """Bytes the task holds in buffers (for tests and metrics)."""
@@ -226,7 +273,8 @@ class S3SinkTask(SinkTask):
     def _split(self, records: Sequence[SinkRecord]) -> list[tuple[TopicPartition, Columns]]:
         """The records by Kafka partition, as columns (without building records for a batch)."""
         if isinstance(records, SinkRecordBatch):
-            raw = records.raw_values if self._raw_json and records.raw_format == "json" else None
+            raw_ok = self._raw_json and records.raw_format == "json" and not self._decode_until
+            raw = records.raw_values if raw_ok else None
             return _split_batch(records, raw)
         groups: dict[TopicPartition, list[SinkRecord]] = {}
         for record in records:

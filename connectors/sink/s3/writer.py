@@ -198,6 +198,22 @@ class OpenObject:
             sidecar.upload.abort()
         self.upload.abort()
 
+    def delete_if_completed(self, storage: ObjectStorage) -> None:
+        """Delete the object (and its sidecars) if its upload completed; after :meth:`abort`.
+        Never raises: an object that cannot be deleted (no ``s3:DeleteObject`` permission) stays,
+        and its records are then in the bucket twice, which the warning says."""
+        for upload in (self.upload, *(sidecar.upload for sidecar in self.sidecars)):
+            if upload.committed:
+                try:
+                    storage.delete_object(upload.key)
+                except Exception as exc:
+                    logger.warning(
+                        "Could not delete %s, whose records are written again under other names: "
+                        "they are in the bucket twice until it is deleted (%s)",
+                        upload.key,
+                        exc,
+                    )
+
 
 _JSON = JsonFormat()
 
@@ -506,8 +522,14 @@ class TopicPartitionWriter:
         local = now_ms + offset
         return local - local % interval + interval - offset
 
-    def abort(self) -> None:
-        """Drop everything buffered (partition revoked or task stopped): uploads are aborted."""
+    def abort(self, delete_completed: bool = False) -> None:
+        """Drop everything buffered (partition revoked or task stopped): uploads are aborted.
+
+        Objects queued for upload may have completed meanwhile, out of order; they hold records
+        past :attr:`durable`, which a replay rewrites with the same names and bytes. With
+        ``delete_completed`` they are deleted instead, for a replay whose records differ (one was
+        dropped, see ``S3SinkTask._redeliver_decoded``) and would rewrite them under other names.
+        """
         for obj in self.open.values():
             obj.abort()
         for obj, _ in self.pending:
@@ -515,6 +537,8 @@ class TopicPartitionWriter:
             if future is not None and not future.cancel():
                 futures_wait([future])  # never abort an upload another thread is still sending
             obj.abort()
+            if delete_completed:
+                obj.delete_if_completed(self.storage)
         self.open.clear()
         self.pending.clear()
 

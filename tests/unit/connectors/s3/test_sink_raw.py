@@ -1,8 +1,9 @@
 """The S3 sink's raw JSON path: batches whose values the runtime checked as JSON but did not decode.
 
 JSON lines objects get the consumed bytes as they are; Parquet objects are parsed from them by
-pyarrow's JSON reader. Either way the result must be what the decoded path gives (same records;
-for Parquet the same bytes) and the values must not be decoded at all.
+the native parser (``converters/json_arrow.py``) or, without it, pyarrow's JSON reader: every test
+runs with each. Either way the result must be what the decoded path gives (same records; for
+Parquet the same bytes) and the values must not be decoded at all.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from connectors.api import DataError, RetriableError, SinkRecordBatch, TopicPartition
+from connectors.api import DataError, RetriableError, SinkRecord, SinkRecordBatch, TopicPartition
 from connectors.s3_common.formats import ParquetObjectWriter, _read_json_rows
 from connectors.s3_common.storage import MemoryStorage, ObjectUpload
+from tests.json_parsers import parser_fixture  # noqa: F401 - every test runs with each parser
 
 from .test_sink_task import _task  # the same task set-up (the bucket fixture is in conftest.py)
 
@@ -310,14 +312,15 @@ def test_in_flight_parts_count_as_buffered_memory() -> None:
     assert storage.objects["k"] == b"aaaabbbbc"
 
 
-def test_parquet_row_group_with_a_value_over_several_lines_is_the_decoded_one() -> None:
-    # The JSON reader splits rows at newlines, so a pretty-printed value sends its row group
-    # down the decoded path; the object must not show which path a row group took.
+def test_parquet_row_group_with_a_value_over_several_lines_is_the_decoded_one(parser: str) -> None:
+    # pyarrow's JSON reader splits rows at newlines, so a pretty-printed value sends its row group
+    # down the decoded path (the native parser reads it); the object must not show which path a
+    # row group took.
     values = CASES["uniform"]
     raws = [orjson.dumps(v) for v in values]
     raws[5] = orjson.dumps(values[5], option=orjson.OPT_INDENT_2)
     assert b"\n" in raws[5]
-    assert _read_json_rows(raws[4:8], None) is None
+    assert (_read_json_rows(raws[4:8], None) is None) == (parser == "arrow")
     out = io.BytesIO()
     writer = ParquetObjectWriter(out, "zstd", 4)
     writer.write_raw_json(raws)
@@ -348,3 +351,84 @@ def test_discarding_a_parquet_object_with_row_groups_in_flight_returns() -> None
         writer.discard()  # returns once no thread writes into the object any more
         written = out.getvalue()
     assert out.getvalue() == written  # the pool is shut down: nothing came after discard
+
+
+# -- values taken unchecked (Parquet) ---------------------------------------------------------------
+
+
+class _Context:
+    """The runtime's side of a rewind, recorded."""
+
+    def __init__(self) -> None:
+        self.rewinds: list[dict[TopicPartition, int]] = []
+
+    def rewind(self, offsets: dict[TopicPartition, int]) -> None:
+        self.rewinds.append(dict(offsets))
+
+
+@pytest.mark.parametrize(
+    ("config", "unchecked"),
+    [
+        ({"format.class": "parquet"}, True),
+        ({"format.class": "json"}, False),  # the bytes go into the object as they are
+        ({"format.class": "avro"}, False),
+        ({"format.class": "parquet", "partitioner.class": "FieldPartitioner", "partition.field.name": "c"}, False),
+    ],
+)
+def test_only_parquet_of_raw_values_takes_them_unchecked(
+    bucket: MemoryStorage, config: dict[str, str], unchecked: bool
+) -> None:
+    assert _task(**config).parses_raw_json is unchecked
+
+
+@pytest.mark.parametrize("threads", ["0", "2"])
+def test_a_raw_value_that_is_not_json_rewinds_the_partition_to_be_delivered_again_decoded(
+    bucket: MemoryStorage, threads: str
+) -> None:
+    """Taken unchecked, ``{bad`` surfaces when its row group is parsed: the open objects go, the
+    partition is consumed again from the first record not in a completed object, and that replay
+    is decoded (so the runtime's conversion meets the bad record). What the runtime then delivers
+    without it is written as the checked path would have, and raw batches resume after it."""
+    task = _task(**{"format.class": "parquet", "flush.size": 4, "s3.upload.threads": threads})
+    context = task.context = _Context()  # type: ignore[assignment]
+    good = [orjson.dumps({"i": i, "s": f"v{i}"}) for i in range(14)]
+    raws = [b"{bad" if i == 5 else good[i] for i in range(10)]
+    task.put(_batch(raws[:4]))
+    for _ in range(100):  # the first object is complete: the rewind goes back to its end
+        if task.pre_commit({TP: 4}) == {TP: 4}:
+            break
+        threading.Event().wait(0.02)
+    task.put(_batch(raws[4:], start=4))
+    safe = task.pre_commit({TP: 10})
+    for _ in range(100):  # with upload threads the error comes from the thread parsing the row group
+        if context.rewinds:
+            break
+        threading.Event().wait(0.02)
+        safe = task.pre_commit({TP: 10})
+    assert context.rewinds == [{TP: 4}]
+    assert safe == {TP: 4}
+    assert sorted(bucket.objects) == [f"{DIR}/t+0+0000000000.parquet"]
+
+    replay = _batch(raws[4:], start=4)
+    with pytest.raises(
+        orjson.JSONDecodeError
+    ):  # the runtime's deferred conversion, which it then redoes record by record
+        task.put(replay)
+    records = [SinkRecord("t", 0, i, orjson.loads(good[i])) for i in (4, 6, 7, 8, 9)]
+    task.put(records)  # what the runtime delivers once the bad record is dead-lettered
+    after = _batch(good[10:14], start=10)
+    task.put(after)
+    assert not after.values_converted  # past the replay, values are raw (and unchecked) again
+    task.pre_commit({TP: 14})
+    for _ in range(100):
+        if len(bucket.objects) == 3:
+            break
+        threading.Event().wait(0.02)
+    rows = {k: pq.read_table(io.BytesIO(v)).to_pylist() for k, v in bucket.objects.items()}
+    assert rows == {
+        f"{DIR}/t+0+0000000000.parquet": [{"i": i, "s": f"v{i}"} for i in range(4)],
+        f"{DIR}/t+0+0000000004.parquet": [{"i": i, "s": f"v{i}"} for i in (4, 6, 7, 8)],
+        f"{DIR}/t+0+0000000009.parquet": [{"i": i, "s": f"v{i}"} for i in (9, 10, 11, 12)],
+    }
+    assert task.pre_commit({TP: 14}) == {TP: 13}
+    task.stop()
