@@ -61,24 +61,28 @@ struct Column {
     ints: Vec<i64>,
     floats: Vec<f64>,
     bools: Vec<bool>,
-    ends: Vec<usize>, // strings: where each row's bytes end in `data`
+    offsets: Vec<i32>, // strings: where each row's bytes start in `data`, and the end (Arrow's offsets)
     data: Vec<u8>,
     valid: Vec<bool>,
     nulls: usize,
+    capacity: usize, // the rows of the batch: every vector grows to this size
 }
 
 impl Column {
-    fn new(name: Vec<u8>, rows_before: usize) -> Self {
+    fn new(name: Vec<u8>, rows_before: usize, capacity: usize) -> Self {
+        let mut valid = Vec::with_capacity(capacity);
+        valid.resize(rows_before, false);
         Column {
             name,
             kind: Kind::Null,
             ints: Vec::new(),
             floats: Vec::new(),
             bools: Vec::new(),
-            ends: Vec::new(),
+            offsets: Vec::new(),
             data: Vec::new(),
-            valid: vec![false; rows_before],
+            valid,
             nulls: rows_before,
+            capacity,
         }
     }
 
@@ -92,13 +96,16 @@ impl Column {
             return Ok(());
         }
         let n = self.filled();
+        let capacity = self.capacity;
         match (self.kind, kind) {
-            (Kind::Null, Kind::Int) => self.ints.resize(n, 0),
-            (Kind::Null, Kind::Float) => self.floats.resize(n, 0.0),
-            (Kind::Null, Kind::Bool) => self.bools.resize(n, false),
-            (Kind::Null, Kind::Str) => self.ends.resize(n, 0),
+            (Kind::Null, Kind::Int) => self.ints = filled_vec(n, 0, capacity),
+            (Kind::Null, Kind::Float) => self.floats = filled_vec(n, 0.0, capacity),
+            (Kind::Null, Kind::Bool) => self.bools = filled_vec(n, false, capacity),
+            (Kind::Null, Kind::Str) => self.offsets = filled_vec(n + 1, 0, capacity + 1),
             (Kind::Int, Kind::Float) => {
-                self.floats = self.ints.iter().map(|&v| v as f64).collect();
+                let mut floats = Vec::with_capacity(capacity);
+                floats.extend(self.ints.iter().map(|&v| v as f64));
+                self.floats = floats;
                 self.ints = Vec::new();
             }
             _ => return Err(Refused),
@@ -113,11 +120,17 @@ impl Column {
             Kind::Int => self.ints.push(0),
             Kind::Float => self.floats.push(0.0),
             Kind::Bool => self.bools.push(false),
-            Kind::Str => self.ends.push(self.data.len()),
+            Kind::Str => self.offsets.push(self.offsets[self.offsets.len() - 1]),
         }
         self.valid.push(false);
         self.nulls += 1;
     }
+}
+
+fn filled_vec<T: Clone>(len: usize, value: T, capacity: usize) -> Vec<T> {
+    let mut out = Vec::with_capacity(capacity.max(len));
+    out.resize(len, value);
+    out
 }
 
 #[derive(Clone, Copy)]
@@ -131,15 +144,17 @@ struct Batch {
     columns: Vec<Column>,
     index: HashMap<Vec<u8>, usize>,
     rows: usize,
+    capacity: usize,
     key: Vec<u8>,
 }
 
 impl Batch {
-    fn new() -> Self {
+    fn new(capacity: usize) -> Self {
         Batch {
             columns: Vec::new(),
             index: HashMap::new(),
             rows: 0,
+            capacity,
             key: Vec::new(),
         }
     }
@@ -208,7 +223,8 @@ impl Batch {
         }
         let at = self.columns.len();
         self.index.insert(key.to_vec(), at);
-        self.columns.push(Column::new(key.to_vec(), self.rows));
+        self.columns
+            .push(Column::new(key.to_vec(), self.rows, self.capacity));
         at
     }
 
@@ -222,7 +238,9 @@ impl Batch {
                 p.pos += 1;
                 column.become_kind(Kind::Str)?;
                 p.string_into(&mut column.data)?;
-                column.ends.push(column.data.len());
+                column
+                    .offsets
+                    .push(i32::try_from(column.data.len()).map_err(|_| Refused)?);
             }
             b't' => {
                 p.literal(b"true")?;
@@ -493,61 +511,48 @@ fn as_bytes<T: Copy>(values: &[T]) -> &[u8] {
     }
 }
 
-/// A column's Arrow buffers: (name, type, validity or None, values or None, offsets or None).
-type ColumnBuffers = (
-    String,
-    &'static str,
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-    Option<Vec<u8>>,
-);
-
-fn buffers(column: Column) -> Parsed<ColumnBuffers> {
-    let name = String::from_utf8(column.name).map_err(|_| Refused)?;
-    let validity = if column.nulls > 0 && column.kind != Kind::Null {
-        Some(pack_bits(&column.valid))
-    } else {
-        None
-    };
-    let (values, offsets) = match column.kind {
-        Kind::Null => (None, None),
-        Kind::Int => (Some(as_bytes(&column.ints).to_vec()), None),
-        Kind::Float => (Some(as_bytes(&column.floats).to_vec()), None),
-        Kind::Bool => (Some(pack_bits(&column.bools)), None),
-        Kind::Str => {
-            if column.data.len() > i32::MAX as usize {
-                return Err(Refused); // a string column of over 2 GiB: beyond 32-bit offsets
-            }
-            let mut offsets: Vec<i32> = Vec::with_capacity(column.ends.len() + 1);
-            offsets.push(0);
-            offsets.extend(column.ends.iter().map(|&end| end as i32));
-            (Some(column.data), Some(as_bytes(&offsets).to_vec()))
-        }
-    };
-    Ok((name, column.kind.arrow_name(), validity, values, offsets))
-}
-
 /// Raw pointers to the bytes of the batch's values, read while the GIL is released; the owning
-/// `Py<PyBytes>` references are held by the caller until the parse is done, and bytes are immutable.
+/// references are held by the caller until the parse is done, and bytes are immutable.
 struct Values(Vec<(*const u8, usize)>);
 
 // SAFETY: see `Values`: the memory outlives the parse and nobody writes to it.
 unsafe impl Send for Values {}
 
-fn parse(values: &Values) -> Parsed<(usize, Vec<ColumnBuffers>)> {
-    let mut batch = Batch::new();
+fn parse(values: &Values) -> Parsed<Batch> {
+    let mut batch = Batch::new(values.0.len());
     for &(ptr, len) in &values.0 {
         // SAFETY: see `Values`.
         let raw = unsafe { std::slice::from_raw_parts(ptr, len) };
         batch.add(raw)?;
     }
-    let rows = batch.rows;
-    let columns = batch
-        .columns
-        .into_iter()
-        .map(buffers)
-        .collect::<Parsed<Vec<_>>>()?;
-    Ok((rows, columns))
+    Ok(batch)
+}
+
+/// A column's Arrow buffers: (name, type, validity or None, values or None, offsets or None).
+type ColumnBuffers<'py> = (
+    String,
+    &'static str,
+    Option<Bound<'py, PyBytes>>,
+    Option<Bound<'py, PyBytes>>,
+    Option<Bound<'py, PyBytes>>,
+);
+
+fn buffers<'py>(py: Python<'py>, column: &Column) -> Parsed<ColumnBuffers<'py>> {
+    let name = String::from_utf8(column.name.clone()).map_err(|_| Refused)?;
+    let bytes = |data: &[u8]| Some(PyBytes::new(py, data));
+    let validity = if column.nulls > 0 && column.kind != Kind::Null {
+        bytes(&pack_bits(&column.valid))
+    } else {
+        None
+    };
+    let (values, offsets) = match column.kind {
+        Kind::Null => (None, None),
+        Kind::Int => (bytes(as_bytes(&column.ints)), None),
+        Kind::Float => (bytes(as_bytes(&column.floats)), None),
+        Kind::Bool => (bytes(&pack_bits(&column.bools)), None),
+        Kind::Str => (bytes(&column.data), bytes(as_bytes(&column.offsets))),
+    };
+    Ok((name, column.kind.arrow_name(), validity, values, offsets))
 }
 
 /// Parse a list of JSON values (bytes), each a flat object, into Arrow column buffers.
@@ -557,22 +562,10 @@ fn parse(values: &Values) -> Parsed<(usize, Vec<ColumnBuffers>)> {
 /// ``bytes`` or ``None``; or ``None`` if any value is not such an object (see the module docs).
 /// The GIL is released while parsing.
 #[pyfunction]
-#[allow(clippy::type_complexity)]
 fn parse_json_objects<'py>(
     py: Python<'py>,
     raws: &Bound<'py, PyList>,
-) -> PyResult<
-    Option<(
-        usize,
-        Vec<(
-            String,
-            &'static str,
-            Option<Bound<'py, PyBytes>>,
-            Option<Bound<'py, PyBytes>>,
-            Option<Bound<'py, PyBytes>>,
-        )>,
-    )>,
-> {
+) -> PyResult<Option<(usize, Vec<ColumnBuffers<'py>>)>> {
     let mut owned: Vec<Bound<'py, PyBytes>> = Vec::with_capacity(raws.len());
     for item in raws.iter() {
         match item.downcast_into::<PyBytes>() {
@@ -588,17 +581,13 @@ fn parse_json_objects<'py>(
     );
     let parsed = py.allow_threads(move || parse(&values));
     drop(owned);
-    let Ok((rows, columns)) = parsed else {
-        return Ok(None);
-    };
-    let to_py = |buffer: Option<Vec<u8>>| buffer.map(|b| PyBytes::new(py, &b));
-    let columns = columns
-        .into_iter()
-        .map(|(name, kind, validity, values, offsets)| {
-            (name, kind, to_py(validity), to_py(values), to_py(offsets))
-        })
-        .collect();
-    Ok(Some((rows, columns)))
+    let Ok(batch) = parsed else { return Ok(None) };
+    let columns = batch
+        .columns
+        .iter()
+        .map(|c| buffers(py, c))
+        .collect::<Parsed<Vec<_>>>();
+    Ok(columns.ok().map(|columns| (batch.rows, columns)))
 }
 
 #[pymodule]

@@ -134,6 +134,32 @@ def test_a_task_that_parses_raw_json_gets_it_unchecked(monkeypatch: pytest.Monke
     assert batch.raw_format == "json" and batch.raw_values == [b'{"a":1}', b"{broken"]
 
 
+class DecidingTask(LazyTask):
+    """Decides in start() whether it parses the raw JSON (as the S3 sink does: Parquet yes, JSON lines no)."""
+
+    def start(self, config: Any, context: Any) -> None:
+        self.parses_raw_json = config.get("parse") == "yes"
+
+
+@pytest.mark.parametrize(("setting", "unchecked"), [("yes", True), ("no", False)])
+def test_a_task_may_decide_in_start_whether_it_gets_json_unchecked(setting: str, unchecked: bool) -> None:
+    task = DecidingTask(read_values=False)
+    runner = lazy_runner(task, tolerance_all=True)
+    runner.task_config = {"parse": setting}
+    runner._consumer_config = {"group.id": "g", "bootstrap.servers": "127.0.0.1:9"}  # never reached
+    runner._initialize()
+    try:
+        runner._deliver([FakeMessage(0, b'{"a":1}'), FakeMessage(1, b"{broken")])
+    finally:
+        assert runner._consumer is not None
+        runner._consumer.close()
+    if unchecked:
+        (batch,) = task.batches
+        assert batch.raw_format == "json" and batch.raw_values == [b'{"a":1}', b"{broken"]
+    else:  # checked: the bad value is found before put(), which gets the good record alone, not a batch
+        assert task.batches == []
+
+
 def test_an_unchecked_malformed_value_is_dead_lettered_when_the_task_reads_values() -> None:
     task, dlq = ParsingTask(), FakeDLQ()
     runner = lazy_runner(task, dlq=dlq, tolerance_all=True)
