@@ -436,17 +436,20 @@ class ParquetObjectWriter(ObjectWriter):
             super().write_raw_json(raws)  # decoded rows are waiting (or a tombstone to refuse)
             return
         self._raw.extend(raws)  # type: ignore[arg-type]
+        # The raw bytes held, summed once per batch (on the task thread, where each pass over the
+        # values costs); a row group's share is estimated from the mean size.
         self._pending_estimate += sum(map(len, raws))  # type: ignore[arg-type]
         rows = self.row_group_rows
         while len(self._raw) >= rows:
+            share = self._pending_estimate * rows // len(self._raw)
             group, self._raw = self._raw[:rows], self._raw[rows:]
-            self._pending_estimate = sum(map(len, self._raw))
+            self._pending_estimate -= share
             self._finish_job()
             if self.executor is None:
                 self._encode_raw(group)
             else:
-                # pyarrow parses and encodes without the GIL: the task goes on consuming meanwhile.
-                self._job_rows, self._job_bytes = group, sum(map(len, group))
+                # The group is parsed and encoded without the GIL: the task goes on consuming meanwhile.
+                self._job_rows, self._job_bytes = group, share
                 self._job = self.executor.submit(self._encode_raw, group)
 
     def _encode_raw(self, group: list[bytes]) -> None:
