@@ -130,9 +130,11 @@ class RecordFormat(abc.ABC):
 
 
 class InvalidRawJson(DataError):
-    """A raw value is not JSON: only possible for values the runtime handed over unchecked
-    (:attr:`~connectors.api.SinkTask.parses_raw_json`); the sink then has them delivered again and
-    decoded, so the runtime's error handling sees the bad record."""
+    """A raw value is not JSON, or is a JSON ``null`` spelled with whitespace around it (which the
+    sink's null handling looks for only as ``null``): only possible for values the runtime handed
+    over unchecked (:attr:`~connectors.api.SinkTask.parses_raw_json`). The sink then has them
+    delivered again and decoded, so the runtime's error handling and ``behavior.on.null.values``
+    see the record as they would have with the check."""
 
 
 def decode_raw_values(raws: Sequence[bytes | None]) -> list[Any]:
@@ -485,7 +487,10 @@ class ParquetObjectWriter(ObjectWriter):
         """The Arrow table of a row group of raw JSON values (see the class docstring)."""
         table = _read_json_rows(raws, self._schema)
         if table is None:
-            return self._table(decode_raw_values(raws))
+            values = decode_raw_values(raws)
+            if None in values:
+                raise InvalidRawJson("A raw value is a JSON null with whitespace around it")
+            return self._table(values)
         return table
 
     def _encode(self, table: Any) -> None:

@@ -432,3 +432,17 @@ def test_a_raw_value_that_is_not_json_rewinds_the_partition_to_be_delivered_agai
     }
     assert task.pre_commit({TP: 14}) == {TP: 13}
     task.stop()
+
+
+def test_a_raw_null_with_whitespace_is_delivered_again_decoded(bucket: MemoryStorage) -> None:
+    """Unchecked, `` null`` reaches the Parquet writer (the null handling looks for ``null``); it
+    takes the rewind, and the decoded replay meets behavior.on.null.values as the checked path does."""
+    task = _task(**{"format.class": "parquet", "flush.size": 3, "behavior.on.null.values": "ignore"})
+    context = task.context = _Context()  # type: ignore[assignment]
+    raws = [b'{"i":0}', b" null", b'{"i":2}', b'{"i":3}']
+    task.put(_batch(raws))
+    assert context.rewinds == [{TP: 0}]
+    assert bucket.objects == {}
+    task.put(_batch(raws))  # the replay: decoded this time, the null ignored
+    rows = {k: pq.read_table(io.BytesIO(v)).to_pylist() for k, v in bucket.objects.items()}
+    assert rows == {f"{DIR}/t+0+0000000000.parquet": [{"i": 0}, {"i": 2}, {"i": 3}]}
