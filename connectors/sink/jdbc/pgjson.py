@@ -3,8 +3,9 @@
 The ordinary path decodes every value into a dict (orjson), splits the dicts into columns and
 renders those as COPY text: three passes that each build or visit Python objects per record,
 about two thirds of the sink's Python time on the benchmark's flat 8-field rows. Here the
-consumed bytes are joined with newlines (JSON Lines), parsed by Arrow's C++ JSON reader into
-columns and written back out, all without touching the interpreter per record: as COPY's binary
+consumed bytes are parsed into Arrow columns by Sluice's native parser (:mod:`converters.json_arrow`;
+without it installed, joined with newlines and parsed by Arrow's C++ JSON reader) and written back
+out, all without touching the interpreter per record: as COPY's binary
 format (:meth:`JsonColumns.binary`) when every field's column takes it, else by Arrow's CSV writer
 (:meth:`JsonColumns.csv`).
 
@@ -193,12 +194,13 @@ class JsonColumns:
 
 def read_json_lines(raws: Sequence[bytes | None]) -> JsonColumns | None:
     """``raws`` parsed into columns, or ``None`` when the batch is not a run of flat JSON objects
-    that Arrow reads exactly as orjson does.
+    that the parser reads exactly as orjson does.
 
     The values come unchecked (the task sets ``parses_raw_json``), so this refuses whatever the
-    converter would: Arrow's reader rejects malformed JSON, and the two things it accepts that
-    JSON forbids are caught here, invalid UTF-8 in strings and the literals ``NaN``/``Infinity``.
-    A batch refused here is converted by the converter, which reports the bad record."""
+    converter would. The native parser refuses it itself. With Arrow's reader (the fallback), the
+    reader rejects malformed JSON, and the two things it accepts that JSON forbids are caught here,
+    invalid UTF-8 in strings and the literals ``NaN``/``Infinity``. A batch refused here is
+    converted by the converter, which reports the bad record."""
     if pa is None or not raws or None in raws:
         return None
     if json_arrow.available():

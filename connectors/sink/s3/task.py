@@ -222,12 +222,12 @@ class S3SinkTask(SinkTask):
     # -- helpers ----------------------------------------------------------------------------------
 
     def _redeliver_decoded(self, tp: TopicPartition, exc: InvalidRawJson, consumed: int) -> None:
-        """A raw value of ``tp`` is not JSON (values come unchecked, :attr:`parses_raw_json`): drop
-        the partition's open objects and have the runtime deliver it again from the first record
-        not in a completed object, decoded this time up to ``consumed``, so that the converter's
-        error handling (``errors.tolerance``, the DLQ) deals with the bad record. The rewritten
-        objects are the ones the checked path would have written: the layout depends only on the
-        records that reach the writer."""
+        """A raw value of ``tp`` is not JSON, or a ``null`` the null handling missed (values come
+        unchecked, :attr:`parses_raw_json`): drop the partition's open objects and have the runtime
+        deliver it again from the first record not in a completed object, decoded this time up to
+        ``consumed``, so that the converter's error handling (``errors.tolerance``, the DLQ) deals
+        with the bad record. The rewritten objects are the ones the checked path would have
+        written: the layout depends only on the records that reach the writer."""
         writer = self.writers.pop(tp)
         restart = writer.durable
         if restart is None:  # nothing was written: the value cannot have come from this partition
@@ -238,8 +238,9 @@ class S3SinkTask(SinkTask):
         self._rewound[tp] = restart
         self.context.rewind({tp: restart})
         logger.warning(
-            "A value of %s-%d before offset %d is not JSON (%s); consuming the partition again from "
-            "offset %d and decoding it, so that errors.tolerance decides what happens to the record",
+            "A value of %s-%d before offset %d cannot be written as it was consumed (%s); consuming the "
+            "partition again from offset %d and decoding it, so that the converter, errors.tolerance and "
+            "behavior.on.null.values decide what happens to the record",
             tp.topic,
             tp.partition,
             until,
