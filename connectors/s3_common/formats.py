@@ -104,7 +104,9 @@ class ObjectWriter(abc.ABC):
 
         Each item is one complete JSON document, already checked by the runtime (no surrounding
         whitespace), and its value is exactly its schemaless parse; ``None`` is a tombstone. Formats
-        that can use the bytes as they are override this; the others decode them here.
+        that can use the bytes as they are override this; the others decode them here. Parquet
+        parses every value itself, so the S3 sink takes its values unchecked: there, bytes that
+        turn out not to be JSON raise :class:`InvalidRawJson`.
         """
         self.write(decode_raw_values(raws), None)
 
@@ -388,8 +390,8 @@ class ParquetObjectWriter(ObjectWriter):
     Values that arrive as raw JSON (:meth:`write_raw_json`) are parsed straight into Arrow columns,
     with no Python object per value: by the native parser (:mod:`converters.json_arrow`) when it is
     installed and the values are flat objects, else by pyarrow's JSON reader (about 30 % less CPU
-    than decoding them and building columns from dicts; the native parser takes a quarter of that). The schema is the one the decoded path would
-    use: the object's schema once it has one; for the first row group, the schema Arrow infers
+    than decoding them and building columns from dicts; the native parser takes a quarter of
+    that). The schema is the one the decoded path would use: the object's schema once it has one; for the first row group, the schema Arrow infers
     from the first ``SCHEMA_SAMPLE_ROWS`` decoded rows. Any row the reader cannot convert exactly
     to that schema (a type that differs, a field the schema does not have, a value that is not
     an object) makes that row group take the decoded path instead, so the file and its errors are
