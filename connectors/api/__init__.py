@@ -24,6 +24,7 @@ from connectors.api.errors import (
     RetriableError,
 )
 from connectors.api.records import (
+    EncodedRecordBatch,
     Headers,
     RecordMetadata,
     SinkRecord,
@@ -122,6 +123,7 @@ __all__ = [
     "SourceConnector",
     "SourceConnectorContext",
     "SourceRecord",
+    "EncodedRecordBatch",
     "SourceRecordBatch",
     "SourceTask",
     "SourceTaskContext",

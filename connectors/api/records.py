@@ -370,3 +370,51 @@ class SourceRecordBatch(Sequence[SourceRecord]):
 
     def __repr__(self) -> str:
         return f"SourceRecordBatch(topic={self.topic!r}, records={len(self)})"
+
+
+class EncodedRecordBatch(SourceRecordBatch):
+    """Records of one poll already serialized: ``keys`` and ``values`` are the bytes the runtime's
+    converters would write (a ``None`` value is a tombstone), ``topics`` each record's topic.
+
+    A task returns these only after :meth:`SourceTask.accept_encoded` said yes for the runtime's
+    converters; the runtime then produces the bytes as they are, with no transform and no
+    converter in between, and stores ``last_offset`` once all of them are delivered. As a
+    ``Sequence[SourceRecord]`` its records carry the bytes as schemaless values.
+    """
+
+    __slots__ = ("topics",)
+
+    def __init__(
+        self,
+        topics: list[str],
+        keys: list[bytes | None],
+        values: list[bytes | None],
+        *,
+        source_partition: Mapping[str, Any] | None,
+        last_offset: Mapping[str, Any] | None,
+    ) -> None:
+        if len(topics) != len(values):
+            raise ValueError("topics and values must have the same length")
+        n = len(values)
+        super().__init__(
+            topics[0] if topics else "",
+            values,
+            keys=keys,
+            source_partition=source_partition,
+            offsets_loader=lambda: [last_offset] * n,
+            last_offset=last_offset,
+        )
+        self.topics = topics
+
+    def records(self) -> list[SourceRecord]:
+        if self._records is None:
+            n = len(self.values)
+            keys = self.keys if self.keys is not None else [None] * n
+            self._records = [
+                SourceRecord(t, v, None, k, None, None, None, None, self.source_partition, o)
+                for t, k, v, o in zip(self.topics, keys, self.values, self.source_offsets)
+            ]
+        return self._records
+
+    def __repr__(self) -> str:
+        return f"EncodedRecordBatch(topics={sorted(set(self.topics))!r}, records={len(self)})"

@@ -125,6 +125,16 @@ class SourceTask(Task):
         Thread: the task thread.
         """
 
+    def accept_encoded(self, key_converter: Any, value_converter: Any) -> bool:
+        """Offered once after :meth:`start`, when no transform runs and :meth:`commit_record` is not
+        overridden: ``True`` means the task may return :class:`EncodedRecordBatch` es serialized
+        exactly as these two converters would serialize its records, which the runtime then
+        produces as they are. The default declines.
+
+        Thread: the task thread.
+        """
+        return False
+
 
 class SinkTask(Task):
     """Writes records consumed from Kafka to an external system.

@@ -18,6 +18,8 @@
 //! integer `-0` is 0, as orjson reads it; the double `-0.0` stays negative; integers beyond 64 bits
 //! are doubles, as orjson reads them.
 
+mod cdc;
+
 use std::collections::HashMap;
 
 use pyo3::prelude::*;
@@ -593,5 +595,6 @@ fn parse_json_objects<'py>(
 #[pymodule]
 fn sluice_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_json_objects, m)?)?;
+    m.add_class::<cdc::CdcEncoder>()?;
     Ok(())
 }

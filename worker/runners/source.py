@@ -14,6 +14,7 @@ from connectors.api import (
     ConnectError,
     Converter,
     DataError,
+    EncodedRecordBatch,
     HeaderConverter,
     RecordMetadata,
     RetriableError,
@@ -117,6 +118,7 @@ class SourceTaskRunner(WorkerTask):
         self._pending: dict[bytes, tuple[Mapping[str, Any], Mapping[str, Any] | None]] = {}
         self._key_cache: dict[int, tuple[Mapping[str, Any], bytes]] = {}
         self._wants_commit_record = type(task).commit_record is not SourceTask.commit_record
+        self._encoded = False  # the task serializes its records (decided after start)
         self._next_commit = 0.0
         self.records_produced = 0
         self.records_polled = 0
@@ -141,6 +143,12 @@ class SourceTaskRunner(WorkerTask):
             self.dlq.start()
         reader = StoreOffsetReader(self._offset_store, self.id.connector)
         self.task.start(self.task_config, SourceTaskContextImpl(self.id, reader))
+        # A task may serialize its records itself when nothing needs them as Connect data on the way.
+        self._encoded = (
+            self._transform is None
+            and not self._wants_commit_record
+            and bool(self.task.accept_encoded(self._key_converter, self._value_converter))
+        )
         self._next_commit = time.monotonic() + self._flush_interval_s
 
     def _on_stop_requested(self) -> None:
@@ -208,6 +216,9 @@ class SourceTaskRunner(WorkerTask):
         producer = self._producer
         assert producer is not None
         if isinstance(records, SourceRecordBatch):
+            if type(records) is EncodedRecordBatch and self._encoded:
+                self._send_encoded(records)
+                return
             if self._transform is None and not self._wants_commit_record and self._send_columns(records):
                 return
             records = records.records()
@@ -302,6 +313,30 @@ class SourceTaskRunner(WorkerTask):
         producer.poll(0)
         return True
 
+    def _send_encoded(self, batch: EncodedRecordBatch) -> None:
+        """Produce a batch the task serialized itself (see ``SourceTask.accept_encoded``): no
+        conversion, one pending offset."""
+        producer = self._producer
+        assert producer is not None
+        produce = producer.produce
+        topics, keys, values = batch.topics, batch.keys, batch.values
+        assert keys is not None
+        last_topic = None
+        for i, (t, k, v) in enumerate(zip(topics, keys, values)):
+            if t is not last_topic:
+                self.active_topics.add(t)
+                last_topic = t
+            try:
+                produce(t, v, k)
+            except (BufferError, KafkaException):
+                self._produce_columns_carefully(batch, values, keys, i, topics)
+                break
+        sp = batch.source_partition
+        if sp is not None and values:
+            self._pending[offset_key(self.id.connector, sp)] = (sp, batch.last_offset)
+        self.records_produced += len(values)
+        producer.poll(0)
+
     def _convert_each(self, records: Sequence[SourceRecord]) -> tuple[list[SourceRecord], list[bytes | None], list[bytes | None]]:
         """Steps 2 and 3 one record at a time, under ``errors.*``: a record that fails is skipped
         (its offset still counts as done, after it reached the DLQ) or fails the task."""
@@ -369,14 +404,25 @@ class SourceTaskRunner(WorkerTask):
             headers = headers + context_headers(ctx, self.id.connector, self.id.task, r.topic)
         dlq.send(key, value, headers)
 
-    def _produce_columns_carefully(self, batch: SourceRecordBatch, values: list[Any], keys: list[Any] | None, start: int) -> None:
+    def _produce_columns_carefully(
+        self,
+        batch: SourceRecordBatch,
+        values: list[Any],
+        keys: list[Any] | None,
+        start: int,
+        topics: list[str] | None = None,
+    ) -> None:
         """Produce a columnar batch from ``start`` on: when the queue is full, serve delivery
         reports until there is room; a record the producer refuses is tolerated (skipped, sent
-        to the DLQ) or fails the task, as on the record-by-record path."""
+        to the DLQ) or fails the task, as on the record-by-record path. Also for an encoded batch
+        (``topics``: each record's topic)."""
         producer = self._producer
         assert producer is not None
         topic = batch.topic
         for i in range(start, len(values)):
+            if topics is not None:  # an encoded batch: each record names its topic
+                topic = topics[i]
+                self.active_topics.add(topic)
             while True:
                 try:
                     producer.produce(topic, values[i], keys[i] if keys is not None else None)

@@ -3,8 +3,8 @@
 Existing Debezium configurations port over: the keys, their defaults and their meaning are
 Debezium's, except ``heartbeat.interval.ms``, which is on (10 s) by default so an idle database
 never retains WAL. Sluice adds ``streaming.start.lsn`` (start streaming at an LSN recorded
-elsewhere, e.g. by a Spark backfill) and ``snapshot.chunk.size`` (rows per resumable chunk of the
-initial snapshot).
+elsewhere, e.g. by a Spark backfill), ``snapshot.chunk.size`` (rows per resumable chunk of the
+initial snapshot) and ``native.encoding`` (serialize row changes natively, on by default).
 """
 
 from __future__ import annotations
@@ -107,6 +107,11 @@ class PostgresCdcConfig(PluginConfig):
     max_batch_size: int = Field(2048, ge=1, description="Most change events returned by one poll.")
     poll_interval_ms: int = Field(500, ge=0, description="Longest wait for new changes in one poll.")
     status_update_interval_ms: int = Field(10_000, ge=100, description="Standby status (position) updates this often.")
+    native_encoding: bool = Field(
+        True,
+        description="Serialize row changes with the native encoder when the converters are JsonConverters with "
+        "base64 decimals (the same bytes, several times cheaper); false always takes the Python path.",
+    )
     signal_data_collection: str = Field("", description="Signal table <schema>.<table> (columns id, type, data).")
     incremental_snapshot_chunk_size: int = Field(1024, ge=1, description="Rows per chunk of an incremental snapshot.")
     provide_transaction_metadata: bool = Field(

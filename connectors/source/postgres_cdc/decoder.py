@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from connectors.api import Schema, SourceRecord, SourceRecordBatch, Type
+from connectors.api import EncodedRecordBatch, Schema, SourceRecord, SourceRecordBatch, Type
 from connectors.source.postgres_cdc.replication import pg_timestamp_to_unix_us
 from connectors.source.postgres_cdc.tables import Table, TupleShapeError
 
@@ -68,6 +68,9 @@ SignalHook = Callable[[dict[str, Any], int], None]
 ChangeHook = Callable[[Table, dict[str, Any] | None, dict[str, Any] | None], None]
 
 
+_MESSAGE_TYPES = {1: "INSERT", 2: "UPDATE", 3: "DELETE"}
+
+
 def _cstring(buf: bytes, pos: int) -> tuple[str, int]:
     end = buf.index(0, pos)
     return buf[pos:end].decode(), end + 1
@@ -102,6 +105,7 @@ class ChangeDecoder:
         self.partition = partition
         self.tombstones = tombstones
         self.skipped = skipped_operations
+        self._skips_rows = not skipped_operations.isdisjoint(("c", "u", "d"))
         self.load_table = load_table
         self.on_message = on_message
         self.on_change = on_change
@@ -141,9 +145,22 @@ class ChangeDecoder:
         self._sequence_head = '["0","'
         self._now = (0, 0, 0)
         self._stamp()
+        # Native encoding (see connectors.source.postgres_cdc.native): the runtime's (key, value)
+        # converters once the task accepted to serialize for them; each table's encoder (None: the
+        # Python path); the serialized records not yet handed out, in stream order.
+        self.native: tuple[Any, Any] | None = None
+        self._encoders: dict[int, tuple[Table, Any]] = {}
+        self.encoded_topics: list[str] = []
+        self.encoded_keys: list[bytes | None] = []
+        self.encoded: list[bytes | None] = []
 
-    def finish_batch(self) -> list[SourceRecord]:
-        """The records decoded since the last call; their shared offset is the current position."""
+    def finish_batch(self) -> list[SourceRecord] | SourceRecordBatch:
+        """The records decoded since the last call; their shared offset is the current position.
+
+        Serialized records (an :class:`EncodedRecordBatch`) and Python-built ones are never pending
+        at once: switching from one to the other finishes what was pending into :attr:`outbox`."""
+        if self.encoded:
+            return self._take_encoded()
         records = self.records
         self.records = []
         if records:
@@ -151,6 +168,60 @@ class ChangeDecoder:
             self.batch_offset = {}
             self._stamp()
         return records
+
+    def _take_encoded(self) -> EncodedRecordBatch:
+        batch = EncodedRecordBatch(
+            self.encoded_topics,
+            self.encoded_keys,
+            self.encoded,
+            source_partition=self.partition,
+            last_offset=self.offset(self.message_type),
+        )
+        self.encoded_topics, self.encoded_keys, self.encoded = [], [], []
+        self._stamp()
+        return batch
+
+    def _encoder(self, table: Table) -> Any:
+        cached = self._encoders.get(id(table))
+        if cached is not None and cached[0] is table:
+            return cached[1]
+        assert self.native is not None
+        from connectors.source.postgres_cdc.native import encoder_for
+
+        encoder = encoder_for(
+            table,
+            prefix=self.prefix,
+            database=self.database,
+            tombstones=self.tombstones,
+            key_converter=self.native[0],
+            value_converter=self.native[1],
+        )
+        self._encoders[id(table)] = (table, encoder)
+        return encoder
+
+    def _encode(self, table: Table, buf: bytes, lsn: int) -> bool:
+        """Serialize the change natively when the table's encoder takes it; ``False``: the Python path."""
+        if self.on_change is not None or self._skips_rows or self.transaction_topic is not None:
+            return False
+        encoder = self._encoder(table)
+        if encoder is None:
+            return False
+        values = self.encoded
+        before = len(values)
+        code = encoder.encode(buf, self.xid, self.commit_us, self.last_commit_lsn, self._now[2], self.encoded_keys, values)
+        if not code:
+            return False
+        if self.records:  # Python-built records first, in their own batch (only the newest went into `values`)
+            added_keys, added = self.encoded_keys[before:], values[before:]
+            del self.encoded_keys[before:], values[before:]
+            self.outbox.append(self.finish_batch())
+            self.encoded_keys, self.encoded = added_keys, added
+            values = added
+            before = 0
+        self.encoded_topics.extend([table.topic] * (len(values) - before))
+        self.position = (self.final_lsn, lsn)
+        self.message_type = _MESSAGE_TYPES[code]
+        return True
 
     # -- positions ---------------------------------------------------------------------------------
 
@@ -297,6 +368,8 @@ class ChangeDecoder:
         table = self.tables.get(relid)
         if table is None or self._skip_txn or lsn <= self._skip_upto:
             return
+        if self.native is not None and self._encode(table, buf, lsn):
+            return
         try:
             after = table.decode(buf, 31)[0]
         except TupleShapeError:
@@ -316,6 +389,8 @@ class ChangeDecoder:
         lsn, relid = _LSN_RELID(buf)
         table = self.tables.get(relid)
         if table is None or self._skip_txn or lsn <= self._skip_upto:
+            return
+        if self.native is not None and self._encode(table, buf, lsn):
             return
         marker = buf[30]
         before = None
@@ -344,6 +419,8 @@ class ChangeDecoder:
         lsn, relid = _LSN_RELID(buf)
         table = self.tables.get(relid)
         if table is None or self._skip_txn or lsn <= self._skip_upto:
+            return
+        if self.native is not None and self._encode(table, buf, lsn):
             return
         marker = buf[30]
         before = table.decode(buf, 31)[0]
@@ -388,6 +465,8 @@ class ChangeDecoder:
         lsn: int,
         message_type: str,
     ) -> None:
+        if self.encoded:  # serialized records first, in their own batch
+            self.outbox.append(self._take_encoded())
         self.position = (self.final_lsn, lsn)
         cached = self._sources.get(id(table))
         template = cached[1] if cached is not None and cached[0] is table else self._source_template(table)
@@ -436,6 +515,8 @@ class ChangeDecoder:
     def _transaction_record(self, status: str) -> None:
         """Debezium's BEGIN/END transaction metadata events (``<prefix>.transaction``)."""
         assert self.transaction_topic is not None
+        if self.encoded:
+            self.outbox.append(self._take_encoded())
         tx_id = f"{self.xid}:{self.final_lsn}"
         end = status == "END"
         value = {

@@ -22,7 +22,7 @@ import orjson
 import psycopg
 
 from connectors.api import ConnectError, RetriableError, SourceRecord, SourceRecordBatch, SourceTask, SourceTaskContext
-from connectors.source.postgres_cdc import catalog
+from connectors.source.postgres_cdc import catalog, native
 from connectors.source.postgres_cdc.config import PostgresCdcConfig, SnapshotMode, format_lsn, parse_lsn
 from connectors.source.postgres_cdc.decoder import ChangeDecoder, Relation
 from connectors.source.postgres_cdc.replication import ReplicationLost, ReplicationStream
@@ -139,6 +139,16 @@ class PostgresCdcTask(SourceTask):
         now = time.monotonic()
         self._next_status = now + cfg.status_update_interval_ms / 1000
         self._next_heartbeat = now + cfg.heartbeat_interval_ms / 1000
+
+    def accept_encoded(self, key_converter: Any, value_converter: Any) -> bool:
+        """Serialize row changes natively when the converters are ones the encoder writes for
+        (:mod:`connectors.source.postgres_cdc.native`); ``cdc.native.encoding=false`` declines."""
+        cfg, decoder = self._config, self._decoder
+        assert cfg is not None and decoder is not None
+        if not cfg.native_encoding or not native.converters_supported(key_converter, value_converter):
+            return False
+        decoder.native = (key_converter, value_converter)
+        return True
 
     def _connect_sql(self) -> psycopg.Connection[Any]:
         cfg = self._config
@@ -266,11 +276,17 @@ class PostgresCdcTask(SourceTask):
         now = time.monotonic()
         if cfg.heartbeat_interval_ms and now >= self._next_heartbeat:
             self._next_heartbeat = now + cfg.heartbeat_interval_ms / 1000
-            records.append(decoder.heartbeat(cfg.heartbeat_topic))
+            heartbeat = decoder.heartbeat(cfg.heartbeat_topic)
+            if isinstance(records, list):
+                records.append(heartbeat)
+            else:  # serialized records: the heartbeat follows with the next poll
+                self._outbox, self._outbox_safe = [[heartbeat]], decoder.safe_lsn
             if cfg.heartbeat_action_query:
                 self._heartbeat_query(cfg.heartbeat_action_query)
         if now >= self._next_status:
             self._send_status()
+        if not isinstance(records, list):
+            return records
         if len(records) >= _COLUMNAR_MIN:
             return as_batch(records)
         return records or None
@@ -287,12 +303,12 @@ class PostgresCdcTask(SourceTask):
         deadline = time.monotonic() + cfg.poll_interval_ms / 1000
         read, handle = stream.read, decoder.handle
         stopping = self._stopping
-        records = decoder.records
+        records, encoded = decoder.records, decoder.encoded
         outbox = decoder.outbox
-        while len(records) < limit and not outbox:
+        while len(records) + len(encoded) < limit and not outbox:
             data = read(0)
             if data is None:
-                if records and not decoder.in_txn:
+                if (records or encoded) and not decoder.in_txn:
                     return  # return what we have rather than wait
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or stopping.is_set():
@@ -303,7 +319,7 @@ class PostgresCdcTask(SourceTask):
             tag = data[0]
             if tag == 119:  # w: XLogData
                 handle(data)
-                records = decoder.records
+                records, encoded = decoder.records, decoder.encoded
             elif tag == 107:  # k: primary keepalive
                 wal_end = int.from_bytes(data[1:9], "big")
                 stream.received_lsn = max(stream.received_lsn, wal_end)

@@ -12,6 +12,7 @@ from confluent_kafka import KafkaError, KafkaException
 from connectors.api import (
     STRING_SCHEMA,
     ConnectError,
+    EncodedRecordBatch,
     RetriableError,
     SinkRecord,
     SourceRecord,
@@ -278,3 +279,62 @@ def test_task_status_carries_the_error_metrics_while_the_runner_lives() -> None:
     del runner
     gc.collect()
     assert "errors" not in store.task(task_id).to_json()  # type: ignore[union-attr]
+
+
+class EncodingTask(ScriptedSourceTask):
+    """Accepts to serialize its records when offered (records what it was offered)."""
+
+    offered: tuple[Any, Any] | None = None
+
+    def accept_encoded(self, key_converter: Any, value_converter: Any) -> bool:
+        self.offered = (key_converter, value_converter)
+        return True
+
+
+def encoded(*sizes: int) -> EncodedRecordBatch:
+    return EncodedRecordBatch(
+        ["out", "other"] * (len(sizes) // 2) + ["out"] * (len(sizes) % 2),
+        [b"k%d" % i for i in range(len(sizes))],
+        [b"x" * size if size else None for size in sizes],
+        source_partition={"f": 1},
+        last_offset={"n": len(sizes) - 1},
+    )
+
+
+def test_the_runner_offers_its_converters_and_produces_encoded_batches_as_they_are() -> None:
+    task = EncodingTask()
+    runner = source_runner(task, FailureListener())
+    runner._initialize()
+    try:
+        assert task.offered == (runner._key_converter, runner._value_converter)
+        runner._send(encoded(10, 0, 20))  # the 0 is a tombstone
+        assert len(runner._producer) == 3  # type: ignore[arg-type]
+        assert runner.active_topics == {"out", "other"}
+        assert list(runner._pending.values()) == [({"f": 1}, {"n": 2})]
+        assert runner.records_produced == 3
+    finally:
+        runner._producer = None
+
+
+def test_with_a_transform_the_task_is_not_offered_encoding() -> None:
+    task = EncodingTask()
+    runner = source_runner(task, FailureListener())
+    runner._transform = lambda records: records  # type: ignore[assignment]
+    runner._initialize()
+    try:
+        assert task.offered is None and not runner._encoded
+    finally:
+        runner._producer = None
+
+
+def test_an_encoded_batch_skips_only_the_refused_record_with_tolerance() -> None:
+    dlq = StartableDLQ()
+    runner = source_runner(EncodingTask(), FailureListener(), dlq, tolerance_all=True, dlq_context_headers=True)
+    runner._initialize()
+    try:
+        runner._send(encoded(10, 5000, 20))
+        assert [value for _, value, _ in dlq.sent] == [b"x" * 5000]
+        assert len(runner._producer) == 2  # type: ignore[arg-type]
+        assert list(runner._pending.values()) == [({"f": 1}, {"n": 2})]
+    finally:
+        runner._producer = None

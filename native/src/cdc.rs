@@ -1,0 +1,664 @@
+//! pgoutput row changes → the JSON bytes of Debezium change events.
+//!
+//! A `CdcEncoder` is built per captured table from what the Python decoder knows (each column's
+//! conversion, the converters' settings, the constant parts of the envelope) and turns one
+//! Insert, Update or Delete message into the key and value bytes that the JsonConverter would
+//! write for the records the Python decoder would build: the same fields in the same order, the
+//! same number and string layout (Java's for doubles, Jackson's string escapes).
+//!
+//! It covers the column conversions that make up most tables (integers, booleans, doubles, text,
+//! fixed-scale numerics, timestamps, dates) and the common shapes of their values. Anything else
+//! (an unchanged TOASTed value, a required column that is null, a double Java would print in
+//! exponent form, a timestamp not in UTC, a column count that does not match the relation)
+//! returns 0 before anything is appended, and the caller decodes the message the ordinary way,
+//! which is the one place that decides what such a value becomes. The tests compare both paths
+//! byte for byte.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList};
+
+/// How one column's text becomes JSON.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// int2/int4/int8/oid: the text is the number.
+    Int,
+    /// `t` is true, anything else false.
+    Bool,
+    /// A double, printed as orjson prints it where that agrees with Java (1e-3 <= |x| < 1e7, 0).
+    F64,
+    /// A JSON string of the (UTF-8) text.
+    Str,
+    /// A fixed-scale numeric as Connect's Decimal with base64 bytes: the unscaled value.
+    Decimal(u32),
+    /// timestamptz as Debezium's ZonedTimestamp, the fraction padded to this many digits.
+    Zoned(u32),
+    /// timestamp as microseconds since the epoch.
+    Micros,
+    /// timestamp as milliseconds since the epoch (floored).
+    Millis,
+    /// date as days since the epoch.
+    Date,
+}
+
+struct Col {
+    kind: Kind,
+    /// `"name":`, escaped.
+    name: Vec<u8>,
+    keep: bool,
+    optional: bool,
+    /// What a required column holds in an old-key tuple that does not carry it (Debezium's zero).
+    zero: Vec<u8>,
+}
+
+#[pyclass(frozen, module = "sluice_native")]
+pub struct CdcEncoder {
+    cols: Vec<Col>,
+    /// Indexes of the key columns (all kept), in key order; empty for a table without a key.
+    key: Vec<usize>,
+    /// Columns whose old-key null is replaced by `zero` (required, kept, not in the key).
+    fill: Vec<bool>,
+    key_head: Vec<u8>,
+    key_tail: Vec<u8>,
+    value_head: Vec<u8>,
+    value_tail: Vec<u8>,
+    /// `,"source":{"version":…,"name":…,"ts_ms":`
+    source_head: Vec<u8>,
+    /// `,"snapshot":"false","db":…,"sequence":"[\"`
+    source_db: Vec<u8>,
+    /// `,"schema":…,"table":…,"txId":`
+    source_table: Vec<u8>,
+    tombstones: bool,
+}
+
+/// One event's position and times.
+struct Stamp {
+    lsn: u64,
+    xid: i64,
+    commit_us: i64,
+    last_commit_lsn: u64,
+    now_ns: i64,
+}
+
+type Tuple<'a> = Vec<Option<&'a [u8]>>;
+
+const INSERT: i32 = 1;
+const UPDATE: i32 = 2;
+const DELETE: i32 = 3;
+
+#[pymethods]
+impl CdcEncoder {
+    /// `columns`: `(kind, "name":, keep, optional, zero)` per column in relation order, with kind
+    /// one of `int`, `bool`, `f64`, `str`, `decimal:<scale>`, `zoned:<digits>`, `micros`,
+    /// `millis`, `date`. `key`: key column indexes. `envelope`: `(key_head, key_tail, value_head,
+    /// value_tail, source_head, source_db, source_table)`.
+    #[new]
+    #[allow(clippy::type_complexity)]
+    fn new(
+        columns: Vec<(String, Vec<u8>, bool, bool, Vec<u8>)>,
+        key: Vec<usize>,
+        envelope: (
+            Vec<u8>,
+            Vec<u8>,
+            Vec<u8>,
+            Vec<u8>,
+            Vec<u8>,
+            Vec<u8>,
+            Vec<u8>,
+        ),
+        tombstones: bool,
+    ) -> PyResult<Self> {
+        let mut cols = Vec::with_capacity(columns.len());
+        for (kind, name, keep, optional, zero) in columns {
+            let kind = parse_kind(&kind).ok_or_else(|| {
+                pyo3::exceptions::PyValueError::new_err(format!("unknown column kind {kind:?}"))
+            })?;
+            cols.push(Col {
+                kind,
+                name,
+                keep,
+                optional,
+                zero,
+            });
+        }
+        if key.iter().any(|&i| i >= cols.len() || !cols[i].keep) {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "key columns must be kept columns",
+            ));
+        }
+        let fill = cols
+            .iter()
+            .enumerate()
+            .map(|(i, c)| c.keep && !c.optional && !key.contains(&i))
+            .collect();
+        let (key_head, key_tail, value_head, value_tail, source_head, source_db, source_table) =
+            envelope;
+        Ok(CdcEncoder {
+            cols,
+            key,
+            fill,
+            key_head,
+            key_tail,
+            value_head,
+            value_tail,
+            source_head,
+            source_db,
+            source_table,
+            tombstones,
+        })
+    }
+
+    /// Encode one XLogData message (`w`, its 25-byte header, then an Insert, Update or Delete)
+    /// and append each record's key and value to `keys` and `values` (a tombstone's value is
+    /// `None`). Returns 1, 2 or 3 for an insert, update or delete (what the last record is), or
+    /// 0, with nothing appended, when the ordinary decoder must take the message.
+    #[allow(clippy::too_many_arguments)]
+    fn encode(
+        &self,
+        py: Python<'_>,
+        buf: &[u8],
+        xid: i64,
+        commit_us: i64,
+        last_commit_lsn: u64,
+        now_ns: i64,
+        keys: &Bound<'_, PyList>,
+        values: &Bound<'_, PyList>,
+    ) -> PyResult<i32> {
+        if buf.len() < 31 || buf[0] != b'w' {
+            return Ok(0);
+        }
+        let stamp = Stamp {
+            lsn: u64::from_be_bytes(buf[1..9].try_into().unwrap()),
+            xid,
+            commit_us,
+            last_commit_lsn,
+            now_ns,
+        };
+        let Some(out) = self.events(buf, &stamp) else {
+            return Ok(0);
+        };
+        let (code, events) = out;
+        for (key, value) in events {
+            match key {
+                Some(k) => keys.append(PyBytes::new(py, &k))?,
+                None => keys.append(py.None())?,
+            }
+            match value {
+                Some(v) => values.append(PyBytes::new(py, &v))?,
+                None => values.append(py.None())?,
+            }
+        }
+        Ok(code)
+    }
+}
+
+type Event = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+impl CdcEncoder {
+    fn events(&self, buf: &[u8], stamp: &Stamp) -> Option<(i32, Vec<Event>)> {
+        let marker = buf[30];
+        match buf[25] {
+            b'I' => {
+                if marker != b'N' {
+                    return None;
+                }
+                let (after, _) = self.tuple(buf, 31)?;
+                let after_json = self.row(&after, false)?;
+                let key = self.key_json(&after)?;
+                Some((
+                    INSERT,
+                    vec![(key, Some(self.value(None, Some(&after_json), b'c', stamp)))],
+                ))
+            }
+            b'U' => {
+                let mut pos = 31;
+                let mut before = None;
+                if marker == b'K' || marker == b'O' {
+                    let (old, end) = self.tuple(buf, 31)?;
+                    if buf.get(end) != Some(&b'N') {
+                        return None;
+                    }
+                    before = Some((old, marker == b'K'));
+                    pos = end + 1;
+                } else if marker != b'N' {
+                    return None;
+                }
+                let (after, _) = self.tuple(buf, pos)?;
+                let after_json = self.row(&after, false)?;
+                let key = self.key_json(&after)?;
+                let before_json = match &before {
+                    Some((old, old_key)) => Some((self.row(old, *old_key)?, self.key_json(old)?)),
+                    None => None,
+                };
+                if let (Some((old_json, old_key)), Some(new_key)) = (&before_json, &key) {
+                    if old_key.as_ref() != Some(new_key) {
+                        // A primary key change: a delete (and its tombstone) of the old key, then a create.
+                        let mut events = vec![(
+                            old_key.clone(),
+                            Some(self.value(Some(old_json), None, b'd', stamp)),
+                        )];
+                        if self.tombstones {
+                            events.push((old_key.clone(), None));
+                        }
+                        events.push((
+                            key.clone(),
+                            Some(self.value(None, Some(&after_json), b'c', stamp)),
+                        ));
+                        return Some((INSERT, events));
+                    }
+                }
+                let before_ref = before_json.as_ref().map(|(j, _)| j.as_slice());
+                Some((
+                    UPDATE,
+                    vec![(
+                        key,
+                        Some(self.value(before_ref, Some(&after_json), b'u', stamp)),
+                    )],
+                ))
+            }
+            b'D' => {
+                if marker != b'K' && marker != b'O' {
+                    return None;
+                }
+                let (old, _) = self.tuple(buf, 31)?;
+                let old_key = marker == b'K';
+                let before_json = self.row(&old, old_key)?;
+                let key = self.key_json(&old)?;
+                let mut events = vec![(
+                    key.clone(),
+                    Some(self.value(Some(&before_json), None, b'd', stamp)),
+                )];
+                if self.tombstones && key.is_some() {
+                    events.push((key, None));
+                }
+                Some((DELETE, events))
+            }
+            _ => None,
+        }
+    }
+
+    /// The column values of a TupleData at `pos`, and where it ends; `None` for an unchanged
+    /// TOASTed value, a binary value, or a column count other than the relation's.
+    fn tuple<'a>(&self, buf: &'a [u8], mut pos: usize) -> Option<(Tuple<'a>, usize)> {
+        let n = u16::from_be_bytes(buf.get(pos..pos + 2)?.try_into().ok()?) as usize;
+        if n != self.cols.len() {
+            return None;
+        }
+        pos += 2;
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            match *buf.get(pos)? {
+                b'n' => {
+                    out.push(None);
+                    pos += 1;
+                }
+                b't' => {
+                    let len = i32::from_be_bytes(buf.get(pos + 1..pos + 5)?.try_into().ok()?);
+                    let len = usize::try_from(len).ok()?;
+                    out.push(Some(buf.get(pos + 5..pos + 5 + len)?));
+                    pos += 5 + len;
+                }
+                _ => return None,
+            }
+        }
+        Some((out, pos))
+    }
+
+    /// The row's JSON object (kept columns); `old_key`: a REPLICA IDENTITY DEFAULT old tuple, whose
+    /// missing required columns get their zero value.
+    fn row(&self, tuple: &Tuple<'_>, old_key: bool) -> Option<Vec<u8>> {
+        let mut out = Vec::with_capacity(256);
+        out.push(b'{');
+        let mut first = true;
+        for (i, (col, value)) in self.cols.iter().zip(tuple).enumerate() {
+            if !col.keep {
+                continue;
+            }
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            out.extend_from_slice(&col.name);
+            match value {
+                Some(text) => write_value(&mut out, col.kind, text)?,
+                None if col.optional => out.extend_from_slice(b"null"),
+                None if old_key && self.fill[i] => out.extend_from_slice(&col.zero),
+                None => return None, // the converter refuses it: the ordinary path reports it
+            }
+        }
+        out.push(b'}');
+        Some(out)
+    }
+
+    /// The key's bytes (with the key converter's envelope), `None` for a table without a key.
+    fn key_json(&self, tuple: &Tuple<'_>) -> Option<Option<Vec<u8>>> {
+        if self.key.is_empty() {
+            return Some(None);
+        }
+        let mut out = Vec::with_capacity(self.key_head.len() + 32);
+        out.extend_from_slice(&self.key_head);
+        out.push(b'{');
+        for (n, &i) in self.key.iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            let col = &self.cols[i];
+            out.extend_from_slice(&col.name);
+            match tuple[i] {
+                Some(text) => write_value(&mut out, col.kind, text)?,
+                None => return None, // a required key column: the converter refuses it
+            }
+        }
+        out.push(b'}');
+        out.extend_from_slice(&self.key_tail);
+        Some(Some(out))
+    }
+
+    fn value(&self, before: Option<&[u8]>, after: Option<&[u8]>, op: u8, s: &Stamp) -> Vec<u8> {
+        let size = self.value_head.len()
+            + before.map_or(4, <[u8]>::len)
+            + after.map_or(4, <[u8]>::len)
+            + self.source_head.len()
+            + self.source_db.len()
+            + self.source_table.len()
+            + 200;
+        let mut out = Vec::with_capacity(size);
+        out.extend_from_slice(&self.value_head);
+        out.extend_from_slice(b"{\"before\":");
+        out.extend_from_slice(before.unwrap_or(b"null"));
+        out.extend_from_slice(b",\"after\":");
+        out.extend_from_slice(after.unwrap_or(b"null"));
+        out.extend_from_slice(&self.source_head);
+        int(&mut out, s.commit_us.div_euclid(1000));
+        out.extend_from_slice(&self.source_db);
+        int(&mut out, s.last_commit_lsn);
+        out.extend_from_slice(b"\\\",\\\"");
+        int(&mut out, s.lsn);
+        out.extend_from_slice(b"\\\"]\",\"ts_us\":");
+        int(&mut out, s.commit_us);
+        out.extend_from_slice(b",\"ts_ns\":");
+        int(&mut out, s.commit_us as i128 * 1000);
+        out.extend_from_slice(&self.source_table);
+        int(&mut out, s.xid);
+        out.extend_from_slice(b",\"lsn\":");
+        int(&mut out, s.lsn);
+        out.extend_from_slice(b",\"xmin\":null},\"transaction\":null,\"op\":\"");
+        out.push(op);
+        out.extend_from_slice(b"\",\"ts_ms\":");
+        int(&mut out, s.now_ns.div_euclid(1_000_000));
+        out.extend_from_slice(b",\"ts_us\":");
+        int(&mut out, s.now_ns.div_euclid(1000));
+        out.extend_from_slice(b",\"ts_ns\":");
+        int(&mut out, s.now_ns);
+        out.push(b'}');
+        out.extend_from_slice(&self.value_tail);
+        out
+    }
+}
+
+fn parse_kind(kind: &str) -> Option<Kind> {
+    Some(match kind {
+        "int" => Kind::Int,
+        "bool" => Kind::Bool,
+        "f64" => Kind::F64,
+        "str" => Kind::Str,
+        "micros" => Kind::Micros,
+        "millis" => Kind::Millis,
+        "date" => Kind::Date,
+        _ => {
+            let (name, n) = kind.split_once(':')?;
+            let n: u32 = n.parse().ok()?;
+            match name {
+                "decimal" if n <= 38 => Kind::Decimal(n),
+                "zoned" if n <= 9 => Kind::Zoned(n),
+                _ => return None,
+            }
+        }
+    })
+}
+
+fn int(out: &mut Vec<u8>, n: impl std::fmt::Display) {
+    use std::io::Write;
+    let _ = write!(out, "{n}");
+}
+
+/// One column value's JSON; `None` when it is not in the shape this module handles.
+fn write_value(out: &mut Vec<u8>, kind: Kind, text: &[u8]) -> Option<()> {
+    match kind {
+        Kind::Int => {
+            let digits = text.strip_prefix(b"-").unwrap_or(text);
+            if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            if digits.len() > 1 && digits[0] == b'0' {
+                return None;
+            }
+            out.extend_from_slice(text);
+        }
+        Kind::Bool => out.extend_from_slice(if text == b"t" { b"true" } else { b"false" }),
+        Kind::F64 => {
+            let x: f64 = std::str::from_utf8(text).ok()?.parse().ok()?;
+            let a = x.abs();
+            if !(x == 0.0 || (1e-3..1e7).contains(&a)) {
+                return None; // Java's exponent form, or not finite: the ordinary path
+            }
+            let mut b = ryu::Buffer::new();
+            out.extend_from_slice(b.format_finite(x).as_bytes());
+        }
+        Kind::Str => json_string(out, text)?,
+        Kind::Decimal(scale) => decimal_base64(out, text, scale)?,
+        Kind::Zoned(digits) => zoned(out, text, digits)?,
+        Kind::Micros => int(out, timestamp_micros(text)?),
+        Kind::Millis => int(out, timestamp_micros(text)?.div_euclid(1000)),
+        Kind::Date => {
+            if text.len() != 10 {
+                return None;
+            }
+            int(out, date_days(text)?);
+        }
+    }
+    Some(())
+}
+
+/// A JSON string as orjson writes it with Jackson's escapes applied: `"` and `\` escaped,
+/// `\b \t \n \f \r` short, other control characters `\u00XX` (upper-case hex), characters beyond
+/// the BMP as an upper-case surrogate pair, everything else as UTF-8.
+fn json_string(out: &mut Vec<u8>, text: &[u8]) -> Option<()> {
+    let s = std::str::from_utf8(text).ok()?;
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            b'\t' => b"\\t",
+            b'\n' => b"\\n",
+            0x0c => b"\\f",
+            b'\r' => b"\\r",
+            0..=0x1f => b"",
+            0xf0..=0xf4 => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        if !escape.is_empty() {
+            out.extend_from_slice(escape);
+            start = i + 1;
+        } else if b < 0x20 {
+            out.extend_from_slice(format!("\\u{:04X}", b).as_bytes());
+            start = i + 1;
+        } else {
+            // The lead byte of a four-byte sequence: a character beyond the BMP.
+            let c = s[i..].chars().next()? as u32 - 0x10000;
+            out.extend_from_slice(
+                format!(
+                    "\\u{:04X}\\u{:04X}",
+                    0xD800 + (c >> 10),
+                    0xDC00 + (c & 0x3FF)
+                )
+                .as_bytes(),
+            );
+            start = i + 4;
+        }
+    }
+    // `start` may point past bytes already consumed by a four-byte sequence
+    if start < bytes.len() {
+        out.extend_from_slice(&bytes[start..]);
+    }
+    out.push(b'"');
+    Some(())
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// numeric text with exactly `scale` fraction digits → `"<base64 of the unscaled value's minimal
+/// big-endian two's complement>"`.
+fn decimal_base64(out: &mut Vec<u8>, text: &[u8], scale: u32) -> Option<()> {
+    let (negative, body) = match text.strip_prefix(b"-") {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (whole, fraction) = match body.iter().position(|&b| b == b'.') {
+        Some(p) => (&body[..p], &body[p + 1..]),
+        None => (body, &b""[..]),
+    };
+    if whole.is_empty() || fraction.len() != scale as usize || (scale > 0 && fraction.is_empty()) {
+        return None;
+    }
+    if whole.len() + fraction.len() > 38 {
+        return None;
+    }
+    let mut n: i128 = 0;
+    for &d in whole.iter().chain(fraction) {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + i128::from(d - b'0');
+    }
+    if negative {
+        n = -n;
+    }
+    // Minimal two's complement: (bits of n, or of -n-1 when negative) / 8 + 1 bytes.
+    let magnitude = if n < 0 { -(n + 1) } else { n };
+    let bits = 128 - magnitude.leading_zeros() as usize;
+    let len = bits / 8 + 1;
+    let all = n.to_be_bytes();
+    let bytes = &all[16 - len..];
+    out.push(b'"');
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let v = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        out.push(B64[(v >> 18) as usize & 63]);
+        out.push(B64[(v >> 12) as usize & 63]);
+        out.push(if chunk.len() > 1 {
+            B64[(v >> 6) as usize & 63]
+        } else {
+            b'='
+        });
+        out.push(if chunk.len() > 2 {
+            B64[v as usize & 63]
+        } else {
+            b'='
+        });
+    }
+    out.push(b'"');
+    Some(())
+}
+
+/// `YYYY-MM-DD HH:MM:SS[.ffffff]+00` → `"YYYY-MM-DDTHH:MM:SS.ffffffZ"` with the fraction padded or
+/// cut to `digits` (none when 0); other offsets and shapes go the ordinary way.
+fn zoned(out: &mut Vec<u8>, text: &[u8], digits: u32) -> Option<()> {
+    if text.len() < 22 || !text.ends_with(b"+00") {
+        return None;
+    }
+    let body = &text[..text.len() - 3];
+    if !body
+        .iter()
+        .all(|&b| b.is_ascii_digit() || b == b'-' || b == b':' || b == b'.' || b == b' ')
+    {
+        return None;
+    }
+    let space = body.iter().position(|&b| b == b' ')?;
+    let (date, clock) = (&body[..space], &body[space + 1..]);
+    let (whole, fraction) = match clock.iter().position(|&b| b == b'.') {
+        Some(p) => (&clock[..p], &clock[p + 1..]),
+        None => (clock, &b""[..]),
+    };
+    out.push(b'"');
+    out.extend_from_slice(date);
+    out.push(b'T');
+    out.extend_from_slice(whole);
+    if digits > 0 {
+        out.push(b'.');
+        let d = digits as usize;
+        let take = fraction.len().min(d);
+        out.extend_from_slice(&fraction[..take]);
+        out.extend(std::iter::repeat_n(b'0', d - take));
+    }
+    out.extend_from_slice(b"Z\"");
+    Some(())
+}
+
+fn two(text: &[u8], at: usize) -> Option<i64> {
+    let (a, b) = (*text.get(at)?, *text.get(at + 1)?);
+    if !a.is_ascii_digit() || !b.is_ascii_digit() {
+        return None;
+    }
+    Some(i64::from(a - b'0') * 10 + i64::from(b - b'0'))
+}
+
+/// Days since 1970-01-01 of `YYYY-MM-DD` (years 1-9999).
+fn date_days(text: &[u8]) -> Option<i64> {
+    if text.len() < 10 || text[4] != b'-' || text[7] != b'-' {
+        return None;
+    }
+    let year = two(text, 0)? * 100 + two(text, 2)?;
+    let (month, day) = (two(text, 5)?, two(text, 8)?);
+    if year < 1 || !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
+        return None;
+    }
+    // Howard Hinnant's days_from_civil
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Some(era * 146_097 + doe - 719_468)
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        4 | 6 | 9 | 11 => 30,
+        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        2 => 28,
+        _ => 31,
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SS[.f{1,6}]` → microseconds since the epoch.
+fn timestamp_micros(text: &[u8]) -> Option<i64> {
+    if text.len() < 19 || text[10] != b' ' || text[13] != b':' || text[16] != b':' {
+        return None;
+    }
+    let days = date_days(&text[..10])?;
+    let (h, m, s) = (two(text, 11)?, two(text, 14)?, two(text, 17)?);
+    if h > 23 || m > 59 || s > 59 {
+        return None;
+    }
+    let mut micros = 0;
+    if text.len() > 19 {
+        let fraction = text[19..].strip_prefix(b".")?;
+        if fraction.is_empty() || fraction.len() > 6 || !fraction.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        for i in 0..6 {
+            micros = micros * 10 + fraction.get(i).map_or(0, |d| i64::from(d - b'0'));
+        }
+    }
+    Some(((days * 86_400 + h * 3600 + m * 60 + s) * 1_000_000) + micros)
+}
