@@ -430,3 +430,69 @@ def test_table_changes_show_up_in_record_schemas(kafka: Any, postgres: PostgresS
         assert value(events[1])["after"] == {"id": 2, "n": 5000000000, "label": "y"}
     finally:
         w.stop()
+
+
+@pytest.mark.parametrize("schemas", ["true", "false"])
+def test_native_encoding_writes_the_python_paths_bytes(
+    kafka: Any, postgres: PostgresServer, postgres_db: str, tmp_path: Path, schemas: str
+) -> None:
+    """Two connectors capture the same changes, one with ``native.encoding=false``: every key and
+    value in their topics is the same bytes, apart from the prefix and the processing time."""
+    import re
+
+    bootstrap = kafka.bootstrap_servers
+    table = f"nat_{schemas}"
+    run_sql(
+        postgres_db,
+        f"CREATE TABLE {table} (id bigint PRIMARY KEY, n int, small smallint, flag boolean, ratio float8, label text NOT NULL,"
+        " code varchar(12), price numeric(12,2) NOT NULL, whole numeric(18,0), at timestamptz, at3 timestamptz(3),"
+        " local_ts timestamp, day date, uid uuid, doc jsonb)",
+    )
+    tag = unique_topic_name("n")[-6:]
+    prefixes = {"native": f"nat{tag}", "python": f"pyt{tag}"}  # the same length, compared as bytes
+    w = worker(tmp_path, bootstrap)
+    extra = {"table.include.list": rf"public\.{table}", "snapshot.mode": "no_data", "value.converter.schemas.enable": schemas, "key.converter.schemas.enable": schemas}
+    configs = {
+        name: cdc_config(postgres.port, dbname(postgres_db), prefix, **extra, **({"native.encoding": "false"} if name == "python" else {}))
+        for name, prefix in prefixes.items()
+    }  # fmt: skip
+    w.start(*(write_connector(tmp_path / f"{name}.json", name, config) for name, config in configs.items()))
+    try:
+        w.wait_running("native")
+        w.wait_running("python")
+        time.sleep(1.0)
+        run_sql(
+            postgres_db,
+            f"INSERT INTO {table} SELECT g, g * 7, (g % 100)::smallint, g % 2 = 0, g / 8.0, 'l' || g || E'\\u00e9\\u0001\"\\\\',"
+            " CASE WHEN g % 5 = 0 THEN NULL ELSE 'c' || g END, g * 1.25, g::bigint * 1000000007, now() - g * interval '1.001 second',"
+            " now(), timestamp '2024-02-29 23:59:59.999999' + g * interval '1 day', date '1969-12-31' + g,"
+            " md5(g::text)::uuid, jsonb_build_object('g', g)"
+            " FROM generate_series(1, 400) g",
+        )
+        run_sql(postgres_db, f"INSERT INTO {table} (id, label, price) VALUES (1000, E'\\U0001F600 x', -0.01)")
+        run_sql(postgres_db, f"UPDATE {table} SET label = label || '!', ratio = -ratio WHERE id % 3 = 0")
+        run_sql(postgres_db, f"ALTER TABLE {table} REPLICA IDENTITY FULL")
+        run_sql(postgres_db, f"UPDATE {table} SET n = NULL WHERE id % 7 = 0", f"UPDATE {table} SET id = id + 5000 WHERE id = 11")
+        run_sql(postgres_db, f"DELETE FROM {table} WHERE id % 10 = 1")
+        run_sql(postgres_db, f"ALTER TABLE {table} REPLICA IDENTITY DEFAULT")
+        run_sql(postgres_db, f"DELETE FROM {table} WHERE id % 10 = 2")
+        expected = 401 + 133 + 57 + 3 + 2 * 40 + 2 * 40  # inserts, updates, key change (d, tombstone, c), deletes + tombstones
+        got = {name: read_events(bootstrap, f"{prefix}.public.{table}", expected, timeout=120) for name, prefix in prefixes.items()}
+        natively = re.findall(r"Slot (\S+): row changes are serialized natively", w.log(tail=1_000_000))
+        assert natively == [configs["native"]["slot.name"]]  # and only there
+    finally:
+        w.stop()
+    processing_time = re.compile(rb'"ts_ms":\d+,"ts_us":\d+,"ts_ns":\d+}(}?)$')
+
+    def normalized(records: list[Any], prefix: str) -> list[tuple[bytes | None, bytes | None]]:
+        out = []
+        for r in records:
+            k = None if r.key is None else r.key.replace(prefix.encode(), b"PREFIX")
+            v = None if r.value is None else processing_time.sub(rb"\1", r.value.replace(prefix.encode(), b"PREFIX"))
+            out.append((k, v))
+        return out
+
+    native_records = normalized(got["native"], prefixes["native"])
+    assert native_records == normalized(got["python"], prefixes["python"])
+    assert len(native_records) == expected
+    assert {(value(r) or {}).get("op") for r in got["native"]} == {"c", "u", "d", None}

@@ -150,6 +150,7 @@ class ChangeDecoder:
         # Python path); the serialized records not yet handed out, in stream order.
         self.native: tuple[Any, Any] | None = None
         self._encoders: dict[int, tuple[Table, Any]] = {}
+        self._by_relid: dict[int, tuple[Any, str]] = {}  # relations whose changes go straight to the encoder
         self.encoded_topics: list[str] = []
         self.encoded_keys: list[bytes | None] = []
         self.encoded: list[bytes | None] = []
@@ -199,7 +200,7 @@ class ChangeDecoder:
         self._encoders[id(table)] = (table, encoder)
         return encoder
 
-    def _encode(self, table: Table, buf: bytes, lsn: int) -> bool:
+    def _encode(self, table: Table, buf: bytes, lsn: int, relid: int) -> bool:
         """Serialize the change natively when the table's encoder takes it; ``False``: the Python path."""
         if self.on_change is not None or self._skips_rows or self.transaction_topic is not None:
             return False
@@ -221,6 +222,8 @@ class ChangeDecoder:
         self.encoded_topics.extend([table.topic] * (len(values) - before))
         self.position = (self.final_lsn, lsn)
         self.message_type = _MESSAGE_TYPES[code]
+        if relid != self.signal_relid:
+            self._by_relid[relid] = (encoder, table.topic)
         return True
 
     # -- positions ---------------------------------------------------------------------------------
@@ -263,6 +266,25 @@ class ChangeDecoder:
         length in one ``struct`` call, which for a trailing null column reaches past the message."""
         buf = b"%b\0\0\0\0" % data
         kind = buf[25]
+        if (kind == 73 or kind == 85 or kind == 68) and self._by_relid and self.on_change is None:
+            # The native path's shortcut: a relation whose changes went to the encoder before.
+            lsn, relid = _LSN_RELID(buf)
+            known = self._by_relid.get(relid)
+            if known is not None and not self._skip_txn and lsn > self._skip_upto and not self.records:
+                values = self.encoded
+                before = len(values)
+                code = known[0].encode(
+                    buf, self.xid, self.commit_us, self.last_commit_lsn, self._now[2], self.encoded_keys, values
+                )
+                if code:
+                    added = len(values) - before
+                    if added == 1:
+                        self.encoded_topics.append(known[1])
+                    else:
+                        self.encoded_topics.extend([known[1]] * added)
+                    self.position = (self.final_lsn, lsn)
+                    self.message_type = _MESSAGE_TYPES[code]
+                    return
         if kind == 73:  # I
             self._insert(buf)
         elif kind == 85:  # U
@@ -353,6 +375,7 @@ class ChangeDecoder:
             pos += 8
             columns.append((column, type_oid, typmod))
         is_signal = bool(self.signal_table) and f"{schema}.{name}" == self.signal_table
+        self._by_relid.pop(relid, None)
         table, captured = self.load_table(relid, (schema, name, replident, columns), is_signal)
         if is_signal:
             self.signal_relid, self.signal = relid, table
@@ -368,7 +391,7 @@ class ChangeDecoder:
         table = self.tables.get(relid)
         if table is None or self._skip_txn or lsn <= self._skip_upto:
             return
-        if self.native is not None and self._encode(table, buf, lsn):
+        if self.native is not None and self._encode(table, buf, lsn, relid):
             return
         try:
             after = table.decode(buf, 31)[0]
@@ -390,7 +413,7 @@ class ChangeDecoder:
         table = self.tables.get(relid)
         if table is None or self._skip_txn or lsn <= self._skip_upto:
             return
-        if self.native is not None and self._encode(table, buf, lsn):
+        if self.native is not None and self._encode(table, buf, lsn, relid):
             return
         marker = buf[30]
         before = None
@@ -420,7 +443,7 @@ class ChangeDecoder:
         table = self.tables.get(relid)
         if table is None or self._skip_txn or lsn <= self._skip_upto:
             return
-        if self.native is not None and self._encode(table, buf, lsn):
+        if self.native is not None and self._encode(table, buf, lsn, relid):
             return
         marker = buf[30]
         before = table.decode(buf, 31)[0]

@@ -148,6 +148,7 @@ class PostgresCdcTask(SourceTask):
         if not cfg.native_encoding or not native.converters_supported(key_converter, value_converter):
             return False
         decoder.native = (key_converter, value_converter)
+        log.info("Slot %s: row changes are serialized natively for the JsonConverters", cfg.slot_name)
         return True
 
     def _connect_sql(self) -> psycopg.Connection[Any]:
