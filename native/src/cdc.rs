@@ -202,12 +202,9 @@ impl CdcEncoder {
                     return None;
                 }
                 let (after, _) = self.tuple(buf, 31)?;
-                let after_json = self.row(&after, false)?;
                 let key = self.key_json(&after)?;
-                Some((
-                    INSERT,
-                    vec![(key, Some(self.value(None, Some(&after_json), b'c', stamp)))],
-                ))
+                let value = self.value(Row::Null, Row::Tuple(&after, false), b'c', stamp)?;
+                Some((INSERT, vec![(key, Some(value))]))
             }
             b'U' => {
                 let mut pos = 31;
@@ -223,50 +220,41 @@ impl CdcEncoder {
                     return None;
                 }
                 let (after, _) = self.tuple(buf, pos)?;
-                let after_json = self.row(&after, false)?;
                 let key = self.key_json(&after)?;
-                let before_json = match &before {
-                    Some((old, old_key)) => Some((self.row(old, *old_key)?, self.key_json(old)?)),
-                    None => None,
-                };
-                if let (Some((old_json, old_key)), Some(new_key)) = (&before_json, &key) {
-                    if old_key.as_ref() != Some(new_key) {
-                        // A primary key change: a delete (and its tombstone) of the old key, then a create.
-                        let mut events = vec![(
-                            old_key.clone(),
-                            Some(self.value(Some(old_json), None, b'd', stamp)),
-                        )];
-                        if self.tombstones {
-                            events.push((old_key.clone(), None));
+                let before_row = match &before {
+                    Some((old, old_key)) => {
+                        let old_key_json = self.key_json(old)?;
+                        if let (Some(old_k), Some(new_k)) = (&old_key_json, &key) {
+                            if old_k != new_k {
+                                // A primary key change: a delete (and its tombstone) of the old
+                                // key, then a create.
+                                let deleted =
+                                    self.value(Row::Tuple(old, *old_key), Row::Null, b'd', stamp)?;
+                                let created =
+                                    self.value(Row::Null, Row::Tuple(&after, false), b'c', stamp)?;
+                                let mut events = vec![(old_key_json.clone(), Some(deleted))];
+                                if self.tombstones {
+                                    events.push((old_key_json, None));
+                                }
+                                events.push((key, Some(created)));
+                                return Some((INSERT, events));
+                            }
                         }
-                        events.push((
-                            key.clone(),
-                            Some(self.value(None, Some(&after_json), b'c', stamp)),
-                        ));
-                        return Some((INSERT, events));
+                        Row::Tuple(old, *old_key)
                     }
-                }
-                let before_ref = before_json.as_ref().map(|(j, _)| j.as_slice());
-                Some((
-                    UPDATE,
-                    vec![(
-                        key,
-                        Some(self.value(before_ref, Some(&after_json), b'u', stamp)),
-                    )],
-                ))
+                    None => Row::Null,
+                };
+                let value = self.value(before_row, Row::Tuple(&after, false), b'u', stamp)?;
+                Some((UPDATE, vec![(key, Some(value))]))
             }
             b'D' => {
                 if marker != b'K' && marker != b'O' {
                     return None;
                 }
                 let (old, _) = self.tuple(buf, 31)?;
-                let old_key = marker == b'K';
-                let before_json = self.row(&old, old_key)?;
                 let key = self.key_json(&old)?;
-                let mut events = vec![(
-                    key.clone(),
-                    Some(self.value(Some(&before_json), None, b'd', stamp)),
-                )];
+                let value = self.value(Row::Tuple(&old, marker == b'K'), Row::Null, b'd', stamp)?;
+                let mut events = vec![(key.clone(), Some(value))];
                 if self.tombstones && key.is_some() {
                     events.push((key, None));
                 }
@@ -305,8 +293,7 @@ impl CdcEncoder {
 
     /// The row's JSON object (kept columns); `old_key`: a REPLICA IDENTITY DEFAULT old tuple, whose
     /// missing required columns get their zero value.
-    fn row(&self, tuple: &Tuple<'_>, old_key: bool) -> Option<Vec<u8>> {
-        let mut out = Vec::with_capacity(256);
+    fn row(&self, out: &mut Vec<u8>, tuple: &Tuple<'_>, old_key: bool) -> Option<()> {
         out.push(b'{');
         let mut first = true;
         for (i, (col, value)) in self.cols.iter().zip(tuple).enumerate() {
@@ -319,14 +306,14 @@ impl CdcEncoder {
             first = false;
             out.extend_from_slice(&col.name);
             match value {
-                Some(text) => write_value(&mut out, col.kind, text)?,
+                Some(text) => write_value(out, col.kind, text)?,
                 None if col.optional => out.extend_from_slice(b"null"),
                 None if old_key && self.fill[i] => out.extend_from_slice(&col.zero),
                 None => return None, // the converter refuses it: the ordinary path reports it
             }
         }
         out.push(b'}');
-        Some(out)
+        Some(())
     }
 
     /// The key's bytes (with the key converter's envelope), `None` for a table without a key.
@@ -353,20 +340,21 @@ impl CdcEncoder {
         Some(Some(out))
     }
 
-    fn value(&self, before: Option<&[u8]>, after: Option<&[u8]>, op: u8, s: &Stamp) -> Vec<u8> {
+    /// The event's value; `None` when a row holds a value the ordinary path must take.
+    fn value(&self, before: Row<'_, '_>, after: Row<'_, '_>, op: u8, s: &Stamp) -> Option<Vec<u8>> {
+        let rows = usize::from(!before.is_null()) + usize::from(!after.is_null());
         let size = self.value_head.len()
-            + before.map_or(4, <[u8]>::len)
-            + after.map_or(4, <[u8]>::len)
             + self.source_head.len()
             + self.source_db.len()
             + self.source_table.len()
-            + 200;
+            + 200
+            + 48 * self.cols.len() * rows;
         let mut out = Vec::with_capacity(size);
         out.extend_from_slice(&self.value_head);
         out.extend_from_slice(b"{\"before\":");
-        out.extend_from_slice(before.unwrap_or(b"null"));
+        self.write_row(&mut out, before)?;
         out.extend_from_slice(b",\"after\":");
-        out.extend_from_slice(after.unwrap_or(b"null"));
+        self.write_row(&mut out, after)?;
         out.extend_from_slice(&self.source_head);
         int(&mut out, s.commit_us.div_euclid(1000));
         out.extend_from_slice(&self.source_db);
@@ -391,7 +379,30 @@ impl CdcEncoder {
         int(&mut out, s.now_ns);
         out.push(b'}');
         out.extend_from_slice(&self.value_tail);
-        out
+        Some(out)
+    }
+
+    fn write_row(&self, out: &mut Vec<u8>, row: Row<'_, '_>) -> Option<()> {
+        match row {
+            Row::Null => {
+                out.extend_from_slice(b"null");
+                Some(())
+            }
+            Row::Tuple(tuple, old_key) => self.row(out, tuple, old_key),
+        }
+    }
+}
+
+/// `before` or `after`: null, or a tuple (`true`: a REPLICA IDENTITY DEFAULT old key).
+#[derive(Clone, Copy)]
+enum Row<'t, 'b> {
+    Null,
+    Tuple(&'t Tuple<'b>, bool),
+}
+
+impl Row<'_, '_> {
+    fn is_null(&self) -> bool {
+        matches!(self, Row::Null)
     }
 }
 
@@ -416,9 +427,8 @@ fn parse_kind(kind: &str) -> Option<Kind> {
     })
 }
 
-fn int(out: &mut Vec<u8>, n: impl std::fmt::Display) {
-    use std::io::Write;
-    let _ = write!(out, "{n}");
+fn int(out: &mut Vec<u8>, n: impl itoa::Integer) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 /// One column value's JSON; `None` when it is not in the shape this module handles.

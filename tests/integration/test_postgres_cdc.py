@@ -451,7 +451,10 @@ def test_native_encoding_writes_the_python_paths_bytes(
     tag = unique_topic_name("n")[-6:]
     prefixes = {"native": f"nat{tag}", "python": f"pyt{tag}"}  # the same length, compared as bytes
     w = worker(tmp_path, bootstrap)
-    extra = {"table.include.list": rf"public\.{table}", "snapshot.mode": "no_data", "value.converter.schemas.enable": schemas, "key.converter.schemas.enable": schemas}
+    extra = {
+        "table.include.list": rf"public\.{table}", "snapshot.mode": "no_data", "slot.drop.on.stop": "true",
+        "value.converter.schemas.enable": schemas, "key.converter.schemas.enable": schemas,
+    }  # fmt: skip
     configs = {
         name: cdc_config(postgres.port, dbname(postgres_db), prefix, **extra, **({"native.encoding": "false"} if name == "python" else {}))
         for name, prefix in prefixes.items()

@@ -77,6 +77,14 @@ class ReplicationStream:
         """The server process (walsender) serving this stream; 0 when closed."""
         return int(self._pgconn.backend_pid) if self._pgconn is not None else 0
 
+    def buffered_reader(self) -> Any:
+        """libpq's ``get_copy_data`` for this connection, for the read loop's fast path: called with
+        1 it returns ``(nbytes, message)`` for a message already received and ``nbytes <= 0`` when
+        there is none (then :meth:`read` waits, reports the end of the stream or the error)."""
+        if self._pgconn is None:
+            raise ReplicationLost("not connected")
+        return self._pgconn.get_copy_data
+
     def read(self, timeout: float) -> Any:
         """The next CopyData message (a memoryview), or ``None`` if none arrived within ``timeout``."""
         pgconn = self._pgconn

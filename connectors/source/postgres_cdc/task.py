@@ -302,12 +302,14 @@ class PostgresCdcTask(SourceTask):
         """Read messages until a full batch, or the poll interval ends with nothing (more) to read."""
         limit = cfg.max_batch_size
         deadline = time.monotonic() + cfg.poll_interval_ms / 1000
-        read, handle = stream.read, decoder.handle
+        read, handle, fetch = stream.read, decoder.handle, stream.buffered_reader()
         stopping = self._stopping
         records, encoded = decoder.records, decoder.encoded
         outbox = decoder.outbox
         while len(records) + len(encoded) < limit and not outbox:
-            data = read(0)
+            nbytes, data = fetch(1)  # a message libpq already has, with no Python call in between
+            if nbytes <= 0:
+                data = read(0)
             if data is None:
                 if (records or encoded) and not decoder.in_txn:
                     return  # return what we have rather than wait
