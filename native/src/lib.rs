@@ -1,4 +1,5 @@
-//! Sluice's native helpers.
+//! Sluice's native helpers: `parse_json_objects` below, and `CdcEncoder` (the CDC source's
+//! change events, see `cdc.rs`).
 //!
 //! `parse_json_objects` turns a batch of consumed JSON values, each a flat object (every member a
 //! string, number, boolean or null), into Arrow column buffers that Python wraps with

@@ -7,6 +7,12 @@ the ``source`` block copied from a per-transaction template (two fields set per 
 envelope's processing time taken per transaction and per poll, and records built without
 NamedTuple's Python-level constructor.
 
+When the task serializes natively (:mod:`connectors.source.postgres_cdc.native`), row changes of a
+table the encoder covers skip all of that: the message goes to the table's ``CdcEncoder``, which
+appends the record's key and value bytes to :attr:`ChangeDecoder.encoded`; what it declines (an
+unusual value) takes the path above. The two kinds of records are never pending at once:
+switching finishes the pending ones into :attr:`ChangeDecoder.outbox` with their own offset.
+
 Positions: every event's offset carries ``lsn_commit`` (the commit LSN of its transaction) and
 ``lsn`` (the event's own LSN). A transaction committed before the stored ``lsn_commit`` was
 delivered; in the transaction whose commit LSN equals it, events up to the stored ``lsn`` were.

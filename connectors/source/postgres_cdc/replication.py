@@ -9,10 +9,9 @@ The surface used is small and documented by libpq, and it stays behind this one 
 
 What bounds the stream is the server side: the walsender sends (and flushes) every message on
 its own, and PostgreSQL's C client ``pg_recvlogical`` writing to ``/dev/null`` receives no more
-than this class does (both 120-155k changes/s on the 2-core development box, the walsender at
-~95 % of a core when the box is quiet and both clients waiting on it about half the time), while
-``pg_logical_slot_get_binary_changes`` decodes 430-720k/s with no network in between.
-``benchmarks/cdc_source.py`` measures all three in one run.
+than this class does (both 280-330k changes/s on the 2-core development box, the walsender at
+~95 % of a core), while ``pg_logical_slot_get_binary_changes`` decodes 810-880k/s with no network
+in between. ``benchmarks/cdc_source.py`` measures all three in one run.
 """
 
 from __future__ import annotations
