@@ -245,7 +245,7 @@ def test_initial_snapshot_resumes_from_last_chunk_after_kill(
 ) -> None:
     bootstrap = kafka.bootstrap_servers
     prefix = unique_topic_name("cdcsnap")
-    rows = 200_000
+    rows = 1_000_000  # the issue's size
     run_sql(
         postgres_db,
         "CREATE TABLE big (id bigint PRIMARY KEY, name text, amount numeric(12,2))",
@@ -499,3 +499,50 @@ def test_native_encoding_writes_the_python_paths_bytes(
     assert native_records == normalized(got["python"], prefixes["python"])
     assert len(native_records) == expected
     assert {(value(r) or {}).get("op") for r in got["native"]} == {"c", "u", "d", None}
+
+
+def test_unchanged_toast_values_and_the_handling_modes(
+    kafka: Any, postgres: PostgresServer, postgres_db: str, tmp_path: Path
+) -> None:
+    """An update that leaves a TOASTed column alone carries Debezium's placeholder for it (text and
+    bytea); ``decimal.handling.mode=string`` and ``time.precision.mode=connect`` shape the values."""
+    bootstrap = kafka.bootstrap_servers
+    prefix = unique_topic_name("cdctoast")
+    run_sql(
+        postgres_db,
+        "CREATE TABLE docs (id int PRIMARY KEY, n int, body text, blob bytea, price numeric(10,2), day date,"
+        " at_time time(3), local_ts timestamp)",
+        "ALTER TABLE docs ALTER COLUMN body SET STORAGE EXTERNAL",
+        "ALTER TABLE docs ALTER COLUMN blob SET STORAGE EXTERNAL",
+    )
+    config = cdc_config(
+        postgres.port, dbname(postgres_db), prefix,
+        **{"table.include.list": r"public\.docs", "snapshot.mode": "no_data", "value.converter.schemas.enable": "false",
+           "decimal.handling.mode": "string", "time.precision.mode": "connect"},
+    )  # fmt: skip
+    w = worker(tmp_path, bootstrap).start(write_connector(tmp_path / "cdc.json", "cdc", config))
+    try:
+        w.wait_running("cdc")
+        time.sleep(1.0)
+        body = "x" * 20_000  # stored out of line (EXTERNAL: not compressed), so an update may omit it
+        run_sql(
+            postgres_db,
+            "INSERT INTO docs VALUES (1, 1, %s, decode(repeat('ab', 10000), 'hex'), 12.34, '2024-03-01', '12:34:56.789',"
+            " '2024-03-01 10:11:12.345678')",
+            params=(body,),
+        )
+        run_sql(postgres_db, "UPDATE docs SET n = 2 WHERE id = 1")
+        created, updated = (value(r) for r in read_events(bootstrap, f"{prefix}.public.docs", 2))
+    finally:
+        w.stop()
+    assert created["after"]["body"] == body
+    assert base64.b64decode(created["after"]["blob"]) == b"\xab" * 10_000
+    assert created["after"]["price"] == "12.34"  # decimal.handling.mode=string
+    assert created["after"]["day"] == 19783  # Connect Date: days since the epoch
+    assert created["after"]["at_time"] == 45296789  # Connect Time: ms of the day
+    assert created["after"]["local_ts"] == 1709287872345  # Connect Timestamp: ms
+    after = updated["after"]
+    assert updated["op"] == "u" and after["n"] == 2
+    assert after["body"] == "__debezium_unavailable_value"
+    assert base64.b64decode(after["blob"]) == b"__debezium_unavailable_value"
+    assert after["price"] == "12.34"
