@@ -38,6 +38,12 @@ enum Kind {
     Millis,
     /// date as days since the epoch.
     Date,
+    /// time as microseconds of the day.
+    TimeMicros,
+    /// time as milliseconds of the day (floored).
+    TimeMillis,
+    /// bytea (hex output) as base64 bytes.
+    Bytea,
 }
 
 struct Col {
@@ -415,6 +421,9 @@ fn parse_kind(kind: &str) -> Option<Kind> {
         "micros" => Kind::Micros,
         "millis" => Kind::Millis,
         "date" => Kind::Date,
+        "time_micros" => Kind::TimeMicros,
+        "time_millis" => Kind::TimeMillis,
+        "bytea" => Kind::Bytea,
         _ => {
             let (name, n) = kind.split_once(':')?;
             let n: u32 = n.parse().ok()?;
@@ -464,6 +473,21 @@ fn write_value(out: &mut Vec<u8>, kind: Kind, text: &[u8]) -> Option<()> {
                 return None;
             }
             int(out, date_days(text)?);
+        }
+        Kind::TimeMicros => int(out, time_micros(text)?),
+        Kind::TimeMillis => int(out, time_micros(text)? / 1000),
+        Kind::Bytea => {
+            let hex = text.strip_prefix(b"\\x")?; // bytea_output=escape goes the ordinary way
+            if hex.len() % 2 != 0 {
+                return None;
+            }
+            let mut bytes = Vec::with_capacity(hex.len() / 2);
+            for pair in hex.chunks(2) {
+                bytes.push((hex_digit(pair[0])? << 4) | hex_digit(pair[1])?);
+            }
+            out.push(b'"');
+            base64_into(out, &bytes);
+            out.push(b'"');
         }
     }
     Some(())
@@ -553,8 +577,48 @@ fn decimal_base64(out: &mut Vec<u8>, text: &[u8], scale: u32) -> Option<()> {
     let bits = 128 - magnitude.leading_zeros() as usize;
     let len = bits / 8 + 1;
     let all = n.to_be_bytes();
-    let bytes = &all[16 - len..];
     out.push(b'"');
+    base64_into(out, &all[16 - len..]);
+    out.push(b'"');
+    Some(())
+}
+
+fn hex_digit(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// `HH:MM:SS[.f{1,6}]` → microseconds of the day (`24:00:00` included, as PostgreSQL allows).
+fn time_micros(text: &[u8]) -> Option<i64> {
+    if text.len() < 8 || text[2] != b':' || text[5] != b':' {
+        return None;
+    }
+    let (h, m, s) = (two(text, 0)?, two(text, 3)?, two(text, 6)?);
+    Some((h * 3600 + m * 60 + s) * 1_000_000 + fraction_micros(&text[8..])?)
+}
+
+/// `.f{1,6}` (or nothing) after a clock → microseconds.
+fn fraction_micros(rest: &[u8]) -> Option<i64> {
+    if rest.is_empty() {
+        return Some(0);
+    }
+    let fraction = rest.strip_prefix(b".")?;
+    if fraction.is_empty() || fraction.len() > 6 || !fraction.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut micros = 0;
+    for i in 0..6 {
+        micros = micros * 10 + fraction.get(i).map_or(0, |d| i64::from(d - b'0'));
+    }
+    Some(micros)
+}
+
+/// Standard base64, padded.
+fn base64_into(out: &mut Vec<u8>, bytes: &[u8]) {
     for chunk in bytes.chunks(3) {
         let b = [
             chunk[0],
@@ -575,8 +639,6 @@ fn decimal_base64(out: &mut Vec<u8>, text: &[u8], scale: u32) -> Option<()> {
             b'='
         });
     }
-    out.push(b'"');
-    Some(())
 }
 
 /// `YYYY-MM-DD HH:MM:SS[.ffffff]+00` → `"YYYY-MM-DDTHH:MM:SS.ffffffZ"` with the fraction padded or
@@ -660,15 +722,5 @@ fn timestamp_micros(text: &[u8]) -> Option<i64> {
     if h > 23 || m > 59 || s > 59 {
         return None;
     }
-    let mut micros = 0;
-    if text.len() > 19 {
-        let fraction = text[19..].strip_prefix(b".")?;
-        if fraction.is_empty() || fraction.len() > 6 || !fraction.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        for i in 0..6 {
-            micros = micros * 10 + fraction.get(i).map_or(0, |d| i64::from(d - b'0'));
-        }
-    }
-    Some(((days * 86_400 + h * 3600 + m * 60 + s) * 1_000_000) + micros)
+    Some(((days * 86_400 + h * 3600 + m * 60 + s) * 1_000_000) + fraction_micros(&text[19..])?)
 }

@@ -446,7 +446,7 @@ def test_native_encoding_writes_the_python_paths_bytes(
         postgres_db,
         f"CREATE TABLE {table} (id bigint PRIMARY KEY, n int, small smallint, flag boolean, ratio float8, label text NOT NULL,"
         " code varchar(12), price numeric(12,2) NOT NULL, whole numeric(18,0), at timestamptz, at3 timestamptz(3),"
-        " local_ts timestamp, day date, uid uuid, doc jsonb)",
+        " local_ts timestamp, day date, uid uuid, doc jsonb, blob bytea, clock time, clock3 time(3))",
     )
     tag = unique_topic_name("n")[-6:]
     prefixes = {"native": f"nat{tag}", "python": f"pyt{tag}"}  # the same length, compared as bytes
@@ -469,7 +469,8 @@ def test_native_encoding_writes_the_python_paths_bytes(
             f"INSERT INTO {table} SELECT g, g * 7, (g % 100)::smallint, g % 2 = 0, g / 8.0, 'l' || g || E'\\u00e9\\u0001\"\\\\',"
             " CASE WHEN g % 5 = 0 THEN NULL ELSE 'c' || g END, g * 1.25, g::bigint * 1000000007, now() - g * interval '1.001 second',"
             " now(), timestamp '2024-02-29 23:59:59.999999' + g * interval '1 day', date '1969-12-31' + g,"
-            " md5(g::text)::uuid, jsonb_build_object('g', g)"
+            " md5(g::text)::uuid, jsonb_build_object('g', g), CASE WHEN g % 4 = 0 THEN NULL ELSE int4send(g) END,"
+            " time '00:00:00' + g * interval '217.123457 second', time '23:59:59.999' - g * interval '1.5 second'"
             " FROM generate_series(1, 400) g",
         )
         run_sql(postgres_db, f"INSERT INTO {table} (id, label, price) VALUES (1000, E'\\U0001F600 x', -0.01)")
@@ -483,6 +484,7 @@ def test_native_encoding_writes_the_python_paths_bytes(
         got = {name: read_events(bootstrap, f"{prefix}.public.{table}", expected, timeout=120) for name, prefix in prefixes.items()}
         natively = re.findall(r"Slot (\S+): row changes are serialized natively", w.log(tail=1_000_000))
         assert natively == [configs["native"]["slot.name"]]  # and only there
+        assert f"Table public.{table}: changes are serialized natively" in w.log(tail=1_000_000)
     finally:
         w.stop()
     processing_time = re.compile(rb'"ts_ms":\d+,"ts_us":\d+,"ts_ns":\d+}(}?)$')

@@ -7,7 +7,7 @@ converters then walk: decoding and serializing a change costs a fraction of the 
 :func:`encoder_for` describes a table to it — each column's conversion, chosen by the very
 function the Python decoder would run, and the constant parts of the envelope, rendered by the
 converters themselves — or returns ``None`` for a table with a column it does not cover (arrays,
-bytea, time, intervals, money, variable-scale numerics, float4), whose changes then take the
+intervals, money, variable-scale numerics, float4, ``connect``-mode dates and times), whose changes then take the
 Python path. A message the encoder cannot take (an unchanged TOASTed value, a value in an unusual
 shape) also takes the Python path, message by message; the tests compare both byte for byte.
 """
@@ -46,27 +46,32 @@ def converters_supported(key_converter: Any, value_converter: Any) -> bool:
     )
 
 
+#: Conversions the encoder does as the Python path does them, by the Python path's function.
+_KINDS: dict[Any, str] = {
+    int: "int",
+    pgtypes._bool: "bool",
+    pgtypes._text: "str",
+    pgtypes._timestamp_micros: "micros",
+    pgtypes._timestamp_millis: "millis",
+    pgtypes._date_days: "date",
+    pgtypes._time_micros: "time_micros",
+    pgtypes._time_millis: "time_millis",
+    pgtypes._bytea: "bytea",
+}
+
+
 def column_kind(column: Any) -> str | None:
     """The encoder's name for the column's conversion, from the function the Python path runs."""
     ctype = column.ctype
     fn = ctype.fn
-    if fn is int:
-        return "int"
-    if fn is pgtypes._bool:
-        return "bool"
+    kind = _KINDS.get(fn)
+    if kind is not None:
+        return kind
     if fn is pgtypes._float_text and ctype.schema.type.name == "FLOAT64":
         return "f64"
-    if fn is pgtypes._text:
-        return "str"
     if fn is pgtypes._decimal:
         scale = int((ctype.schema.parameters or {}).get("scale", "-1"))
         return f"decimal:{scale}" if 0 <= scale <= 38 else None
-    if fn is pgtypes._timestamp_micros:
-        return "micros"
-    if fn is pgtypes._timestamp_millis:
-        return "millis"
-    if fn is pgtypes._date_days:
-        return "date"
     if ctype.schema.name == "io.debezium.time.ZonedTimestamp" and column.type_oid == pgtypes.TIMESTAMPTZ:
         return f"zoned:{pgtypes.time_precision(column.typmod)}"
     return None
@@ -86,8 +91,11 @@ def encoder_for(
         kind = column_kind(column)
         if kind is None:
             if keep:
-                log.debug(
-                    "%s: column %s (type %d) takes the Python path", table.qualified, column.name, column.type_oid
+                log.info(
+                    "Table %s: changes are built in Python (no native encoding for column %s, type oid %d)",
+                    table.qualified,
+                    column.name,
+                    column.type_oid,
                 )
                 return None
             kind = "str"  # skipped, never converted
@@ -124,6 +132,8 @@ def encoder_for(
     )
     source_db = b',"snapshot":"false","db":' + _dumps(database) + b',"sequence":"[\\"'
     source_table = b',"schema":' + _dumps(table.schema_name) + b',"table":' + _dumps(table.name) + b',"txId":'
-    return CdcEncoder(
+    encoder = CdcEncoder(
         columns, key, (key_head, key_tail, value_head, value_tail, source_head, source_db, source_table), tombstones
     )
+    log.info("Table %s: changes are serialized natively", table.qualified)
+    return encoder

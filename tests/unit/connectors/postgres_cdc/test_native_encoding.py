@@ -25,9 +25,11 @@ from connectors.source.postgres_cdc.types import (
     INT2,
     INT4,
     INT8,
+    INTERVAL,
     JSONB,
     NUMERIC,
     TEXT,
+    TIME,
     TIMESTAMP,
     TIMESTAMPTZ,
     UUID,
@@ -72,6 +74,9 @@ COLUMNS = [
     ("day", DATE, -1),
     ("uid", UUID, -1),
     ("doc", JSONB, -1),
+    ("blob", BYTEA, -1),
+    ("clock", TIME, -1),
+    ("clock3", TIME, 3),
 ]
 
 
@@ -263,6 +268,17 @@ def gen_value(rng: random.Random, oid: int, typmod: int) -> bytes | None:
         if r < 0.05:
             return rng.choice([b"infinity", b"-infinity", b"0044-03-15 BC"])
         return time.strftime("%Y-%m-%d", time.gmtime(rng.randint(-5_000_000_000, 9_000_000_000))).encode()
+    if oid == BYTEA:
+        if r < 0.05:
+            return rng.choice([b"abc\\000", b"x\\\\y"])  # bytea_output=escape: the Python path
+        return b"\\x" + bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 7))).hex().encode()
+    if oid == TIME:
+        digits = typmod if 0 <= typmod <= 6 else 6
+        micros = int(f"{rng.randint(0, 999_999):06d}"[:digits].ljust(6, "0"))
+        clock = rng.choice(
+            ["00:00:00", "23:59:59", "24:00:00", "12:34:56", f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:07"]
+        )
+        return (clock + pg_fraction(micros, digits)).encode()
     if oid == UUID:
         return b"%08x-0000-4000-8000-%012x" % (rng.getrandbits(32), rng.getrandbits(48))
     if oid == JSONB:
@@ -379,11 +395,11 @@ def test_the_common_table_is_encoded_natively_every_time() -> None:
 
 
 def test_a_table_with_a_column_the_encoder_does_not_cover_takes_the_python_path() -> None:
-    columns = [("id", INT4, -1), ("blob", BYTEA, -1)]
+    columns = [("id", INT4, -1), ("span", INTERVAL, -1)]
     messages = [
         pg.relation(1, "public", "t", [(n, o, t, n == "id") for n, o, t in columns]),
         pg.begin(5000, T0, 7),
-        pg.insert(1001, 1, [b"1", b"\\x00ff"]),
+        pg.insert(1001, 1, [b"1", b"1 day 02:00:00"]),
         pg.commit(5000, 5008, T0),
     ]
     assert compare(messages, columns=columns) == 0
