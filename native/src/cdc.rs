@@ -6,13 +6,13 @@
 //! write for the records the Python decoder would build: the same fields in the same order, the
 //! same number and string layout (Java's for doubles, Jackson's string escapes).
 //!
-//! It covers the column conversions that make up most tables (integers, booleans, doubles, text,
-//! fixed-scale numerics, timestamps, dates) and the common shapes of their values. Anything else
-//! (an unchanged TOASTed value, a required column that is null, a double Java would print in
-//! exponent form, a timestamp not in UTC, a column count that does not match the relation)
-//! returns 0 before anything is appended, and the caller decodes the message the ordinary way,
-//! which is the one place that decides what such a value becomes. The tests compare both paths
-//! byte for byte.
+//! It covers the column conversions that make up most tables (integers, booleans, doubles,
+//! text, bytea, fixed-scale numerics, timestamps, dates, times) and the common shapes of their
+//! values. Anything else (an unchanged TOASTed value, a required column that is null, a double
+//! Java would print in exponent form, a timestamp not in UTC, a column count that does not match
+//! the relation) returns 0 before anything is appended, and the caller decodes the message the
+//! ordinary way, which is the one place that decides what such a value becomes. The tests
+//! compare both paths byte for byte.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
@@ -95,7 +95,7 @@ const DELETE: i32 = 3;
 impl CdcEncoder {
     /// `columns`: `(kind, "name":, keep, optional, zero)` per column in relation order, with kind
     /// one of `int`, `bool`, `f64`, `str`, `decimal:<scale>`, `zoned:<digits>`, `micros`,
-    /// `millis`, `date`. `key`: key column indexes. `envelope`: `(key_head, key_tail, value_head,
+    /// `millis`, `date`, `time_micros`, `time_millis`, `bytea`. `key`: key column indexes. `envelope`: `(key_head, key_tail, value_head,
     /// value_tail, source_head, source_db, source_table)`.
     #[new]
     #[allow(clippy::type_complexity)]

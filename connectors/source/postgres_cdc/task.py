@@ -142,7 +142,7 @@ class PostgresCdcTask(SourceTask):
 
     def accept_encoded(self, key_converter: Any, value_converter: Any) -> bool:
         """Serialize row changes natively when the converters are ones the encoder writes for
-        (:mod:`connectors.source.postgres_cdc.native`); ``cdc.native.encoding=false`` declines."""
+        (:mod:`connectors.source.postgres_cdc.native`); ``native.encoding=false`` declines."""
         cfg, decoder = self._config, self._decoder
         assert cfg is not None and decoder is not None
         if not cfg.native_encoding or not native.converters_supported(key_converter, value_converter):
