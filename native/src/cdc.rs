@@ -73,6 +73,8 @@ pub struct CdcEncoder {
     source_db: Vec<u8>,
     /// `,"schema":…,"table":…,"txId":`
     source_table: Vec<u8>,
+    /// The database name as a JSON string (snapshot rows' `source.db`).
+    db: Vec<u8>,
     tombstones: bool,
 }
 
@@ -96,13 +98,14 @@ impl CdcEncoder {
     /// `columns`: `(kind, "name":, keep, optional, zero)` per column in relation order, with kind
     /// one of `int`, `bool`, `f64`, `str`, `decimal:<scale>`, `zoned:<digits>`, `micros`,
     /// `millis`, `date`, `time_micros`, `time_millis`, `bytea`. `key`: key column indexes. `envelope`: `(key_head, key_tail, value_head,
-    /// value_tail, source_head, source_db, source_table)`.
+    /// value_tail, source_head, source_db, source_table, db)`.
     #[new]
     #[allow(clippy::type_complexity)]
     fn new(
         columns: Vec<(String, Vec<u8>, bool, bool, Vec<u8>)>,
         key: Vec<usize>,
         envelope: (
+            Vec<u8>,
             Vec<u8>,
             Vec<u8>,
             Vec<u8>,
@@ -136,7 +139,7 @@ impl CdcEncoder {
             .enumerate()
             .map(|(i, c)| c.keep && !c.optional && !key.contains(&i))
             .collect();
-        let (key_head, key_tail, value_head, value_tail, source_head, source_db, source_table) =
+        let (key_head, key_tail, value_head, value_tail, source_head, source_db, source_table, db) =
             envelope;
         Ok(CdcEncoder {
             cols,
@@ -149,6 +152,7 @@ impl CdcEncoder {
             source_head,
             source_db,
             source_table,
+            db,
             tombstones,
         })
     }
@@ -183,21 +187,69 @@ impl CdcEncoder {
             return Ok(0);
         };
         let (code, events) = out;
-        for (key, value) in events {
-            match key {
-                Some(k) => keys.append(PyBytes::new(py, &k))?,
-                None => keys.append(py.None())?,
-            }
-            match value {
-                Some(v) => values.append(PyBytes::new(py, &v))?,
-                None => values.append(py.None())?,
-            }
-        }
+        append(py, events, keys, values)?;
         Ok(code)
+    }
+
+    /// Encode a snapshot chunk: `blob` is the text of `COPY (SELECT <kept columns> …) TO STDOUT`,
+    /// one row per line. Appends every row's key and `r` event value and returns `True`, or
+    /// returns `False` with nothing appended when any row needs the ordinary path. `snapshot` is
+    /// the `source.snapshot` value (`true` or `incremental`); with `last` the final row gets `last`.
+    #[allow(clippy::too_many_arguments)]
+    fn encode_copy(
+        &self,
+        py: Python<'_>,
+        blob: &[u8],
+        snapshot: &str,
+        last: bool,
+        lsn: u64,
+        now_ns: i64,
+        keys: &Bound<'_, PyList>,
+        values: &Bound<'_, PyList>,
+    ) -> PyResult<bool> {
+        let body = blob.strip_suffix(b"\n").unwrap_or(blob);
+        if body.is_empty() {
+            return Ok(true);
+        }
+        let lines: Vec<&[u8]> = body.split(|&b| b == b'\n').collect();
+        let mut events = Vec::with_capacity(lines.len());
+        for (i, line) in lines.iter().enumerate() {
+            let kind = if last && i + 1 == lines.len() {
+                "last"
+            } else {
+                snapshot
+            };
+            let Some(event) = self.snapshot_event(line, kind, lsn, now_ns) else {
+                return Ok(false);
+            };
+            events.push((event.0, Some(event.1)));
+        }
+        append(py, events, keys, values)?;
+        Ok(true)
     }
 }
 
 type Event = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// Each event's key and value as `bytes` (or `None`) onto the two lists.
+fn append(
+    py: Python<'_>,
+    events: Vec<Event>,
+    keys: &Bound<'_, PyList>,
+    values: &Bound<'_, PyList>,
+) -> PyResult<()> {
+    for (key, value) in events {
+        match key {
+            Some(k) => keys.append(PyBytes::new(py, &k))?,
+            None => keys.append(py.None())?,
+        }
+        match value {
+            Some(v) => values.append(PyBytes::new(py, &v))?,
+            None => values.append(py.None())?,
+        }
+    }
+    Ok(())
+}
 
 impl CdcEncoder {
     fn events(&self, buf: &[u8], stamp: &Stamp) -> Option<(i32, Vec<Event>)> {
@@ -386,6 +438,75 @@ impl CdcEncoder {
         out.push(b'}');
         out.extend_from_slice(&self.value_tail);
         Some(out)
+    }
+
+    /// One COPY text line (the kept columns, tab-separated) → the row's key and `r` event value.
+    fn snapshot_event(
+        &self,
+        line: &[u8],
+        snapshot: &str,
+        lsn: u64,
+        now_ns: i64,
+    ) -> Option<(Option<Vec<u8>>, Vec<u8>)> {
+        let mut fields = line.split(|&b| b == b'\t');
+        let mut owned: Vec<Option<Vec<u8>>> = Vec::with_capacity(self.cols.len());
+        let mut raw: Vec<Option<&[u8]>> = Vec::with_capacity(self.cols.len());
+        for col in &self.cols {
+            if !col.keep {
+                owned.push(None);
+                raw.push(None);
+                continue;
+            }
+            let field = fields.next()?;
+            if field == b"\\N" {
+                owned.push(None);
+                raw.push(None);
+            } else if field.contains(&b'\\') {
+                owned.push(Some(unescape_copy(field)?));
+                raw.push(Some(b""));
+            } else {
+                owned.push(None);
+                raw.push(Some(field));
+            }
+        }
+        if fields.next().is_some() {
+            return None; // more fields than kept columns
+        }
+        let tuple: Tuple<'_> = raw
+            .iter()
+            .zip(&owned)
+            .map(|(r, o)| match (r, o) {
+                (_, Some(v)) => Some(v.as_slice()),
+                (r, None) => *r,
+            })
+            .collect();
+        let key = self.key_json(&tuple)?;
+        let mut out = Vec::with_capacity(256 + 48 * self.cols.len());
+        out.extend_from_slice(&self.value_head);
+        out.extend_from_slice(b"{\"before\":null,\"after\":");
+        self.row(&mut out, &tuple, false)?;
+        out.extend_from_slice(&self.source_head);
+        int(&mut out, now_ns.div_euclid(1_000_000));
+        out.extend_from_slice(b",\"snapshot\":\"");
+        out.extend_from_slice(snapshot.as_bytes());
+        out.extend_from_slice(b"\",\"db\":");
+        out.extend_from_slice(&self.db);
+        out.extend_from_slice(b",\"sequence\":null,\"ts_us\":");
+        int(&mut out, now_ns.div_euclid(1000));
+        out.extend_from_slice(b",\"ts_ns\":");
+        int(&mut out, now_ns);
+        out.extend_from_slice(&self.source_table);
+        out.extend_from_slice(b"null,\"lsn\":");
+        int(&mut out, lsn);
+        out.extend_from_slice(b",\"xmin\":null},\"transaction\":null,\"op\":\"r\",\"ts_ms\":");
+        int(&mut out, now_ns.div_euclid(1_000_000));
+        out.extend_from_slice(b",\"ts_us\":");
+        int(&mut out, now_ns.div_euclid(1000));
+        out.extend_from_slice(b",\"ts_ns\":");
+        int(&mut out, now_ns);
+        out.push(b'}');
+        out.extend_from_slice(&self.value_tail);
+        Some((key, out))
     }
 
     fn write_row(&self, out: &mut Vec<u8>, row: Row<'_, '_>) -> Option<()> {
@@ -723,4 +844,28 @@ fn timestamp_micros(text: &[u8]) -> Option<i64> {
         return None;
     }
     Some(((days * 86_400 + h * 3600 + m * 60 + s) * 1_000_000) + fraction_micros(&text[19..])?)
+}
+
+/// COPY text-format escapes as `COPY … TO STDOUT` writes them (backslash and b, f, n, r, t, v or a backslash);
+/// anything else (octal or hex escapes, which PostgreSQL does not write) goes the ordinary way.
+fn unescape_copy(field: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut bytes = field.iter();
+    while let Some(&b) = bytes.next() {
+        if b != b'\\' {
+            out.push(b);
+            continue;
+        }
+        out.push(match bytes.next()? {
+            b'b' => 8,
+            b'f' => 12,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            b'v' => 11,
+            b'\\' => b'\\',
+            _ => return None,
+        });
+    }
+    Some(out)
 }

@@ -188,7 +188,8 @@ class ChangeDecoder:
         self._stamp()
         return batch
 
-    def _encoder(self, table: Table) -> Any:
+    def encoder(self, table: Table) -> Any:
+        """The table's native encoder (``None``: its changes take the Python path); needs :attr:`native`."""
         cached = self._encoders.get(id(table))
         if cached is not None and cached[0] is table:
             return cached[1]
@@ -210,7 +211,7 @@ class ChangeDecoder:
         """Serialize the change natively when the table's encoder takes it; ``False``: the Python path."""
         if self.on_change is not None or self._skips_rows or self.transaction_topic is not None:
             return False
-        encoder = self._encoder(table)
+        encoder = self.encoder(table)
         if encoder is None:
             return False
         values = self.encoded

@@ -132,8 +132,7 @@ def encoder_for(
     )
     source_db = b',"snapshot":"false","db":' + _dumps(database) + b',"sequence":"[\\"'
     source_table = b',"schema":' + _dumps(table.schema_name) + b',"table":' + _dumps(table.name) + b',"txId":'
-    encoder = CdcEncoder(
-        columns, key, (key_head, key_tail, value_head, value_tail, source_head, source_db, source_table), tombstones
-    )
+    envelope = (key_head, key_tail, value_head, value_tail, source_head, source_db, source_table, _dumps(database))
+    encoder = CdcEncoder(columns, key, envelope, tombstones)
     log.info("Table %s: changes are serialized natively", table.qualified)
     return encoder

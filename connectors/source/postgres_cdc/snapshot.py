@@ -32,7 +32,7 @@ from typing import Any
 import psycopg
 from psycopg import Connection, pq, sql
 
-from connectors.api import SourceRecordBatch
+from connectors.api import EncodedRecordBatch, SourceRecordBatch
 from connectors.source.postgres_cdc.decoder import CONNECTOR, VERSION, ChangeDecoder
 from connectors.source.postgres_cdc.tables import Table, unescape_copy
 
@@ -70,6 +70,9 @@ class ChunkWindow:
         self.keys: list[dict[str, Any] | None] = []
         self.values: list[dict[str, Any]] = []
         self.changed: set[tuple[Any, ...]] = set()
+        #: The chunk's COPY text while its rows are not decoded yet (the native encoder may take it).
+        self.text: bytes | None = None
+        self.lines: list[bytes] = []
         self.last_key: list[str] | None = None
         self.exhausted = False
         self.open = False
@@ -78,8 +81,19 @@ class ChunkWindow:
         self.keys.append(key)
         self.values.append(value)
 
+    def decode(self) -> None:
+        """Decode the rows kept as COPY text (see :attr:`text`)."""
+        if self.text is None:
+            return
+        self.text = None
+        table = self.table
+        self.values = list(map(table.from_copy, self.lines))
+        self.keys = list(map(table.key_of, self.values)) if table.primary_key else [None] * len(self.values)
+        self.lines = []
+
     def rows(self) -> tuple[list[dict[str, Any] | None], list[dict[str, Any]]]:
         """The (keys, values) left after dropping the rows the stream changed."""
+        self.decode()
         if not self.changed:
             return self.keys, self.values
         changed = self.changed
@@ -247,19 +261,23 @@ class ChunkedSnapshot:
         """Step 2: the chunk's rows, decoded, with the key to continue after."""
         table = window.table
         pk = table.primary_key
-        lines = copy_result(conn).split(b"\n")
+        text = copy_result(conn)
+        lines = text.split(b"\n")
         if lines and lines[-1] == b"":
             lines.pop()
-        window.values = values = list(map(table.from_copy, lines))
+        decoder = self.decoder
+        if decoder.native is not None and decoder.encoder(table) is not None:
+            window.text, window.lines = text, lines  # decoded only if the encoder cannot take it
+        else:
+            window.values = list(map(table.from_copy, lines))
+            window.keys = list(map(table.key_of, window.values)) if pk else [None] * len(lines)
         if pk:
-            window.keys = list(map(table.key_of, values))
             if lines:
                 names = [c.name for c in table.included_columns]
                 fields = lines[-1].split(b"\t")
                 window.last_key = [unescape_copy(fields[names.index(k)]).decode() for k in pk]
             window.exhausted = len(lines) < size
         else:  # no key: nothing to deduplicate by
-            window.keys = [None] * len(values)
             window.exhausted = True
 
     # -- stream hooks --------------------------------------------------------------------------------
@@ -327,6 +345,15 @@ class ChunkedSnapshot:
             "lsn": lsn,
             "xmin": None,
         }
+        if window.text is not None and not window.changed:
+            encoded = self._encode_chunk(window, lsn, now, offset, finished_initial)
+            if encoded is not None:
+                self.rows_emitted += len(encoded)
+                if finished_initial:
+                    log.info("Initial snapshot finished: %d rows", self.rows_emitted)
+                if len(encoded):
+                    decoder.outbox.append(encoded)
+                return
         ts_ms, ts_us = now // 1_000_000, now // 1000
         keys, rows = window.rows()
         values = [
@@ -361,6 +388,24 @@ class ChunkedSnapshot:
                     last_offset=offset,
                 )
             )
+
+    def _encode_chunk(
+        self, window: ChunkWindow, lsn: int, now: int, offset: dict[str, Any], finished_initial: bool
+    ) -> EncodedRecordBatch | None:
+        """The chunk's ``r`` events serialized natively, or ``None`` when a row needs the Python path."""
+        decoder, table = self.decoder, window.table
+        encoder = decoder.encoder(table)
+        if encoder is None or window.text is None:
+            return None
+        keys: list[bytes | None] = []
+        values: list[bytes | None] = []
+        kind = "true" if window.kind == INITIAL else "incremental"
+        if not encoder.encode_copy(window.text, kind, finished_initial, lsn, now, keys, values):
+            return None
+        window.text, window.lines = None, []
+        return EncodedRecordBatch(
+            [table.topic] * len(values), keys, values, source_partition=decoder.partition, last_offset=offset
+        )
 
     def _table_done(self) -> None:
         if self.pending:

@@ -448,3 +448,97 @@ def test_the_task_declines_converters_the_encoder_does_not_write_for() -> None:
     numeric.configure({"decimal.format": "NUMERIC"})
     assert not native.converters_supported(keys, numeric)
     assert not native.converters_supported(StringConverter(), values)
+
+
+# -- snapshot chunks ------------------------------------------------------------------------------
+
+
+def serialized(conv: tuple[JsonConverter, JsonConverter], r: Any) -> tuple[str, bytes | None, bytes | None]:
+    """A record's (topic, key, value) bytes; a value the converter refuses as its error text."""
+    keys, values = conv
+    try:
+        return (
+            r.topic,
+            keys.from_connect_data(r.topic, r.key_schema, r.key),
+            values.from_connect_data(r.topic, r.value_schema, r.value),
+        )
+    except DataError as exc:
+        return r.topic, None, f"DataError: {exc}".encode()
+
+
+_COPY_ESCAPES = {92: b"\\\\", 10: b"\\n", 13: b"\\r", 9: b"\\t", 8: b"\\b", 12: b"\\f", 11: b"\\v"}
+
+
+def copy_text(rows: list[list[Any]]) -> bytes:
+    """Rows as ``COPY … TO STDOUT`` writes them (text format)."""
+
+    def field(v: bytes | None) -> bytes:
+        if v is None:
+            return b"\\N"
+        return b"".join(_COPY_ESCAPES.get(c, bytes([c])) for c in v)
+
+    return b"".join(b"\t".join(field(v) for v in row) + b"\n" for row in rows)
+
+
+def emit_chunk(
+    monkeypatch: pytest.MonkeyPatch, conv: Any, text: bytes, modes: TypeModes, optional: dict[str, bool], *, last: bool
+) -> list[Any]:
+    """What ``ChunkedSnapshot`` hands out for one chunk whose COPY returned ``text``."""
+    from connectors.source.postgres_cdc import snapshot as snapshot_module
+
+    d = make_decoder(modes, COLUMNS, optional, key=["id"], tombstones=True)
+    d.native = conv
+    d.handle(memoryview(pg.relation(16384, "public", "orders", [(n, o, t, n == "id") for n, o, t in COLUMNS])))
+    table = d.tables[16384]
+    assert table is not None
+    snap = snapshot_module.ChunkedSnapshot(d, lambda q: table, chunk_size=10**6, incremental_chunk_size=10)
+    snap.pending = [[table.qualified, snapshot_module.INITIAL]] + (
+        [] if last else [["public.other", snapshot_module.INITIAL]]
+    )
+    window = snapshot_module.ChunkWindow("w1", table, snapshot_module.INITIAL)
+    monkeypatch.setattr(snapshot_module, "copy_result", lambda conn: text)
+    snap._read_chunk(None, window, 10**6)  # type: ignore[arg-type]
+    snap._emit(window, 5000)
+    return d.outbox
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_snapshot_chunks_serialize_identically(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    rng = random.Random(1000 + seed)
+    modes = TypeModes(
+        decimal_handling_mode=rng.choice(["precise", "double", "string"]),
+        time_precision_mode=("adaptive", "adaptive_time_microseconds")[seed % 2],
+    )
+    optional = {name: rng.random() < 0.6 for name, _, _ in COLUMNS}
+    optional["id"] = False
+    # Clean chunks (every row plain) and dirty ones (some value the encoder declines).
+    clean = seed % 2 == 0
+    probe = make_decoder(modes, COLUMNS, optional, key=["id"], tombstones=True)
+    probe.native = converters(False)
+    probe.handle(memoryview(pg.relation(1, "public", "p", [(n, o, t, n == "id") for n, o, t in COLUMNS])))
+    probe.handle(memoryview(pg.begin(10**6, T0, 1)))
+
+    def natively(row: list[Any]) -> bool:
+        before = len(probe.encoded)
+        probe.handle(memoryview(pg.insert(1000, 1, row)))
+        probe.records.clear()
+        probe.outbox.clear()
+        return len(probe.encoded) > before
+
+    rows: list[list[Any]] = []
+    while len(rows) < 300:
+        row = gen_row(rng, COLUMNS, optional, len(rows) + 1)
+        if not clean or natively(row):
+            rows.append(row)
+    text = copy_text(rows)
+    conv = converters(seed % 4 < 2)
+    python = emit_chunk(monkeypatch, None, text, modes, optional, last=seed % 3 == 0)
+    fast = emit_chunk(monkeypatch, conv, text, modes, optional, last=seed % 3 == 0)
+    assert [type(b).__name__ for b in fast] == (["EncodedRecordBatch"] if clean else ["SourceRecordBatch"])
+    expected = [serialized(conv, r) for r in python[0]]
+    if isinstance(fast[0], EncodedRecordBatch):
+        got = list(zip(fast[0].topics, fast[0].keys, fast[0].values))
+    else:
+        got = [serialized(conv, r) for r in fast[0]]
+    assert got == expected and len(got) == 300
+    assert fast[0].last_offset == python[0].last_offset
