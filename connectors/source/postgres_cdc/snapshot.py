@@ -258,7 +258,8 @@ class ChunkedSnapshot:
         return window, size
 
     def _read_chunk(self, conn: Connection[Any], window: ChunkWindow, size: int) -> None:
-        """Step 2: the chunk's rows, decoded, with the key to continue after."""
+        """Step 2: the chunk's rows with the key to continue after: decoded, or kept as COPY text
+        when the native encoder may take the chunk (:meth:`ChunkWindow.decode` decodes it if not)."""
         table = window.table
         pk = table.primary_key
         text = copy_result(conn)
