@@ -2,9 +2,8 @@
 
 A test module that imports :func:`parser_fixture` (the fixture ``parser``) runs each of its tests
 twice: with Sluice's native parser (``converters/json_arrow.py``, built by ``make setup``) and with
-pyarrow's JSON reader,
-which the sinks fall back to when the native one is not installed. A missing native parser fails
-its half of the tests: it never turns them into skips.
+pyarrow's JSON reader, which the sinks fall back to when the native one is not installed. A missing
+native parser fails its half of the tests: it never turns them into skips.
 """
 
 from __future__ import annotations

@@ -214,23 +214,32 @@ class ChangeDecoder:
         encoder = self.encoder(table)
         if encoder is None:
             return False
+        known = (encoder, table.topic)
+        if relid != self.signal_relid:  # later changes of the relation take handle()'s shortcut
+            self._by_relid[relid] = known
+        return self._append_encoded(known, buf, lsn)
+
+    def _append_encoded(self, known: tuple[Any, str], buf: bytes, lsn: int) -> bool:
+        """Append the change's serialized records; ``False`` (nothing appended) when the encoder
+        declines it. Pending Python-built records go out first, in their own batch."""
+        encoder, topic = known
         values = self.encoded
         before = len(values)
         code = encoder.encode(buf, self.xid, self.commit_us, self.last_commit_lsn, self._now[2], self.encoded_keys, values)
         if not code:
             return False
-        if self.records:  # Python-built records first, in their own batch (only the newest went into `values`)
-            added_keys, added = self.encoded_keys[before:], values[before:]
-            del self.encoded_keys[before:], values[before:]
+        if self.records:  # then nothing else was encoded: `values` holds only this change's records
+            keys = self.encoded_keys
+            self.encoded_keys, self.encoded = [], []
             self.outbox.append(self.finish_batch())
-            self.encoded_keys, self.encoded = added_keys, added
-            values = added
-            before = 0
-        self.encoded_topics.extend([table.topic] * (len(values) - before))
+            self.encoded_keys, self.encoded = keys, values
+        added = len(values) - before
+        if added == 1:
+            self.encoded_topics.append(topic)
+        else:
+            self.encoded_topics.extend([topic] * added)
         self.position = (self.final_lsn, lsn)
         self.message_type = _MESSAGE_TYPES[code]
-        if relid != self.signal_relid:
-            self._by_relid[relid] = (encoder, table.topic)
         return True
 
     # -- positions ---------------------------------------------------------------------------------
@@ -277,21 +286,8 @@ class ChangeDecoder:
             # The native path's shortcut: a relation whose changes went to the encoder before.
             lsn, relid = _LSN_RELID(buf)
             known = self._by_relid.get(relid)
-            if known is not None and not self._skip_txn and lsn > self._skip_upto and not self.records:
-                values = self.encoded
-                before = len(values)
-                code = known[0].encode(
-                    buf, self.xid, self.commit_us, self.last_commit_lsn, self._now[2], self.encoded_keys, values
-                )
-                if code:
-                    added = len(values) - before
-                    if added == 1:
-                        self.encoded_topics.append(known[1])
-                    else:
-                        self.encoded_topics.extend([known[1]] * added)
-                    self.position = (self.final_lsn, lsn)
-                    self.message_type = _MESSAGE_TYPES[code]
-                    return
+            if known is not None and not self._skip_txn and lsn > self._skip_upto and self._append_encoded(known, buf, lsn):
+                return
         if kind == 73:  # I
             self._insert(buf)
         elif kind == 85:  # U

@@ -72,7 +72,6 @@ class ChunkWindow:
         self.changed: set[tuple[Any, ...]] = set()
         #: The chunk's COPY text while its rows are not decoded yet (the native encoder may take it).
         self.text: bytes | None = None
-        self.lines: list[bytes] = []
         self.last_key: list[str] | None = None
         self.exhausted = False
         self.open = False
@@ -85,11 +84,10 @@ class ChunkWindow:
         """Decode the rows kept as COPY text (see :attr:`text`)."""
         if self.text is None:
             return
-        self.text = None
         table = self.table
-        self.values = list(map(table.from_copy, self.lines))
+        self.values = list(map(table.from_copy, _lines(self.text)))
         self.keys = list(map(table.key_of, self.values)) if table.primary_key else [None] * len(self.values)
-        self.lines = []
+        self.text = None
 
     def rows(self) -> tuple[list[dict[str, Any] | None], list[dict[str, Any]]]:
         """The (keys, values) left after dropping the rows the stream changed."""
@@ -262,22 +260,16 @@ class ChunkedSnapshot:
         when the native encoder may take the chunk (:meth:`ChunkWindow.decode` decodes it if not)."""
         table = window.table
         pk = table.primary_key
-        text = copy_result(conn)
-        lines = text.split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
+        window.text = text = copy_result(conn)
         decoder = self.decoder
-        if decoder.native is not None and decoder.encoder(table) is not None:
-            window.text, window.lines = text, lines  # decoded only if the encoder cannot take it
-        else:
-            window.values = list(map(table.from_copy, lines))
-            window.keys = list(map(table.key_of, window.values)) if pk else [None] * len(lines)
+        if decoder.native is None or decoder.encoder(table) is None:
+            window.decode()  # else only if the encoder cannot take the chunk
         if pk:
-            if lines:
+            if text:
                 names = [c.name for c in table.included_columns]
-                fields = lines[-1].split(b"\t")
+                fields = text[:-1].rsplit(b"\n", 1)[-1].split(b"\t")  # the last row (each ends with \n)
                 window.last_key = [unescape_copy(fields[names.index(k)]).decode() for k in pk]
-            window.exhausted = len(lines) < size
+            window.exhausted = text.count(b"\n") < size
         else:  # no key: nothing to deduplicate by
             window.exhausted = True
 
@@ -330,6 +322,15 @@ class ChunkedSnapshot:
         offset = decoder.offset(None, lsn)
         table = window.table
         now = time.time_ns()
+        if window.text is not None and not window.changed:
+            encoded = self._encode_chunk(window, lsn, now, offset, finished_initial)
+            if encoded is not None:
+                self.rows_emitted += len(encoded)
+                if finished_initial:
+                    log.info("Initial snapshot finished: %d rows", self.rows_emitted)
+                if len(encoded):
+                    decoder.outbox.append(encoded)
+                return
         source = {
             "version": VERSION,
             "connector": CONNECTOR,
@@ -346,15 +347,6 @@ class ChunkedSnapshot:
             "lsn": lsn,
             "xmin": None,
         }
-        if window.text is not None and not window.changed:
-            encoded = self._encode_chunk(window, lsn, now, offset, finished_initial)
-            if encoded is not None:
-                self.rows_emitted += len(encoded)
-                if finished_initial:
-                    log.info("Initial snapshot finished: %d rows", self.rows_emitted)
-                if len(encoded):
-                    decoder.outbox.append(encoded)
-                return
         ts_ms, ts_us = now // 1_000_000, now // 1000
         keys, rows = window.rows()
         values = [
@@ -403,7 +395,7 @@ class ChunkedSnapshot:
         kind = "true" if window.kind == INITIAL else "incremental"
         if not encoder.encode_copy(window.text, kind, finished_initial, lsn, now, keys, values):
             return None
-        window.text, window.lines = None, []
+        window.text = None
         return EncodedRecordBatch(
             [table.topic] * len(values), keys, values, source_partition=decoder.partition, last_offset=offset
         )
@@ -413,6 +405,14 @@ class ChunkedSnapshot:
             done = self.pending.pop(0)
             log.info("Snapshot of %s done", done[0])
         self.last_key = None
+
+
+def _lines(text: bytes) -> list[bytes]:
+    """The rows of a ``COPY … TO STDOUT`` text, one per line."""
+    lines = text.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return lines
 
 
 def copy_out(conn: Connection[Any], statement: bytes) -> bytes:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from connectors.source.postgres_cdc.config import PostgresCdcConfig
-from connectors.source.postgres_cdc.decoder import ChangeDecoder, Relation
+from connectors.source.postgres_cdc.decoder import ChangeDecoder, Relation, TableLoader
 from connectors.source.postgres_cdc.snapshot import WATERMARK_PREFIX, ChunkedSnapshot, ChunkWindow
 from connectors.source.postgres_cdc.tables import Column, Table
 from connectors.source.postgres_cdc.types import INT4, NUMERIC, TEXT, UNAVAILABLE, TypeModes, column_type
@@ -27,17 +27,19 @@ def make_table(relid: int, relation: Relation, primary_key: list[str]) -> Table:
     return Table(relid, schema, name, cols, primary_key, identity, "srv", [True] * len(cols))
 
 
-def decoder(**kw: Any) -> ChangeDecoder:
-    def load(relid: int, relation: Relation, is_signal: bool) -> tuple[Table | None, bool]:
+def decoder(load: TableLoader | None = None, tombstones: bool = True, **kw: Any) -> ChangeDecoder:
+    """A decoder of server ``srv``; ``load`` describes relations (default: :func:`make_table`, key ``id``)."""
+
+    def default_load(relid: int, relation: Relation, is_signal: bool) -> tuple[Table | None, bool]:
         return make_table(relid, relation, ["id"]), True
 
     return ChangeDecoder(
         topic_prefix="srv",
         database="db",
         partition={"server": "srv"},
-        tombstones=True,
+        tombstones=tombstones,
         skipped_operations={"t"},
-        load_table=load,
+        load_table=load or default_load,
         **kw,
     )
 

@@ -39,6 +39,7 @@ from connectors.source.postgres_cdc.types import (
 )
 from converters.json import JsonConverter
 from tests.unit.connectors.postgres_cdc import pgoutput_messages as pg
+from tests.unit.connectors.postgres_cdc.test_decoder import decoder
 
 T0 = 1_700_000_000_123_456
 NOW_NS = 1_763_000_000_987_654_321
@@ -95,14 +96,7 @@ def make_decoder(
         ]
         return Table(relid, schema, name, built, key, identity, "srv", [True] * len(built)), True
 
-    return ChangeDecoder(
-        topic_prefix="srv",
-        database="shop",
-        partition={"server": "srv"},
-        tombstones=tombstones,
-        skipped_operations={"t"},
-        load_table=load,
-    )
+    return decoder(load, tombstones)
 
 
 def converters(schemas: bool) -> tuple[JsonConverter, JsonConverter]:
