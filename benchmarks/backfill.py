@@ -15,6 +15,19 @@ warm SparkSession (``local[2]``, ``SLUICE_BENCH_BACKFILL_PARTITIONS`` JDBC parti
   size of bare Spark's (the envelope makes each value several times larger);
 * **streaming JDBC source** (first size only; ``SLUICE_BENCH_BACKFILL_STREAMING=0`` skips it) — ``JdbcSource`` in ``mode=bulk`` through a worker.
 
+Two more runs say how far the ``noop`` ratio can go on these cores:
+
+* **Sluice's serialization → noop** — the key, value and partition columns the job builds, by the
+  job's own functions, written to ``noop``: the read and the serialization without the Kafka write;
+* **raw Kafka write** — Kafka's own load generator (``ProducerPerformance``: Kafka's Java producer,
+  no Spark, no Sluice) writing values Sluice wrote, with the job's producer settings, and once
+  10-byte values: the CPU per record of the producer and the broker (the difference between two
+  runs of 1,000,000 and 5,000,000 records, so the JVM's start and JIT are not counted).
+
+When the cores are the limit, rates go as the inverse of CPU per row, so the best Sluice/noop any
+writer can reach here is the noop read's CPU per row over (serialization → noop + raw write): the
+benchmark prints it, and the same bound for 10-byte records with no serialization at all.
+
 It prints rows/s, the value size of each run, and the ratios Sluice/bare (target ≥ 0.9, against the
 bare job writing the same envelope; the ratio against plain ``to_json`` values is printed too),
 Sluice/noop (≥ 0.7, next to bare Spark's own ratio to noop, its ceiling on this machine) and the
@@ -32,14 +45,16 @@ cores are shared, CPU time shows where the work goes better than the wall clock 
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import orjson
 import psycopg
 
-from benchmarks.common import Result, broker, create_topic, high_watermark, wait_until
+from benchmarks.common import Result, broker, create_topic, high_watermark, producer_performance, wait_until
 from deploy.postgres import PostgresServer
 
 SIZES = [int(s) for s in os.environ.get("SLUICE_BENCH_BACKFILL_ROWS", "1000000,5000000").split(",") if s]
@@ -120,6 +135,13 @@ def load_table(pg: PostgresServer, rows: int) -> str:
             f"md5(i::text) FROM generate_series(1, {rows}) i"
         )
         conn.execute(f"VACUUM ANALYZE {table}")
+        # Write the load's dirty pages now: the checkpointer would otherwise do it during (and be
+        # charged to) the first timed run.
+        conn.execute("CHECKPOINT")
+        backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+    # The loading backend's CPU reaches the postmaster's children time when it has exited: wait
+    # for that, or it is charged to the first timed run.
+    wait_until(lambda: not os.path.exists(f"/proc/{backend}"), timeout=10, poll=0.05)
     return table
 
 
@@ -219,12 +241,10 @@ class _Ctx:
         pass
 
 
-def sluice(provider: Any, pg: PostgresServer, bootstrap: str, table: str, rows: int, schemas: bool = True) -> Result:
-    from connectors.backfill import run_job
+def _spec(pg: PostgresServer, bootstrap: str, table: str, topic: str, schemas: bool = True) -> Any:
     from worker.backfill.models import parse_spec
 
-    topic = f"bench-sluice-{uuid.uuid4().hex[:8]}"
-    spec = parse_spec({
+    return parse_spec({
         "id": "bench",
         "kind": "jdbc_to_topic",
         "source": {"connection.url": pg.jdbc_url(), "connection.user": "postgres", "table": f"public.{table}", "num.partitions": PARTITIONS},
@@ -233,12 +253,67 @@ def sluice(provider: Any, pg: PostgresServer, bootstrap: str, table: str, rows: 
             "key.converter.schemas.enable": schemas, "value.converter.schemas.enable": schemas,
         },
     })
+
+
+def sluice(
+    provider: Any, pg: PostgresServer, bootstrap: str, table: str, rows: int, schemas: bool = True, topic: str | None = None
+) -> Result:
+    from connectors.backfill import run_job
+
+    topic = topic or f"bench-sluice-{uuid.uuid4().hex[:8]}"
+    spec = _spec(pg, bootstrap, table, topic, schemas)
     start = time.perf_counter()
     summary = run_job(provider, spec, _Ctx(), bootstrap_servers=bootstrap)
     elapsed = time.perf_counter() - start
     assert summary["rows"] == rows, summary
     label = "" if schemas else ", schemas off"
     return Result(f"Sluice backfill JDBC → topic ({rows:,}{label})", rows, rows * first_value_size(bootstrap, topic), elapsed)
+
+
+def sluice_serialization(spark: Any, pg: PostgresServer, bootstrap: str, table: str, rows: int) -> Result:
+    """The key, value and partition columns the job writes, built by its own functions, into ``noop``."""
+    from connectors.backfill.jdbc_topic import measure, plan_table, read_table, records_frame
+
+    spec = _spec(pg, bootstrap, table, "unused")
+    start = time.perf_counter()
+    plan = measure(spec.source, plan_table(spec.source), None)
+    frame = records_frame(read_table(spark, spec.source, plan), spec.source, spec.target, plan, TOPIC_PARTITIONS)
+    frame.write.format("noop").mode("overwrite").save()
+    return Result(f"Sluice's serialization → noop ({rows:,})", rows, 0, time.perf_counter() - start)
+
+
+def dump_values(bootstrap: str, topic: str, path: Path, count: int = 50_000) -> None:
+    """The first ``count`` values of ``topic``'s partition 0, one per line (Connect JSON has no raw newline)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-dump-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False})
+    values: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        while len(values) < count:
+            message = consumer.poll(10)
+            if message is None:
+                break
+            if message.error() is None:
+                values.append(message.value() or b"")
+    finally:
+        consumer.close()
+    path.write_bytes(b"\n".join(values))
+
+
+def raw_write(bootstrap: str, payload: Path) -> tuple[float, float]:
+    """Kafka's ProducerPerformance writing ``payload``'s values with the job's producer settings: its
+    rate, and the CPU seconds per record of the producer and the broker together, from the
+    difference between runs of 1M and 5M records (so the JVM's start and JIT are not counted)."""
+    rate = 0.0
+    cpu: dict[int, float] = {}
+    for count in (1_000_000, 5_000_000):
+        topic = create_topic(bootstrap, f"bench-raw-{uuid.uuid4().hex[:8]}", TOPIC_PARTITIONS)
+        before = cpu_seconds()["broker"]
+        rate, producer = producer_performance(bootstrap, topic, payload, count, _producer())
+        cpu[count] = producer + cpu_seconds()["broker"] - before
+        assert high_watermark(bootstrap, topic, TOPIC_PARTITIONS) == count
+    return rate, (cpu[5_000_000] - cpu[1_000_000]) / 4_000_000
 
 
 def streaming(pg: PostgresServer, bootstrap: str, table: str, rows: int) -> Result:
@@ -288,8 +363,23 @@ def main() -> None:
         noop(spark, pg, warm, 200_000)
         bare_spark(spark, pg, bootstrap, warm, 200_000)
         bare_spark(spark, pg, bootstrap, warm, 200_000, envelope=True)
-        sluice(provider, pg, bootstrap, warm, 200_000)
+        warm_topic = f"bench-sluice-{uuid.uuid4().hex[:8]}"
+        sluice(provider, pg, bootstrap, warm, 200_000, topic=warm_topic)
+        sluice_serialization(spark, pg, bootstrap, warm, 200_000)
         print(f"JDBC → topic backfill, local[2], {PARTITIONS} JDBC partitions, {TOPIC_PARTITIONS} topic partitions")
+        # The raw Kafka write, once: what it costs per record does not depend on the table's size.
+        scratch = Path(tempfile.mkdtemp(prefix="sluice-bench-backfill-"))
+        values, tiny = scratch / "values.txt", scratch / "tiny.txt"
+        dump_values(bootstrap, warm_topic, values)
+        tiny.write_bytes(b"\n".join(b"%010d" % i for i in range(50_000)))
+        raw_rate, raw_cpu = raw_write(bootstrap, values)
+        tiny_rate, tiny_cpu = raw_write(bootstrap, tiny)
+        size = len(values.read_bytes()) // 50_000
+        print(
+            f"raw Kafka write (Kafka's ProducerPerformance, the job's producer settings): Sluice's ~{size}-byte values "
+            f"{raw_rate:,.0f} rec/s, {raw_cpu * 1e6:.2f} CPU µs per record (producer + broker); "
+            f"10-byte values {tiny_rate:,.0f} rec/s, {tiny_cpu * 1e6:.2f} µs"
+        )
         for i, rows in enumerate(SIZES):
             table = load_table(pg, rows)
             base, base_cpu = with_cpu(noop, spark, pg, table, rows)
@@ -297,7 +387,11 @@ def main() -> None:
             same, same_cpu = with_cpu(bare_spark, spark, pg, bootstrap, table, rows, envelope=True)
             ours, ours_cpu = with_cpu(sluice, provider, pg, bootstrap, table, rows)
             plain, plain_cpu = with_cpu(sluice, provider, pg, bootstrap, table, rows, schemas=False)
-            runs = ((base, base_cpu, None), (bare, bare_cpu, None), (same, same_cpu, None), (ours, ours_cpu, same), (plain, plain_cpu, bare))
+            serialized, serialized_cpu = with_cpu(sluice_serialization, spark, pg, bootstrap, table, rows)
+            runs = (
+                (base, base_cpu, None), (bare, bare_cpu, None), (same, same_cpu, None), (ours, ours_cpu, same),
+                (plain, plain_cpu, bare), (serialized, serialized_cpu, base),
+            )
             for result, cpu, baseline in runs:
                 print(result.line(baseline))
                 print(cpu_line(result, cpu))
@@ -309,9 +403,12 @@ def main() -> None:
                 f"  Sluice / noop read: {ours.rate / base.rate:.2f} (target ≥ 0.7); bare Spark's own: "
                 f"{same.rate / base.rate:.2f} (same envelope), {bare.rate / base.rate:.2f} (plain)"
             )
+            read = sum(base_cpu.values()) / rows
             print(
-                f"  CPU seconds, noop / Sluice: {sum(base_cpu.values()) / sum(ours_cpu.values()):.2f} "
-                "(the noop ratio's ceiling when the cores are the limit)"
+                f"  the best Sluice / noop these cores allow (noop CPU per row {read * 1e6:.2f} µs over read + "
+                f"serialization {sum(serialized_cpu.values()) / rows * 1e6:.2f} µs + raw write {raw_cpu * 1e6:.2f} µs): "
+                f"{read / (sum(serialized_cpu.values()) / rows + raw_cpu):.2f}; "
+                f"for 10-byte records and no serialization at all: {read / (read + tiny_cpu):.2f}"
             )
             print(f"  without the schema envelope (values about as large as bare Spark's): Sluice / bare {plain.rate / bare.rate:.2f}")
             if i == 0 and os.environ.get("SLUICE_BENCH_BACKFILL_STREAMING", "1") != "0":

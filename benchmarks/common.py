@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import resource
+import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,8 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from deploy.kafka_stack import KafkaBroker
+from deploy import maven
+from deploy.kafka_stack import DEFAULT_KAFKA_VERSION, KafkaBroker, ensure_kafka_jars, find_java
 from offsets import MemoryOffsetStore
 from plugins import PluginRegistry
 from worker.config import WorkerConfig
@@ -68,6 +71,44 @@ def broker() -> Iterator[str]:
     jvm = () if os.environ.get("SLUICE_BENCH_BROKER_TIERED") == "1" else ("-XX:TieredStopAtLevel=1",)
     with KafkaBroker(num_partitions=1, heap_max="1g", kill_with_parent=True, jvm_options=jvm) as kafka:
         yield kafka.bootstrap_servers
+
+
+TOOLS_POM = Path(__file__).resolve().parent.parent / "deploy" / "kafka" / "tools-pom.xml"
+
+
+def producer_performance(
+    bootstrap: str, topic: str, payload_file: Path, records: int, settings: Mapping[str, str]
+) -> tuple[float, float]:
+    """Kafka's own load generator (``ProducerPerformance``, Kafka's Java producer, nothing else)
+    writing ``records`` values picked from ``payload_file`` (one per line) to ``topic``.
+
+    Returns the rate it reports (records/s, its JVM's start excluded) and the CPU seconds its JVM
+    used, start and JIT included. The kafka-tools jar is fetched once from Maven Central.
+    """
+    version = DEFAULT_KAFKA_VERSION
+    tools = maven.ensure_jars(
+        "kafka-tools",
+        version,
+        pom=TOOLS_POM,
+        properties={"kafka.version": version},
+        artifact=f"org.apache.kafka:kafka-tools:{version}",
+        check=lambda jars: None if f"kafka-tools-{version}.jar" in jars else "kafka-tools is missing from its output",
+    )
+    classpath = f"{tools}/*:{ensure_kafka_jars(version)}/*"
+    props = [f"bootstrap.servers={bootstrap}", *(f"{k}={v}" for k, v in settings.items())]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(
+        [find_java(), "-Xmx1g", "-cp", classpath, "org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
+         "--num-records", str(records), "--throughput", "-1", "--payload-file", str(payload_file),
+         "--producer-props", *props],
+        capture_output=True, text=True, check=False,
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    summary = re.search(r"^\d+ records sent, ([\d.]+) records/sec", done.stdout, re.MULTILINE)
+    if done.returncode != 0 or summary is None:
+        raise RuntimeError(f"ProducerPerformance failed (exit {done.returncode}): {(done.stderr or done.stdout)[-2000:]}")
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return float(summary.group(1)), cpu
 
 
 def make_lines(count: int = RECORDS) -> list[bytes]:

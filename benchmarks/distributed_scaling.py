@@ -25,6 +25,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import cast
 
 import httpx
 import orjson
@@ -79,7 +80,7 @@ def _start_workers(bootstrap: str, count: int, workdir: Path, executor: str = "t
         deadline = time.monotonic() + 60
         while True:
             if proc.poll() is not None:
-                log_text = Path(str(proc.args[-1]).replace(".properties", ".log")).read_text(errors="replace")[-3000:]
+                log_text = Path(cast(list[str], proc.args)[-1].replace(".properties", ".log")).read_text(errors="replace")[-3000:]
                 raise RuntimeError(f"worker {url} exited with {proc.returncode}:\n{log_text}")
             try:
                 if httpx.get(url + "/health", timeout=1).status_code == 200:

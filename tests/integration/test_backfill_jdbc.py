@@ -215,3 +215,32 @@ def test_failed_job_shows_the_spark_error(backfills: BackfillManager, postgres: 
     assert "py4j" not in status.error.lower(), status.error
     assert "\tat " not in status.error and "\n    at " not in status.error, status.error
     assert "Driver stacktrace" not in status.error, status.error
+
+
+def test_an_existing_topic_keeps_its_partition_count_and_the_streaming_partitioner(
+    backfills: BackfillManager, postgres: PostgresServer, kafka: KafkaBroker
+) -> None:
+    """The spec asks for 4 partitions; the topic already has 3: the rows are spread over those 3 as
+    librdkafka's default partitioner would put them (crc32 of the key bytes), like the stream."""
+    import zlib
+
+    from tests.integration.kafka_helpers import consume_all, create_topic
+
+    db = f"existing_{int(time.time() * 1000) % 10**8}"
+    url = postgres.create_database(db)
+    sql(url, "CREATE TABLE t (id bigint PRIMARY KEY, name text)")
+    sql(url, "INSERT INTO t SELECT i, 'n' || i FROM generate_series(1, 300) i")
+    topic = unique_topic_name("existing")
+    create_topic(kafka.bootstrap_servers, topic, 3)
+    backfills.submit(_spec(postgres, db, "public.t", topic, **{"num.partitions": 4}))
+    status = backfills.wait(f"bf-{topic}", timeout=300)
+    assert status.state is JobState.SUCCEEDED, status.error
+
+    records = consume_all(kafka.bootstrap_servers, topic, 300)
+    assert len(records) == 300
+    assert {r.partition for r in records} == {0, 1, 2}
+    for record in records:
+        assert record.key is not None
+        assert record.partition == zlib.crc32(record.key) % 3, record.key
+    ids = sorted(int(re.search(rb'"payload":\{"id":(\d+)\}\}$', r.key).group(1)) for r in records)  # type: ignore[arg-type,union-attr]
+    assert ids == list(range(1, 301))

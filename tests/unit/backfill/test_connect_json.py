@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.api import INT32_SCHEMA, STRING_SCHEMA, ConfigError, Schema
+from connectors.api import BOOLEAN_SCHEMA, INT32_SCHEMA, INT64_SCHEMA, STRING_SCHEMA, ConfigError, Schema
 from connectors.api.schema import Date, Decimal, Timestamp
-from connectors.backfill.connect_json import ColumnSpec, column_expression, record_expression
+from connectors.backfill.connect_json import ColumnSpec, column_expression, payload_expression, record_expression
 
 
 def test_logical_types_become_what_connect_writes() -> None:
@@ -37,6 +37,21 @@ def test_the_envelope_wraps_the_payload_and_keeps_nulls() -> None:
     assert "'it\\'s', CAST(`it's` AS STRING)" in sql
     assert "map('ignoreNullFields', 'false')" in sql
     assert record_expression(columns, None).startswith("CAST(to_json(")
+
+
+def test_numbers_and_booleans_are_concatenated_without_a_json_writer() -> None:
+    columns = [ColumnSpec("id", INT64_SCHEMA), ColumnSpec('say "hi"', BOOLEAN_SCHEMA.as_optional()), ColumnSpec("at", Timestamp.SCHEMA)]
+    sql = payload_expression(columns)
+    assert "to_json" not in sql
+    # Field names are JSON text inside Spark SQL literals: the quote escaped for JSON, then the
+    # backslash escaped for Spark's parser.
+    assert sql == (
+        r"""concat('{"id":', coalesce(CAST(CAST(`id` AS BIGINT) AS STRING), 'null'), """
+        r"""',"say \\"hi\\"":', coalesce(CAST(CAST(`say "hi"` AS BOOLEAN) AS STRING), 'null'), """
+        r"""',"at":', coalesce(CAST(unix_millis(CAST(`at` AS TIMESTAMP)) AS STRING), 'null'), '}')"""
+    )
+    # One text column and the row goes through to_json, which escapes it.
+    assert payload_expression([*columns, ColumnSpec("name", STRING_SCHEMA)]).startswith("to_json(")
 
 
 def test_unsupported_types_name_the_column() -> None:
