@@ -21,7 +21,7 @@ Two more runs say how far the ``noop`` ratio can go on these cores:
   job's own functions, written to ``noop``: the read and the serialization without the Kafka write;
 * **raw Kafka write** — Kafka's own load generator (``ProducerPerformance``: Kafka's Java producer,
   no Spark, no Sluice) writing values Sluice wrote, with the job's producer settings, and once
-  10-byte values: the CPU per record of the producer and the broker (the difference between two
+  10-byte values: the CPU per record of the producer and the broker (the difference between
   runs of 1,000,000 and 5,000,000 records, so the JVM's start and JIT are not counted).
 
 When the cores are the limit, rates go as the inverse of CPU per row, so the best Sluice/noop any
@@ -30,7 +30,7 @@ benchmark prints it, and the same bound for 10-byte records with no serializatio
 
 It prints rows/s, the value size of each run, and the ratios Sluice/bare (target ≥ 0.9, against the
 bare job writing the same envelope; the ratio against plain ``to_json`` values is printed too),
-Sluice/noop (≥ 0.7, next to bare Spark's own ratio to noop, its ceiling on this machine) and the
+Sluice/noop (≥ 0.7, next to bare Spark's own ratio to noop and the bound above) and the
 speed-up over the streaming source. Figures on a shared 2-core machine are noisy; nothing is asserted.
 Bare Spark uses the producer settings the job defaults to
 (:data:`connectors.backfill.jdbc_topic.PRODUCER_DEFAULTS`), so the comparison is of everything else.
