@@ -368,13 +368,14 @@ def main() -> None:
         sluice_serialization(spark, pg, bootstrap, warm, 200_000)
         print(f"JDBC → topic backfill, local[2], {PARTITIONS} JDBC partitions, {TOPIC_PARTITIONS} topic partitions")
         # The raw Kafka write, once: what it costs per record does not depend on the table's size.
-        scratch = Path(tempfile.mkdtemp(prefix="sluice-bench-backfill-"))
-        values, tiny = scratch / "values.txt", scratch / "tiny.txt"
-        dump_values(bootstrap, warm_topic, values)
-        tiny.write_bytes(b"\n".join(b"%010d" % i for i in range(50_000)))
-        raw_rate, raw_cpu = raw_write(bootstrap, values)
-        tiny_rate, tiny_cpu = raw_write(bootstrap, tiny)
-        size = len(values.read_bytes()) // 50_000
+        with tempfile.TemporaryDirectory(prefix="sluice-bench-backfill-") as scratch:
+            values, tiny = Path(scratch) / "values.txt", Path(scratch) / "tiny.txt"
+            dump_values(bootstrap, warm_topic, values)
+            tiny.write_bytes(b"\n".join(b"%010d" % i for i in range(50_000)))
+            raw_rate, raw_cpu = raw_write(bootstrap, values)
+            tiny_rate, tiny_cpu = raw_write(bootstrap, tiny)
+            lines = values.read_bytes().split(b"\n")
+            size = sum(map(len, lines)) // len(lines)
         print(
             f"raw Kafka write (Kafka's ProducerPerformance, the job's producer settings): Sluice's ~{size}-byte values "
             f"{raw_rate:,.0f} rec/s, {raw_cpu * 1e6:.2f} CPU µs per record (producer + broker); "
