@@ -217,17 +217,28 @@ def bare_spark(
     return Result(f"bare Spark JDBC → Kafka ({rows:,}{label})", rows, rows * first_value_size(bootstrap, topic), elapsed)
 
 
-def first_value_size(bootstrap: str, topic: str) -> int:
-    """The size of one value the run wrote (the runs' values differ in size, and bytes cost time)."""
+def first_values(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    """Up to ``count`` values from the start of ``topic``'s partition 0."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-size-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False})
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-values-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False})
+    values: list[bytes] = []
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        message = consumer.poll(10)
-        return len(message.value() or b"") if message is not None and message.error() is None else 0
+        while len(values) < count:
+            message = consumer.poll(10)
+            if message is None:
+                break
+            if message.error() is None:
+                values.append(message.value() or b"")
     finally:
         consumer.close()
+    return values
+
+
+def first_value_size(bootstrap: str, topic: str) -> int:
+    """The size of one value the run wrote (the runs' values differ in size, and bytes cost time)."""
+    return sum(map(len, first_values(bootstrap, topic, 1)))
 
 
 class _Ctx:
@@ -280,25 +291,6 @@ def sluice_serialization(spark: Any, pg: PostgresServer, bootstrap: str, table: 
     frame = records_frame(read_table(spark, spec.source, plan), spec.source, spec.target, plan, TOPIC_PARTITIONS)
     frame.write.format("noop").mode("overwrite").save()
     return Result(f"Sluice's serialization → noop ({rows:,})", rows, 0, time.perf_counter() - start)
-
-
-def dump_values(bootstrap: str, topic: str, path: Path, count: int = 50_000) -> None:
-    """The first ``count`` values of ``topic``'s partition 0, one per line (Connect JSON has no raw newline)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-dump-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False})
-    values: list[bytes] = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        while len(values) < count:
-            message = consumer.poll(10)
-            if message is None:
-                break
-            if message.error() is None:
-                values.append(message.value() or b"")
-    finally:
-        consumer.close()
-    path.write_bytes(b"\n".join(values))
 
 
 def raw_write(bootstrap: str, payload: Path) -> tuple[float, float]:
@@ -370,12 +362,12 @@ def main() -> None:
         # The raw Kafka write, once: what it costs per record does not depend on the table's size.
         with tempfile.TemporaryDirectory(prefix="sluice-bench-backfill-") as scratch:
             values, tiny = Path(scratch) / "values.txt", Path(scratch) / "tiny.txt"
-            dump_values(bootstrap, warm_topic, values)
+            written = first_values(bootstrap, warm_topic, 50_000)  # one per line: Connect JSON has no raw newline
+            values.write_bytes(b"\n".join(written))
             tiny.write_bytes(b"\n".join(b"%010d" % i for i in range(50_000)))
             raw_rate, raw_cpu = raw_write(bootstrap, values)
             tiny_rate, tiny_cpu = raw_write(bootstrap, tiny)
-            lines = values.read_bytes().split(b"\n")
-            size = sum(map(len, lines)) // len(lines)
+            size = sum(map(len, written)) // len(written)
         print(
             f"raw Kafka write (Kafka's ProducerPerformance, the job's producer settings): Sluice's ~{size}-byte values "
             f"{raw_rate:,.0f} rec/s, {raw_cpu * 1e6:.2f} CPU µs per record (producer + broker); "

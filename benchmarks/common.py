@@ -18,8 +18,7 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from deploy import maven
-from deploy.kafka_stack import DEFAULT_KAFKA_VERSION, KafkaBroker, ensure_kafka_jars, find_java
+from deploy.kafka_stack import KafkaBroker, ensure_kafka_jars, ensure_kafka_tools_jars, find_java
 from offsets import MemoryOffsetStore
 from plugins import PluginRegistry
 from worker.config import WorkerConfig
@@ -73,9 +72,6 @@ def broker() -> Iterator[str]:
         yield kafka.bootstrap_servers
 
 
-TOOLS_POM = Path(__file__).resolve().parent.parent / "deploy" / "kafka" / "tools-pom.xml"
-
-
 def producer_performance(
     bootstrap: str, topic: str, payload_file: Path, records: int, settings: Mapping[str, str]
 ) -> tuple[float, float]:
@@ -85,16 +81,7 @@ def producer_performance(
     Returns the rate it reports (records/s, its JVM's start excluded) and the CPU seconds its JVM
     used, start and JIT included. The kafka-tools jar is fetched once from Maven Central.
     """
-    version = DEFAULT_KAFKA_VERSION
-    tools = maven.ensure_jars(
-        "kafka-tools",
-        version,
-        pom=TOOLS_POM,
-        properties={"kafka.version": version},
-        artifact=f"org.apache.kafka:kafka-tools:{version}",
-        check=lambda jars: None if f"kafka-tools-{version}.jar" in jars else "kafka-tools is missing from its output",
-    )
-    classpath = f"{tools}/*:{ensure_kafka_jars(version)}/*"
+    classpath = f"{ensure_kafka_tools_jars()}/*:{ensure_kafka_jars()}/*"
     props = [f"bootstrap.servers={bootstrap}", *(f"{k}={v}" for k, v in settings.items())]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(

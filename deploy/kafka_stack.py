@@ -62,6 +62,7 @@ NODE_ID: Final = 1
 
 KAFKA_FILES_DIR: Final = Path(__file__).resolve().parent / "kafka"
 POM_PATH: Final = KAFKA_FILES_DIR / "pom.xml"
+TOOLS_POM_PATH: Final = KAFKA_FILES_DIR / "tools-pom.xml"
 LOG4J2_CONFIG: Final = KAFKA_FILES_DIR / "log4j2.properties"
 
 _FORMAT_TIMEOUT_S: Final = 120.0
@@ -138,6 +139,23 @@ def ensure_kafka_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None =
         properties={"kafka.version": version},
         artifact=f"org.apache.kafka:kafka_2.13:{version}",
         check=check,
+        mvn=mvn,
+        error=KafkaFetchError,
+    )
+
+
+def ensure_kafka_tools_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None = None) -> Path:
+    """The directory holding ``kafka-tools`` ``version`` alone (Kafka's load generators, for the
+    benchmarks); with :func:`ensure_kafka_jars`' directory it makes their classpath."""
+    if not _VERSION_RE.match(version):
+        raise ValueError(f"unsupported Kafka version {version!r}: expected 4.x.y")
+    return maven.ensure_jars(
+        "kafka-tools",
+        version,
+        pom=TOOLS_POM_PATH,
+        properties={"kafka.version": version},
+        artifact=f"org.apache.kafka:kafka-tools:{version}",
+        check=lambda jars: None if f"kafka-tools-{version}.jar" in jars else "kafka-tools is missing from its output",
         mvn=mvn,
         error=KafkaFetchError,
     )
