@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sluice-installed
 
-.PHONY: setup kafka s3 spark opensearch quickstart test unit integration bench lint clean
+.PHONY: setup kafka s3 spark opensearch schema-registry quickstart test unit integration bench lint clean
 
 NATIVE_STAMP := $(VENV)/.sluice-native-installed
 
@@ -37,16 +37,19 @@ spark: setup
 opensearch: setup
 	$(PY) -m deploy.opensearch fetch
 
+schema-registry: setup
+	$(PY) -m deploy.schema_registry fetch
+
 quickstart: setup kafka
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash deploy/quickstart/run.sh
 
-test: setup kafka s3 opensearch spark
+test: setup kafka s3 opensearch spark schema-registry
 	$(PY) -m pytest
 
 unit: setup
 	$(PY) -m pytest tests/unit
 
-integration: setup kafka s3 opensearch spark
+integration: setup kafka s3 opensearch spark schema-registry
 	$(PY) -m pytest tests/integration
 
 bench: setup kafka

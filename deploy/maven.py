@@ -3,7 +3,9 @@
 Kafka, S3Proxy and the JsonConverter test vectors all come this way: a pom kept in the repository,
 ``mvn dependency:copy-dependencies -DincludeScope=runtime`` into a staging directory, a rename into
 place and a marker file written last, so an interrupted fetch is never mistaken for a complete one.
-Concurrent callers (parallel test sessions, the Makefile) serialise on a lock file.
+Concurrent callers (parallel test sessions, the Makefile) serialise on a lock file. Fetches that
+are not a jar classpath (Apicurio Registry's tarball) call :func:`run_mvn` themselves and keep the
+same discipline with :func:`exclusive_lock`, :func:`write_atomically` and :data:`COMPLETE_MARKER`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -101,59 +103,26 @@ def _fetch_locked(
     mvn: str | None,
     error: type[Exception],
 ) -> None:
-    mvn_exe = mvn or shutil.which("mvn")
-    if not mvn_exe:
-        raise error(
-            f"Maven ('mvn') is not on PATH. It is needed once, to fetch {artifact} from "
-            "Maven Central; install Maven 3.8+ (e.g. `apt-get install maven`) and retry."
-        )
+    mvn_exe = find_mvn(artifact, mvn, error)
     for leftover in home.glob("libs.partial-*"):  # from fetches that were killed
         shutil.rmtree(leftover, ignore_errors=True)
     staging = Path(tempfile.mkdtemp(prefix="libs.partial-", dir=home))
-    cmd = [
-        mvn_exe,
-        "-B",
-        "-q",
-        # Retry artifacts an earlier failed attempt marked missing (Maven caches that for a day).
-        "-U",
-        "-Dstyle.color=never",
-        "-f",
-        str(pom),
-        "dependency:copy-dependencies",
-        "-DincludeScope=runtime",
-        f"-DoutputDirectory={staging}",
-        *(f"-D{key}={value}" for key, value in properties.items()),
-    ]
-    logger.info("Fetching %s from Maven Central: %s", artifact, shlex.join(cmd))
     started = time.monotonic()
     try:
-        try:
-            # Maven writes its [ERROR] lines to stdout, so merge the streams for the tail.
-            result = subprocess.run(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",
-                timeout=MVN_TIMEOUT_S,
-                cwd=home,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise error(
-                f"mvn did not finish fetching {artifact} within {MVN_TIMEOUT_S:.0f}s"
-                f"\n  command: {shlex.join(cmd)}"
-                f"\n  mvn output (last lines):\n{indent(maven_tail(as_text(exc.stdout)))}"
-            ) from exc
-        except OSError as exc:
-            raise error(f"could not run {mvn_exe}: {exc}") from exc
-        if result.returncode != 0:
-            raise error(
-                f"mvn failed (exit code {result.returncode}) fetching {artifact} from Maven Central"
-                f"\n  command: {shlex.join(cmd)}"
-                f"\n  mvn output (last lines):\n{indent(maven_tail(result.stdout))}"
-            )
+        run_mvn(
+            [
+                "-f",
+                str(pom),
+                "dependency:copy-dependencies",
+                "-DincludeScope=runtime",
+                f"-DoutputDirectory={staging}",
+                *(f"-D{key}={value}" for key, value in properties.items()),
+            ],
+            artifact=artifact,
+            cwd=home,
+            mvn=mvn_exe,
+            error=error,
+        )
         jars = sorted(p.name for p in staging.glob("*.jar"))
         problem = check(jars)
         if problem:
@@ -176,6 +145,60 @@ def _fetch_locked(
     }
     write_atomically(home / COMPLETE_MARKER, json.dumps(marker, indent=2) + "\n")
     logger.info("Fetched %d jars for %s in %.1fs into %s", len(jars), artifact, elapsed, libs)
+
+
+def find_mvn(artifact: str, mvn: str | None = None, error: type[Exception] = MavenFetchError) -> str:
+    """``mvn`` if given, else the ``mvn`` on PATH; raises ``error`` saying how to install Maven."""
+    found = mvn or shutil.which("mvn")
+    if not found:
+        raise error(
+            f"Maven ('mvn') is not on PATH. It is needed once, to fetch {artifact} from "
+            "Maven Central; install Maven 3.8+ (e.g. `apt-get install maven`) and retry."
+        )
+    return found
+
+
+def run_mvn(
+    args: Sequence[str],
+    *,
+    artifact: str,
+    cwd: Path,
+    mvn: str | None = None,
+    error: type[Exception] = MavenFetchError,
+) -> None:
+    """Run ``mvn args`` in batch mode to fetch ``artifact``; raises ``error`` with Maven's output
+    tail if it fails, cannot start, or takes longer than :data:`MVN_TIMEOUT_S`."""
+    mvn_exe = find_mvn(artifact, mvn, error)
+    # -U: retry artifacts an earlier failed attempt marked missing (Maven caches that for a day).
+    cmd = [mvn_exe, "-B", "-q", "-U", "-Dstyle.color=never", *args]
+    logger.info("Fetching %s from Maven Central: %s", artifact, shlex.join(cmd))
+    try:
+        # Maven writes its [ERROR] lines to stdout, so merge the streams for the tail.
+        result = subprocess.run(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            timeout=MVN_TIMEOUT_S,
+            cwd=cwd,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise error(
+            f"mvn did not finish fetching {artifact} within {MVN_TIMEOUT_S:.0f}s"
+            f"\n  command: {shlex.join(cmd)}"
+            f"\n  mvn output (last lines):\n{indent(maven_tail(as_text(exc.stdout)))}"
+        ) from exc
+    except OSError as exc:
+        raise error(f"could not run {mvn_exe}: {exc}") from exc
+    if result.returncode != 0:
+        raise error(
+            f"mvn failed (exit code {result.returncode}) fetching {artifact} from Maven Central"
+            f"\n  command: {shlex.join(cmd)}"
+            f"\n  mvn output (last lines):\n{indent(maven_tail(result.stdout))}"
+        )
 
 
 def maven_tail(output: str) -> str:

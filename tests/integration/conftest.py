@@ -23,6 +23,7 @@ from tests.integration.mariadb_fixtures import mariadb_db_fixture, mariadb_serve
 from tests.integration.opensearch_fixtures import opensearch  # noqa: F401
 from tests.integration.postgres_fixtures import postgres_db_fixture, postgres_server_fixture  # noqa: F401
 from tests.integration.s3_fixtures import s3, s3_bucket  # noqa: F401
+from tests.integration.schema_registry_fixtures import schema_registry  # noqa: F401
 from tests.integration.spark_fixtures import backfills, spark_provider  # noqa: F401
 
 _INTEGRATION_DIR = Path(__file__).resolve().parent
