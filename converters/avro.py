@@ -15,8 +15,11 @@ does not know (``schemas.enable`` is often left in configs copied from JSON set-
 and ignored, as Connect does.
 
 Speed: the Avro schema, its registry id, fastavro's parsed form and the value conversion are
-built once per Connect schema (and once per schema id when reading); a batch is written into
-one reused buffer.
+built once per Connect schema (and once per schema id when reading). A struct of primitive
+fields (most rows) is written by the native writer (``sluice_native.AvroRecordWriter``, Rust),
+which checks each field as the Python encoder does and hands back any record it does not take
+as it is, and a record of primitive fields is read by ``sluice_native.AvroRecordReader``, which
+hands back any body it cannot read; everything else goes through fastavro.
 """
 
 from __future__ import annotations
@@ -43,8 +46,13 @@ from connectors.api.schema import (
     Schema,
     SchemaAndValue,
 )
-from converters.avro_data import AvroData, strip_logical_types
+from converters.avro_data import AvroData, native_plan, native_read_plan, strip_logical_types
 from converters.schema_registry import SchemaRegistryClient
+
+try:
+    import sluice_native
+except ImportError:  # pragma: no cover - make setup builds it; without it every record takes fastavro
+    sluice_native = None
 
 __all__ = ["AvroConverter", "AvroConverterConfig", "MAGIC_BYTE"]
 
@@ -124,23 +132,26 @@ class AvroConverterConfig(PluginConfig):
 
 
 class _Writer:
-    """What writing one Connect schema takes: the datum conversion, fastavro's schema, the subject's id header."""
+    """What writing one Connect schema takes: the datum conversion, fastavro's schema, the subject's
+    id header, and the native writer when the schema is a flat struct."""
 
-    __slots__ = ("encode", "header", "parsed")
+    __slots__ = ("encode", "header", "native", "parsed")
 
-    def __init__(self, encode: Callable[[Any], Any], parsed: Any, header: bytes) -> None:
+    def __init__(self, encode: Callable[[Any], Any], parsed: Any, header: bytes, native: Any = None) -> None:
         self.encode = encode
         self.parsed = parsed
         self.header = header
+        self.native = native
 
 
 class _Reader:
-    __slots__ = ("decode", "parsed", "schema")
+    __slots__ = ("decode", "native", "parsed", "schema")
 
-    def __init__(self, schema: Schema, decode: Callable[[Any], Any] | None, parsed: Any) -> None:
+    def __init__(self, schema: Schema, decode: Callable[[Any], Any] | None, parsed: Any, native: Any = None) -> None:
         self.schema = schema
         self.decode = decode
         self.parsed = parsed
+        self.native = native
 
 
 def _fastavro() -> Any:
@@ -162,6 +173,10 @@ class AvroConverter(Converter):
     Config: ClassVar[type[PluginConfig]] = AvroConverterConfig
     version: ClassVar[str] = "0.1.0"
     aliases: ClassVar[tuple[str, ...]] = ("io.confluent.connect.avro.AvroConverter",)
+
+    #: Whether flat structs are written by the native writer (``sluice_native``); tests turn it off
+    #: to compare both paths.
+    native_enabled: bool = sluice_native is not None and hasattr(sluice_native, "AvroRecordReader")
 
     def __init__(self) -> None:
         self.config: AvroConverterConfig | None = None
@@ -229,16 +244,37 @@ class AvroConverter(Converter):
     ) -> list[bytes | None]:
         """Serialize many values of one topic into one reused buffer."""
         write = self._write
+        if values and schemas and self.native_enabled:
+            first = schemas[0]
+            if first is not None and all(s is first for s in schemas):
+                native = self._writer_for(topic, first).native
+                if native is not None:
+                    # A record the native writer leaves to Python (None) is written the Python way.
+                    out: list[bytes | None] = native.write_batch(values if type(values) is list else list(values))
+                    for i, data in enumerate(out):
+                        if data is None and values[i] is not None:
+                            out[i] = self._write_python(topic, first, values[i])
+                    return out
         return [None if v is None else write(topic, s, v) for s, v in zip(schemas, values)]
+
+    def _writer_for(self, topic: str, schema: Schema) -> _Writer:
+        front = self._writers_by_id.get((topic, id(schema)))
+        if front is not None and front[0] is schema:
+            return front[1]
+        return self._writer(topic, schema)
 
     def _write(self, topic: str, schema: Schema | None, value: Any) -> bytes:
         if schema is None:
             schema = _inferred(value)
-        front = self._writers_by_id.get((topic, id(schema)))
-        if front is not None and front[0] is schema:
-            writer = front[1]
-        else:
-            writer = self._writer(topic, schema)
+        native = self._writer_for(topic, schema).native
+        if native is not None:
+            data: bytes | None = native.write(value)
+            if data is not None:
+                return data
+        return self._write_python(topic, schema, value)
+
+    def _write_python(self, topic: str, schema: Schema, value: Any) -> bytes:
+        writer = self._writer_for(topic, schema)
         datum = writer.encode(value)
         buffer = self._buffer
         buffer.seek(0)
@@ -281,7 +317,12 @@ class AvroConverter(Converter):
             else:
                 schema_id = self._registry.lookup(subject, text).id
         header = bytes([MAGIC_BYTE]) + schema_id.to_bytes(4, "big")
-        return _Writer(self._data.encoder(schema), parsed, header)
+        native = None
+        if self.native_enabled and not self.config.use_latest_version:
+            plan = native_plan(schema, enhanced=self.config.enhanced_avro_schema_support)
+            if plan is not None:
+                native = sluice_native.AvroRecordWriter(header, plan)
+        return _Writer(self._data.encoder(schema), parsed, header, native)
 
     def _parse(self, avro: Any, subject: str) -> Any:
         try:
@@ -329,6 +370,10 @@ class AvroConverter(Converter):
         reader = self._readers.get(schema_id)
         if reader is None:
             reader = self._new_reader(topic, schema_id)
+        if reader.native is not None:
+            value = reader.native.read(data, 5)
+            if value is not None:
+                return reader, value
         stream = io.BytesIO(data)
         stream.seek(5)
         try:
@@ -353,7 +398,12 @@ class AvroConverter(Converter):
             version = self._registry.version(self._subject(topic, avro), schema_id)
             if version is not None:
                 schema = schema.with_(version=version)
-        reader = _Reader(schema, decode, parsed)
+        native = None
+        if self.native_enabled:
+            plan = native_read_plan(avro, connect_meta_data=self._data.connect_meta_data)
+            if plan is not None:
+                native = sluice_native.AvroRecordReader(plan)
+        reader = _Reader(schema, decode, parsed, native)
         self._readers[schema_id] = reader
         if len(self._readers) > self._cache_size:
             self._readers.popitem(last=False)

@@ -899,3 +899,95 @@ class AvroData:
         """The Connect schema an Avro schema (JSON data) reads as, and a datum → value function
         (``None`` when datums already are Connect values)."""
         return _ToConnect(self.connect_meta_data).convert(avro, None)
+
+
+_NATIVE_KINDS = {
+    Type.INT8: "int",
+    Type.INT16: "int",
+    Type.INT32: "int",
+    Type.INT64: "int",
+    Type.FLOAT32: "float",
+    Type.FLOAT64: "double",
+    Type.BOOLEAN: "boolean",
+    Type.STRING: "string",
+    Type.BYTES: "bytes",
+}
+_NATIVE_LOGICAL = {
+    Decimal.LOGICAL_NAME: ("bytes", 0, 0),
+    Date.LOGICAL_NAME: ("int", *_INT_LIMITS[Type.INT32]),
+    Time.LOGICAL_NAME: ("int", *_INT_LIMITS[Type.INT32]),
+    Timestamp.LOGICAL_NAME: ("int", *_INT_LIMITS[Type.INT64]),
+}
+
+
+def native_plan(
+    schema: Schema, *, enhanced: bool = False
+) -> list[tuple[str, str, str, int, int, Encoder | None]] | None:
+    """The field plan of ``sluice_native.AvroRecordWriter`` for ``schema``, or ``None`` when it is
+    not a required struct of primitive fields (what the native writer covers).
+
+    Each field is ``(name, kind, null, lo, hi, convert)``: the Avro encoding, where null sits in
+    its union (``no``/``first``/``second``), the range of an int, and the Python function that
+    turns a logical value (or a null with a default) into what Avro writes.
+    """
+    if schema.type is not Type.STRUCT or schema.optional or schema.name == UNION_NAME:
+        return None
+    plan: list[tuple[str, str, str, int, int, Encoder | None]] = []
+    for f in schema.fields:
+        fs = f.schema
+        if not fs.type.is_primitive:
+            return None
+        if enhanced and fs.type is Type.STRING and fs.parameters and ENUM_PARAM in fs.parameters:
+            return None  # written as an Avro enum, not a string
+        null = ("second" if fs.default is not None else "first") if fs.optional else "no"
+        logical = _NATIVE_LOGICAL.get(fs.name or "")
+        if logical is not None:
+            kind, lo, hi = logical
+            convert: Encoder | None = encoder(fs, f"value.{f.name}")
+        else:
+            kind = _NATIVE_KINDS[fs.type]
+            lo, hi = _INT_LIMITS.get(fs.type, (0, 0))
+            convert = encoder(fs, f"value.{f.name}") if fs.default is not None else None
+        plan.append((f.name, kind, null, lo, hi, convert))
+    return plan
+
+
+_NATIVE_READ_KINDS = {
+    "int": "int",
+    "long": "int",
+    "float": "float",
+    "double": "double",
+    "boolean": "boolean",
+    "string": "string",
+    "bytes": "bytes",
+}
+
+
+def native_read_plan(
+    avro: Any, *, connect_meta_data: bool = True
+) -> list[tuple[str, str, str, bool, Decoder | None]] | None:
+    """The field plan of ``sluice_native.AvroRecordReader`` for the writer's schema ``avro`` (JSON
+    data), or ``None`` when it is not a record of primitive fields, each maybe in a union with null.
+
+    Each field is ``(name, kind, null, int32, convert)``; ``convert`` turns a logical type's Avro
+    value into its Connect value, exactly as :meth:`AvroData.connect_schema`'s decoder does.
+    """
+    if not isinstance(avro, Mapping) or avro.get("type") != "record":
+        return None
+    _, namespace = _ToConnect.full_name(avro, None)
+    plan: list[tuple[str, str, str, bool, Decoder | None]] = []
+    for f in avro.get("fields", ()):
+        t = f["type"]
+        null = "no"
+        if isinstance(t, list):
+            if len(t) != 2 or "null" not in t or t[0] == t[1]:
+                return None
+            null = "first" if t[0] == "null" else "second"
+            t = t[1] if null == "first" else t[0]
+        base = t.get("type") if isinstance(t, Mapping) else t
+        kind = _NATIVE_READ_KINDS.get(base) if isinstance(base, str) else None
+        if kind is None:
+            return None
+        _, decode = _ToConnect(connect_meta_data).convert(t, namespace)
+        plan.append((f["name"], kind, null, base == "int", decode))
+    return plan

@@ -19,6 +19,7 @@
 //! integer `-0` is 0, as orjson reads it; the double `-0.0` stays negative; integers beyond 64 bits
 //! are doubles, as orjson reads them.
 
+mod avro;
 mod cdc;
 
 use std::collections::HashMap;
@@ -597,5 +598,7 @@ fn parse_json_objects<'py>(
 fn sluice_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_json_objects, m)?)?;
     m.add_class::<cdc::CdcEncoder>()?;
+    m.add_class::<avro::AvroRecordWriter>()?;
+    m.add_class::<avro::AvroRecordReader>()?;
     Ok(())
 }
