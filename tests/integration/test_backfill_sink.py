@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import decimal
 import json
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from connectors.api.schema import INT64_SCHEMA, OPTIONAL_STRING_SCHEMA, Decimal, Schema
+from converters.avro import AvroConverter
 from deploy.kafka_stack import KafkaBroker
 from deploy.postgres import PostgresServer
+from deploy.schema_registry import SchemaRegistryServer
 from tests.integration.jdbc_helpers import sql
 from tests.integration.kafka_helpers import OutgoingRecord, create_topic, produce, unique_topic_name
 from worker.backfill import BackfillManager, JobState
@@ -35,7 +39,10 @@ def test_topic_range_reprocessed_into_a_jdbc_table(
         kafka.bootstrap_servers,
         topic,
         [
-            OutgoingRecord(value=json.dumps({"schema": SCHEMA, "payload": {"id": i, "label": f"event {i}"}}).encode(), partition=i % 2)
+            OutgoingRecord(
+                value=json.dumps({"schema": SCHEMA, "payload": {"id": i, "label": f"event {i}"}}).encode(),
+                partition=i % 2,
+            )
             for i in range(2_000)
         ],
     )
@@ -78,3 +85,55 @@ def test_topic_range_reprocessed_into_a_jdbc_table(
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
     groups = admin.list_consumer_groups().result(timeout=15)
     assert not [g.group_id for g in groups.valid if "reprocess" in g.group_id or g.group_id.startswith("connect-")]
+
+
+def test_an_avro_topic_range_reprocessed_into_a_jdbc_table(
+    backfills: BackfillManager, kafka: KafkaBroker, postgres: PostgresServer, schema_registry: SchemaRegistryServer
+) -> None:
+    """Avro with a Schema Registry, as most Connect deployments run: each Spark task's sink reads
+    the records with its own AvroConverter, fetching the writer's schema by id."""
+    topic = unique_topic_name("avro-events")
+    create_topic(kafka.bootstrap_servers, topic, partitions=2)
+    row = Schema.struct(
+        [("id", INT64_SCHEMA), ("label", OPTIONAL_STRING_SCHEMA), ("amount", Decimal.schema(2))], name="shop.Event"
+    )
+    writer = AvroConverter()
+    writer.configure({"schema.registry.url": schema_registry.url}, False)
+    values = writer.from_connect_batch(
+        topic,
+        [row] * 600,
+        [
+            {"id": i, "label": None if i % 5 == 0 else f"event {i}", "amount": decimal.Decimal(i).scaleb(-2)}
+            for i in range(600)
+        ],
+    )
+    produce(kafka.bootstrap_servers, topic, [OutgoingRecord(value=v, partition=i % 2) for i, v in enumerate(values)])
+    db = "reprocess_avro"
+    url = postgres.create_database(db)
+    backfills.submit(
+        {
+            "id": "reprocess-avro",
+            "kind": "topic_to_sink",
+            "source": {"topic": topic},
+            "target": {
+                "config": {
+                    "connector.class": "JdbcSink",
+                    "connection.url": postgres.jdbc_url(db),
+                    "connection.user": "postgres",
+                    "table.name.format": "events",
+                    "auto.create": "true",
+                    "insert.mode": "insert",
+                    "value.converter": "io.confluent.connect.avro.AvroConverter",
+                    "value.converter.schema.registry.url": schema_registry.url,
+                }
+            },
+        }
+    )
+    status = backfills.wait("reprocess-avro", timeout=300)
+    assert status.state is JobState.SUCCEEDED, status.error
+    assert status.rows_done == 600
+
+    rows = sql(url, "SELECT id, label, amount FROM events ORDER BY id")
+    assert len(rows) == 600
+    assert rows[0] == (0, None, decimal.Decimal("0.00"))
+    assert rows[599] == (599, "event 599", decimal.Decimal("5.99"))
