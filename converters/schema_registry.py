@@ -92,13 +92,22 @@ class SchemaRegistryClient:
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
             auth = None
-        self._client = httpx.Client(headers=headers, auth=auth, timeout=timeout_s, transport=transport)
+        # Made on the first request: a converter configured only to validate a config never connects.
+        self._client_args: dict[str, Any] = {
+            "headers": headers,
+            "auth": auth,
+            "timeout": timeout_s,
+            "transport": transport,
+        }
+        self._client: httpx.Client | None = None
         self._ids: dict[tuple[str, str], int] = {}
         self._by_id: dict[int, str] = {}
         self._versions: dict[tuple[str, int], int | None] = {}
 
     def close(self) -> None:
-        self._client.close()
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
     # -- the calls --------------------------------------------------------------------------------
 
@@ -161,6 +170,8 @@ class SchemaRegistryClient:
     ) -> Any:
         content = orjson.dumps(body) if body is not None else None
         failures: list[str] = []
+        if self._client is None:
+            self._client = httpx.Client(**self._client_args)
         for index, base in enumerate(self.urls):
             try:
                 response = self._client.request(method, base + path, content=content)

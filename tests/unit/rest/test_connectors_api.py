@@ -52,8 +52,9 @@ def test_passwords_are_masked_and_placeholders_kept(client: TestClient, monkeypa
         client.get("/connectors/literal").text,
         client.get("/connectors", params={"expand": "info"}).text,
         client.get("/connectors/placeholder/config").text,
-        client.put("/connector-plugins/ControllableSource/config/validate",
-                   json=_config(name="v", password="hunter2-literal")).text,
+        client.put(
+            "/connector-plugins/ControllableSource/config/validate", json=_config(name="v", password="hunter2-literal")
+        ).text,
     ]
     for body in bodies:
         assert "hunter2-literal" not in body and "env-secret-value" not in body
@@ -113,9 +114,13 @@ def test_offsets_change_needs_stopped_state(client: TestClient) -> None:
 def test_connector_alter_offsets_hook_can_refuse(client: TestClient, tmp_path) -> None:
     config = {"connector.class": "FileStreamSource", "file": str(tmp_path / "in.txt"), "topic": "t"}
     client.post("/connectors", json={"name": "f", "config": config, "initial_state": "STOPPED"})
-    r = client.patch("/connectors/f/offsets", json={"offsets": [{"partition": {"filename": "x"}, "offset": {"position": -1}}]})
+    r = client.patch(
+        "/connectors/f/offsets", json={"offsets": [{"partition": {"filename": "x"}, "offset": {"position": -1}}]}
+    )
     assert r.status_code == 400 and "position" in r.json()["message"]
-    ok = client.patch("/connectors/f/offsets", json={"offsets": [{"partition": {"filename": "x"}, "offset": {"position": 3}}]})
+    ok = client.patch(
+        "/connectors/f/offsets", json={"offsets": [{"partition": {"filename": "x"}, "offset": {"position": 3}}]}
+    )
     assert ok.json() == {"message": "The offsets for this connector have been altered successfully"}
 
 
@@ -172,10 +177,15 @@ def test_unknown_connector_is_404_everywhere(client: TestClient, method: str, pa
 def test_request_robustness(client: TestClient) -> None:
     malformed = client.post("/connectors", content=b'{"name": ', headers={"content-type": "application/json"})
     assert malformed.status_code == 400 and malformed.json()["error_code"] == 400
-    wrong_type = client.post("/connectors", content=b"name=x", headers={"content-type": "application/x-www-form-urlencoded"})
+    wrong_type = client.post(
+        "/connectors", content=b"name=x", headers={"content-type": "application/x-www-form-urlencoded"}
+    )
     assert wrong_type.status_code == 415 and wrong_type.json()["error_code"] == 415
-    huge = client.put("/connectors/c/config", content=b'{"a": "' + b"x" * 1_100_000 + b'"}',
-                      headers={"content-type": "application/json"})
+    huge = client.put(
+        "/connectors/c/config",
+        content=b'{"a": "' + b"x" * 1_100_000 + b'"}',
+        headers={"content-type": "application/json"},
+    )
     assert huge.status_code == 413 and huge.json()["error_code"] == 413
     not_a_map = client.put("/connectors/c/config", json=["a"])
     assert not_a_map.status_code == 400
@@ -192,3 +202,16 @@ def test_body_limit_is_configurable(make_client) -> None:
     client = make_client(**{"rest.request.max.bytes": "100"})
     r = client.post("/connectors", json={"name": "x", "config": _config(padding="y" * 200)})
     assert r.status_code == 413 and "100 bytes" in r.json()["message"]
+
+
+def test_an_avro_converter_without_a_registry_url_is_refused_when_the_connector_is_created(client: TestClient) -> None:
+    config = _config(**{"value.converter": "io.confluent.connect.avro.AvroConverter"})
+    r = client.post("/connectors", json={"name": "avro", "config": config, "initial_state": "STOPPED"})
+    assert r.status_code == 400
+    assert "Invalid converter configuration" in r.json()["message"]
+    assert "schema.registry.url" in r.json()["message"]
+    config["value.converter.schema.registry.url"] = "http://127.0.0.1:1"  # checked at create, contacted by tasks
+    assert (
+        client.post("/connectors", json={"name": "avro", "config": config, "initial_state": "STOPPED"}).status_code
+        == 201
+    )
