@@ -27,7 +27,6 @@ Command line::
 from __future__ import annotations
 
 import argparse
-import atexit
 import contextlib
 import hashlib
 import json
@@ -45,11 +44,11 @@ import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any, Final
+from typing import Any, Final
 
 from deploy import maven
-from deploy.processes import LOOPBACK, find_free_port, signal_process_group, stop_process_group, tail_file
+from deploy.managed_server import ManagedServer
+from deploy.processes import find_free_port, signal_process_group
 from deploy.service_process import child_setup
 
 logger = logging.getLogger(__name__)
@@ -282,17 +281,8 @@ def _searchable_by(path: Path, user: pwd.struct_passwd) -> bool:
 
 # -- the node -------------------------------------------------------------------------------------
 
-_LIVE_NODES: set[OpenSearchNode] = set()
 
-
-@atexit.register
-def _stop_live_nodes() -> None:
-    for node in list(_LIVE_NODES):
-        with contextlib.suppress(Exception):
-            node.stop()
-
-
-class OpenSearchNode:
+class OpenSearchNode(ManagedServer):
     """A single-node OpenSearch cluster on ``127.0.0.1`` for tests, benchmarks and the local stack.
 
     ``base_dir`` (default: a new directory under ``/tmp``, removed by :meth:`stop`) holds the
@@ -300,6 +290,9 @@ class OpenSearchNode:
     user, which pytest's ``tmp_path`` under root's ``/tmp/pytest-of-root`` (mode 700) is not.
     :meth:`stop` followed by :meth:`start` restarts the node on the same port with its data.
     """
+
+    log_name = "node.log"
+    temp_prefix = "sluice-os-"
 
     def __init__(
         self,
@@ -312,40 +305,18 @@ class OpenSearchNode:
         kill_with_parent: bool = False,
     ) -> None:
         _check_version(version)
+        super().__init__(port=port, data_dir=base_dir, start_timeout=start_timeout, kill_with_parent=kill_with_parent)
         self.version = version
-        self.host = LOOPBACK
-        self.port = port if port is not None else find_free_port()
         self.heap = heap
-        self.start_timeout = start_timeout
-        self.kill_with_parent = kill_with_parent
-        self._own_dir = base_dir is None
-        self.base_dir = Path(base_dir) if base_dir is not None else Path(tempfile.mkdtemp(prefix="sluice-os-"))
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
     @property
-    def log_path(self) -> Path:
-        return self.base_dir / "node.log"
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self.is_running() and self._proc else None
-
-    def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    def __enter__(self) -> OpenSearchNode:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
+    def base_dir(self) -> Path:
+        """The node's directory (the same as :attr:`data_dir`)."""
+        return self.data_dir
 
     def start(self) -> OpenSearchNode:
         """Launch the node and wait until ``_cluster/health`` is at least yellow."""
@@ -374,24 +345,14 @@ class OpenSearchNode:
             OPENSEARCH_JAVA_OPTS=f"-Xms{self.heap} -Xmx{self.heap} -XX:-UsePerfData",
             HOME=str(self.base_dir),
         )
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - kept open for the node's lifetime
-        log_start = self.log_path.stat().st_size
+        self._spawn(
+            [str(dist / "bin" / "opensearch")],
+            OpenSearchStartError,
+            env=env,
+            setup=child_setup(user, self.kill_with_parent, signal.SIGTERM, set_home=False),  # drops privileges
+        )
         try:
-            self._proc = subprocess.Popen(
-                [str(dist / "bin" / "opensearch")],
-                stdin=subprocess.DEVNULL,
-                stdout=self._log,
-                stderr=subprocess.STDOUT,
-                cwd=self.base_dir,
-                env=env,
-                start_new_session=True,
-                preexec_fn=child_setup(user, self.kill_with_parent, signal.SIGTERM, set_home=False),  # noqa: PLW1509 - drops privileges
-            )
-        except OSError as exc:
-            raise OpenSearchStartError(f"could not run {dist / 'bin' / 'opensearch'}: {exc}") from exc
-        _LIVE_NODES.add(self)
-        try:
-            self._wait_healthy(log_start)
+            self._wait_healthy()
         except BaseException:
             self.stop(keep_dir=True)
             raise
@@ -422,18 +383,15 @@ class OpenSearchNode:
         (conf / "opensearch.yml").write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in settings.items()))
         return conf
 
-    def _wait_healthy(self, log_start: int) -> None:
+    def _wait_healthy(self) -> None:
         deadline = time.monotonic() + self.start_timeout
         last = "no answer yet"
         while time.monotonic() < deadline:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                raise OpenSearchStartError(
-                    f"OpenSearch exited with code {self._proc.returncode} during startup; "
-                    f"log tail:\n{tail_file(self.log_path, log_start)}"
-                )
+            self._raise_if_exited("OpenSearch", OpenSearchStartError)
             try:
-                with urllib.request.urlopen(f"{self.url}/_cluster/health?wait_for_status=yellow&timeout=1s", timeout=5) as r:
+                with urllib.request.urlopen(
+                    f"{self.url}/_cluster/health?wait_for_status=yellow&timeout=1s", timeout=5
+                ) as r:
                     status = json.loads(r.read()).get("status")
                     if status in ("yellow", "green"):
                         return
@@ -445,21 +403,13 @@ class OpenSearchNode:
             time.sleep(0.25)
         raise OpenSearchStartError(
             f"OpenSearch did not become healthy on {self.url} within {self.start_timeout:.0f}s ({last}); "
-            f"log tail:\n{tail_file(self.log_path, log_start)}"
+            f"log tail:\n{self._log_tail()}"
         )
 
     def stop(self, timeout: float = 30.0, *, keep_dir: bool = False) -> None:
         """Stop the node (SIGTERM, then SIGKILL). A directory this object created is removed unless
         ``keep_dir`` (what :meth:`restart` uses)."""
-        proc, self._proc = self._proc, None
-        _LIVE_NODES.discard(self)
-        if proc is not None:
-            stop_process_group(proc, timeout)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-        if self._own_dir and not keep_dir:
-            shutil.rmtree(self.base_dir, ignore_errors=True)
+        self._stop(timeout, keep_dir=keep_dir)
 
     def kill(self) -> None:
         """SIGKILL the node (a crash), keeping its data for :meth:`start`."""
@@ -476,7 +426,9 @@ class OpenSearchNode:
 
     # -- small HTTP helpers for tests and benchmarks ------------------------------------------------
 
-    def request(self, method: str, path: str, body: Any = None, *, unavailable_retry_s: float = 15.0) -> tuple[int, Any]:
+    def request(
+        self, method: str, path: str, body: Any = None, *, unavailable_retry_s: float = 15.0
+    ) -> tuple[int, Any]:
         """``(status, parsed JSON body)`` of one request (no exception on 4xx/5xx).
 
         A 503 (a shard not yet searchable, e.g. on a machine too busy to keep up) is retried for
@@ -522,8 +474,12 @@ def _jvm_options(stock: str, base_dir: Path, modules: set[str]) -> str:
         added = re.search(r"--add-modules=(\S+)", line)
         if added and modules and not set(added.group(1).split(",")) <= modules:
             continue
-        line = line.replace("file=logs/", f"file={base_dir}/logs/").replace("filecount=32,filesize=64m", "filecount=2,filesize=8m")
-        line = line.replace("ErrorFile=logs/", f"ErrorFile={base_dir}/logs/").replace("Xloggc:logs/", f"Xloggc:{base_dir}/logs/")
+        line = line.replace("file=logs/", f"file={base_dir}/logs/").replace(
+            "filecount=32,filesize=64m", "filecount=2,filesize=8m"
+        )
+        line = line.replace("ErrorFile=logs/", f"ErrorFile={base_dir}/logs/").replace(
+            "Xloggc:logs/", f"Xloggc:{base_dir}/logs/"
+        )
         line = line.replace("HeapDumpPath=data", f"HeapDumpPath={base_dir}/data")
         out.append(line)
     return "\n".join(out) + "\n"

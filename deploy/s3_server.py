@@ -20,24 +20,19 @@ Command line::
 from __future__ import annotations
 
 import argparse
-import atexit
-import contextlib
 import logging
 import os
-import shlex
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any, Final
+from typing import Any, Final
 
 from deploy import maven
-from deploy.processes import die_with_parent_hook, find_free_port, find_java, stop_process_group, tail_file
+from deploy.managed_server import ManagedServer
+from deploy.processes import find_java
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +44,6 @@ LOGBACK_CONFIG: Final = S3_FILES_DIR / "logback.xml"
 DEFAULT_ACCESS_KEY: Final = "sluice-access"
 DEFAULT_SECRET_KEY: Final = "sluice-secret-key"
 DEFAULT_REGION: Final = "us-east-1"
-
 
 
 class S3ServerError(RuntimeError):
@@ -99,17 +93,8 @@ def ensure_s3proxy_jars(version: str = DEFAULT_S3PROXY_VERSION, *, mvn: str | No
 
 # -- the server ---------------------------------------------------------------------------------
 
-_LIVE_SERVERS: set[S3Server] = set()
 
-
-@atexit.register
-def _stop_live_servers() -> None:
-    for server in list(_LIVE_SERVERS):
-        with contextlib.suppress(Exception):
-            server.stop()
-
-
-class S3Server:
+class S3Server(ManagedServer):
     """An S3-compatible server on ``127.0.0.1`` for tests, benchmarks and the local stack.
 
     ``backend="auto"`` runs S3Proxy (filesystem backend under :attr:`data_dir`) and falls back to
@@ -117,6 +102,8 @@ class S3Server:
     one. Use :attr:`endpoint_url`, :attr:`access_key`, :attr:`secret_key` and :attr:`region`
     in clients; :meth:`client` builds a boto3 client and :meth:`create_bucket` a bucket.
     """
+
+    temp_prefix = "sluice-s3-"
 
     def __init__(
         self,
@@ -133,74 +120,27 @@ class S3Server:
     ) -> None:
         if backend not in ("auto", "s3proxy", "moto"):
             raise ValueError(f"backend must be auto, s3proxy or moto, not {backend!r}")
+        super().__init__(port=port, data_dir=data_dir, start_timeout=start_timeout, kill_with_parent=kill_with_parent)
         self.version = version
         self.backend = backend
-        self.host = LOOPBACK
-        self.port = port if port is not None else find_free_port()
         self.access_key = access_key
         self.secret_key = secret_key
         self.region = DEFAULT_REGION
-        self.start_timeout = start_timeout
-        self.kill_with_parent = kill_with_parent
         #: The jclouds blob-store provider S3Proxy serves from.
         self.provider = provider
-        self._owns_data_dir = data_dir is None
-        self._data_dir = (
-            Path(data_dir).resolve() if data_dir is not None else Path(tempfile.mkdtemp(prefix="sluice-s3-"))
-        )
         #: Which server actually runs: ``"s3proxy"`` or ``"moto"`` (``None`` before :meth:`start`).
         self.kind: str | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
 
     @property
     def endpoint_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    @property
-    def data_dir(self) -> Path:
-        return self._data_dir
-
-    @property
-    def log_path(self) -> Path:
-        return self._data_dir / "server.log"
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self.is_running() and self._proc else None
-
-    def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    def __enter__(self) -> S3Server:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
     def start(self) -> None:
         """Launch the server and wait until it answers; raises :class:`S3ServerError` on failure."""
         if self.is_running():
             return
-        self._data_dir.mkdir(parents=True, exist_ok=True)
-        cmd = self._command()
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - kept open for the child's lifetime
-        try:
-            self._proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=self._log,
-                stderr=subprocess.STDOUT,
-                cwd=self._data_dir,
-                start_new_session=True,
-                preexec_fn=die_with_parent_hook() if self.kill_with_parent else None,  # noqa: PLW1509
-            )
-        except OSError as exc:
-            raise S3ServerStartError(f"could not run {shlex.join(cmd)}: {exc}") from exc
-        _LIVE_SERVERS.add(self)
+        self._data_dir.mkdir(parents=True, exist_ok=True)  # _command writes S3Proxy's config there
+        self._spawn(self._command(), S3ServerStartError)
         try:
             self._wait_ready()
         except BaseException:
@@ -263,11 +203,7 @@ class S3Server:
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                raise S3ServerStartError(
-                    f"{self.kind} exited with code {self._proc.returncode} during startup; log tail:\n{tail_file(self.log_path)}"
-                )
+            self._raise_if_exited(str(self.kind), S3ServerStartError)
             try:
                 urllib.request.urlopen(self.endpoint_url + "/", timeout=1).close()
                 return
@@ -277,20 +213,8 @@ class S3Server:
                 time.sleep(0.1)
         raise S3ServerStartError(
             f"{self.kind} did not answer on {self.endpoint_url} within {self.start_timeout:.0f}s; "
-            f"log tail:\n{tail_file(self.log_path)}"
+            f"log tail:\n{self._log_tail()}"
         )
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop the server (SIGTERM, then SIGKILL) and delete a temporary data directory."""
-        proc, self._proc = self._proc, None
-        _LIVE_SERVERS.discard(self)
-        if proc is not None:
-            stop_process_group(proc, timeout)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-        if self._owns_data_dir:
-            shutil.rmtree(self._data_dir, ignore_errors=True)
 
     # -- client helpers -----------------------------------------------------------------------
 

@@ -20,16 +20,12 @@ Command line::
 from __future__ import annotations
 
 import argparse
-import atexit
-import contextlib
 import datetime as dt
 import json
 import logging
 import os
 import re
-import shlex
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -38,11 +34,11 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any, Final
+from typing import Any, Final
 
 from deploy import maven
-from deploy.processes import LOOPBACK, die_with_parent_hook, find_free_port, find_java, stop_process_group, tail_file
+from deploy.managed_server import ManagedServer
+from deploy.processes import find_java
 
 logger = logging.getLogger(__name__)
 
@@ -157,23 +153,16 @@ def _fetch_locked(home: Path, version: str, mvn: str | None) -> None:
 
 # -- the server ---------------------------------------------------------------------------------
 
-_LIVE_SERVERS: set[SchemaRegistryServer] = set()
 
-
-@atexit.register
-def _stop_live_servers() -> None:
-    for server in list(_LIVE_SERVERS):
-        with contextlib.suppress(Exception):
-            server.stop()
-
-
-class SchemaRegistryServer:
+class SchemaRegistryServer(ManagedServer):
     """Apicurio Registry on ``127.0.0.1`` for tests, benchmarks and the local stack.
 
     Storage is in memory, so every start begins empty; :attr:`data_dir` holds only ``server.log``
     (a temporary directory, deleted on :meth:`stop`, unless one is given). Use :attr:`url` as
     ``schema.registry.url``.
     """
+
+    temp_prefix = "sluice-registry-"
 
     def __init__(
         self,
@@ -185,18 +174,8 @@ class SchemaRegistryServer:
         kill_with_parent: bool = False,
     ) -> None:
         _check_version(version)
+        super().__init__(port=port, data_dir=data_dir, start_timeout=start_timeout, kill_with_parent=kill_with_parent)
         self.version = version
-        self.host = LOOPBACK
-        self.port = port if port is not None else find_free_port()
-        self.start_timeout = start_timeout
-        self.kill_with_parent = kill_with_parent
-        self._owns_data_dir = data_dir is None
-        self._data_dir = (
-            Path(data_dir).resolve() if data_dir is not None else Path(tempfile.mkdtemp(prefix="sluice-registry-"))
-        )
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
-        self._log_start = 0
 
     @property
     def base_url(self) -> str:
@@ -207,30 +186,6 @@ class SchemaRegistryServer:
         """The Confluent Schema Registry API root: what clients put in ``schema.registry.url``."""
         return self.base_url + CCOMPAT_PATH
 
-    @property
-    def data_dir(self) -> Path:
-        return self._data_dir
-
-    @property
-    def log_path(self) -> Path:
-        return self._data_dir / "server.log"
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self.is_running() and self._proc else None
-
-    def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    def __enter__(self) -> SchemaRegistryServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
     def start(self) -> None:
         """Fetch Apicurio if needed, launch it and wait until it answers; raises
         :class:`SchemaRegistryError` on failure (after stopping what was started)."""
@@ -238,7 +193,7 @@ class SchemaRegistryServer:
             return
         started = time.monotonic()
         try:
-            self._launch()
+            self._spawn(self._command(ensure_apicurio(self.version)), SchemaRegistryStartError)
             self._wait_ready()
         except BaseException:
             self.stop()  # also deletes a temporary data directory
@@ -246,25 +201,6 @@ class SchemaRegistryServer:
         logger.info(
             "Apicurio Registry %s serves %s (ready in %.1fs)", self.version, self.url, time.monotonic() - started
         )
-
-    def _launch(self) -> None:
-        cmd = self._command(ensure_apicurio(self.version))
-        self._data_dir.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - kept open for the child's lifetime
-        self._log_start = self._log.tell()
-        try:
-            self._proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=self._log,
-                stderr=subprocess.STDOUT,
-                cwd=self._data_dir,
-                start_new_session=True,
-                preexec_fn=die_with_parent_hook() if self.kill_with_parent else None,  # noqa: PLW1509
-            )
-        except OSError as exc:
-            raise SchemaRegistryStartError(f"could not run {shlex.join(cmd)}: {exc}") from exc
-        _LIVE_SERVERS.add(self)
 
     def _command(self, app: Path) -> list[str]:
         return [
@@ -291,12 +227,7 @@ class SchemaRegistryServer:
         deadline = time.monotonic() + self.start_timeout
         probe = self.url + "/subjects"
         while time.monotonic() < deadline:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                raise SchemaRegistryStartError(
-                    f"Apicurio Registry exited with code {self._proc.returncode} during startup; "
-                    f"log tail:\n{tail_file(self.log_path, self._log_start)}"
-                )
+            self._raise_if_exited("Apicurio Registry", SchemaRegistryStartError)
             try:
                 with urllib.request.urlopen(probe, timeout=1) as response:
                     if response.status == 200:
@@ -306,20 +237,8 @@ class SchemaRegistryServer:
             time.sleep(0.1)
         raise SchemaRegistryStartError(
             f"Apicurio Registry did not answer GET {probe} within {self.start_timeout:.0f}s; "
-            f"log tail:\n{tail_file(self.log_path, self._log_start)}"
+            f"log tail:\n{self._log_tail()}"
         )
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop the server (SIGTERM, then SIGKILL) and delete a temporary data directory."""
-        proc, self._proc = self._proc, None
-        _LIVE_SERVERS.discard(self)
-        if proc is not None:
-            stop_process_group(proc, timeout)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-        if self._owns_data_dir:
-            shutil.rmtree(self._data_dir, ignore_errors=True)
 
     # -- client helpers -----------------------------------------------------------------------
 
