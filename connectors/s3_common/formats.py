@@ -10,7 +10,8 @@ The names follow Confluent's ``format.class`` values (``io.confluent.connect.s3.
   structs. The Arrow schema comes from the Connect schema when there is one, else is inferred from
   the first row group and kept for the whole object.
 * Avro (``.avro``, fastavro; ``avro.codec`` null/deflate/snappy/bzip2/xz/zstandard): the Avro
-  schema comes from the Connect schema, else is inferred from the first values.
+  schema comes from the Connect schema as Confluent's ``AvroData`` (the AvroConverter's mapping)
+  makes it, else is inferred from the first values.
 * Bytes (``.bin`` or ``format.bytearray.extension``): raw values joined by
   ``format.bytearray.separator`` (default a newline), gzip optional.
 
@@ -39,6 +40,7 @@ import orjson
 from connectors.api import ConfigError, DataError, Schema, Type
 from connectors.api.schema import Date, Decimal, Time, Timestamp
 from connectors.s3_common import require_module
+from converters.avro_data import AvroData
 
 _FORMAT_PREFIX = "io.confluent.connect.s3.format."
 FORMAT_NAMES = {
@@ -636,63 +638,15 @@ class ParquetFormat(RecordFormat):
 # -- Avro -----------------------------------------------------------------------------------------
 
 
-def avro_schema(schema: Schema, names: dict[str, int] | None = None) -> Any:
-    """The Avro schema of a Connect schema (optional schemas become ``["null", T]`` unions)."""
-    names = {} if names is None else names
-    base: Any
-    if schema.name == Decimal.LOGICAL_NAME:
-        params = schema.parameters or {}
-        base = {
-            "type": "bytes",
-            "logicalType": "decimal",
-            "precision": int(params.get("connect.decimal.precision", 38)),
-            "scale": Decimal.scale(schema),
-        }
-    elif schema.name == Date.LOGICAL_NAME:
-        base = {"type": "int", "logicalType": "date"}
-    elif schema.name == Time.LOGICAL_NAME:
-        base = {"type": "int", "logicalType": "time-millis"}
-    elif schema.name == Timestamp.LOGICAL_NAME:
-        base = {"type": "long", "logicalType": "timestamp-millis"}
-    elif schema.type in (Type.INT8, Type.INT16, Type.INT32):
-        base = "int"
-    elif schema.type is Type.INT64:
-        base = "long"
-    elif schema.type is Type.FLOAT32:
-        base = "float"
-    elif schema.type is Type.FLOAT64:
-        base = "double"
-    elif schema.type is Type.BOOLEAN:
-        base = "boolean"
-    elif schema.type is Type.STRING:
-        base = "string"
-    elif schema.type is Type.BYTES:
-        base = "bytes"
-    elif schema.type is Type.ARRAY:
-        assert schema.value_schema is not None
-        base = {"type": "array", "items": avro_schema(schema.value_schema, names)}
-    elif schema.type is Type.MAP:
-        assert schema.value_schema is not None
-        base = {"type": "map", "values": avro_schema(schema.value_schema, names)}
-    else:
-        name = (schema.name or "ConnectDefault").rsplit(".", 1)[-1]
-        count = names.get(name, 0)
-        names[name] = count + 1
-        record: dict[str, Any] = {
-            "type": "record",
-            "name": name if count == 0 else f"{name}{count}",
-            "fields": [],
-        }
-        if schema.name and "." in schema.name:
-            record["namespace"] = schema.name.rsplit(".", 1)[0]
-        for f in schema.fields:
-            field_schema = avro_schema(f.schema, names)
-            entry: dict[str, Any] = {"name": f.name, "type": field_schema}
-            if f.schema.optional:
-                entry["default"] = None
-            record["fields"].append(entry)
-        base = record
-    return ["null", base] if schema.optional else base
+#: Connect schemas become Avro schemas as Confluent's ``AvroData`` makes them (the AvroConverter's
+#: mapping, ``connect.*`` attributes included), so the files read like Confluent's S3 sink's. Names
+#: Avro refuses (a ``-`` in a topic prefix) are scrubbed to ``_``; ``connect.name`` keeps the original.
+_AVRO_DATA = AvroData(scrub_invalid_names=True)
+
+
+def avro_schema(schema: Schema) -> Any:
+    """The Avro schema of a Connect schema (see :mod:`converters.avro_data`)."""
+    return _AVRO_DATA.avro_schema(schema)
 
 
 def infer_avro_schema(values: Sequence[Any]) -> Any:
@@ -732,16 +686,22 @@ class AvroObjectWriter(ObjectWriter):
         self.codec = codec
         self.sync_marker = sync_marker
         self._writer: Any = None
+        self._encode: Any = None
 
     def write(self, values: Sequence[Any], schema: Schema | None) -> None:
         if self._writer is None:
             fastavro_write = require_module("fastavro.write", "AvroFormat")
-            parsed = avro_schema(schema) if schema is not None else infer_avro_schema(values)
+            if schema is not None:
+                parsed = avro_schema(schema)
+                # Connect values → Avro datums (logical values as Connect encodes them), checked per field.
+                self._encode = _AVRO_DATA.encoder(schema)
+            else:
+                parsed = infer_avro_schema(values)
             self._writer = fastavro_write.Writer(self.out, parsed, codec=self.codec, sync_marker=self.sync_marker)
-        write = self._writer.write
+        write, encode = self._writer.write, self._encode
         try:
             for value in values:
-                write(value)
+                write(value if encode is None else encode(value))
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise DataError(f"AvroFormat cannot encode a value with the file's schema: {exc}") from None
         self._writer.flush()

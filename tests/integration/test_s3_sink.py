@@ -6,12 +6,15 @@ committed offsets, and that a worker killed mid-stream leaves each record in exa
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import io
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import httpx
 import orjson
 import pyarrow.parquet as pq
@@ -19,7 +22,10 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from connectors.api.schema import INT64_SCHEMA, OPTIONAL_STRING_SCHEMA, Decimal, Schema, Timestamp
+from converters.avro import AvroConverter
 from deploy.s3_server import S3Server
+from deploy.schema_registry import SchemaRegistryServer
 from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce, unique_topic_name
 from tests.integration.worker_process import WorkerProcess
 
@@ -396,3 +402,66 @@ def test_parquet_takes_values_unchecked_and_a_bad_one_still_reaches_the_dlq(
         assert all(f"A value of {topic}-0 before offset" in log for topic in topics), log
     finally:
         worker.stop()
+
+
+def test_an_avro_topic_archived_as_avro_files_keeps_confluents_schema(
+    kafka: Any, s3: S3Server, s3_bucket: str, schema_registry: SchemaRegistryServer, tmp_path: Path
+) -> None:
+    """AvroConverter in, AvroFormat out: the files' schema is the registry subject's schema."""
+    bootstrap = kafka.bootstrap_servers
+    topic = unique_topic_name("s3avro")
+    create_topic(bootstrap, topic, partitions=1)
+    row = Schema.struct(
+        [
+            ("id", INT64_SCHEMA),
+            ("name", OPTIONAL_STRING_SCHEMA),
+            ("price", Decimal.schema(2)),
+            ("at", Timestamp.SCHEMA),
+        ],
+        name="shop.Sale",
+    )
+    rows = [
+        {
+            "id": i,
+            "name": None if i % 3 == 0 else f"n{i}",
+            "price": decimal.Decimal(i * 7).scaleb(-2),
+            "at": dt.datetime.fromtimestamp((T0 + i * 1000) / 1000, dt.UTC),
+        }
+        for i in range(40)
+    ]
+    converter = AvroConverter()
+    converter.configure({"schema.registry.url": schema_registry.url}, False)
+    produce(bootstrap, topic, [OutgoingRecord(value=v) for v in converter.from_connect_batch(topic, [row] * 40, rows)])
+    worker = _worker(
+        tmp_path,
+        bootstrap,
+        **{
+            "value.converter": "io.confluent.connect.avro.AvroConverter",
+            "value.converter.schema.registry.url": schema_registry.url,
+        },
+    )
+    worker.start()
+    try:
+        _deploy(
+            worker,
+            "s3-avro",
+            _sink_config(
+                s3,
+                s3_bucket,
+                topic,
+                **{"format.class": "io.confluent.connect.s3.format.avro.AvroFormat", "flush.size": "20"},
+            ),
+        )
+        expected = {f"topics/{topic}/partition=0/{topic}+0+{o:010d}.avro" for o in (0, 20)}
+        objects = _wait_for_keys(s3, s3_bucket, expected, worker)
+    finally:
+        worker.stop()
+    subject = httpx.get(f"{schema_registry.url}/subjects/{topic}-value/versions/latest").json()
+    archived: list[Any] = []
+    for offset in (0, 20):
+        reader = fastavro.reader(io.BytesIO(objects[f"topics/{topic}/partition=0/{topic}+0+{offset:010d}.avro"]))
+        file_schema = orjson.loads(reader.metadata["avro.schema"])
+        # As with Confluent's converter, the subject's version became the schema's version on reading.
+        assert file_schema == {**orjson.loads(subject["schema"]), "connect.version": subject["version"]}
+        archived.extend(reader)
+    assert archived == rows

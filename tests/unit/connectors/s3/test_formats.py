@@ -163,23 +163,52 @@ def test_parquet_rejects_non_struct_values_clearly() -> None:
         arrow_schema(STRING_SCHEMA)
 
 
-def test_avro_schema_from_connect_schema() -> None:
+def test_avro_files_carry_the_schema_confluents_avro_data_makes() -> None:
     schema = Schema.struct(
-        [("id", INT64_SCHEMA), ("name", OPTIONAL_STRING_SCHEMA), ("at", Timestamp.SCHEMA)], name="com.acme.Order"
+        [
+            ("id", INT64_SCHEMA),
+            ("name", OPTIONAL_STRING_SCHEMA),
+            ("at", Timestamp.SCHEMA),
+            ("price", Decimal.schema(2)),
+        ],
+        name="my-db.acme.Order",
     )
     assert avro_schema(schema) == {
         "type": "record",
         "name": "Order",
-        "namespace": "com.acme",
+        "namespace": "my_db.acme",  # Avro refuses '-' in names; connect.name keeps the original
         "fields": [
             {"name": "id", "type": "long"},
             {"name": "name", "type": ["null", "string"], "default": None},
-            {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            {
+                "name": "at",
+                "type": {
+                    "type": "long",
+                    "connect.version": 1,
+                    "connect.name": "org.apache.kafka.connect.data.Timestamp",
+                    "logicalType": "timestamp-millis",
+                },
+            },
+            {
+                "name": "price",
+                "type": {
+                    "type": "bytes",
+                    "scale": 2,
+                    "precision": 64,
+                    "connect.version": 1,
+                    "connect.parameters": {"scale": "2"},
+                    "connect.name": "org.apache.kafka.connect.data.Decimal",
+                    "logicalType": "decimal",
+                },
+            },
         ],
+        "connect.name": "my-db.acme.Order",
     }
-    rows = [{"id": 1, "name": None, "at": dt.datetime(2024, 1, 1, tzinfo=dt.UTC)}]
+    rows = [{"id": 1, "name": None, "at": dt.datetime(2024, 1, 1, tzinfo=dt.UTC), "price": decimal.Decimal("-3.10")}]
     data = _encode(FormatSettings("avro"), [rows], schema)
     assert list(make_format(FormatSettings("avro")).read(data)) == rows
+    with pytest.raises(DataError, match="value.id: a str where the schema says int64"):
+        _encode(FormatSettings("avro"), [[{**rows[0], "id": "1"}]], schema)
 
 
 def test_avro_sync_marker_depends_on_the_key() -> None:
