@@ -84,7 +84,8 @@ def test_topic_range_reprocessed_into_a_jdbc_table(
     # librdkafka then purges the request, so the future never completes.
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
     groups = admin.list_consumer_groups().result(timeout=15)
-    assert not [g.group_id for g in groups.valid if "reprocess" in g.group_id or g.group_id.startswith("connect-")]
+    # (Other tests' connectors share the broker, so only groups that could be this job's count.)
+    assert not [g.group_id for g in groups.valid if "reprocess" in g.group_id]
 
 
 def test_an_avro_topic_range_reprocessed_into_a_jdbc_table(
