@@ -134,7 +134,17 @@ def load_table(
     names = {c.name for c in columns}
     primary_key = [k for k in primary_key if k in names]
     included = [c.name in primary_key or table_filter.column_included(schema, name, c.name) for c in columns]
-    return Table(oid, schema, name, columns, primary_key, replident, config.topic_prefix, included)
+    return Table(
+        oid,
+        schema,
+        name,
+        columns,
+        primary_key,
+        replident,
+        config.topic_prefix,
+        included,
+        config.schema_name_adjustment_mode,
+    )
 
 
 def _column_type(type_oid: int, typmod: int, info: tuple[Any, ...] | None, modes: TypeModes) -> ColumnType:
@@ -177,7 +187,9 @@ def warn_about_identity(tables: Sequence[Table]) -> None:
                 table.qualified,
             )
         elif table.replica_identity == "n":
-            log.warning("Table %s has REPLICA IDENTITY NOTHING: updates and deletes cannot be captured.", table.qualified)
+            log.warning(
+                "Table %s has REPLICA IDENTITY NOTHING: updates and deletes cannot be captured.", table.qualified
+            )
 
 
 def _identity_name(code: str) -> str:
@@ -202,7 +214,9 @@ def ensure_slot(conn: Connection[Any], config: PostgresCdcConfig) -> bool:
     if state is not None:
         plugin, database, _ = state
         if plugin != "pgoutput":
-            raise ConfigError(f"Replication slot {config.slot_name!r} uses plugin {plugin!r}, not pgoutput", key="slot.name")
+            raise ConfigError(
+                f"Replication slot {config.slot_name!r} uses plugin {plugin!r}, not pgoutput", key="slot.name"
+            )
         if database != config.database_dbname:
             raise ConfigError(
                 f"Replication slot {config.slot_name!r} belongs to database {database!r}, not {config.database_dbname!r}",
@@ -226,7 +240,8 @@ def ensure_publication(conn: Connection[Any], config: PostgresCdcConfig, tables:
     if mode is PublicationMode.DISABLED:
         if exists is None:
             raise ConfigError(
-                f"Publication {name!r} does not exist and publication.autocreate.mode is disabled", key="publication.name"
+                f"Publication {name!r} does not exist and publication.autocreate.mode is disabled",
+                key="publication.name",
             )
         return
     if mode is PublicationMode.ALL_TABLES:

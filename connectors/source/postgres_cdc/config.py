@@ -64,13 +64,21 @@ class PostgresCdcConfig(PluginConfig):
 
     database_hostname: str = Field("localhost", description="Host name of the PostgreSQL server.")
     database_port: int = Field(5432, ge=1, le=65535, description="Port of the PostgreSQL server.")
-    database_user: str = Field("postgres", description="User with the REPLICATION attribute (and SELECT on the tables).")
+    database_user: str = Field(
+        "postgres", description="User with the REPLICATION attribute (and SELECT on the tables)."
+    )
     database_password: SecretStr | None = Field(None, description="Password of database.user.")
     database_dbname: str = Field(description="The database to capture.")
-    database_sslmode: str = Field("prefer", description="libpq sslmode: disable, prefer, require, verify-ca, verify-full.")
+    database_sslmode: str = Field(
+        "prefer", description="libpq sslmode: disable, prefer, require, verify-ca, verify-full."
+    )
     database_connect_timeout_ms: int = Field(30_000, ge=1000, description="Connection timeout.")
-    topic_prefix: str = Field(description="Prefix of every topic (<prefix>.<schema>.<table>) and the offsets' partition.")
-    plugin_name: str = Field("pgoutput", description="Logical decoding plugin; only pgoutput (built into PostgreSQL 10+).")
+    topic_prefix: str = Field(
+        description="Prefix of every topic (<prefix>.<schema>.<table>) and the offsets' partition."
+    )
+    plugin_name: str = Field(
+        "pgoutput", description="Logical decoding plugin; only pgoutput (built into PostgreSQL 10+)."
+    )
     slot_name: str = Field("debezium", description="Replication slot to create or reuse.")
     slot_drop_on_stop: bool = Field(False, description="Drop the slot when the task stops (development only).")
     publication_name: str = Field("dbz_publication", description="Publication pgoutput streams from.")
@@ -89,8 +97,12 @@ class PostgresCdcConfig(PluginConfig):
     schema_exclude_list: list[str] = Field(default_factory=list, description="Regexes of schemas to leave out.")
     table_include_list: list[str] = Field(default_factory=list, description="Regexes of <schema>.<table> to capture.")
     table_exclude_list: list[str] = Field(default_factory=list, description="Regexes of <schema>.<table> to leave out.")
-    column_include_list: list[str] = Field(default_factory=list, description="Regexes of <schema>.<table>.<column> to keep.")
-    column_exclude_list: list[str] = Field(default_factory=list, description="Regexes of <schema>.<table>.<column> to drop.")
+    column_include_list: list[str] = Field(
+        default_factory=list, description="Regexes of <schema>.<table>.<column> to keep."
+    )
+    column_exclude_list: list[str] = Field(
+        default_factory=list, description="Regexes of <schema>.<table>.<column> to drop."
+    )
     tombstones_on_delete: bool = Field(True, description="Follow each delete event with a tombstone (null value).")
     skipped_operations: list[str] = Field(
         default_factory=lambda: ["t"], description="Operations not emitted: any of c, u, d, t; 'none' emits all."
@@ -98,11 +110,23 @@ class PostgresCdcConfig(PluginConfig):
     heartbeat_interval_ms: int = Field(
         10_000, ge=0, description="Heartbeat records (and slot position updates) this often; 0 disables them."
     )
-    heartbeat_action_query: str = Field("", description="SQL run at each heartbeat, e.g. an INSERT into a heartbeat table.")
+    heartbeat_action_query: str = Field(
+        "", description="SQL run at each heartbeat, e.g. an INSERT into a heartbeat table."
+    )
     topic_heartbeat_prefix: str = Field("__debezium-heartbeat", description="Heartbeat topic is <this>.<topic.prefix>.")
     decimal_handling_mode: str = Field("precise", description="numeric as precise (Connect Decimal), double or string.")
     time_precision_mode: str = Field(
         "adaptive", description="adaptive, adaptive_time_microseconds or connect (Connect's Date/Time/Timestamp)."
+    )
+    schema_name_adjustment_mode: str = Field(
+        "none",
+        description="none, avro (characters Avro refuses in the Key/Value/Envelope schema names become _) or "
+        "avro_unicode (they become _uXXXX); topic names are not changed.",
+    )
+    field_name_adjustment_mode: str = Field(
+        "none",
+        description="Only none: column names are kept as they are (the AvroConverter's scrub.invalid.names "
+        "adjusts them in Avro schemas).",
     )
     max_batch_size: int = Field(2048, ge=1, description="Most change events returned by one poll.")
     poll_interval_ms: int = Field(500, ge=0, description="Longest wait for new changes in one poll.")
@@ -165,6 +189,23 @@ class PostgresCdcConfig(PluginConfig):
     def _decimal_mode(cls, value: str) -> str:
         if value not in ("precise", "double", "string"):
             raise ValueError("must be one of precise, double, string")
+        return value
+
+    @field_validator("schema_name_adjustment_mode")
+    @classmethod
+    def _schema_name_mode(cls, value: str) -> str:
+        if value not in ("none", "avro", "avro_unicode"):
+            raise ValueError("must be one of none, avro, avro_unicode")
+        return value
+
+    @field_validator("field_name_adjustment_mode")
+    @classmethod
+    def _field_name_mode(cls, value: str) -> str:
+        if value != "none":
+            raise ValueError(
+                "only none is supported: column names are kept; set scrub.invalid.names=true on the "
+                "AvroConverter to adjust them in Avro schemas"
+            )
         return value
 
     @field_validator("time_precision_mode")
@@ -252,7 +293,9 @@ class PostgresCdcConfig(PluginConfig):
         data = self.model_dump(by_alias=True, exclude_none=True, mode="json")
         for key, value in list(data.items()):
             if isinstance(value, list):
-                data[key] = ",".join(str(v) for v in value) if value else ("none" if key == "skipped.operations" else "")
+                data[key] = (
+                    ",".join(str(v) for v in value) if value else ("none" if key == "skipped.operations" else "")
+                )
         if self.password is not None:
             data["database.password"] = self.password
         return data

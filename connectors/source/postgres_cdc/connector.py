@@ -46,7 +46,9 @@ class PostgresCdcSourceConnector(SourceConnector):
             if not isinstance(partition, Mapping) or set(partition) != {"server"}:
                 raise ConfigError(f"Partition {partition!r} must be an object with the single key 'server'")
             if prefix is not None and partition["server"] != prefix:
-                raise ConfigError(f"Partition server {partition['server']!r} is not this connector's topic.prefix {prefix!r}")
+                raise ConfigError(
+                    f"Partition server {partition['server']!r} is not this connector's topic.prefix {prefix!r}"
+                )
             if offset is None:
                 continue
             if not isinstance(offset, Mapping):

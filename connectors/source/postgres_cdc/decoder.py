@@ -55,7 +55,8 @@ TX_VALUE_SCHEMA = Schema.struct(
             "data_collections",
             Schema.array(
                 Schema.struct(
-                    [("data_collection", Schema(Type.STRING)), ("event_count", Schema(Type.INT64))], name="event.collection"
+                    [("data_collection", Schema(Type.STRING)), ("event_count", Schema(Type.INT64))],
+                    name="event.collection",
                 ),
                 optional=True,
             ),
@@ -64,7 +65,9 @@ TX_VALUE_SCHEMA = Schema.struct(
     ],
     name="io.debezium.connector.common.TransactionMetadataValue",
 )
-HEARTBEAT_KEY_SCHEMA = Schema.struct([("serverName", Schema(Type.STRING))], name="io.debezium.connector.common.ServerNameKey")
+HEARTBEAT_KEY_SCHEMA = Schema.struct(
+    [("serverName", Schema(Type.STRING))], name="io.debezium.connector.common.ServerNameKey"
+)
 HEARTBEAT_VALUE_SCHEMA = Schema.struct([("ts_ms", Schema(Type.INT64))], name="io.debezium.connector.common.Heartbeat")
 
 Relation = tuple[str, str, str, list[tuple[str, int, int]]]
@@ -225,7 +228,9 @@ class ChangeDecoder:
         encoder, topic = known
         values = self.encoded
         before = len(values)
-        code = encoder.encode(buf, self.xid, self.commit_us, self.last_commit_lsn, self._now[2], self.encoded_keys, values)
+        code = encoder.encode(
+            buf, self.xid, self.commit_us, self.last_commit_lsn, self._now[2], self.encoded_keys, values
+        )
         if not code:
             return False
         if self.records:  # then nothing else was encoded: `values` holds only this change's records
@@ -286,7 +291,12 @@ class ChangeDecoder:
             # The native path's shortcut: a relation whose changes went to the encoder before.
             lsn, relid = _LSN_RELID(buf)
             known = self._by_relid.get(relid)
-            if known is not None and not self._skip_txn and lsn > self._skip_upto and self._append_encoded(known, buf, lsn):
+            if (
+                known is not None
+                and not self._skip_txn
+                and lsn > self._skip_upto
+                and self._append_encoded(known, buf, lsn)
+            ):
                 return
         if kind == 73:  # I
             self._insert(buf)
@@ -556,15 +566,25 @@ class ChangeDecoder:
         }
         self.records.append(
             SourceRecord(
-                self.transaction_topic, value, TX_VALUE_SCHEMA, {"id": tx_id}, TX_KEY_SCHEMA,
-                None, None, None, self.partition, self.batch_offset,
+                self.transaction_topic,
+                value,
+                TX_VALUE_SCHEMA,
+                {"id": tx_id},
+                TX_KEY_SCHEMA,
+                None,
+                None,
+                None,
+                self.partition,
+                self.batch_offset,
             )  # fmt: skip
         )
 
     def _tombstone(self, table: Table, key: dict[str, Any] | None, lsn: int) -> None:
         last = self.records[-1]
         self.records.append(
-            SourceRecord(table.topic, None, None, key, table.key_schema, None, None, None, self.partition, last.source_offset)
+            SourceRecord(
+                table.topic, None, None, key, table.key_schema, None, None, None, self.partition, last.source_offset
+            )
         )
 
     def heartbeat(self, topic: str) -> SourceRecord:

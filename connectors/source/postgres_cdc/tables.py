@@ -67,6 +67,27 @@ def sanitize(name: str) -> str:
     return _UNSAFE.sub("_", name)
 
 
+def adjust_schema_name(name: str, mode: str = "none") -> str:
+    """A schema name as Debezium's ``schema.name.adjustment.mode`` makes it.
+
+    ``avro`` replaces each character Avro does not allow in a full name (letters, digits, ``_``
+    and ``.``, not a digit or ``.`` first) with ``_``; ``avro_unicode`` with ``_uXXXX``, the
+    character's UTF-16 code unit(s) in hex; ``none`` keeps the name.
+    """
+    if mode == "none":
+        return name
+    out = []
+    for i, ch in enumerate(name):
+        if ch == "_" or (ch.isascii() and (ch.isalpha() or (i > 0 and (ch.isdigit() or ch == ".")))):
+            out.append(ch)
+        elif mode == "avro":
+            out.append("_")
+        else:
+            units = ch.encode("utf-16-be")
+            out.extend(f"_u{int.from_bytes(units[j : j + 2], 'big'):04x}" for j in range(0, len(units), 2))
+    return "".join(out)
+
+
 @dataclass(frozen=True)
 class Column:
     """One column as the stream sends it."""
@@ -90,6 +111,8 @@ class Table:
     replica_identity: str
     topic_prefix: str
     included: list[bool]
+    #: ``schema.name.adjustment.mode`` (none, avro, avro_unicode) for the Key/Value/Envelope names.
+    name_mode: str = "none"
     key_schema: Schema | None = field(init=False)
     value_schema: Schema = field(init=False)
     envelope_schema: Schema = field(init=False)
@@ -101,6 +124,7 @@ class Table:
     def __post_init__(self) -> None:
         base = sanitize(f"{self.topic_prefix}.{self.schema_name}.{self.name}")
         self.topic = base
+        base = adjust_schema_name(base, self.name_mode)
         by_name = {c.name: c for c in self.columns}
         fields: list[tuple[str, Schema]] = []
         for column, keep in zip(self.columns, self.included):
@@ -188,7 +212,9 @@ def _value_source(ctype: ColumnType, x: str, i: int, env: dict[str, Any], prefix
     return f"{prefix}{i}({x})"
 
 
-def _tuple_decoder(columns: Sequence[Column], included: Sequence[bool]) -> Callable[[bytes, int], tuple[dict[str, Any], int]]:
+def _tuple_decoder(
+    columns: Sequence[Column], included: Sequence[bool]
+) -> Callable[[bytes, int], tuple[dict[str, Any], int]]:
     """TupleData → value dict. Each column is one ``struct`` read of its kind byte and length (the
     buffer carries four bytes of padding, see ``ChangeDecoder.handle``, so a trailing null column
     can be read the same way); excluded columns are skipped without conversion."""

@@ -88,7 +88,10 @@ class PostgresCdcTask(SourceTask):
             transaction_topic=f"{cfg.topic_prefix}.transaction" if cfg.provide_transaction_metadata else None,
         )
         snapshot = ChunkedSnapshot(
-            decoder, self._describe, chunk_size=cfg.snapshot_chunk_size, incremental_chunk_size=cfg.incremental_snapshot_chunk_size
+            decoder,
+            self._describe,
+            chunk_size=cfg.snapshot_chunk_size,
+            incremental_chunk_size=cfg.incremental_snapshot_chunk_size,
         )
         decoder.on_message = snapshot.on_message  # the snapshot sets on_change while a chunk window is open
         decoder.on_signal = self._on_signal
@@ -112,7 +115,11 @@ class PostgresCdcTask(SourceTask):
             decoder.resume_from(commit, lsn)
             decoder.last_xid = offset.get("txId")
             snapshot.restore(offset)
-            log.info("Resuming streaming after LSN %s (commit %s)", format_lsn(decoder.resume[1]), format_lsn(decoder.resume[0]))
+            log.info(
+                "Resuming streaming after LSN %s (commit %s)",
+                format_lsn(decoder.resume[1]),
+                format_lsn(decoder.resume[0]),
+            )
         elif cfg.streaming_start_lsn:
             lsn = parse_lsn(cfg.streaming_start_lsn)
             decoder.resume_from(lsn, lsn)
@@ -132,8 +139,17 @@ class PostgresCdcTask(SourceTask):
             mode is SnapshotMode.WHEN_NEEDED and slot_created and offset is not None
         )
         if wants_snapshot and not snapshot.active:
-            snapshot.add([t.qualified for t in tables if t.qualified != cfg.signal_data_collection or self._filter.captures(*t.qualified.split(".", 1))], INITIAL)
-            log.info("Initial snapshot of %d tables in chunks of %d rows", len(snapshot.pending), cfg.snapshot_chunk_size)
+            snapshot.add(
+                [
+                    t.qualified
+                    for t in tables
+                    if t.qualified != cfg.signal_data_collection or self._filter.captures(*t.qualified.split(".", 1))
+                ],
+                INITIAL,
+            )
+            log.info(
+                "Initial snapshot of %d tables in chunks of %d rows", len(snapshot.pending), cfg.snapshot_chunk_size
+            )
         self._initial_only = mode is SnapshotMode.INITIAL_ONLY
         self._stream = ReplicationStream(cfg.conninfo(replication=True), cfg.slot_name, cfg.publication_name)
         now = time.monotonic()
@@ -158,7 +174,9 @@ class PostgresCdcTask(SourceTask):
             try:
                 self._sql = psycopg.connect(**cfg.conninfo(), autocommit=True)
             except psycopg.OperationalError as exc:
-                raise RetriableError(f"Cannot connect to PostgreSQL at {cfg.database_hostname}:{cfg.database_port}: {exc}") from exc
+                raise RetriableError(
+                    f"Cannot connect to PostgreSQL at {cfg.database_hostname}:{cfg.database_port}: {exc}"
+                ) from exc
         return self._sql
 
     def _connect_snapshot_sql(self) -> psycopg.Connection[Any]:
@@ -359,7 +377,11 @@ class PostgresCdcTask(SourceTask):
         self._close_snapshot_sql()
         self._failures += 1
         delay = _RECONNECT_BACKOFF_S[min(self._failures - 1, len(_RECONNECT_BACKOFF_S) - 1)]
-        log.warning("PostgreSQL connection lost (%s); reconnecting in %.1fs", str(exc).strip().splitlines()[0] if str(exc) else exc, delay)
+        log.warning(
+            "PostgreSQL connection lost (%s); reconnecting in %.1fs",
+            str(exc).strip().splitlines()[0] if str(exc) else exc,
+            delay,
+        )
         records = decoder.finish_batch()
         if decoder.outbox:
             self._outbox = decoder.outbox + ([records] if records else [])

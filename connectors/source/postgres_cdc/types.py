@@ -274,7 +274,10 @@ def _variable_decimal(x: bytes) -> dict[str, Any] | None:
     if scale < 0:
         unscaled *= 10**-scale
         scale = 0
-    return {"scale": scale, "value": unscaled.to_bytes((unscaled + (unscaled < 0)).bit_length() // 8 + 1, "big", signed=True)}
+    return {
+        "scale": scale,
+        "value": unscaled.to_bytes((unscaled + (unscaled < 0)).bit_length() // 8 + 1, "big", signed=True),
+    }
 
 
 def _money(x: bytes) -> decimal.Decimal:
@@ -382,7 +385,12 @@ def column_type(
         schema = Schema.array(element.schema.as_optional())
         return ColumnType(schema, _array_fn(element), None, [])
     if enum_labels is not None:
-        return ColumnType(semantic(Type.STRING, "io.debezium.data.Enum", {"allowed": ",".join(enum_labels)}), _text, "{x}.decode()", "")
+        return ColumnType(
+            semantic(Type.STRING, "io.debezium.data.Enum", {"allowed": ",".join(enum_labels)}),
+            _text,
+            "{x}.decode()",
+            "",
+        )
     if oid in (INT2,):
         return ColumnType(Schema(Type.INT16), int, "int({x})", 0, False)
     if oid in (INT4,):
@@ -426,7 +434,10 @@ def _numeric_type(oid: int, typmod: int, modes: TypeModes) -> ColumnType:
     if precision is None or scale is None:
         return ColumnType(VARIABLE_SCALE_DECIMAL, _variable_decimal, None, {"scale": 0, "value": b"\x00"})
     return ColumnType(
-        Decimal.schema(scale, precision=precision), _decimal, "(D({x}.decode()) if {x} != b'NaN' else None)", decimal.Decimal(0)
+        Decimal.schema(scale, precision=precision),
+        _decimal,
+        "(D({x}.decode()) if {x} != b'NaN' else None)",
+        decimal.Decimal(0),
     )
 
 
@@ -455,7 +466,11 @@ def _temporal_type(oid: int, typmod: int, modes: TypeModes) -> ColumnType:
         size = 22 + (digits + 1 if digits else 0)
         fast = f"({{x}}[:{size - 3}].decode().replace(' ', 'T') + 'Z' if len({{x}}) == {size} and {{x}}[10] == 32 and {{x}}[{size - 3}:] == b'+00' else {{f}}({{x}}))"
         return ColumnType(
-            semantic(Type.STRING, "io.debezium.time.ZonedTimestamp"), _zoned_timestamp(digits), fast, "1970-01-01T00:00:00Z", False
+            semantic(Type.STRING, "io.debezium.time.ZonedTimestamp"),
+            _zoned_timestamp(digits),
+            fast,
+            "1970-01-01T00:00:00Z",
+            False,
         )
     if oid == TIMETZ:
         return ColumnType(semantic(Type.STRING, "io.debezium.time.ZonedTime"), _zoned_time, None, "00:00:00Z", False)

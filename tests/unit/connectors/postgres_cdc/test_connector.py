@@ -63,3 +63,29 @@ def test_include_and_exclude_lists_are_anchored_regexes() -> None:
     assert f.column_included("public", "orders", "amount") and not f.column_included("public", "orders", "secret")
     only_schema = TableFilter(PostgresCdcConfig.parse({**BASE, "schema.exclude.list": "audit"}))
     assert only_schema.captures("public", "x") and not only_schema.captures("audit", "log")
+
+
+def test_schema_name_adjustment_makes_debezium_schema_names_avro_names() -> None:
+    from connectors.source.postgres_cdc.tables import Column, Table, adjust_schema_name
+    from connectors.source.postgres_cdc.types import INT4, TypeModes, column_type
+
+    assert adjust_schema_name("my-server.public.items.Value", "none") == "my-server.public.items.Value"
+    assert adjust_schema_name("my-server.public.items.Value", "avro") == "my_server.public.items.Value"
+    assert adjust_schema_name("my-server.public.items.Value", "avro_unicode") == "my_u002dserver.public.items.Value"
+    assert adjust_schema_name("1db.t€", "avro") == "_db.t_"
+    assert adjust_schema_name("1db.t€", "avro_unicode") == "_u0031db.t_u20ac"
+
+    id_column = Column("id", INT4, -1, False, column_type(INT4, -1, TypeModes()))
+    table = Table(1, "public", "items", [id_column], ["id"], "d", "my-server", [True], "avro")
+    assert table.topic == "my-server.public.items"  # topics keep their names
+    assert table.value_schema.name == "my_server.public.items.Value"
+    assert table.key_schema is not None and table.key_schema.name == "my_server.public.items.Key"
+    assert table.envelope_schema.name == "my_server.public.items.Envelope"
+
+
+def test_name_adjustment_modes_are_checked() -> None:
+    assert PostgresCdcSourceConnector.validate({**BASE, "schema.name.adjustment.mode": "avro"})
+    with pytest.raises(ConfigError, match="schema.name.adjustment.mode: .*none, avro, avro_unicode"):
+        PostgresCdcSourceConnector.validate({**BASE, "schema.name.adjustment.mode": "avro_names"})
+    with pytest.raises(ConfigError, match="field.name.adjustment.mode: .*scrub.invalid.names=true"):
+        PostgresCdcSourceConnector.validate({**BASE, "field.name.adjustment.mode": "avro"})
