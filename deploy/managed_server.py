@@ -139,6 +139,11 @@ class ManagedServer:
                 f"{name} exited with code {self._proc.returncode} during startup; log tail:\n{self._log_tail()}"
             )
 
+    def outlive_interpreter(self) -> None:
+        """Leave the running server out of the exit hook, so it keeps running after this interpreter
+        exits (``sluice dev up``); :meth:`stop` still stops it."""
+        _LIVE_SERVERS.discard(self)
+
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the server (SIGTERM, then SIGKILL) and delete a temporary data directory."""
         self._stop(timeout, keep_dir=False)

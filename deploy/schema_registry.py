@@ -160,6 +160,10 @@ class SchemaRegistryServer(ManagedServer):
     Storage is in memory, so every start begins empty; :attr:`data_dir` holds only ``server.log``
     (a temporary directory, deleted on :meth:`stop`, unless one is given). Use :attr:`url` as
     ``schema.registry.url``.
+
+    ``detach=True`` (used by ``sluice dev up``) leaves the server out of the exit hook, so it
+    outlives the interpreter that started it; :meth:`stop` and a failed :meth:`start` still stop
+    it. It excludes ``kill_with_parent``.
     """
 
     temp_prefix = "sluice-registry-"
@@ -172,10 +176,14 @@ class SchemaRegistryServer(ManagedServer):
         data_dir: str | os.PathLike[str] | None = None,
         start_timeout: float = 120.0,
         kill_with_parent: bool = False,
+        detach: bool = False,
     ) -> None:
         _check_version(version)
+        if detach and kill_with_parent:
+            raise ValueError("a detached server cannot also be killed with its parent")
         super().__init__(port=port, data_dir=data_dir, start_timeout=start_timeout, kill_with_parent=kill_with_parent)
         self.version = version
+        self.detach = detach
 
     @property
     def base_url(self) -> str:
@@ -194,6 +202,8 @@ class SchemaRegistryServer(ManagedServer):
         started = time.monotonic()
         try:
             self._spawn(self._command(ensure_apicurio(self.version)), SchemaRegistryStartError)
+            if self.detach:
+                self.outlive_interpreter()
             self._wait_ready()
         except BaseException:
             self.stop()  # also deletes a temporary data directory

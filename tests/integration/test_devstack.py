@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 import deploy
-from deploy.devstack import DevStack
+from deploy.devstack import DevStack, _pid_alive
 from deploy.kafka_stack import (
     DEFAULT_KAFKA_VERSION,
     KafkaBroker,
@@ -31,8 +32,10 @@ from deploy.kafka_stack import (
     ensure_kafka_jars,
     find_free_port,
     is_kafka_cached,
+    is_port_free,
     is_port_open,
 )
+from deploy.schema_registry import CONTENT_TYPE
 from tests.integration.kafka_helpers import (
     OutgoingRecord,
     consume_all,
@@ -328,6 +331,55 @@ def test_dev_up_status_down(dev_state_dir: Path) -> None:
     assert purge.returncode == 0 and "Deleted" in purge.stdout
     assert not is_port_open(port)
     assert not (dev_state_dir / "kafka").exists()
+
+
+def test_dev_up_with_a_schema_registry(dev_state_dir: Path) -> None:
+    port = find_free_port()
+    registry_port = find_free_port(exclude=[port])
+    url = f"http://127.0.0.1:{registry_port}/apis/ccompat/v7"
+
+    with _listening_socket() as taken:
+        busy = _dev(dev_state_dir, "up", "--port", str(port), "--schema-registry", "--schema-registry-port", str(taken))
+    assert busy.returncode == 1
+    assert f"Port {taken} on 127.0.0.1 is already in use" in busy.stderr and "--schema-registry-port" in busy.stderr
+    assert not is_port_open(port)  # nothing was started
+
+    up = _dev(
+        dev_state_dir, "up", "--port", str(port), "--schema-registry", "--schema-registry-port", str(registry_port)
+    )
+    assert up.returncode == 0, up.stderr
+    assert f"schema.registry.url={url}" in up.stdout.splitlines()
+    state = json.loads((dev_state_dir / "state.json").read_text())
+    assert (state["schema_registry_port"], state["schema_registry_url"]) == (registry_port, url)
+    registry_pid = state["schema_registry_pid"]
+    assert Path(state["schema_registry_log_file"]) == dev_state_dir.resolve() / "schema-registry" / "server.log"
+
+    # `up` has exited and the registry outlived it.
+    request = urllib.request.Request(
+        url + "/subjects/t-value/versions",
+        data=json.dumps({"schema": '"string"'}).encode(),
+        method="POST",
+        headers={"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert isinstance(json.load(response)["id"], int)
+
+    running = _dev(dev_state_dir, "status")
+    assert running.returncode == 0, running.stdout
+    assert f"Schema Registry: running at {url} (pid {registry_pid})" in running.stdout
+    again = _dev(
+        dev_state_dir, "up", "--port", str(port), "--schema-registry", "--schema-registry-port", str(registry_port)
+    )
+    assert again.returncode == 0 and f"already running at {url} (pid {registry_pid})" in again.stdout
+
+    down = _dev(dev_state_dir, "down", "--purge")
+    assert down.returncode == 0, down.stderr
+    assert f"Stopped the Schema Registry at {url} (pid {registry_pid})" in down.stdout
+    assert not _pid_alive(registry_pid)  # (a zombie until init reaps it: `up` was its parent)
+    assert not is_port_open(registry_port) and is_port_free(registry_port)
+    assert not is_port_open(port)
+    assert not (dev_state_dir / "schema-registry").exists()
+    assert _dev(dev_state_dir, "status").stdout.strip() == "Kafka: stopped"
 
 
 def test_dev_up_says_when_the_port_is_taken(dev_state_dir: Path) -> None:
