@@ -37,15 +37,7 @@ from connectors.api.config import PluginConfig
 from connectors.api.converter import Converter
 from connectors.api.errors import ConfigError, DataError
 from connectors.api.records import Headers
-from connectors.api.schema import (
-    BOOLEAN_SCHEMA,
-    BYTES_SCHEMA,
-    FLOAT64_SCHEMA,
-    INT64_SCHEMA,
-    STRING_SCHEMA,
-    Schema,
-    SchemaAndValue,
-)
+from connectors.api.schema import Schema, SchemaAndValue, infer_schema
 from converters.avro_data import AvroData, native_plan, native_read_plan, strip_logical_types
 from converters.schema_registry import SchemaRegistryClient
 
@@ -246,13 +238,15 @@ class AvroConverter(Converter):
         if values and schemas and self.native_enabled:
             first = schemas[0]
             if first is not None and all(s is first for s in schemas):
-                native = self._writer_for(topic, first).native
-                if native is not None:
+                writer = self._writer_for(topic, first)
+                if writer.native is not None:
                     # A record the native writer leaves to Python (None) is written the Python way.
-                    out: list[bytes | None] = native.write_batch(values if type(values) is list else list(values))
+                    out: list[bytes | None] = writer.native.write_batch(
+                        values if type(values) is list else list(values)
+                    )
                     for i, data in enumerate(out):
                         if data is None and values[i] is not None:
-                            out[i] = self._write_python(topic, first, values[i])
+                            out[i] = self._write_python(topic, writer, values[i])
                     return out
         return [None if v is None else write(topic, s, v) for s, v in zip(schemas, values)]
 
@@ -265,15 +259,14 @@ class AvroConverter(Converter):
     def _write(self, topic: str, schema: Schema | None, value: Any) -> bytes:
         if schema is None:
             schema = _inferred(value)
-        native = self._writer_for(topic, schema).native
-        if native is not None:
-            data: bytes | None = native.write(value)
+        writer = self._writer_for(topic, schema)
+        if writer.native is not None:
+            data: bytes | None = writer.native.write(value)
             if data is not None:
                 return data
-        return self._write_python(topic, schema, value)
+        return self._write_python(topic, writer, value)
 
-    def _write_python(self, topic: str, schema: Schema, value: Any) -> bytes:
-        writer = self._writer_for(topic, schema)
+    def _write_python(self, topic: str, writer: _Writer, value: Any) -> bytes:
         datum = writer.encode(value)
         buffer = self._buffer
         buffer.seek(0)
@@ -426,19 +419,12 @@ def _record_name(avro: Any) -> str:
 
 
 def _inferred(value: Any) -> Schema:
-    """The schema of a schemaless primitive value; structured schemaless values are refused."""
-    if isinstance(value, bool):
-        return BOOLEAN_SCHEMA
-    if isinstance(value, int):
-        return INT64_SCHEMA
-    if isinstance(value, float):
-        return FLOAT64_SCHEMA
-    if isinstance(value, str):
-        return STRING_SCHEMA
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return BYTES_SCHEMA
-    raise DataError(
-        f"AvroConverter needs a schema for a {type(value).__name__} value; this record has none. Give the "
-        "source connector a schema (for JSON input: JsonConverter with schemas.enable=true), or write "
-        "schemaless data with JsonConverter (schemas.enable=false)."
-    )
+    """The schema Connect infers for a schemaless primitive value; structured values are refused."""
+    schema = infer_schema(bytes(value) if isinstance(value, memoryview) else value)
+    if schema is None:
+        raise DataError(
+            f"AvroConverter needs a schema for a {type(value).__name__} value; this record has none. Give the "
+            "source connector a schema (for JSON input: JsonConverter with schemas.enable=true), or write "
+            "schemaless data with JsonConverter (schemas.enable=false)."
+        )
+    return schema

@@ -9,6 +9,7 @@ readiness probe and its client helpers.
 
 from __future__ import annotations
 
+import abc
 import atexit
 import contextlib
 import os
@@ -16,6 +17,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -33,7 +35,7 @@ def _stop_live_servers() -> None:
             server.stop()
 
 
-class ManagedServer:
+class ManagedServer(abc.ABC):
     """One server process on ``127.0.0.1``, with its data directory and log.
 
     ``data_dir`` (default: a new temporary directory whose name begins with :attr:`temp_prefix`)
@@ -81,9 +83,19 @@ class ManagedServer:
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @abc.abstractmethod
     def start(self) -> object:
         """Launch the server and wait until it is ready (each subclass says how)."""
-        raise NotImplementedError
+
+    def serve_until_interrupted(self) -> None:
+        """Wait while the server runs (the ``run`` commands); stop it on Ctrl-C or when it exits."""
+        try:
+            while self.is_running():
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.stop()
 
     def __enter__(self) -> Self:
         self.start()

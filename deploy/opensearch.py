@@ -507,13 +507,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"OpenSearch {node.version} ready: {node.url}; Ctrl-C stops it", flush=True)
-    try:
-        while node.is_running():
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        node.stop()
+    node.serve_until_interrupted()
     return 0
 
 

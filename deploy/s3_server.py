@@ -275,13 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"endpoint={server.endpoint_url} access_key={server.access_key} secret_key={server.secret_key}", flush=True)
-    try:
-        while server.is_running():
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    server.serve_until_interrupted()
     return 0
 
 

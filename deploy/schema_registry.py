@@ -305,13 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"schema.registry.url={server.url}", flush=True)
-    try:
-        while server.is_running():
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+    server.serve_until_interrupted()
     return 0
 
 
