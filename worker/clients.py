@@ -12,7 +12,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from connectors.api import ConfigError
+from worker.client_policy import ClientOverridePolicy
 
 log = logging.getLogger(__name__)
 _LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
@@ -62,9 +62,6 @@ SINK_CONSUMER_DEFAULTS: dict[str, Any] = {
     "session.timeout.ms": 45_000,
 }
 
-_PRINCIPAL_KEYS = {"sasl.jaas.config", "sasl.mechanism", "security.protocol"}
-
-
 def translate(config: Mapping[str, Any]) -> dict[str, Any]:
     """Java client keys → librdkafka keys; values stay as given (librdkafka parses strings)."""
     out: dict[str, Any] = {}
@@ -84,25 +81,18 @@ def client_config(
     defaults: Mapping[str, Any],
     worker_settings: Mapping[str, Any],
     overrides: Mapping[str, Any],
-    policy: str,
+    policy: ClientOverridePolicy,
     *,
     what: str,
 ) -> dict[str, Any]:
-    """Merge defaults ← worker ``producer.*``/``consumer.*`` ← connector overrides, under ``policy``."""
+    """Merge defaults ← worker ``producer.*``/``consumer.*`` ← connector overrides.
+
+    The worker's settings are the operator's and pass as they are; the connector's ``overrides``
+    are checked again here against the deny-list and ``policy`` (they were at create time, but the
+    worker's policy may have become stricter since).
+    """
     if overrides:
-        if policy == "None":
-            raise ConfigError(
-                f"The worker's connector.client.config.override.policy=None forbids {what}.override.* "
-                f"settings: {sorted(overrides)}",
-                key=f"{what}.override.{next(iter(overrides))}",
-            )
-        if policy == "Principal":
-            bad = sorted(set(overrides) - _PRINCIPAL_KEYS)
-            if bad:
-                raise ConfigError(
-                    f"The worker's override policy Principal allows only {sorted(_PRINCIPAL_KEYS)}; got {bad}",
-                    key=f"{what}.override.{bad[0]}",
-                )
+        policy.check(what, overrides)
     merged: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, **defaults}
     merged.update(translate(worker_settings))
     merged.update(translate(overrides))

@@ -7,9 +7,11 @@ Connect's common keys (``name``, ``connector.class``, ``tasks.max``, converter o
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import re
 import socket
+import unicodedata
 from collections.abc import Mapping
 from typing import Any, Literal, Self
 from urllib.parse import urlparse
@@ -54,8 +56,14 @@ class WorkerConfig(PluginConfig):
     rest_advertised_port: int | None = Field(None, description="Port other workers and status use for this worker")
     plugin_path: str = Field("", description="Comma-separated directories searched for plugin modules")
     topic_creation_enable: bool = Field(True, description="Let source connectors create their topics (KIP-158)")
-    connector_client_config_override_policy: Literal["All", "None", "Principal"] = Field(
-        "All", description="Which producer/consumer/admin overrides connectors may set"
+    connector_client_config_override_policy: str = Field(
+        "All",
+        description="Which producer/consumer/admin overrides connectors may set: All, None, Principal, Allowlist "
+        "(with connector.client.config.override.allowlist) or a policy class; keys that load code, run commands, "
+        "read local files or fetch URLs are refused under every policy (see worker.client_policy)",
+    )
+    connector_client_config_override_allowlist: str = Field(
+        "", description="Comma-separated client keys connectors may override under the Allowlist policy"
     )
     group_id: str | None = Field(None, description="Distributed mode: the cluster's group id")
     task_restart_max_attempts: int = Field(
@@ -102,11 +110,27 @@ class WorkerConfig(PluginConfig):
         )
 
     @property
+    def listener_is_loopback(self) -> bool:
+        """Whether the first REST listener is reachable only from this machine."""
+        return is_loopback_host(self.listener[1])
+
+    @property
     def worker_id(self) -> str:
         """``host:port`` as Connect reports it in status."""
         _, host, port = self.listener
         host = self.rest_advertised_host_name or (host if host not in ("", "0.0.0.0", "::") else socket.gethostname())
         return f"{host}:{self.rest_advertised_port or port}"
+
+
+def is_loopback_host(host: str) -> bool:
+    """``localhost``, ``127.0.0.0/8`` or ``::1``; an empty host or a wildcard (``0.0.0.0``, ``::``) is not."""
+    host = host.strip().strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 CONNECTOR_PREFIXES = (
@@ -122,7 +146,38 @@ CONNECTOR_PREFIXES = (
     "errors.",
 )
 
-_NAME_RE = re.compile(r"^[^\x00-\x1f\x7f-\x9f/]+$")  # no ISO control characters, as Connect
+#: Longest connector name: it becomes part of consumer group ids, client ids and URLs.
+MAX_NAME_LENGTH = 255
+
+# Unicode categories a name may not contain: controls (Cc), invisible format characters such as the
+# bidirectional overrides U+202E and zero-width joiners (Cf), surrogates (Cs), private use (Co),
+# unassigned code points (Cn) and line/paragraph separators (Zl, Zp). Any of them lets two names
+# that look the same differ, or makes a name display as something it is not.
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+def connector_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a connector, or None when it can.
+
+    The rule: 1 to 255 characters, in Unicode normalization form NFC, none of them ``/`` or ``\\``
+    or a control, format (bidirectional, zero-width), private-use, unassigned or line/paragraph
+    separator character, and not ``.`` or ``..`` — every name then appears unchanged and
+    unambiguous in a URL path (``/connectors/{name}``), a log line and a terminal.
+    """
+    if not name:
+        return "connector names may not be empty"
+    if len(name) > MAX_NAME_LENGTH:
+        return f"connector names may be at most {MAX_NAME_LENGTH} characters long, got {len(name)}"
+    if name in (".", ".."):
+        return f"{name!r} is not a connector name: a URL path would normalise it away"
+    for char in name:
+        if char in "/\\":
+            return f"connector names may not contain {char!r}: a URL path would split or normalise it"
+        if unicodedata.category(char) in _REFUSED_CATEGORIES:
+            return f"connector names may not contain control, invisible or unassigned characters (found U+{ord(char):04X})"
+    if unicodedata.normalize("NFC", name) != name:
+        return "connector names must be in Unicode normalization form NFC (a name that looks the same must be the same)"
+    return None
 
 
 class ConnectorConfig(PluginConfig):
@@ -146,8 +201,9 @@ class ConnectorConfig(PluginConfig):
     @field_validator("name")
     @classmethod
     def _valid_name(cls, value: str) -> str:
-        if not value or not _NAME_RE.match(value):
-            raise ValueError("connector names may not be empty or contain control characters or '/'")
+        problem = connector_name_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("topics_regex")

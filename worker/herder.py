@@ -171,8 +171,11 @@ class Herder(abc.ABC):
     def restart_task(self, name: str, task: int) -> None: ...
 
     def put_task_configs(self, name: str, body: bytes, signature: str | None, algorithm: str | None) -> None:
-        """Internal (distributed mode): task configs from the worker running the connector, signed."""
-        self.connector_info(name)  # an unknown connector is a 404 here too, as on every route
+        """Internal (distributed mode): task configs from the worker running the connector, signed.
+
+        A worker without a cluster session key verifies nothing, so it refuses every such request
+        alike, before any lookup: the answer must not tell which connector names exist.
+        """
         raise Forbidden("Task configs are submitted this way only between the workers of a distributed cluster")
 
     @abc.abstractmethod

@@ -24,6 +24,7 @@ from connectors.api import (
 )
 from offsets import OffsetStore
 from plugins import PluginInfo, PluginKind, PluginRegistry
+from worker.client_policy import ClientOverridePolicy, override_policy
 from worker.clients import SINK_CONSUMER_DEFAULTS, SOURCE_PRODUCER_DEFAULTS, client_config
 from worker.config import ConnectorConfig, WorkerConfig, split_connector_config, sub_config
 from worker.config_providers import ConfigProviders, has_placeholder, reverse_transform
@@ -78,6 +79,7 @@ class Worker:
         if any(has_placeholder(v) for v in config.raw.values()):
             config = WorkerConfig.from_mapping(self.config_providers.resolve(config.raw))
         self.config = config
+        self.client_policy: ClientOverridePolicy = override_policy(config.raw)
         # The worker's own client secrets (producer.sasl.jaas.config, ssl.key.password, …).
         register_config_secrets(config.raw)
 
@@ -125,6 +127,7 @@ class Worker:
         register_config_secrets(resolved, connector_cls.Config.secret_keys())
         own = connector_cls.validate(own_raw)
         ErrorHandlingConfig.parse(common_raw)
+        self.client_policy.check_config(resolved)
         if plugin.kind is PluginKind.SINK:
             if not common.topic_list and not common.topics_regex:
                 raise ConfigError(
@@ -201,7 +204,7 @@ class Worker:
         register_config_secrets(task_config, connector_cls.Config.secret_keys())
         key, value, header = self._converters(validated.common, resolved)
         transform = build_chain(resolved, self.plugins)
-        policy = self.config.connector_client_config_override_policy
+        policy = self.client_policy
         errors = ErrorHandlingConfig.parse(resolved)
         dlq = self._dead_letter_queue(task_id, errors, resolved) if errors.dlq_topic else None
         if issubclass(connector_cls, SourceConnector):
@@ -265,7 +268,7 @@ class Worker:
 
     def _dead_letter_queue(self, task_id: ConnectorTaskId, errors: ErrorHandlingConfig, resolved: Mapping[str, Any]) -> DeadLetterQueue:
         """A task's own DLQ producer (and the admin client that creates the topic if missing)."""
-        policy = self.config.connector_client_config_override_policy
+        policy = self.client_policy
         producer = client_config(
             self.config.bootstrap_servers,
             {"acks": "all", "linger.ms": 5, "client.id": f"connector-dlq-producer-{task_id}"},

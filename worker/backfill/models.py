@@ -18,12 +18,22 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from connectors.api import ConfigError
+from worker.backfill.conf_policy import kafka_option_problem, master_problem, spark_conf_problem
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def _dotted(name: str) -> str:
     return name.replace("_", ".")
+
+
+def _checked_client_options(options: dict[str, str]) -> dict[str, str]:
+    """Refuse Kafka client options a REST caller may not set (see :mod:`worker.backfill.conf_policy`)."""
+    for key, value in options.items():
+        problem = kafka_option_problem(key, value)
+        if problem is not None:
+            raise ValueError(problem)
+    return options
 
 
 class _Section(BaseModel):
@@ -101,6 +111,11 @@ class KafkaTopicTarget(_Section):
 
     @field_validator("producer")
     @classmethod
+    def _safe_producer(cls, value: dict[str, str]) -> dict[str, str]:
+        return _checked_client_options(value)
+
+    @field_validator("producer")
+    @classmethod
     def _at_least_once(cls, value: dict[str, str]) -> dict[str, str]:
         acks = str(value.get("acks", "all")).strip().lower()
         if acks not in ("all", "-1"):
@@ -123,6 +138,11 @@ class TopicRangeSource(_Section):
     start_timestamp_ms: int | None = Field(None, ge=0, description="Read from the first record at or after this time")
     end_timestamp_ms: int | None = Field(None, ge=0, description="Stop before the first record at or after this time")
     consumer: dict[str, str] = Field(default_factory=dict, description="Kafka consumer settings")
+
+    @field_validator("consumer")
+    @classmethod
+    def _safe_consumer(cls, value: dict[str, str]) -> dict[str, str]:
+        return _checked_client_options(value)
 
     @model_validator(mode="after")
     def _one_way(self) -> TopicRangeSource:
@@ -170,6 +190,11 @@ class TopicTarget(_Section):
     bootstrap_servers: str | None = Field(None, description="Kafka bootstrap servers; default: the worker's")
     producer: dict[str, str] = Field(default_factory=dict, description="Kafka producer settings")
 
+    @field_validator("producer")
+    @classmethod
+    def _safe_producer(cls, value: dict[str, str]) -> dict[str, str]:
+        return _checked_client_options(value)
+
 
 class S3ExportTarget(_Section):
     """The S3 sink's keys for the objects an export writes (format.class, s3.bucket.name, store.url …)."""
@@ -183,8 +208,31 @@ class S3ExportTarget(_Section):
 class SparkSettings(_Section):
     """Spark settings of one job (on top of the worker's ``backfill.spark.*``)."""
 
-    master: str | None = Field(None, description="Spark master URL (local[*], spark://…, yarn, k8s://…)")
-    conf: dict[str, str] = Field(default_factory=dict, description="Extra Spark confs (spark.executor.memory …)")
+    master: str | None = Field(
+        None, description="A local master (local, local[4], local[*]); a cluster is chosen by the worker's backfill.spark.master"
+    )
+    conf: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra Spark confs that tune the run (spark.executor.memory, spark.sql.* …); confs that load code, "
+        "touch files or reach hosts are the worker's (backfill.spark.*)",
+    )
+
+    @field_validator("master")
+    @classmethod
+    def _local_master(cls, value: str | None) -> str | None:
+        problem = master_problem(value) if value is not None else None
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("conf")
+    @classmethod
+    def _safe_conf(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, conf_value in value.items():
+            problem = spark_conf_problem(key, conf_value)
+            if problem is not None:
+                raise ValueError(problem)
+        return value
 
 
 class Schedule(_Section):

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from connectors.api import ConfigError
+from worker.client_policy import AllOverridePolicy, NoneOverridePolicy, PrincipalOverridePolicy
 from worker.clients import client_config
 from worker.config import ConnectorConfig, WorkerConfig, split_connector_config
 
@@ -56,11 +57,11 @@ def test_connector_config_split_and_validation() -> None:
 
 
 def test_client_overrides_follow_the_worker_policy() -> None:
-    merged = client_config("b:1", {"acks": "all"}, {"linger.ms": "5", "buffer.memory": "1"}, {"acks": "1"}, "All", what="producer")
+    merged = client_config("b:1", {"acks": "all"}, {"linger.ms": "5", "buffer.memory": "1"}, {"acks": "1"}, AllOverridePolicy(), what="producer")
     assert merged.pop("logger").name == "librdkafka"  # client logs go through Python logging
     assert merged == {"bootstrap.servers": "b:1", "acks": "1", "linger.ms": "5"}
     with pytest.raises(ConfigError, match="forbids"):
-        client_config("b:1", {}, {}, {"acks": "1"}, "None", what="producer")
+        client_config("b:1", {}, {}, {"acks": "1"}, NoneOverridePolicy(), what="producer")
     with pytest.raises(ConfigError, match="Principal"):
-        client_config("b:1", {}, {}, {"acks": "1"}, "Principal", what="producer")
-    assert client_config("b:1", {}, {}, {"security.protocol": "SSL"}, "Principal", what="producer")["security.protocol"] == "SSL"
+        client_config("b:1", {}, {}, {"acks": "1"}, PrincipalOverridePolicy(), what="producer")
+    assert client_config("b:1", {}, {}, {"security.protocol": "SSL"}, PrincipalOverridePolicy(), what="producer")["security.protocol"] == "SSL"

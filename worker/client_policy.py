@@ -1,0 +1,249 @@
+"""What a connector config may set on the Kafka clients the worker builds for it.
+
+A connector config comes from whoever may call the REST API; the Kafka clients built from it run
+inside the worker. Kafka Connect's history (CVE-2023-25194: a JNDI login module through
+``sasl.jaas.config``; CVE-2025-27817: OAuth URLs that read local files and reach internal hosts)
+shows that a client setting is code execution, a file read or a request to another host in
+disguise. Two layers decide:
+
+1. **The deny-list** (:func:`denied_reason`) applies under every policy, to every key a connector
+   config hands to a client: ``producer.override.*``, ``consumer.override.*``, ``admin.override.*``
+   (which also reach the dead-letter-queue producer), and a backfill job's ``producer``/``consumer``
+   options. It refuses keys that load code (``plugin.library.paths``, ``ssl.engine.location``,
+   ``ssl.providers``, ``*.class(es)``), run commands (``sasl.kerberos.kinit.cmd``), name local files
+   (``*.location``, ``*.file``, ``sasl.kerberos.keytab``) or make the client fetch URLs
+   (``*.url``, ``sasl.oauthbearer.metadata.authentication.type``), and JAAS configs other than the
+   plain, SCRAM and OAUTHBEARER login modules. The same keys in the worker's own configuration
+   (``producer.*``, ``consumer.*``, ``admin.*``) are the operator's and are not checked.
+2. **The override policy** (worker key ``connector.client.config.override.policy``) decides which of
+   the remaining keys a connector may override: ``All`` (any), ``None`` (none), ``Principal``
+   (``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config``), ``Allowlist`` (the keys listed
+   in ``connector.client.config.override.allowlist``), Connect's class names for the first three, or
+   the Python path of a :class:`ClientOverridePolicy` subclass.
+
+Both refuse with a :class:`~connectors.api.ConfigError` naming the full connector key and why, at
+validate and create time (HTTP 400), and again when a task's client is built, so a policy made
+stricter after a connector was created still holds.
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib
+import re
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from connectors.api import ConfigError
+
+#: Connector-config prefixes whose keys go to a Kafka client, and the client each one reaches.
+OVERRIDE_PREFIXES: Mapping[str, str] = {
+    "producer.override.": "producer",
+    "consumer.override.": "consumer",
+    "admin.override.": "admin",
+}
+
+POLICY_KEY = "connector.client.config.override.policy"
+ALLOWLIST_KEY = "connector.client.config.override.allowlist"
+
+_CODE = "loads code into the worker"
+_COMMAND = "runs a command on the worker"
+_FILE = "names a local file the client would read"
+_URL = "makes the client fetch a URL the operator did not choose"
+
+#: librdkafka's and the Java client's keys, each with what it would let a caller do.
+DENIED_KEYS: Mapping[str, str] = {
+    "plugin.library.paths": _CODE,
+    "ssl.engine.location": _CODE,
+    "ssl.engine.id": _CODE,
+    "ssl.providers": _CODE,
+    "security.providers": _CODE,
+    "config.providers": "declares config providers that read local files and the environment",
+    "sasl.kerberos.kinit.cmd": _COMMAND,
+    "sasl.kerberos.keytab": _FILE,
+    "sasl.oauthbearer.metadata.authentication.type": "makes the client query a cloud metadata endpoint",
+}
+
+#: Suffixes that mark a kind of value, so keys a newer client adds are refused too.
+DENIED_SUFFIXES: tuple[tuple[str, str], ...] = (
+    (".class", _CODE),
+    (".classes", _CODE),
+    (".location", _FILE),
+    (".file", _FILE),
+    (".files", _FILE),
+    (".path", _FILE),
+    (".paths", _FILE),
+    (".dir", _FILE),
+    (".cmd", _COMMAND),
+    (".command", _COMMAND),
+    (".url", _URL),
+    (".urls", _URL),
+)
+
+# JAAS login modules that only carry credentials; anything else (JndiLoginModule, Krb5LoginModule
+# with a keytab, a custom module) can load code or read files inside a JVM client.
+_SAFE_LOGIN_MODULE = re.compile(
+    r"^\s*org\.apache\.kafka\.common\.security\.(plain\.PlainLoginModule|scram\.ScramLoginModule|"
+    r"oauthbearer\.OAuthBearerLoginModule)\s+(required|requisite|sufficient|optional)\b"
+)
+
+
+def denied_reason(key: str, value: Any = None) -> str | None:
+    """Why a connector may never set client key ``key`` (to ``value``), or None when it may."""
+    key = key.strip().lower()
+    if key in DENIED_KEYS:
+        return DENIED_KEYS[key]
+    for suffix, reason in DENIED_SUFFIXES:
+        if key.endswith(suffix):
+            return reason
+    if key == "sasl.jaas.config" and value is not None:
+        # A JAAS config may hold several entries separated by ';': each must be a safe module.
+        entries = [e for e in str(value).split(";") if e.strip()]
+        if not entries or not all(_SAFE_LOGIN_MODULE.match(e) for e in entries):
+            return "names a JAAS login module other than PlainLoginModule, ScramLoginModule or OAuthBearerLoginModule"
+    return None
+
+
+def check_denied(options: Mapping[str, Any], prefix: str) -> None:
+    """Refuse the first key of ``options`` on the deny-list, naming it as ``prefix + key``."""
+    for key, value in options.items():
+        reason = denied_reason(key, value)
+        if reason is not None:
+            raise ConfigError(
+                f"{prefix}{key} is not allowed in a connector config: it {reason}. "
+                "Set it in the worker's configuration instead if the operator wants it.",
+                key=f"{prefix}{key}",
+            )
+
+
+def client_overrides(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{"producer": {...}, "consumer": {...}, "admin": {...}}``: the client keys a connector config sets."""
+    found: dict[str, dict[str, Any]] = {what: {} for what in OVERRIDE_PREFIXES.values()}
+    for key, value in config.items():
+        for prefix, what in OVERRIDE_PREFIXES.items():
+            if key.startswith(prefix):
+                found[what][key[len(prefix) :]] = value
+    return found
+
+
+class ClientOverridePolicy(abc.ABC):
+    """Decides which client overrides a connector may set (beyond the deny-list, which always holds).
+
+    The worker creates one instance when it starts and calls :meth:`check` from the herder's and
+    the task runners' threads; implementations must be thread-safe (keep no mutable state).
+    """
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def refused(self, what: str, overrides: Mapping[str, Any]) -> list[str]:
+        """The keys of ``overrides`` (for client ``what``: producer, consumer or admin) this policy refuses."""
+
+    def explain(self) -> str:
+        """One sentence on what the policy allows, for the error message."""
+        return f"the worker's {POLICY_KEY}={self.name} refuses it"
+
+    def check(self, what: str, overrides: Mapping[str, Any]) -> None:
+        """Raise :class:`ConfigError` naming the first refused key (deny-list first, then the policy)."""
+        prefix = f"{what}.override."
+        check_denied(overrides, prefix)
+        refused = self.refused(what, overrides)
+        if refused:
+            raise ConfigError(f"{prefix}{refused[0]} is not allowed: {self.explain()}", key=f"{prefix}{refused[0]}")
+
+    def check_config(self, config: Mapping[str, Any]) -> None:
+        """:meth:`check` for every client a connector config reaches."""
+        for what, overrides in client_overrides(config).items():
+            if overrides:
+                self.check(what, overrides)
+
+
+class AllOverridePolicy(ClientOverridePolicy):
+    """Any key that is not on the deny-list (Connect's ``All``)."""
+
+    name = "All"
+
+    def refused(self, what: str, overrides: Mapping[str, Any]) -> list[str]:
+        return []
+
+
+class NoneOverridePolicy(ClientOverridePolicy):
+    """No overrides at all (Connect's ``None``)."""
+
+    name = "None"
+
+    def refused(self, what: str, overrides: Mapping[str, Any]) -> list[str]:
+        return sorted(overrides)
+
+    def explain(self) -> str:
+        return f"the worker's {POLICY_KEY}=None forbids every producer/consumer/admin override"
+
+
+class PrincipalOverridePolicy(ClientOverridePolicy):
+    """Only the keys that choose the client's identity (Connect's ``Principal``)."""
+
+    name = "Principal"
+    ALLOWED: ClassVar[frozenset[str]] = frozenset({"security.protocol", "sasl.mechanism", "sasl.jaas.config"})
+
+    def refused(self, what: str, overrides: Mapping[str, Any]) -> list[str]:
+        return sorted(set(overrides) - self.ALLOWED)
+
+    def explain(self) -> str:
+        return f"the worker's {POLICY_KEY}=Principal allows only {', '.join(sorted(self.ALLOWED))}"
+
+
+class AllowlistOverridePolicy(ClientOverridePolicy):
+    """Only the keys the operator listed in ``connector.client.config.override.allowlist``."""
+
+    name = "Allowlist"
+
+    def __init__(self, allowed: frozenset[str]) -> None:
+        self.allowed = allowed
+
+    def refused(self, what: str, overrides: Mapping[str, Any]) -> list[str]:
+        return sorted(set(overrides) - self.allowed)
+
+    def explain(self) -> str:
+        listed = ", ".join(sorted(self.allowed)) or "nothing"
+        return f"the worker's {ALLOWLIST_KEY} allows only {listed}"
+
+
+_CONNECT_PACKAGE = "org.apache.kafka.connect.connector.policy."
+_BUILTIN: Mapping[str, type[ClientOverridePolicy]] = {
+    "All": AllOverridePolicy,
+    "None": NoneOverridePolicy,
+    "Principal": PrincipalOverridePolicy,
+    f"{_CONNECT_PACKAGE}AllConnectorClientConfigOverridePolicy": AllOverridePolicy,
+    f"{_CONNECT_PACKAGE}NoneConnectorClientConfigOverridePolicy": NoneOverridePolicy,
+    f"{_CONNECT_PACKAGE}PrincipalConnectorClientConfigOverridePolicy": PrincipalOverridePolicy,
+}
+_ALLOWLIST_NAMES = ("Allowlist", f"{_CONNECT_PACKAGE}AllowlistConnectorClientConfigOverridePolicy")
+
+
+def override_policy(worker_config: Mapping[str, Any]) -> ClientOverridePolicy:
+    """The policy a worker's raw configuration names; :class:`ConfigError` names a bad worker key."""
+    name = str(worker_config.get(POLICY_KEY) or "All").strip()
+    if name in _BUILTIN:
+        return _BUILTIN[name]()
+    if name in _ALLOWLIST_NAMES:
+        allowed = frozenset(k.strip() for k in str(worker_config.get(ALLOWLIST_KEY) or "").split(",") if k.strip())
+        for key in sorted(allowed):
+            reason = denied_reason(key)
+            if reason is not None:
+                raise ConfigError(f"{ALLOWLIST_KEY} lists {key}, which no connector may set: it {reason}", key=ALLOWLIST_KEY)
+        return AllowlistOverridePolicy(allowed)
+    # The operator's own policy class: worker configuration is trusted, a connector config never gets here.
+    module_name, _, class_name = name.rpartition(".")
+    policy_cls: Any = None
+    if module_name:
+        try:
+            policy_cls = getattr(importlib.import_module(module_name), class_name, None)
+        except ImportError:
+            policy_cls = None
+    if not (isinstance(policy_cls, type) and issubclass(policy_cls, ClientOverridePolicy)):
+        raise ConfigError(
+            f"{POLICY_KEY}={name} is not a known policy: use All, None, Principal, Allowlist (with {ALLOWLIST_KEY}) "
+            "or the Python path of a worker.client_policy.ClientOverridePolicy subclass",
+            key=POLICY_KEY,
+        )
+    return policy_cls()  # type: ignore[no-any-return]
