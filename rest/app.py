@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
+from rest.audit import AuditTrail
+from rest.authn import Authenticator
+from rest.authz import AccessControlMiddleware, AccessPolicy
 from rest.errors import install_error_handlers
 from rest.logger_levels import LoggerLevels
-from rest.middleware import AuthMiddleware, RequestHeadersMiddleware, RequestLimitsMiddleware
+from rest.middleware import RequestHeadersMiddleware, RequestLimitsMiddleware
 from rest.routes import backfills, connectors, loggers, offsets, plugins, root
 from rest.settings import RestSettings
 from worker.herder import Herder
@@ -15,9 +18,15 @@ from worker.herder import Herder
 def create_app(herder: Herder, settings: RestSettings | None = None) -> FastAPI:
     """The Kafka Connect REST surface over ``herder``.
 
-    ``settings`` default to those in the herder's worker configuration (see :mod:`rest.settings`).
+    ``settings`` default to those in the herder's worker configuration (see :mod:`rest.settings`);
+    roles (:mod:`rest.authz`) and the audit topic (:mod:`rest.audit`) are always read from it.
     """
-    settings = settings or RestSettings.from_worker_config(herder.worker_settings())
+    raw = herder.worker_settings()
+    settings = settings or RestSettings.from_worker_config(raw)
+    # Before anything starts: a malformed rest.auth.roles must stop the worker, not open it.
+    policy = AccessPolicy.from_worker_config(raw, auth_enabled=settings.auth_enabled)
+    authenticator = Authenticator(settings)
+    audit = AuditTrail.from_worker_config(raw)
     app = FastAPI(
         title="Sluice",
         description="Kafka Connect compatible REST API of a Sluice worker",
@@ -26,6 +35,7 @@ def create_app(herder: Herder, settings: RestSettings | None = None) -> FastAPI:
     app.state.herder = herder
     app.state.rest_settings = settings
     app.state.logger_levels = LoggerLevels()
+    app.state.access_policy = policy
     install_error_handlers(app)
     app.include_router(root.router)
     app.include_router(connectors.router)
@@ -35,7 +45,16 @@ def create_app(herder: Herder, settings: RestSettings | None = None) -> FastAPI:
     backfills.install(app, herder)
     # Added last = runs first: unauthenticated clients are refused before their body is read.
     app.add_middleware(RequestHeadersMiddleware)
-    app.add_middleware(RequestLimitsMiddleware, max_bytes=settings.max_request_bytes)
-    if settings.auth_enabled:
-        app.add_middleware(AuthMiddleware, settings=settings)
+    app.add_middleware(
+        RequestLimitsMiddleware, max_bytes=settings.max_request_bytes, body_timeout_s=settings.request_body_timeout_ms / 1000
+    )
+    # Always on: without authentication it still refuses routes that have no access rule and audits.
+    app.add_middleware(
+        AccessControlMiddleware,
+        routes=app.router.routes,
+        authenticator=authenticator,
+        auth_enabled=settings.auth_enabled,
+        policy=policy,
+        audit=audit,
+    )
     return app

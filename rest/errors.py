@@ -33,7 +33,9 @@ def _documented(description: str) -> dict[str, Any]:
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: _documented("Invalid request or configuration"),
     401: _documented("Authentication required (when the worker enables it)"),
+    403: _documented("The caller's role does not allow this request"),
     404: _documented("Unknown connector, task or plugin"),
+    408: _documented("The request body did not arrive within rest.request.body.timeout.ms"),
     409: _documented("Conflict with the current state (the name exists, a rebalance is running)"),
     413: _documented("Request body over the size limit"),
     415: _documented("Request body is not application/json"),

@@ -27,7 +27,7 @@ DEFAULT_KEY_CONVERTER = "JsonConverter"
 DEFAULT_VALUE_CONVERTER = "JsonConverter"
 DEFAULT_HEADER_CONVERTER = "SimpleHeaderConverter"
 
-WORKER_PREFIXES = ("producer.", "consumer.", "admin.", "key.converter.", "value.converter.", "header.converter.", "config.providers.", "listeners.https.")
+WORKER_PREFIXES = ("producer.", "consumer.", "admin.", "key.converter.", "value.converter.", "header.converter.", "config.providers.", "listeners.https.", "rest.")
 
 
 class WorkerConfig(PluginConfig):
@@ -65,6 +65,13 @@ class WorkerConfig(PluginConfig):
     connector_client_config_override_allowlist: str = Field(
         "", description="Comma-separated client keys connectors may override under the Allowlist policy"
     )
+    connector_allowed_paths: str = Field(
+        "",
+        description="Comma-separated absolute paths: a connector key that names a local file or directory (a "
+        "FileStreamSource's or FileStreamSink's file) must resolve, symlinks and '..' followed, to one of them or "
+        "below, else the config is refused; relative values are taken from the worker's working directory. Empty "
+        "allows any path (a warning is logged when the REST listener is not loopback); see worker.local_paths",
+    )
     group_id: str | None = Field(None, description="Distributed mode: the cluster's group id")
     task_restart_max_attempts: int = Field(
         3, ge=0, description="Automatic restarts of a failed task before it stays FAILED (0: never, as Kafka Connect)"
@@ -73,8 +80,8 @@ class WorkerConfig(PluginConfig):
     task_restart_backoff_max_ms: int = Field(60_000, ge=0, description="Longest wait between automatic restarts")
     config_providers: str | None = Field(
         None,
-        description="Comma-separated config provider names (config.providers.<name>.class, .param.*); "
-        "unset enables env, file and dir, empty enables none",
+        description="Comma-separated config provider names (config.providers.<name>.class, .param.*); only "
+        "these exist, so unset or empty enables none (as in Kafka Connect); env, file and dir need no .class",
     )
 
     # Worker files carry many prefixed keys (producer.*, key.converter.schemas.enable, …) and keys of

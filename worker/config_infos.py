@@ -19,7 +19,8 @@ from pydantic.fields import FieldInfo
 from connectors.api import ConfigError, Connector, config_problems, dotted
 from plugins import PluginInfo, PluginKind
 from worker.config import ConnectorConfig, split_connector_config
-from worker.masking import MASK, mask_config
+from worker.config_providers import has_placeholder
+from worker.masking import MASK, mask_config, mask_text
 
 COMMON_GROUP = "Common"
 
@@ -156,12 +157,18 @@ def _attach(errors: dict[str, list[str]], problems: Mapping[str, str], keys: lis
 
 
 def validate_config(
-    plugin: PluginInfo, raw: Mapping[str, Any], full_check: typing.Callable[[Mapping[str, Any]], object]
+    plugin: PluginInfo,
+    raw: Mapping[str, Any],
+    full_check: typing.Callable[[Mapping[str, Any]], object],
+    resolve: typing.Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Connect's ``ConfigInfos`` for ``raw``: every defined key with its value and its errors.
 
     ``full_check`` is the worker's own validation (converters, sink topics, transforms); its first
-    error is added under its key unless that key already has one.
+    error is added under its key unless that key already has one. ``resolve`` is the worker's
+    placeholder resolution: a key whose ``${provider:…}`` cannot be resolved (an undeclared provider,
+    a path outside ``allowed.paths``) gets that error alone, and the other checks see resolved values,
+    as creating the connector would. Values shown stay as given; messages have secrets masked.
     """
     fields = _connector_fields(plugin)
     defs = [d for d, _ in fields]
@@ -171,7 +178,8 @@ def validate_config(
     # The name comes from the URL when a connector is created, so validate doesn't require it (as in
     # Connect); a stand-in lets the rest of the checks run.
     checked = raw if raw.get("name") else {**raw, "name": "validation"}
-    common_raw, own_raw = split_connector_config(checked)
+    resolved, unresolvable = _resolve_each(checked, resolve)
+    common_raw, own_raw = split_connector_config(resolved)
     try:
         ConnectorConfig.model_validate(common_raw)
     except ValidationError as exc:
@@ -188,11 +196,15 @@ def validate_config(
             connector_cls.validate(own_raw)
         except ConfigError as exc:
             errors.setdefault(exc.key or "connector.class", []).append(str(exc))
-    if not errors:
+    if not errors and not unresolvable:
         try:
             full_check(checked)
         except ConfigError as exc:
             errors.setdefault(exc.key or "connector.class", []).append(str(exc))
+    # Other errors of such a key are about the placeholder's own text ("not a topic name"), not a value.
+    errors.update({key: [message] for key, message in unresolvable.items()})
+    # Checks of resolved values may quote them (pydantic's "invalid value ..."); resolve() registered them.
+    errors = {key: [mask_text(m) for m in messages] for key, messages in errors.items()}
 
     secret = {d["name"] for d in defs if d["type"] == "PASSWORD"}
     shown = mask_config(raw, secret)
@@ -214,6 +226,27 @@ def validate_config(
         "groups": groups,
         "configs": configs,
     }
+
+
+def _resolve_each(
+    config: Mapping[str, Any], resolve: typing.Callable[[Mapping[str, Any]], Mapping[str, Any]] | None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """``config`` with the placeholders ``resolve`` can replace replaced, and the error of each key it cannot.
+
+    Key by key, so that every bad placeholder is reported, not only the first; a key that fails
+    keeps its placeholder text.
+    """
+    resolved = dict(config)
+    failed: dict[str, str] = {}
+    if resolve is None:
+        return resolved, failed
+    for key, value in config.items():
+        if has_placeholder(value):
+            try:
+                resolved.update(resolve({key: value}))
+            except ConfigError as exc:
+                failed[key] = str(exc)
+    return resolved, failed
 
 
 def _value_info(name: str, value: Any, recommended: list[str], errors: list[str]) -> dict[str, Any]:

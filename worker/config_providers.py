@@ -17,14 +17,17 @@ Worker configuration, with Connect's keys::
     config.providers.file.param.allowed.paths=/etc/sluice,/var/run/secrets
     config.providers.env.param.allowlist.pattern=DB_.*
 
-**Default.** Connect enables no provider unless ``config.providers`` lists it. Sluice enables
-``env``, ``file`` and ``dir`` when ``config.providers`` is absent, because the platform promises
-those three placeholders out of the box and a placeholder that silently stays unresolved is worse
-than one that works. The ``param.*`` keys still apply to the default providers, so
-``config.providers.file.param.allowed.paths`` restricts file access without listing providers;
-``config.providers=`` (empty) turns every provider off. Anyone who may create connectors can make
-the worker read the variables and files these providers reach, so production workers should set
-``allowed.paths`` and ``allowlist.pattern``.
+**Only declared providers exist**, as in Connect: a provider is available only when
+``config.providers`` lists it, and an absent or empty ``config.providers`` means none — a connector
+config with ``${env:…}``, ``${file:…}`` or ``${dir:…}`` is then refused at validation (``PUT
+/connector-plugins/{plugin}/config/validate`` reports it on that key, ``POST /connectors`` answers
+400), never resolved. Otherwise anyone who may create a connector could make the worker read its
+environment or any file its user can, and get the value back as a topic name. ``env``, ``file``
+and ``dir`` need no ``config.providers.<name>.class``; other names do. Declare only what connectors
+need, and restrict what a declared provider reaches: ``allowed.paths`` for ``file`` and ``dir``
+(KIP-993; realpath on both sides, so ``..`` and symlinks do not lead out) and ``allowlist.pattern``
+for ``env`` (KIP-887). Keys ``config.providers.<name>.*`` of a provider that is not listed are
+ignored, with a warning.
 
 **Plugins.** A provider is a class with ``is_config_provider = True``, a ``Config`` model (a
 :class:`~connectors.api.PluginConfig` for its ``param.*`` keys), ``configure(params)``,
@@ -61,7 +64,6 @@ log = logging.getLogger(__name__)
 PLACEHOLDER = re.compile(r"\$\{([^}]*?):(?:([^}]*?):)?([^}]*?)\}")
 
 PROVIDERS_KEY = "config.providers"
-DEFAULT_PROVIDERS = ("env", "file", "dir")
 
 
 class ConfigProvider(abc.ABC):
@@ -192,8 +194,11 @@ class DirectoryConfigProvider(_PathProvider):
                 continue
             try:
                 values[key] = file.read_bytes().decode("utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise ConfigError(f"cannot read {key} in {path}: {exc}") from None
+            except UnicodeDecodeError:
+                # Not the codec's message: it quotes a byte of the file.
+                raise ConfigError(f"{key} in {path} is not UTF-8 text") from None
+            except OSError as exc:
+                raise ConfigError(f"cannot read {key} in {path}: {exc.strerror or type(exc).__name__}") from None
         return values
 
 
@@ -201,7 +206,8 @@ BUILTIN_PROVIDERS: dict[str, type[ConfigProvider]] = {}
 for _cls in (EnvVarConfigProvider, FileConfigProvider, DirectoryConfigProvider):
     for _name in (_cls.__name__, *_cls.aliases):
         BUILTIN_PROVIDERS[_name] = _cls
-_DEFAULT_CLASSES: dict[str, type[ConfigProvider]] = {
+# The class a declared provider of one of these names gets without config.providers.<name>.class.
+_IMPLIED_CLASSES: dict[str, type[ConfigProvider]] = {
     "env": EnvVarConfigProvider,
     "file": FileConfigProvider,
     "dir": DirectoryConfigProvider,
@@ -230,8 +236,8 @@ class ConfigProviders:
         Raises :class:`ConfigError` naming the worker key when a class cannot be found or a
         provider rejects its parameters.
         """
-        listed = raw.get(PROVIDERS_KEY)
-        names = DEFAULT_PROVIDERS if listed is None else tuple(n.strip() for n in str(listed).split(",") if n.strip())
+        names = tuple(dict.fromkeys(n.strip() for n in str(raw.get(PROVIDERS_KEY) or "").split(",") if n.strip()))
+        _warn_undeclared(raw, names)
         providers: dict[str, ConfigProvider] = {}
         for name in names:
             prefix = f"{PROVIDERS_KEY}.{name}."
@@ -270,10 +276,10 @@ class ConfigProviders:
             for match in PLACEHOLDER.finditer(value):
                 provider, path, key = match.group(1), match.group(2) or "", match.group(3)
                 if provider not in self._providers:
-                    known = ", ".join(self.names) or "none are configured"
+                    declared = f"it declares {', '.join(self.names)}" if self._providers else "it declares none"
                     raise ConfigError(
-                        f"Cannot resolve {match.group(0)} in '{config_key}': unknown config provider {provider!r} "
-                        f"(configured: {known}; see config.providers)",
+                        f"Cannot resolve {match.group(0)} in '{config_key}': config provider {provider!r} is not "
+                        f"declared in the worker's config.providers ({declared})",
                         key=config_key,
                     )
                 wanted.setdefault((provider, path), {}).setdefault(key, config_key)
@@ -316,6 +322,21 @@ def reverse_transform(raw: Mapping[str, Any], task_configs: Iterable[Mapping[str
     return [{k: templated.get(k, v) for k, v in config.items()} for config in task_configs]
 
 
+def _warn_undeclared(raw: Mapping[str, Any], names: Iterable[str]) -> None:
+    """Say so when ``config.providers.<name>.*`` keys configure a provider that is not declared.
+
+    Such keys once tuned providers that existed by default; now they do nothing, and a worker
+    file that still has them should not look as if it enabled anything.
+    """
+    declared = set(names)
+    prefix = f"{PROVIDERS_KEY}."
+    orphans = sorted({k[len(prefix) :].split(".", 1)[0] for k in raw if k.startswith(prefix)} - declared)
+    for name in orphans:
+        log.warning(
+            "Ignoring %s%s.*: config provider %r is not declared in %s, so it does not exist", prefix, name, name, PROVIDERS_KEY
+        )
+
+
 def _missing(provider: str, path: str, key: str) -> str:
     if provider == "env":
         return f"environment variable {key} is not set (or not allowed by allowlist.pattern)"
@@ -330,8 +351,8 @@ def _provider_class(
     name: str, class_name: Any, class_key: str, plugins: PluginRegistry | None
 ) -> type[ConfigProvider]:
     if not class_name:
-        if name in _DEFAULT_CLASSES:
-            return _DEFAULT_CLASSES[name]
+        if name in _IMPLIED_CLASSES:
+            return _IMPLIED_CLASSES[name]
         raise ConfigError(f"Missing required configuration {class_key!r} for config provider {name!r}", key=class_key)
     class_name = str(class_name).strip()
     if class_name in BUILTIN_PROVIDERS:

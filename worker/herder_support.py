@@ -144,7 +144,7 @@ class PluginQueries:
                 raise BadRequest(f"Included connector type {included} does not match request type {plugin}")
         else:
             raw["connector.class"] = plugin
-        return validate_config(info, raw, self.worker.validate)
+        return validate_config(info, raw, self.worker.validate, self.worker.resolve)
 
 
 def request_config(name: str, config: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from offsets import FileOffsetStore, MemoryOffsetStore, OffsetStore
 from plugins import PluginRegistry
 from rest import create_app
 from rest.server import RestServer
+from rest.settings import RestSettings
 from worker.config import WorkerConfig, with_cli_defaults
 from worker.properties import load_properties
 from worker.runtime import tune_gc
@@ -62,6 +63,9 @@ class StandaloneWorker:
 
     def __init__(self, worker_config: dict[str, Any]) -> None:
         self.config = WorkerConfig.from_mapping(with_cli_defaults(worker_config))
+        # Before anything starts: a listener other machines reach needs authentication (or an explicit opt-out).
+        rest_settings = RestSettings.from_worker_config(self.config.raw)
+        rest_settings.check_exposure(self.config.listener[1])
         registry = PluginRegistry([p.strip() for p in self.config.plugin_path.split(",") if p.strip()])
         store: OffsetStore
         if self.config.offset_storage_file_filename:
@@ -71,7 +75,7 @@ class StandaloneWorker:
             store = MemoryOffsetStore()
         self.herder = StandaloneHerder(Worker(self.config, registry, store))
         _, host, port = self.config.listener
-        self.rest = RestServer(create_app(self.herder), host, port)
+        self.rest = RestServer(create_app(self.herder, rest_settings), host, port)
 
     def start(self) -> None:
         self.herder.start()

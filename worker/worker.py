@@ -29,6 +29,7 @@ from worker.clients import SINK_CONSUMER_DEFAULTS, SOURCE_PRODUCER_DEFAULTS, cli
 from worker.config import ConnectorConfig, WorkerConfig, split_connector_config, sub_config
 from worker.config_providers import ConfigProviders, has_placeholder, reverse_transform
 from worker.errors import DeadLetterQueue, ErrorHandlingConfig
+from worker.local_paths import allowed_roots, check_local_paths, warn_if_unconfined
 from worker.masking import mask_text, register_config_secrets
 from worker.runners import SinkTaskRunner, SourceTaskRunner, TaskStatusListener, WorkerTask
 from worker.status import ConnectorTaskId, TargetState
@@ -80,6 +81,9 @@ class Worker:
             config = WorkerConfig.from_mapping(self.config_providers.resolve(config.raw))
         self.config = config
         self.client_policy: ClientOverridePolicy = override_policy(config.raw)
+        # Parsed once: a relative entry stops the worker at startup instead of failing every create.
+        self.connector_path_roots = allowed_roots(config.connector_allowed_paths)
+        warn_if_unconfined(config, self.connector_path_roots)
         # The worker's own client secrets (producer.sasl.jaas.config, ssl.key.password, …).
         register_config_secrets(config.raw)
 
@@ -125,6 +129,7 @@ class Worker:
         declared = {info.alias for info in connector_cls.Config.model_fields.values() if info.alias}
         own_raw.update({k: v for k, v in common_raw.items() if k in declared})
         register_config_secrets(resolved, connector_cls.Config.secret_keys())
+        check_local_paths(own_raw, connector_cls.Config.path_keys(), self.connector_path_roots)
         own = connector_cls.validate(own_raw)
         ErrorHandlingConfig.parse(common_raw)
         self.client_policy.check_config(resolved)

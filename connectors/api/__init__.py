@@ -6,7 +6,7 @@ imports only the standard library and pydantic (a test enforces it).
 
 from __future__ import annotations
 
-from connectors.api.config import PluginConfig, config_problems, dotted
+from connectors.api.config import LocalPath, PluginConfig, config_problems, dotted
 from connectors.api.connector import (
     Connector,
     ConnectorContext,
@@ -97,6 +97,7 @@ __all__ = [
     "INT32_SCHEMA",
     "INT64_SCHEMA",
     "INT8_SCHEMA",
+    "LocalPath",
     "NotFoundError",
     "OPTIONAL_BOOLEAN_SCHEMA",
     "OPTIONAL_BYTES_SCHEMA",

@@ -4,17 +4,57 @@ Every connector, converter and transform declares its configuration as a pydanti
 from :class:`PluginConfig`. Attribute names are the Connect keys with dots replaced by
 underscores (``batch_size`` ↔ ``batch.size``); the model accepts the dotted keys, forbids unknown
 ones and coerces the strings of ``.properties`` files (``"2000"`` → ``2000``, ``"true"`` → ``True``).
-Secrets are declared as :class:`pydantic.SecretStr` so the runtime masks them everywhere.
+Secrets are declared as :class:`pydantic.SecretStr` so the runtime masks them everywhere, and
+keys that name a file or directory on the worker's machine as :data:`LocalPath` so the runtime can
+confine them to the directories the operator allows (``connector.allowed.paths``).
 """
 
 from __future__ import annotations
 
+import types
+import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
 
 from connectors.api.errors import ConfigError
+
+
+class LocalPathKey:
+    """The ``Annotated`` metadata behind :data:`LocalPath`; the one instance is :data:`LOCAL_PATH`."""
+
+    def __repr__(self) -> str:
+        return "LOCAL_PATH"
+
+
+LOCAL_PATH = LocalPathKey()
+
+#: The type of a config key whose value names a file or directory on the worker's machine (a file to
+#: read, a file to write, a spool directory, a PEM file). Use it instead of ``str`` — ``file:
+#: LocalPath = Field(...)``, or ``LocalPath | None`` — and :meth:`PluginConfig.path_keys` lists the
+#: key. The worker then refuses a connector whose value resolves (``..`` and symlinks followed)
+#: outside ``connector.allowed.paths``, so a REST caller cannot make a connector read ``/etc/shadow``
+#: or write over a file of the worker's user. An empty value is not a path (the file connectors
+#: read standard input or write standard output then) and is never checked.
+LocalPath = Annotated[str, LOCAL_PATH]
+
+
+def _marks_local_path(annotation: Any, metadata: typing.Iterable[Any] = ()) -> bool:
+    """Whether a field's annotation (or pydantic's copy of its metadata) carries :data:`LOCAL_PATH`.
+
+    pydantic moves the metadata of a bare ``Annotated`` into ``FieldInfo.metadata``, but keeps it
+    inside the annotation of ``LocalPath | None``, so both places are searched.
+    """
+    if any(m is LOCAL_PATH for m in metadata):
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        inner, *extra = typing.get_args(annotation)
+        return any(m is LOCAL_PATH for m in extra) or _marks_local_path(inner)
+    if origin in (typing.Union, types.UnionType):
+        return any(_marks_local_path(arg) for arg in typing.get_args(annotation))
+    return False
 
 
 def dotted(name: str) -> str:
@@ -54,6 +94,15 @@ class PluginConfig(BaseModel):
             if info.annotation is SecretStr or "SecretStr" in str(info.annotation):
                 keys.add(info.alias or dotted(name))
         return keys
+
+    @classmethod
+    def path_keys(cls) -> set[str]:
+        """The dotted keys whose values name a local file or directory (typed :data:`LocalPath`)."""
+        return {
+            info.alias or dotted(name)
+            for name, info in cls.model_fields.items()
+            if _marks_local_path(info.annotation, info.metadata)
+        }
 
 
 def config_problems(exc: ValidationError) -> dict[str, str]:

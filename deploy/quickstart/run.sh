@@ -41,6 +41,10 @@ key.converter=org.apache.kafka.connect.storage.StringConverter
 value.converter=org.apache.kafka.connect.storage.StringConverter
 offset.storage.file.filename=$DIR/offsets.json
 offset.flush.interval.ms=2000
+# The file connectors may read and write only here (relative paths count from the worker's directory).
+connector.allowed.paths=$PWD/$DIR
+# No config.providers: \${env:...}, \${file:...} and \${dir:...} placeholders are refused until declared,
+# e.g. config.providers=env with config.providers.env.param.allowlist.pattern=QUICKSTART_.*
 PROPS
 
 say "Starting a standalone worker (REST on $REST)"

@@ -30,7 +30,8 @@ def worker(kafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerPr
     import os
 
     os.environ[SECRET_ENV] = SECRET_VALUE  # inherited by the worker process
-    w = WorkerProcess(tmp_path_factory.mktemp("rest-full"), kafka.bootstrap_servers)
+    # The failing task's password is an ${env:…} placeholder: providers exist only when declared.
+    w = WorkerProcess(tmp_path_factory.mktemp("rest-full"), kafka.bootstrap_servers, **{"config.providers": "env"})
     w.start()
     yield w
     assert w.stop() == 0, w.log()

@@ -1,4 +1,8 @@
-"""Secrets in a real worker: ``${env:…}`` resolves for the task, but never shows in REST or the log."""
+"""Secrets in a real worker: ``${env:…}`` resolves for the task, but never shows in REST or the log.
+
+The worker declares the ``env`` provider (nothing exists undeclared) and lets it read only
+``SLUICE_TEST_*`` variables; tests/integration/test_config_confinement.py covers undeclared providers.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +27,12 @@ SECRET = f"sluice-secret-{uuid.uuid4().hex}"
 
 @pytest.fixture(scope="module")
 def worker(kafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    w = WorkerProcess(tmp_path_factory.mktemp("secrets-worker"), kafka.bootstrap_servers, env={"SLUICE_TEST_SECRET": SECRET})
+    w = WorkerProcess(
+        tmp_path_factory.mktemp("secrets-worker"),
+        kafka.bootstrap_servers,
+        env={"SLUICE_TEST_SECRET": SECRET},
+        **{"config.providers": "env", "config.providers.env.param.allowlist.pattern": "SLUICE_TEST_.*"},
+    )
     w.start()
     yield w
     assert w.stop() == 0, w.log()
@@ -98,6 +107,20 @@ def test_unresolvable_placeholder_is_a_400_naming_key_and_placeholder(worker: Wo
     assert response.status_code == 400, response.text
     message = response.json()["message"]
     assert "topic" in message and "${env:SLUICE_TEST_UNSET}" in message
+
+
+def test_env_provider_reads_only_what_its_allowlist_pattern_allows(worker: WorkerProcess, tmp_path: Path) -> None:
+    """``HOME`` is set in the worker's environment, but not a SLUICE_TEST_ variable: refused like an unset one."""
+    config = {"connector.class": "FileStreamSource", "file": str(tmp_path / "x"), "topic": "${env:HOME}"}
+    response = httpx.post(f"{worker.url}/connectors", json={"name": "home-src", "config": config}, timeout=10)
+    assert response.status_code == 400, response.text
+    message = response.json()["message"]
+    assert "'topic'" in message and "allowlist.pattern" in message
+    home = str(Path.home())
+    assert home not in response.text
+    log = full_log(worker)  # a short HOME such as /root may occur in a path, so look for it as a value
+    assert f"'{home}'" not in log and f"={home}" not in log
+    assert httpx.get(f"{worker.url}/connectors/home-src/status", timeout=10).status_code == 404
 
 
 def test_password_in_a_task_failure_is_masked_in_trace_and_log(worker: WorkerProcess) -> None:

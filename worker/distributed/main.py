@@ -13,6 +13,7 @@ from offsets.kafka import KafkaOffsetStore
 from plugins import PluginRegistry
 from rest import create_app
 from rest.server import RestServer
+from rest.settings import RestSettings
 from worker.config import with_cli_defaults
 from worker.distributed.config import DistributedConfig
 from worker.distributed.herder import DistributedHerder
@@ -42,6 +43,9 @@ class DistributedWorker:
 
     def __init__(self, worker_config: dict[str, Any]) -> None:
         self.config = DistributedConfig.from_mapping(with_cli_defaults(worker_config))
+        # Before anything starts: a listener other machines reach needs authentication (or an explicit opt-out).
+        rest_settings = RestSettings.from_worker_config(self.config.raw)
+        rest_settings.check_exposure(self.config.listener[1])
         registry = PluginRegistry([p.strip() for p in self.config.plugin_path.split(",") if p.strip()])
         client_id = self.config.client_id or f"sluice-{self.config.group_id}-{self.config.worker_id}"
         security = {k: v for k, v in self.config.prefixed("admin.").items() if k.startswith(("security.", "ssl.", "sasl."))}
@@ -49,7 +53,7 @@ class DistributedWorker:
         store = KafkaOffsetStore(self.config.offset_storage_topic, self.config.bootstrap_servers, client_id=client_id)
         self.herder = DistributedHerder(Worker(self.config, registry, store), self.config)
         _, host, port = self.config.listener
-        self.rest = RestServer(create_app(self.herder), host, port)
+        self.rest = RestServer(create_app(self.herder, rest_settings), host, port)
 
     def start(self) -> None:
         ensure_topics(self.admin, internal_topics(self.config))

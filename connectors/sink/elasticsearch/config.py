@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from connectors.api import ConfigError, PluginConfig
+from connectors.api import ConfigError, LocalPath, PluginConfig
 
 
 def split_list(value: Any) -> Any:
@@ -72,17 +72,18 @@ class ElasticsearchSinkConfig(PluginConfig):
     elastic_security_protocol: SecurityProtocol = Field(
         SecurityProtocol.PLAINTEXT, description="PLAINTEXT, or SSL to apply the elastic.https.* settings."
     )
-    elastic_https_ssl_truststore_location: str | None = Field(
+    # LocalPath: PEM files the worker reads, so confined to connector.allowed.paths like any local file.
+    elastic_https_ssl_truststore_location: LocalPath | None = Field(
         None, description="PEM file of the CA certificates to trust (default: the system's)."
     )
     elastic_https_ssl_truststore_password: SecretStr | None = Field(None, description="Accepted; PEM truststores have no password.")
     elastic_https_ssl_truststore_type: str = Field("PEM", description="Only PEM is supported.")
-    elastic_https_ssl_keystore_location: str | None = Field(
+    elastic_https_ssl_keystore_location: LocalPath | None = Field(
         None, description="PEM file with the client certificate (and its key, unless elastic.https.ssl.key.location is set)."
     )
     elastic_https_ssl_keystore_password: SecretStr | None = Field(None, description="Password of an encrypted client key.")
     elastic_https_ssl_keystore_type: str = Field("PEM", description="Only PEM is supported.")
-    elastic_https_ssl_key_location: str | None = Field(None, description="Sluice addition: PEM file of the client key.")
+    elastic_https_ssl_key_location: LocalPath | None = Field(None, description="Sluice addition: PEM file of the client key.")
     elastic_https_ssl_key_password: SecretStr | None = Field(None, description="Password of an encrypted client key.")
     elastic_https_ssl_endpoint_identification_algorithm: str = Field(
         "https", description="'https' checks the server's host name against its certificate; empty disables the check."

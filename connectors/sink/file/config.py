@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field, field_serializer, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from connectors.api import ConfigError, PluginConfig
+from connectors.api import ConfigError, LocalPath, PluginConfig
 
 
 class FileStreamSinkConfig(PluginConfig):
@@ -19,7 +19,13 @@ class FileStreamSinkConfig(PluginConfig):
     connector created with neither (or both) is refused up front with a clear message.
     """
 
-    file: str = Field("", description="The file to append the records to; empty or absent writes to standard output.")
+    # LocalPath: the worker confines it to connector.allowed.paths, or any REST caller could append
+    # chosen bytes to any file the worker's user may write (~/.ssh/authorized_keys, a crontab).
+    file: LocalPath = Field(
+        "",
+        description="The file to append the records to; empty or absent writes to standard output. "
+        "Must lie within the worker's connector.allowed.paths when that is set.",
+    )
     topics: list[str] | None = Field(
         None,
         description="Comma-separated topics to consume. Exactly one of 'topics' and 'topics.regex' is required.",

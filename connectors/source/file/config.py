@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from connectors.api import PluginConfig
+from connectors.api import LocalPath, PluginConfig
 
 # Kafka's own rule for topic names (``org.apache.kafka.common.internals.Topic.validate``).
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
@@ -32,9 +32,12 @@ def check_topic_name(topic: str) -> str:
 class FileStreamSourceConfig(PluginConfig):
     """``file``, ``topic`` and ``batch.size``, with Kafka Connect's defaults."""
 
-    file: str = Field(
+    # LocalPath: the worker confines it to connector.allowed.paths, or any REST caller could publish
+    # /etc/shadow to a topic.
+    file: LocalPath = Field(
         "",
-        description="The file to read lines from; empty or absent reads standard input.",
+        description="The file to read lines from; empty or absent reads standard input. "
+        "Must lie within the worker's connector.allowed.paths when that is set.",
     )
     topic: str = Field(description="The topic to publish the lines to.")
     batch_size: int = Field(

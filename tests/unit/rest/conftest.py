@@ -15,11 +15,30 @@ from fastapi.testclient import TestClient
 from offsets import MemoryOffsetStore
 from plugins import PluginRegistry
 from rest import create_app
+from worker.backfill import BackfillManager
 from worker.config import WorkerConfig
 from worker.standalone import StandaloneHerder
 from worker.worker import Worker
 
 AppFactory = Callable[..., TestClient]
+
+
+@pytest.fixture(autouse=True)
+def _stop_backfill_managers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every app starts a backfill manager (an apscheduler thread) that only process exit stops;
+    stop each after its test, or hundreds of idle threads pile up over the suite (and truncate the
+    thread dumps other tests read)."""
+    started: list[BackfillManager] = []
+    original = BackfillManager.start
+
+    def start(self: BackfillManager) -> None:
+        started.append(self)
+        original(self)
+
+    monkeypatch.setattr(BackfillManager, "start", start)
+    yield
+    for manager in started:
+        manager.stop()
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.unit.rest.conftest import AppFactory
 from worker.standalone import StandaloneHerder
 
 CONTROLLABLE = "tests.plugins.controllable.ControllableSource"
@@ -43,8 +44,9 @@ def test_patch_merges_and_null_deletes(client: TestClient) -> None:
     assert missing.json() == {"error_code": 404, "message": "Connector nope not found"}
 
 
-def test_passwords_are_masked_and_placeholders_kept(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_passwords_are_masked_and_placeholders_kept(make_client: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLUICE_TEST_SECRET", "env-secret-value")
+    client = make_client(**{"config.providers": "env"})  # providers exist only when declared
     _create_stopped(client, "literal", password="hunter2-literal")
     _create_stopped(client, "placeholder", password="${env:SLUICE_TEST_SECRET}")
     bodies = [

@@ -34,8 +34,12 @@ def _forget_secrets() -> Iterator[None]:
     SECRETS.clear()
 
 
+ALL_THREE = {"config.providers": "env,file,dir"}
+
+
 def providers(**raw: str) -> ConfigProviders:
-    return ConfigProviders.from_worker_config({k.replace("_", "."): v for k, v in raw.items()})
+    """The built-in providers, declared (nothing exists undeclared), plus ``raw`` worker keys."""
+    return ConfigProviders.from_worker_config({**ALL_THREE, **{k.replace("_", "."): v for k, v in raw.items()}})
 
 
 def resolve(config: Mapping[str, Any], **worker: str) -> dict[str, Any]:
@@ -66,7 +70,7 @@ def test_missing_env_var_names_the_key_and_placeholder_not_a_value(monkeypatch: 
 def test_env_allowlist_pattern_hides_other_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DB_USER", "reader")
     monkeypatch.setenv("AWS_SECRET", "do-not-read")
-    worker = {"config.providers.env.param.allowlist.pattern": "DB_.*"}
+    worker = {"config.providers": "env", "config.providers.env.param.allowlist.pattern": "DB_.*"}
     assert ConfigProviders.from_worker_config(worker).resolve({"u": "${env:DB_USER}"}) == {"u": "reader"}
     with pytest.raises(ConfigError, match="allowlist.pattern"):
         ConfigProviders.from_worker_config(worker).resolve({"s": "${env:AWS_SECRET}"})
@@ -79,7 +83,7 @@ def test_env_provider_rejects_a_path() -> None:
 
 def test_invalid_allowlist_pattern_names_the_worker_key() -> None:
     with pytest.raises(ConfigError) as info:
-        ConfigProviders.from_worker_config({"config.providers.env.param.allowlist.pattern": "("})
+        ConfigProviders.from_worker_config({"config.providers": "env", "config.providers.env.param.allowlist.pattern": "("})
     assert info.value.key == "config.providers.env.param.allowlist.pattern"
 
 
@@ -113,7 +117,7 @@ def test_file_provider_allowed_paths(tmp_path: Path) -> None:
     other.mkdir()
     (allowed / "a.properties").write_text("k=inside\n")
     (other / "b.properties").write_text("k=outside\n")
-    worker = {"config.providers.file.param.allowed.paths": str(allowed)}
+    worker = {"config.providers": "file", "config.providers.file.param.allowed.paths": str(allowed)}
     ok = ConfigProviders.from_worker_config(worker)
     assert ok.resolve({"x": f"${{file:{allowed}/a.properties:k}}"}) == {"x": "inside"}
     for path in (other / "b.properties", f"{allowed}/../other/b.properties"):
@@ -126,14 +130,14 @@ def test_file_provider_allowed_paths_does_not_follow_a_symlink_out(tmp_path: Pat
     allowed.mkdir()
     (tmp_path / "secret.properties").write_text("k=outside\n")
     (allowed / "link.properties").symlink_to(tmp_path / "secret.properties")
-    worker = {"config.providers.file.param.allowed.paths": str(allowed)}
+    worker = {"config.providers": "file", "config.providers.file.param.allowed.paths": str(allowed)}
     with pytest.raises(ConfigError, match="outside"):
         ConfigProviders.from_worker_config(worker).resolve({"x": f"${{file:{allowed}/link.properties:k}}"})
 
 
 def test_allowed_paths_must_be_absolute() -> None:
     with pytest.raises(ConfigError) as info:
-        ConfigProviders.from_worker_config({"config.providers.dir.param.allowed.paths": "relative/dir"})
+        ConfigProviders.from_worker_config({"config.providers": "dir", "config.providers.dir.param.allowed.paths": "relative/dir"})
     assert info.value.key == "config.providers.dir.param.allowed.paths"
 
 
@@ -162,7 +166,7 @@ def test_dir_provider_missing_file_and_traversal(tmp_path: Path) -> None:
 
 def test_dir_provider_allowed_paths(tmp_path: Path) -> None:
     (tmp_path / "k").write_text("v")
-    worker = {"config.providers.dir.param.allowed.paths": str(tmp_path / "elsewhere")}
+    worker = {"config.providers": "dir", "config.providers.dir.param.allowed.paths": str(tmp_path / "elsewhere")}
     with pytest.raises(ConfigError, match="outside"):
         ConfigProviders.from_worker_config(worker).resolve({"x": f"${{dir:{tmp_path}:k}}"})
 
@@ -186,18 +190,76 @@ def test_unknown_provider_names_it_and_the_key() -> None:
     with pytest.raises(ConfigError) as info:
         resolve({"connection.password": "${vault:secret/db:password}"})
     assert info.value.key == "connection.password"
-    assert "'vault'" in str(info.value) and "dir, env, file" in str(info.value)
+    assert "'vault' is not declared" in str(info.value) and "dir, env, file" in str(info.value)
 
 
 def test_config_providers_lists_which_are_enabled(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME_DIR", "/home/x")
     only_env = ConfigProviders.from_worker_config({"config.providers": "env"})
     assert only_env.names == ["env"]
-    with pytest.raises(ConfigError, match="unknown config provider 'file'"):
+    with pytest.raises(ConfigError, match="config provider 'file' is not declared"):
         only_env.resolve({"k": "${file:/etc/x.properties:k}"})
     none = ConfigProviders.from_worker_config({"config.providers": ""})
-    with pytest.raises(ConfigError, match="none are configured"):
+    assert none.names == []
+    with pytest.raises(ConfigError, match="it declares none"):
         none.resolve({"k": "${env:HOME_DIR}"})
+
+
+def _passwd_root_line() -> str:
+    """What ``${file:/etc/passwd:root}`` would resolve to: the root line after ``root`` and ':'."""
+    for line in Path("/etc/passwd").read_text().splitlines():
+        if line.startswith("root:"):
+            return line.split(":", 1)[1]
+    pytest.skip("no root line in /etc/passwd")
+
+
+@pytest.mark.parametrize("worker", [{}, {"config.providers": ""}, {"config.providers": "vault", "config.providers.vault.class": "EnvVarConfigProvider"}])
+@pytest.mark.parametrize("placeholder", ["${file:/etc/passwd:root}", "${dir:/etc:passwd}", "${env:HOME}"])
+def test_undeclared_providers_do_not_exist(worker: dict[str, str], placeholder: str) -> None:
+    """The attack of issue #21: a placeholder in an ordinary key must not make the worker read anything."""
+    built = ConfigProviders.from_worker_config(worker)
+    assert "file" not in built.names and "dir" not in built.names and "env" not in built.names
+    with pytest.raises(ConfigError) as info:
+        built.resolve({"topic": placeholder})
+    assert info.value.key == "topic"
+    message = str(info.value)
+    assert "'topic'" in message and placeholder in message and "not declared" in message
+    assert _passwd_root_line() not in message and "localhost" not in message
+    assert mask_text(_passwd_root_line()) == _passwd_root_line()  # nothing was read, so nothing registered
+
+
+@pytest.mark.parametrize("placeholder", ["${file:/etc/passwd:root}", "${dir:/etc:passwd}", "${file:/srv/../etc/passwd:root}"])
+def test_declared_path_providers_refuse_paths_outside_allowed_paths(tmp_path: Path, placeholder: str) -> None:
+    worker = {
+        "config.providers": "file,dir",
+        "config.providers.file.param.allowed.paths": str(tmp_path),
+        "config.providers.dir.param.allowed.paths": str(tmp_path),
+    }
+    with pytest.raises(ConfigError, match="outside the provider's allowed.paths") as info:
+        ConfigProviders.from_worker_config(worker).resolve({"topic": placeholder})
+    assert info.value.key == "topic" and "'topic'" in str(info.value)
+    assert _passwd_root_line() not in str(info.value)
+    assert mask_text(_passwd_root_line()) == _passwd_root_line()
+
+
+def test_settings_of_an_undeclared_provider_are_ignored_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker file written when env, file and dir existed by default must not look as if it enabled them."""
+    (tmp_path / "k").write_text("v")
+    with caplog.at_level("WARNING", logger="worker.config_providers"):
+        built = ConfigProviders.from_worker_config({"config.providers.dir.param.allowed.paths": str(tmp_path)})
+    assert built.names == []
+    assert "config.providers.dir.*" in caplog.text and "not declared" in caplog.text
+    with pytest.raises(ConfigError, match="not declared"):
+        built.resolve({"x": f"${{dir:{tmp_path}:k}}"})
+
+
+def test_dir_provider_does_not_quote_a_file_that_is_not_text(tmp_path: Path) -> None:
+    (tmp_path / "binary").write_bytes(b"ok\xff\xfe-secret-bytes")
+    with pytest.raises(ConfigError, match="not UTF-8 text") as info:
+        resolve({"k": f"${{dir:{tmp_path}:binary}}"})
+    assert "xff" not in str(info.value) and "secret-bytes" not in str(info.value)
 
 
 def test_connect_class_names_and_custom_names(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -280,7 +342,9 @@ def test_reverse_transform_puts_placeholders_back() -> None:
 
 
 def make_worker(**worker: str) -> Worker:
-    return Worker(WorkerConfig.from_mapping(worker), PluginRegistry(), MemoryOffsetStore())
+    """A worker with ``env`` declared (``config.providers=`` overrides it) and the given keys."""
+    settings = {"config.providers": "env", **{k.replace("_", "."): v for k, v in worker.items()}}
+    return Worker(WorkerConfig.from_mapping(settings), PluginRegistry(), MemoryOffsetStore())
 
 
 def test_worker_validates_resolved_values_and_keeps_the_raw(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -317,8 +381,23 @@ def test_worker_validation_checks_the_resolved_value(monkeypatch: pytest.MonkeyP
 
 def test_worker_resolves_its_own_config_and_rejects_bad_provider_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLUICE_UNIT_JAAS", "org.apache.kafka.common.security.plain.PlainLoginModule required;")
-    worker = make_worker(**{"producer.sasl.jaas.config": "${env:SLUICE_UNIT_JAAS}"})
+    worker = make_worker(producer_sasl_jaas_config="${env:SLUICE_UNIT_JAAS}")
     assert worker.config.prefixed("producer.") == {"sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required;"}
     with pytest.raises(ConfigError) as info:
-        make_worker(**{"config.providers": "nope"})
+        make_worker(config_providers="nope")
     assert info.value.key == "config.providers.nope.class"
+
+
+def test_a_worker_without_config_providers_refuses_placeholders_in_its_own_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLUICE_UNIT_JAAS", "org.apache.kafka.common.security.plain.PlainLoginModule required;")
+    with pytest.raises(ConfigError, match="not declared") as info:
+        make_worker(config_providers="", producer_sasl_jaas_config="${env:SLUICE_UNIT_JAAS}")
+    assert info.value.key == "producer.sasl.jaas.config"
+
+
+def test_worker_validation_refuses_an_undeclared_provider_naming_the_key() -> None:
+    raw = {"name": "src", "connector.class": "FileStreamSource", "file": "", "topic": "${file:/etc/passwd:root}"}
+    with pytest.raises(ConfigError) as info:
+        make_worker(config_providers="env").validate(raw)
+    assert info.value.key == "topic"
+    assert "'topic'" in str(info.value) and _passwd_root_line() not in str(info.value)
