@@ -87,6 +87,18 @@ def create_topic(
         time.sleep(0.05)
 
 
+def wait_topic(bootstrap: str, topic: str, timeout: float = 30) -> None:
+    """Wait until ``topic`` exists with partitions (a task's producer creates it on first use)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "allow.auto.create.topics": False})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        meta = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
+        if meta is not None and meta.error is None and meta.partitions:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"topic {topic} was not created within {timeout}s")
+
+
 def delete_topic(bootstrap: str, name: str, *, timeout: float = 30.0) -> None:
     """Delete a topic (the broker finishes removing its files asynchronously)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})

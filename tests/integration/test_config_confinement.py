@@ -15,9 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka.admin import AdminClient
 
-from tests.integration.kafka_helpers import consume_all, unique_topic_name
+from tests.integration.kafka_helpers import consume_all, unique_topic_name, wait_topic
 from tests.integration.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.integration
@@ -123,16 +122,6 @@ def test_file_source_outside_connector_allowed_paths_is_refused(
     assert status.status_code == 404
     assert_nothing_leaked(undeclared, created.text, status.text)
 
-
-def wait_topic(bootstrap: str, topic: str, timeout: float = 30) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        meta = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
-        if meta is not None and meta.error is None and meta.partitions:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"topic {topic} was not created within {timeout}s")
 
 
 def test_file_source_inside_connector_allowed_paths_moves_its_lines(undeclared: WorkerProcess, kafka, data_dir: Path) -> None:

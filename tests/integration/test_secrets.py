@@ -14,9 +14,8 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka.admin import AdminClient
 
-from tests.integration.kafka_helpers import consume_all
+from tests.integration.kafka_helpers import consume_all, wait_topic
 from tests.integration.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.integration
@@ -47,17 +46,6 @@ def get(worker: WorkerProcess, path: str, **params: Any) -> str:
     assert response.status_code == 200, response.text
     return response.text
 
-
-def wait_topic(bootstrap: str, topic: str, timeout: float = 30) -> None:
-    """Wait until the task's producer has created ``topic`` (consume_all wants it to exist)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "allow.auto.create.topics": False})
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        meta = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
-        if meta is not None and meta.error is None and meta.partitions:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"topic {topic} was not created within {timeout}s")
 
 
 def wait_task_failed(worker: WorkerProcess, name: str, timeout: float = 30) -> dict[str, Any]:
