@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from worker.client_policy import ClientOverridePolicy
+from worker.outages import LibrdkafkaLog
 
 log = logging.getLogger(__name__)
-_LIBRDKAFKA_LOG = logging.getLogger("librdkafka")
 
 _RENAMED = {
     "max.request.size": "message.max.bytes",
@@ -97,6 +97,7 @@ def client_config(
     merged.update(translate(worker_settings))
     merged.update(translate(overrides))
     # librdkafka's own log lines go through Python logging (served on poll), so they carry the
-    # task's [connector|task-N] tag and pass the secret-masking filter like every other line.
-    merged.setdefault("logger", _LIBRDKAFKA_LOG)
+    # task's [connector|task-N] tag and pass the secret-masking filter like every other line;
+    # a broker that stays down logs its connection failures once a minute, not on every retry.
+    merged.setdefault("logger", LibrdkafkaLog())
     return merged

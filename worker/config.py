@@ -44,6 +44,12 @@ class WorkerConfig(PluginConfig):
     offset_flush_interval_ms: int = Field(60_000, ge=1, description="Interval between offset commits")
     offset_flush_timeout_ms: int = Field(5_000, ge=1, description="Maximum wait for pending records before a commit is abandoned")
     task_shutdown_graceful_timeout_ms: int = Field(5_000, ge=0, description="Time tasks get to stop cleanly")
+    task_degraded_after_ms: int = Field(
+        10_000,
+        ge=0,
+        description="How long a task may fail to reach Kafka or its own system (retrying all along) before its "
+        "RUNNING status carries a degraded trace ('Degraded since …: cannot reach …'); cleared when it recovers",
+    )
     task_executor: Literal["thread", "process"] = Field(
         "thread",
         description="Where tasks run: a child process per task (what `sluice standalone` and `sluice "

@@ -287,10 +287,15 @@ class RetryWithTolerance:
         if not self.config.tolerance_all:
             if self.config.log_enable:
                 self._log(ctx)
-            raise ToleranceExceeded("Tolerance exceeded in error handler") from ctx.error
+            where = f" for {ctx.coordinates}" if ctx.coordinates else ""
+            raise ToleranceExceeded(f"Tolerance exceeded in error handler{where}") from ctx.error
         self.total_records_skipped += 1
         if self.config.log_enable:
             self._log(ctx)
+        elif self.dlq is None:
+            # Neither logged nor dead-lettered: one line each, so no record is skipped without a word.
+            where = f" at {ctx.coordinates}" if ctx.coordinates else ""
+            log.warning("Skipped a record%s that failed in stage %s (errors.tolerance=all): %s", where, ctx.stage.value, ctx.error)
         if report and self.reporter is not None:
             self.reporter(ctx)
         return SKIPPED

@@ -13,6 +13,7 @@ from worker.config_infos import plugin_definitions, validate_config
 from worker.herder import BadRequest, Forbidden
 from worker.logcontext import set_context
 from worker.masking import MASK
+from worker.outages import DegradedNotice
 from worker.restarts import TaskRestarter
 from worker.runners import WorkerTask
 from worker.status import ConnectorTaskId, State, Status, StatusStore
@@ -109,6 +110,16 @@ class TaskStatusReporting(abc.ABC):
     def on_shutdown(self, task_id: ConnectorTaskId) -> None:
         if self._may_report():
             self.status.put_task(task_id, Status(State.UNASSIGNED, self.worker_id))
+
+    def on_degraded(self, task_id: ConnectorTaskId, trace: str) -> None:
+        # RUNNING, as Connect clients expect of a task that retries; the trace says what is wrong.
+        if self._may_report():
+            trace = self._trace(task_id.connector, DegradedNotice(trace))
+            self.status.put_task(task_id, Status(State.RUNNING, self.worker_id, trace=trace))
+
+    def on_recovered(self, task_id: ConnectorTaskId) -> None:
+        if self._may_report():
+            self.status.put_task(task_id, Status(State.RUNNING, self.worker_id))
 
 
 class PluginQueries:

@@ -13,8 +13,8 @@ the thread executor does. Two pipes connect it to the worker:
 
 * **control**: target states, stop, and the distributed fence go down (the fence every half
   second: a task process that stops hearing it, its worker frozen, holds its writes); the task's state changes
-  (startup, pause, resume, failure with its trace, shutdown) and the topics it used come up and
-  reach the herder's listener as if the task ran in-process.
+  (startup, pause, resume, degraded with its trace, recovered, failure with its trace, shutdown)
+  and the topics it used come up and reach the herder's listener as if the task ran in-process.
 * **offsets**: the worker's offset store stays single-writer in the worker process (the file
   store's file, the distributed store's producer); the child reads and writes it through calls
   answered by a thread of the runner.
@@ -194,6 +194,10 @@ class ProcessTaskRunner:
                 listener.on_pause(task_id)
             elif event == "resume":
                 listener.on_resume(task_id)
+            elif event == "degraded":
+                listener.on_degraded(task_id, args[0])
+            elif event == "recovered":
+                listener.on_recovered(task_id)
             elif event == "topics":
                 self.active_topics.update(args[0])
             elif event == "metrics":
@@ -344,6 +348,12 @@ class _PipeListener:
 
     def on_shutdown(self, task_id: ConnectorTaskId) -> None:
         self._send(("shutdown",))
+
+    def on_degraded(self, task_id: ConnectorTaskId, trace: str) -> None:
+        self._send(("degraded", trace))
+
+    def on_recovered(self, task_id: ConnectorTaskId) -> None:
+        self._send(("recovered",))
 
 
 def _child_main(

@@ -237,6 +237,7 @@ class Worker:
                 offset_flush_timeout_ms=self.config.offset_flush_timeout_ms,
                 errors=errors,
                 dlq=dlq,
+                degraded_after_ms=self.config.task_degraded_after_ms,
             )
         if issubclass(connector_cls, SinkConnector):
             consumer = client_config(
@@ -268,6 +269,7 @@ class Worker:
                 errors=errors,
                 dlq=dlq,
                 batch_size=_max_poll_records(resolved, self.config.prefixed("consumer.")),
+                degraded_after_ms=self.config.task_degraded_after_ms,
             )
         raise ConfigError(f"{connector_cls.__name__} is neither a source nor a sink connector", key="connector.class")
 

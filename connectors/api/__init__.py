@@ -22,6 +22,7 @@ from connectors.api.errors import (
     DataError,
     NotFoundError,
     RetriableError,
+    UnwritableRecordError,
 )
 from connectors.api.records import (
     EncodedRecordBatch,
@@ -135,6 +136,7 @@ __all__ = [
     "TopicPartition",
     "Transformation",
     "Type",
+    "UnwritableRecordError",
     "config_problems",
     "dotted",
     "infer_schema",

@@ -6,10 +6,16 @@ Each class tells the runtime what to do with a failure and the user whose fault 
 * :class:`RetriableError`: a transient failure of an external system; the runtime retries with backoff.
 * :class:`DataError`: a record cannot be converted or processed; ``errors.tolerance`` decides whether
   the task fails or the record is skipped (and dead-lettered).
+* :class:`UnwritableRecordError`: a :class:`DataError` from ``SinkTask.put`` that names the record.
 * :class:`ConnectError`: anything else that should fail the task.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from connectors.api.records import SinkRecord
 
 
 class ConnectError(Exception):
@@ -36,6 +42,23 @@ class RetriableError(ConnectError):
 
 class DataError(ConnectError):
     """A record's data does not match what was expected (schema mismatch, malformed bytes)."""
+
+
+class UnwritableRecordError(DataError):
+    """``SinkTask.put`` cannot write ``record`` to the destination (a value that is not an object,
+    a type the column or mapping refuses, a null the sink must not ignore).
+
+    Raise it, like any :class:`DataError` from ``put``, before anything of the batch is written (a
+    rolled-back transaction counts as nothing written): the runtime then applies ``errors.*`` to
+    ``record`` (the dead-letter queue with stage ``TASK_PUT``, or the task fails at its offset) and
+    offers the rest of the batch again. A plain :class:`DataError` makes the runtime find the
+    record itself by offering the batch again in halves. ``record`` may belong to an earlier
+    ``put`` (a write the task had deferred); it is then reported and the batch offered again whole.
+    """
+
+    def __init__(self, message: str, record: SinkRecord) -> None:
+        super().__init__(message)
+        self.record = record
 
 
 class NotFoundError(ConnectError):

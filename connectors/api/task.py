@@ -173,8 +173,19 @@ class SinkTask(Task):
     def put(self, records: Sequence[SinkRecord]) -> None:
         """Write or buffer a batch of records. Thread: the task thread.
 
-        Raise ``RetriableError`` to have the same batch offered again after a backoff; report a
-        single bad record through ``context.errant_record_reporter``.
+        Raise ``RetriableError`` to have the same batch offered again after a backoff.
+
+        A record the task cannot write (bad data, not a transient failure) is either reported
+        through ``context.errant_record_reporter`` while the rest is written (for records found
+        bad only after writing began, e.g. rows a database refused), or raised as a ``DataError``
+        before anything of the batch is written, preferably an ``UnwritableRecordError`` naming
+        the record. The runtime then applies ``errors.*`` to that record (dead-letter queue,
+        log, or fail the task at its offset) and offers the other records again; for a plain
+        ``DataError`` it finds the record by offering the batch in halves. Either way no good
+        record is lost with a bad one, and nothing is skipped without a word.
+
+        A tombstone (``None`` value) the sink does not apply is not an error: count it and log
+        one WARNING per batch with the count.
         """
 
     def flush(self, offsets: Mapping[TopicPartition, int]) -> None:  # noqa: B027 - optional hook

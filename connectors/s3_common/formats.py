@@ -680,6 +680,10 @@ def _infer_avro_type(column: Sequence[Any]) -> Any:
     return "string"
 
 
+#: fastavro's block size bound, set so high that blocks are only written by an explicit flush.
+_NO_AUTO_BLOCK = 1 << 62
+
+
 class AvroObjectWriter(ObjectWriter):
     def __init__(self, out: Output, codec: str, sync_marker: bytes) -> None:
         self.out = out
@@ -697,14 +701,21 @@ class AvroObjectWriter(ObjectWriter):
                 self._encode = _AVRO_DATA.encoder(schema)
             else:
                 parsed = infer_avro_schema(values)
-            self._writer = fastavro_write.Writer(self.out, parsed, codec=self.codec, sync_marker=self.sync_marker)
-        write, encode = self._writer.write, self._encode
+            # Each call's values form one block, written by the flush below, never part of it
+            # before: a value that does not encode then leaves nothing of the call in the object.
+            self._writer = fastavro_write.Writer(
+                self.out, parsed, codec=self.codec, sync_marker=self.sync_marker, sync_interval=_NO_AUTO_BLOCK
+            )
+        writer, encode = self._writer, self._encode
+        write = writer.write
         try:
             for value in values:
                 write(value if encode is None else encode(value))
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            writer.io.clear()  # the values of this call encoded so far (the block is not written)
+            writer.block_count = 0
             raise DataError(f"AvroFormat cannot encode a value with the file's schema: {exc}") from None
-        self._writer.flush()
+        writer.flush()
 
     def close(self) -> None:
         if self._writer is not None:

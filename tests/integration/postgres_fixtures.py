@@ -12,8 +12,11 @@ cannot start fails the tests that need it, with the reason (and the install comm
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -41,3 +44,24 @@ def postgres_server_fixture() -> Iterator[PostgresServer]:
 def postgres_db_fixture(postgres: PostgresServer) -> str:
     """A fresh, empty database of the session server; returns its SQLAlchemy URL."""
     return postgres.create_database(f"test_{uuid.uuid4().hex[:10]}")
+
+
+@pytest.fixture(name="private_postgres")
+def private_postgres_fixture() -> Iterator[PostgresServer]:
+    """A PostgreSQL server of the test's own, for tests that stop and restart it (an outage).
+
+    Its data directory outlives ``stop()``, so ``start()`` brings the same server back on the same
+    port with the same data. Import it into the test module that uses it.
+    """
+    base = Path(tempfile.mkdtemp(prefix="sluice-pg-private-"))
+    server = PostgresServer(base_dir=base, kill_with_parent=True)
+    try:
+        server.start()
+    except PostgresError as exc:
+        shutil.rmtree(base, ignore_errors=True)
+        pytest.fail(f"could not start PostgreSQL for integration tests:\n{exc}", pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(base, ignore_errors=True)

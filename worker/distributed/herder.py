@@ -274,8 +274,12 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, ClusterRequests, Her
             log.info("In contact with group %s", self.config.group_id)
         if self.membership.is_leader:
             self._lead()
-        elif self.configs.is_writer:
-            self.configs.resign()
+        else:
+            # What this worker saw of the group as an earlier leader is stale by its next term:
+            # a departed worker's delay must not run from a sighting made before.
+            self._last_seen.clear()
+            if self.configs.is_writer:
+                self.configs.resign()
         snapshot = self.configs.snapshot()
         with self._lock:
             self._apply(snapshot)
@@ -330,11 +334,15 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, ClusterRequests, Her
         for worker in live:
             self._last_seen[worker] = wall
         # The delay of a departed worker runs from the last time the group had it, not from when
-        # this leader noticed (or took over).
+        # this leader noticed (or took over): a leader that never saw it (the departed worker
+        # was the leader) knows it was there until the rebalance that made this worker leader.
         departed = dict(previous.departed) if previous else {}
+        joined = self.membership.assigned_at
         for worker in previous.owners if previous else {}:
-            if worker not in live and worker not in departed and worker in self._last_seen:
-                departed[worker] = self._last_seen[worker]
+            if worker not in live and worker not in departed:
+                seen = self._last_seen.get(worker, joined)
+                if seen is not None:
+                    departed[worker] = min(seen, wall)
         result = plan(
             previous.owners if previous else {},
             live,

@@ -75,6 +75,9 @@ class GroupMembership:
         self._leader = False
         self._in_group = False
         self._last_contact = time.monotonic()
+        #: Wall-clock time of the last assignment (rebalance) this worker took part in, or None.
+        self.assigned_at: float | None = None
+        self._joined_as_leader = False
         self._last_stats: float | None = None
         # After this process was frozen (SIGSTOP, a long GC pause, a starved VM), librdkafka may
         # still report a steady group for a moment although the coordinator expelled us: contact
@@ -135,11 +138,15 @@ class GroupMembership:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         leader = any(p.partition == 0 for p in partitions)
         with self._lock:
-            changed = leader != self._leader or not self._in_group
+            # A revocation clears _leader first, so compare with the role last joined as: a
+            # leader that comes back a follower says so.
+            changed = leader != self._joined_as_leader or not self._in_group
+            self._joined_as_leader = leader
             self._leader = leader
             self._in_group = True
             self._suspect_until = None
             self._last_contact = time.monotonic()
+            self.assigned_at = time.time()
         if changed:
             log.info("Joined group %s as %s", self.group_id, "the leader" if leader else "a follower")
         self._on_change()

@@ -6,9 +6,22 @@ import abc
 import logging
 import threading
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
+
+import orjson
+from confluent_kafka import KafkaError
 
 from worker.logcontext import set_context
+from worker.outages import (
+    DEFAULT_DEGRADED_AFTER_MS,
+    KAFKA_STATS_INTERVAL_MS,
+    KAFKA_UNREACHABLE_CODES,
+    LibrdkafkaLog,
+    OutageTracker,
+    any_broker_up,
+    kafka_reason,
+    kafka_system,
+)
 from worker.status import ConnectorTaskId, TargetState
 
 log = logging.getLogger(__name__)
@@ -27,6 +40,12 @@ class TaskStatusListener(Protocol):
 
     def on_shutdown(self, task_id: ConnectorTaskId) -> None: ...
 
+    def on_degraded(self, task_id: ConnectorTaskId, trace: str) -> None:
+        """Still RUNNING, but a system the task needs has been out of reach too long (``trace`` says which)."""
+
+    def on_recovered(self, task_id: ConnectorTaskId) -> None:
+        """RUNNING again without the degraded trace."""
+
 
 class WorkerTask(abc.ABC):
     """Runs one task on a thread of its own and owns its state machine.
@@ -36,7 +55,14 @@ class WorkerTask(abc.ABC):
     itself does happens on the runner thread.
     """
 
-    def __init__(self, task_id: ConnectorTaskId, listener: TaskStatusListener, initial_state: TargetState) -> None:
+    def __init__(
+        self,
+        task_id: ConnectorTaskId,
+        listener: TaskStatusListener,
+        initial_state: TargetState,
+        *,
+        degraded_after_ms: int = DEFAULT_DEGRADED_AFTER_MS,
+    ) -> None:
         self.id = task_id
         self._listener = listener
         self._target = initial_state
@@ -48,6 +74,9 @@ class WorkerTask(abc.ABC):
         self.active_topics: set[str] = set()
         #: Distributed mode: ``False`` while this worker may have lost its place in the group.
         self.fence: Callable[[], bool] | None = None
+        #: Outages of Kafka and of the task's own system (fed on the runner thread).
+        self.outages = OutageTracker(degraded_after_ms / 1000, self._report_degraded, self._report_recovered)
+        self._kafka = kafka_system("?")
         self._thread = threading.Thread(target=self._run, name=f"task-{task_id}", daemon=True)
 
     # -- control (herder thread) ------------------------------------------------------------------
@@ -148,7 +177,69 @@ class WorkerTask(abc.ABC):
             return False
         self._on_resumed()
         self._listener.on_resume(self.id)
+        trace = self.outages.trace
+        if trace is not None:  # degraded while paused: the status says so again
+            self._listener.on_degraded(self.id, trace)
         return True
+
+    # -- outages (runner thread: librdkafka serves its callbacks in poll/consume/flush) ---------------
+
+    def _watch_kafka(self, config: dict[str, Any]) -> None:
+        """Have the task's Kafka client (``config``, before it is created) report outages to
+        :attr:`outages`; the runner's error callback hands errors to :meth:`_kafka_unreachable`."""
+        self._kafka = kafka_system(config.get("bootstrap.servers", "?"))
+        config["logger"] = LibrdkafkaLog(tracked=True)  # its connection errors: once, by the tracker
+        config["stats_cb"] = self._on_kafka_stats
+        try:
+            interval = int(config.get("statistics.interval.ms") or 0)
+        except (TypeError, ValueError):
+            interval = 0
+        if interval <= 0:
+            config["statistics.interval.ms"] = KAFKA_STATS_INTERVAL_MS
+
+    def _kafka_unreachable(self, err: KafkaError) -> bool:
+        """Count ``err`` against Kafka's outage if it says a broker is out of reach."""
+        code = err.code()
+        if code not in KAFKA_UNREACHABLE_CODES:
+            return False
+        if code == KafkaError._ALL_BROKERS_DOWN:
+            if self.outages.is_open(self._kafka):
+                self.outages.confirm(self._kafka)
+            else:
+                self.outages.failure(self._kafka, "all brokers are down")
+        else:
+            # One broker connection failed: an outage only if no other broker is up (the next
+            # statistics tell), so a broker restart in a cluster stays out of the log.
+            self.outages.failure(self._kafka, kafka_reason(err.str()), confirmed=False)
+        return True
+
+    def _on_kafka_stats(self, stats_json: str) -> None:
+        if not self.outages.is_open(self._kafka):
+            self.outages.tick()  # also the clock of the task's other outages
+            return
+        try:
+            stats = orjson.loads(stats_json)
+        except orjson.JSONDecodeError:
+            return
+        if any_broker_up(stats):
+            self.outages.reached(self._kafka)
+        else:
+            self.outages.confirm(self._kafka)
+
+    def _system_unreachable(self, system: str, error: BaseException) -> None:
+        """The task raised a ``RetriableError``: its own system is out of reach for now."""
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        self.outages.failure(system, reason[:300])
+
+    def _report_degraded(self, trace: str) -> None:
+        # A paused task's status stays PAUSED (resuming reports the trace); a stopping one's is
+        # about to change anyway.
+        if self._target is not TargetState.PAUSED and not self.stopping:
+            self._listener.on_degraded(self.id, trace)
+
+    def _report_recovered(self) -> None:
+        if self._target is not TargetState.PAUSED and not self.stopping:
+            self._listener.on_recovered(self.id)
 
     def _paused_wait_s(self) -> float:
         return 1.0

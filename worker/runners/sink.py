@@ -23,6 +23,7 @@ from connectors.api import (
     SinkRecordBatch,
     SinkTask,
     TopicPartition,
+    UnwritableRecordError,
 )
 from worker.errors import (
     SKIPPED,
@@ -35,6 +36,7 @@ from worker.errors import (
     context_headers,
     transform_each,
 )
+from worker.outages import DEFAULT_DEGRADED_AFTER_MS
 from worker.runners.base import TaskStatusListener, WorkerTask
 from worker.status import ConnectorTaskId, TargetState
 
@@ -101,7 +103,11 @@ class SinkErrantRecordReporter:
         )
         dlq = runner.dlq
         if dlq is not None:
-            key, value, headers = runner.serialise(record)
+            message = runner.consumed_message(record)
+            if message is not None:  # as Connect does: the bytes as they were consumed
+                key, value, headers = message.key(), message.value(), list(message.headers() or [])
+            else:
+                key, value, headers = runner.serialise(record)
             if runner.errors.dlq_context_headers:
                 headers = headers + context_headers(ctx, runner.id.connector, runner.id.task, tp.topic, tp.partition, offset)
             dlq.send(key, value, headers)
@@ -146,8 +152,9 @@ class SinkTaskRunner(WorkerTask):
         errant_record_reporter: ErrantRecordReporter | None = None,
         errors: ErrorHandlingConfig | None = None,
         dlq: DeadLetterQueue | None = None,
+        degraded_after_ms: int = DEFAULT_DEGRADED_AFTER_MS,
     ) -> None:
-        super().__init__(task_id, listener, initial_state)
+        super().__init__(task_id, listener, initial_state, degraded_after_ms=degraded_after_ms)
         self.task = task
         self.task_config = dict(task_config)
         self._consumer_config = dict(consumer_config)
@@ -178,6 +185,7 @@ class SinkTaskRunner(WorkerTask):
         self._next_commit = 0.0
         self.records_put = 0
         self._failed_message: Any = None
+        self._messages: list[Any] = []  # the consumed messages of the batch being delivered
         # Deferred value conversion (SinkTask.lazy_values): only without transforms, which read values.
         self._lazy = bool(getattr(type(task), "lazy_values", False)) and transform is None
         # … and unchecked for a task that parses the raw JSON itself (SinkTask.parses_raw_json;
@@ -185,12 +193,14 @@ class SinkTaskRunner(WorkerTask):
         self._unchecked = self._lazy and bool(getattr(task, "parses_raw_json", False))
         self._deferred_failed = False
         self._missing_topics: set[str] = set()  # subscribed topics reported missing (warned once each)
+        self._sink_system = f"the system {type(task).__name__} writes to"
 
     # -- lifecycle --------------------------------------------------------------------------------
 
     def _initialize(self) -> None:
         config = dict(self._consumer_config)
         config["error_cb"] = self._on_client_error
+        self._watch_kafka(config)
         try:
             self._consumer = Consumer(config)
         except KafkaException as exc:
@@ -211,7 +221,8 @@ class SinkTaskRunner(WorkerTask):
         self._next_commit = time.monotonic() + self._flush_interval_s
 
     def _on_client_error(self, err: KafkaError) -> None:
-        log.warning("Kafka consumer: %s", err.str())
+        if not self._kafka_unreachable(err):
+            log.warning("Kafka consumer: %s", err.str())
 
     def _close(self) -> None:
         consumer = self._consumer
@@ -342,6 +353,7 @@ class SinkTaskRunner(WorkerTask):
             self._apply_rewinds()
             messages = consumer.consume(num_messages=self._batch_size, timeout=0.5)
             if messages:
+                self.outages.reached(self._kafka)  # fetched: Kafka answers
                 self._deliver(messages)
             if self.commit_requested or time.monotonic() >= self._next_commit:
                 self._commit(sorted(self.assignment))
@@ -371,6 +383,7 @@ class SinkTaskRunner(WorkerTask):
             records = self._convert_each(good)
         if not records:
             return
+        self._messages = good  # where a refused record's consumed bytes are found (failure path only)
         try:
             self._put(records)
         except _DeferredConversionFailed:
@@ -378,9 +391,15 @@ class SinkTaskRunner(WorkerTask):
             # one that passed the converter's check but does not convert. The task has not written
             # this batch, so convert it record by record under errors.*.
             log.warning("Deferred value conversion failed; converting the batch record by record")
-            records = self._convert_each(good)
-            if records:
-                self._put(records)
+            self._put_recovering(self._convert_each(good))
+        except _Refused as refused:
+            try:
+                listed = list(records)  # the batch's records (a lazy batch converts its values now)
+            except Exception:
+                listed = self._convert_each(good)
+            self._recover(listed, refused.error)
+        finally:
+            self._messages = []
 
     def _topic_missing(self, topic: str | None, err: KafkaError) -> None:
         """A subscribed topic that does not exist (yet): wait for it, as Connect's consumer does.
@@ -485,12 +504,15 @@ class SinkTaskRunner(WorkerTask):
                 try:
                     self.task.put(records)
                     self.records_put += len(records)
+                    self.outages.reached(self._sink_system)
                     return
                 except RetriableError as exc:
                     self.retry.total_retries += 1
                     if self.stopping:
                         raise ConnectError("Task stopped while retrying put()") from exc
-                    log.warning("put() failed with a retriable error, retrying in %.1fs: %s", backoff, exc)
+                    # Logged by the tracker: when the outage starts, in summaries, and when it ends.
+                    log.debug("put() failed with a retriable error, retrying in %.1fs: %s", backoff, exc)
+                    self._system_unreachable(self._sink_system, exc)
                     if not paused and self._consumer is not None and self.assignment:
                         self._consumer.pause([KafkaTopicPartition(t.topic, t.partition) for t in self.assignment])
                         paused = True
@@ -503,12 +525,71 @@ class SinkTaskRunner(WorkerTask):
                 except Exception as exc:
                     if self._deferred_failed:
                         raise _DeferredConversionFailed from exc
+                    if isinstance(exc, DataError):
+                        raise _Refused(exc) from exc  # nothing of the batch was written (SinkTask.put)
                     raise self.retry.unrecoverable(Stage.TASK_PUT, _class_name(self.task), exc) from exc
         finally:
             if paused and self._consumer is not None:
                 active = self.assignment - self._paused_by_task
                 if active:
                     self._consumer.resume([KafkaTopicPartition(t.topic, t.partition) for t in active])
+
+    def _put_recovering(self, records: list[SinkRecord]) -> None:
+        """Step 4 for records that are already a list: :meth:`_put`, recovering from refusals."""
+        if not records:
+            return
+        try:
+            self._put(records)
+        except _Refused as refused:
+            self._recover(records, refused.error)
+
+    def _recover(self, records: list[SinkRecord], error: DataError) -> None:
+        """``put()`` refused ``records`` on a record's data, having written none of them
+        (:meth:`SinkTask.put`). Apply ``errors.*`` to each bad record (:meth:`_refuse`) and put the
+        good ones again, in order: the record an :class:`UnwritableRecordError` names is taken out;
+        otherwise the batch is offered in halves until the refused part is a single record. Only
+        this failure path costs a ``put()`` per part; ``errors.tolerance=none`` ends it at the
+        first bad record, with nothing after it written."""
+        refused: set[tuple[str, int, int]] = set()
+        todo: list[tuple[list[SinkRecord], DataError | None]] = [(records, error)]  # None: not put yet
+        while todo:
+            part, failure = todo.pop()
+            if failure is None:
+                try:
+                    self._put(part)
+                    continue
+                except _Refused as again:
+                    failure = again.error
+            named = failure.record if isinstance(failure, UnwritableRecordError) else None
+            if named is not None:
+                where = _coordinates(named)
+                if where in refused:
+                    raise self.retry.unrecoverable(Stage.TASK_PUT, _class_name(self.task), failure) from failure
+                refused.add(where)
+                self._refuse(named, failure)
+                parts = [[r for r in part if _coordinates(r) != where]]
+            elif len(part) == 1:
+                self._refuse(part[0], failure)
+                parts = []
+            else:
+                middle = len(part) // 2
+                parts = [part[:middle], part[middle:]]
+            todo.extend((piece, None) for piece in reversed(parts) if piece)
+
+    def _refuse(self, record: SinkRecord, error: BaseException) -> None:
+        """A record ``put()`` cannot write: dead-lettered, logged and skipped, or the task fails."""
+        reporter = self.errant_record_reporter
+        if not isinstance(reporter, SinkErrantRecordReporter):
+            reporter = SinkErrantRecordReporter(self)
+        reporter.report(record, error)
+
+    def consumed_message(self, record: SinkRecord) -> Any:
+        """The consumed message ``record`` came from, if it is of the batch being delivered."""
+        topic, partition, offset = _coordinates(record)
+        for m in self._messages:
+            if m.offset() == offset and m.partition() == partition and m.topic() == topic:
+                return m
+        return None
 
     def _convert(self, messages: list[Any]) -> Sequence[SinkRecord]:
         """Step 2: keys and values are converted now, as whole columns; the other columns (and
@@ -629,6 +710,20 @@ def _one_topic(messages: list[Any], topic: str) -> bool:
 def _class_name(obj: Any) -> str:
     cls = type(obj)
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _coordinates(record: SinkRecord) -> tuple[str, int, int]:
+    """Where ``record`` was consumed (before any renaming transform)."""
+    tp = record.topic_partition
+    return tp.topic, tp.partition, record.original_offset if record.original_offset is not None else record.kafka_offset
+
+
+class _Refused(Exception):
+    """``put()`` raised a :class:`DataError`: the batch was not written, :meth:`SinkTaskRunner._recover` it."""
+
+    def __init__(self, error: DataError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class _DeferredConversionFailed(Exception):

@@ -33,6 +33,7 @@ from worker.errors import (
     context_headers,
     transform_each,
 )
+from worker.outages import DEFAULT_DEGRADED_AFTER_MS
 from worker.runners.base import TaskStatusListener, WorkerTask
 from worker.status import ConnectorTaskId, TargetState
 
@@ -99,8 +100,9 @@ class SourceTaskRunner(WorkerTask):
         offset_flush_timeout_ms: int = 5_000,
         errors: ErrorHandlingConfig | None = None,
         dlq: DeadLetterQueue | None = None,
+        degraded_after_ms: int = DEFAULT_DEGRADED_AFTER_MS,
     ) -> None:
-        super().__init__(task_id, listener, initial_state)
+        super().__init__(task_id, listener, initial_state, degraded_after_ms=degraded_after_ms)
         self.task = task
         self.task_config = dict(task_config)
         self._producer_config = dict(producer_config)
@@ -125,12 +127,14 @@ class SourceTaskRunner(WorkerTask):
         self.errors = errors if errors is not None else ErrorHandlingConfig()
         self.dlq = dlq
         self.retry = RetryWithTolerance(self.errors, reporter=self._report_failed_record, stop_event=self._stopping, task_id=task_id, dlq=dlq)
+        self._source_system = f"the system {type(task).__name__} reads from"
 
     # -- lifecycle --------------------------------------------------------------------------------
 
     def _initialize(self) -> None:
         config = dict(self._producer_config)
         config["error_cb"] = self._on_client_error
+        self._watch_kafka(config)
         if self._wants_commit_record:
             config["delivery.report.only.error"] = False
         else:
@@ -174,7 +178,7 @@ class SourceTaskRunner(WorkerTask):
     def _on_client_error(self, err: KafkaError) -> None:
         if err.fatal():
             self._delivery_error = err
-        else:
+        elif not self._kafka_unreachable(err):
             log.warning("Kafka producer: %s", err.str())
 
     def _check_delivery(self) -> None:
@@ -193,12 +197,16 @@ class SourceTaskRunner(WorkerTask):
             try:
                 records = self.task.poll()
             except RetriableError as exc:
-                log.warning("Retriable error from poll(), polling again: %s", exc)
+                # Logged by the tracker: when the outage starts, in summaries, and when it ends.
+                log.debug("Retriable error from poll(), polling again: %s", exc)
+                self._system_unreachable(self._source_system, exc)
                 self.retry.total_retries += 1
                 records = None
                 self._stopping.wait(0.1)
             except Exception as exc:
                 raise self.retry.unrecoverable(Stage.TASK_POLL, _class_name(self.task), exc) from exc
+            else:
+                self.outages.reached(self._source_system)
             self._check_delivery()
             if records and not self._unfenced():
                 # Out of contact with the group, possibly frozen mid-loop: the task may already run
@@ -515,12 +523,16 @@ class SourceTaskRunner(WorkerTask):
             self._pending = snapshot
             if self._delivery_error is not None:
                 self._check_delivery()
-            log.warning(
+            # While Kafka is known to be out of reach the outage's own lines say why, once.
+            log.log(
+                logging.DEBUG if self.outages.is_open(self._kafka) else logging.WARNING,
                 "Failed to flush, timed out while waiting for producer to flush outstanding %d messages; "
                 "offsets not committed this time",
                 remaining,
             )
             return False
+        if snapshot:
+            self.outages.reached(self._kafka)  # everything delivered: Kafka answers
         if snapshot and not self._unfenced():
             log.warning("Not storing source offsets of %s: the worker is out of contact with its group", self.id)
             return False

@@ -10,8 +10,9 @@ then sends, and retries until the request's every action is settled:
   moving to the next ``connection.url`` each time;
 * some items fail with 429/5xx → only those items again, same rules;
 * an item is refused (400: mapping conflicts, unparsable values) → ``behavior.on.malformed.documents``:
-  ``fail`` fails the task, ``warn``/``ignore`` hand it to the task thread, which reports it to the
-  dead-letter queue and only then counts it settled;
+  ``fail`` fails the task (or, when the task has an errant record reporter, hands the item to it,
+  so ``errors.tolerance`` decides), ``warn``/``ignore`` hand it to the task thread, which reports
+  it to the dead-letter queue and only then counts it settled;
 * a version conflict (409) means the index already holds that version or a newer one: settled.
 
 Nothing else is dropped. Offsets: every action belongs to a :class:`Chunk`; a partition is safe to
@@ -76,6 +77,9 @@ class BulkProcessor:
         #: Actions submitted and not yet settled (sent, or refused and reported).
         self.buffered = 0
         self.failure: BaseException | None = None
+        #: Documents the server refuses go to the task's errant record reporter even with
+        #: ``behavior.on.malformed.documents=fail``, which then decides by ``errors.tolerance``.
+        self.report_refused = False
         self.documents_written = 0
         self.requests_sent = 0
         for lane in self._lanes:
@@ -318,7 +322,7 @@ class BulkProcessor:
         if refused:
             behavior = self.config.behavior_on_malformed_documents
             first_chunk, first_index, first_reason = refused[0]
-            if behavior is MalformedDocBehavior.FAIL:
+            if behavior is MalformedDocBehavior.FAIL and not self.report_refused:
                 record = first_chunk.record(first_index)
                 self._fail(
                     ConnectError(
@@ -338,7 +342,7 @@ class BulkProcessor:
                         record.kafka_offset,
                         reason,
                     )
-                else:
+                elif behavior is MalformedDocBehavior.IGNORE:
                     logger.debug("Ignoring a document the server refused: %s", reason)
             with self._lock:
                 self._reports += refused

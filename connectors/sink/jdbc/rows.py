@@ -23,6 +23,7 @@ from connectors.api import (
     SinkRecord,
     SinkRecordBatch,
     Type,
+    UnwritableRecordError,
 )
 from connectors.jdbc_common.dialects import Column
 from connectors.jdbc_common.types import infer_field_schema, value_adapter
@@ -186,6 +187,8 @@ class Rows:
         self.deletes: list[tuple[Any, ...]] = []
         self.delete_records: list[int] = []
         self.delete_columns: list[Column] = []
+        #: Record indexes of tombstones that are not applied (``delete.enabled=false``).
+        self.ignored: list[int] = []
 
     @property
     def rows(self) -> list[tuple[Any, ...]]:
@@ -280,6 +283,8 @@ class RowBuilder:
             dead_keys, result.delete_columns = self._key_columns(records, seg, dead, for_delete=True)
             result.deletes = list(zip(*dead_keys))
             result.delete_records = dead
+        elif dead:
+            result.ignored = dead
         if dedupe and result.key_count:
             _dedupe(result, records)
         return result
@@ -392,9 +397,10 @@ class RowBuilder:
             return [(f.name, f.schema) for f in schema.fields]
         bad = None if set(map(type, values)) == {dict} else next(i for i, v in enumerate(values) if type(v) is not dict)
         if bad is not None:
-            raise DataError(
+            raise UnwritableRecordError(
                 f"The JDBC sink needs struct or map record values, got {type(values[bad]).__name__} "
-                f"({records.coordinates(idx[bad])}); use a converter with schemas or JSON objects"
+                f"({records.coordinates(idx[bad])}); use a converter with schemas or JSON objects",
+                records.record(idx[bad]),
             )
         by_name = _uniform_columns(values)
         self._columns_cache = (id(values), by_name)

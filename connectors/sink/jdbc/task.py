@@ -45,6 +45,7 @@ from connectors.api import (
     SinkTask,
     SinkTaskContext,
     TopicPartition,
+    UnwritableRecordError,
 )
 from connectors.jdbc_common.connection import create_engine, safe_url, to_sqlalchemy_url
 from connectors.jdbc_common.dialects import dialect_for
@@ -100,6 +101,7 @@ class JdbcSinkTask(SinkTask):
         # Counts connection drops and cache resets: a chunk prepared before one is not sent.
         self._resets = 0
         self.records_written = 0
+        self.tombstones_ignored = 0  # null values not applied (delete.enabled=false), each one logged
         # Records sent by the JSON fast path (pgjson.py); a failed send is rewritten the ordinary way.
         self.records_from_json = 0
         self.records_from_json_binary = 0  # … of which as COPY binary data
@@ -123,7 +125,6 @@ class JdbcSinkTask(SinkTask):
         self._builder = RowBuilder(cfg, backend, self._tz)
         self._tables = TableManager(self._dialect, auto_create=cfg.auto_create, auto_evolve=cfg.auto_evolve)
         self._writer = writer_for(self._dialect)
-        self._warned_tombstones = False
         self._pending = None
         self._in_flight = None
         self._job = None
@@ -226,7 +227,13 @@ class JdbcSinkTask(SinkTask):
         """Read the outcome of the chunk in flight; if it failed, write it again here, with full error handling."""
         self._collect()
         if self._pending is not None:
-            self._write_chunk(self._pending)  # raises (keeping it pending) until it succeeds
+            try:
+                self._write_chunk(self._pending)  # raises (keeping it pending) until it succeeds
+            except UnwritableRecordError:
+                raise  # it names its record: the runtime applies errors.* to that one
+            except DataError as exc:
+                # Not about the batch of this put(): the runtime must not look for the record there.
+                raise ConnectError(f"Records written earlier were refused: {exc}") from exc
             self._pending = None
 
     def _collect(self) -> None:
@@ -333,8 +340,8 @@ class JdbcSinkTask(SinkTask):
             if len(segs) != 1 or segs[0].tombstones:
                 return None
             rows = self._builder.build(group, segs[0], dedupe=cfg.insert_mode is not InsertMode.INSERT)
-            if rows.deletes or not len(rows):
-                return None
+            if rows.deletes or rows.ignored or not len(rows):
+                return None  # the ordinary path applies or reports the tombstones
             table = cfg.table_name(group.topic)
             names = self._tables.known(table, rows.columns)
             if names is None:
@@ -435,6 +442,7 @@ class JdbcSinkTask(SinkTask):
         conn = self._connection()
         upsert = cfg.insert_mode is InsertMode.UPSERT
         rejected: list[_RowRejected] = []
+        ignored: dict[str, list[int]] = {}  # tombstones not applied, per topic (their offsets)
         trans = conn.begin()
         try:
             for gi, group in enumerate(groups):
@@ -452,15 +460,20 @@ class JdbcSinkTask(SinkTask):
                             self._writer.write(conn, table, names, keys, rows, cfg.insert_mode)
                     if rows.deletes:
                         self._delete(conn, table, rows)
-                    elif seg.tombstones and not cfg.delete_enabled and not self._warned_tombstones:
-                        self._warned_tombstones = True
-                        logger.warning(
-                            "Ignoring tombstones (null values) of topic %s: delete.enabled is false", group.topic
-                        )
+                    if rows.ignored:
+                        ignored.setdefault(group.topic, []).extend(group.offsets[i] for i in rows.ignored)
             if probe:
                 trans.rollback()
             else:
                 trans.commit()
+                for topic, offsets in ignored.items():
+                    self.tombstones_ignored += len(offsets)
+                    logger.warning(
+                        "Ignored %d tombstone(s) (null values) of topic %s, at offsets %s: delete.enabled is false",
+                        len(offsets),
+                        topic,
+                        _offset_list(offsets),
+                    )
         except BaseException as exc:
             self._rollback(trans)
             if not probe and isinstance(exc, Exception) and classify(exc) is Failure.ROW:
@@ -509,8 +522,9 @@ class JdbcSinkTask(SinkTask):
         if reporter is None:
             first = rejected[0]
             self._mark_unwritten(groups)
-            raise DataError(
-                f"The database rejected the record at {groups[first.group].coordinates(first.record)}: {first}"
+            raise UnwritableRecordError(
+                f"The database rejected the record at {groups[first.group].coordinates(first.record)}: {first}",
+                groups[first.group].record(first.record),
             ) from cause
         for r in rejected:
             group = groups[r.group]
@@ -668,6 +682,12 @@ def _undecoded_json(group: TopicRecords) -> bool:
     """Whether ``group`` is the runtime's batch of checked, not yet decoded JSON values."""
     batch = group.batch
     return batch is not None and batch.raw_format == "json" and not batch.values_converted
+
+
+def _offset_list(offsets: list[int], shown: int = 10) -> str:
+    """``offsets`` for a log line: the first few, and how many more."""
+    text = ", ".join(map(str, offsets[:shown]))
+    return text if len(offsets) <= shown else f"{text} and {len(offsets) - shown} more"
 
 
 def _first_offsets(groups: list[TopicRecords]) -> dict[TopicPartition, int]:

@@ -268,6 +268,7 @@ class TopicPartitionWriter:
         #: The offset after the last record seen (records below it are duplicates of a retried put).
         self.next_offset: int | None = None
         self.epoch_count = 0
+        self.tombstones_ignored = 0  # null values skipped (behavior.on.null.values=ignore), each logged
         self.epoch_base_time: int | None = None
         self.current_encoded: str | None = None
         self.current_schema: Schema | None = None
@@ -309,12 +310,21 @@ class TopicPartitionWriter:
                 start += 1  # a put() retried after a RetriableError: these are buffered already
         if start >= n:
             return
-        self.check_schedule()
         values = cols.values
+        has_null = None in values
+        if has_null and self.settings.null_values == "fail":
+            # Before any state changes: the runtime offers the batch again without the record.
+            first = next((i for i in range(start, n) if values[i] is None), None)
+            if first is not None:
+                raise DataError(
+                    f"Null value in {cols.topic}-{cols.partition} at offset {cols.offsets[first]}; "
+                    "set behavior.on.null.values=ignore (or write) to accept tombstones"
+                )
+        self.check_schedule()
         fast = (
             self.partitioner.per_kafka_partition
             and self._times_extractor is None
-            and None not in values
+            and not has_null
             and _uniform(cols.schemas, start)
         )
         if fast:
@@ -371,6 +381,7 @@ class TopicPartitionWriter:
         run: dict[str, list[int]] = {}  # records not yet handed to their object, per directory
         rotate_interval = settings.rotate_interval_ms
         time_based = self.partitioner.time_based
+        ignored = 0
         for k in range(n - start):
             i = start + k
             offset = offsets[i]
@@ -381,6 +392,7 @@ class TopicPartitionWriter:
                     if self.is_empty and not run:
                         self.durable = offset + 1
                     self.next_offset = offset + 1
+                    ignored += 1
                     continue
                 if settings.null_values == "fail":
                     raise DataError(
@@ -416,12 +428,29 @@ class TopicPartitionWriter:
                 self._flush_run(run, cols)
                 self.rotate_all(offset + 1)
         self._flush_run(run, cols)
+        if ignored:
+            self.tombstones_ignored += ignored
+            logger.warning(
+                "Ignored %d tombstone(s) (null values) of %s-%d up to offset %d: behavior.on.null.values=ignore",
+                ignored,
+                cols.topic,
+                cols.partition,
+                offsets[n - 1],
+            )
 
     def _flush_run(self, run: dict[str, list[int]], cols: Columns) -> None:
-        for encoded, indices in run.items():
+        runs = list(run.items())
+        for k, (encoded, indices) in enumerate(runs):
             obj = self._object(encoded, cols, indices[0])
             schema = cols.schemas[indices[0]] if cols.schemas else None
-            obj.append(cols, indices, schema)
+            try:
+                obj.append(cols, indices, schema)
+            except DataError:
+                # A value the format refuses (appends leave nothing of a refused call): the records
+                # of this run and the later ones are not written, so a put() offered again must not
+                # skip them as already buffered.
+                self.next_offset = min(cols.offsets[i[0]] for _, i in runs[k:])
+                raise
         run.clear()
 
     def _evict_oldest(self, run: dict[str, list[int]], cols: Columns) -> None:

@@ -142,12 +142,27 @@ def test_malformed_documents_go_to_the_reporter_and_then_count_as_done(cluster: 
 
 def test_malformed_documents_fail_the_task_by_default(cluster: FakeCluster) -> None:
     cluster.refuse = lambda doc: doc.get("i") == 1
-    task, ctx = _task()
+    task, ctx = _task(RecordingContext({TP0, TP1}, reporter=False))
     try:
         task.put(_records(3))
         with pytest.raises(ConnectError, match="offset 1"):
             task.flush({})
         assert ctx.reported == []
+    finally:
+        task.stop()
+
+
+def test_malformed_documents_go_to_the_errant_record_reporter_when_there_is_one(cluster: FakeCluster) -> None:
+    # behavior.on.malformed.documents=fail leaves the record to errors.tolerance (the reporter fails
+    # the task under none, after the DLQ if there is one; dead-letters it under all).
+    cluster.refuse = lambda doc: doc.get("i") == 1
+    task, ctx = _task()
+    try:
+        task.put(_records(3))
+        task.flush({})
+        assert [r.kafka_offset for r, _ in ctx.reported] == [1]
+        assert set(cluster.indices["t"]) == {"k0", "k2"}
+        assert task.pre_commit({TP0: 3}) == {TP0: 3}
     finally:
         task.stop()
 

@@ -26,6 +26,7 @@ from connectors.api import (
     SinkRecordBatch,
     Timestamp,
     TopicPartition,
+    UnwritableRecordError,
 )
 from connectors.sink.jdbc import JdbcSinkConnector, JdbcSinkTask
 from tests.unit.connectors.jdbc.conftest import FakeReporter, FakeSinkContext
@@ -271,3 +272,40 @@ def test_connector_makes_identical_task_configs_with_the_password() -> None:
     assert configs[0]["connection.password"] == "pw" and configs[0]["topics"] == "a,b"
     assert "connection.password" in JdbcSinkConnector.Config.secret_keys()
     assert "io.confluent.connect.jdbc.JdbcSinkConnector" in JdbcSinkConnector.aliases
+
+
+@pytest.mark.parametrize("mode", ["insert", "upsert"])
+def test_tombstones_that_are_not_applied_are_counted_and_logged_once_per_batch(
+    make_task: Any, db_url: str, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    task = make_task(**{"insert.mode": mode, "pk.mode": "record_value", "pk.fields": "id"})
+    with caplog.at_level("WARNING", logger="connectors.sink.jdbc.task"):
+        task.put([rec(0, 1, "a"), tombstone(1, 2), rec(2, 3, "c"), tombstone(3, 4)])
+        task.put([rec(4, 5, "e"), tombstone(5, 6)])
+    assert [r[0] for r in rows(db_url)] == [1, 3, 5]
+    warnings = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Ignored")]
+    assert warnings == [
+        "Ignored 2 tombstone(s) (null values) of topic customers, at offsets 1, 3: delete.enabled is false",
+        "Ignored 1 tombstone(s) (null values) of topic customers, at offsets 5: delete.enabled is false",
+    ]
+    assert task.tombstones_ignored == 3
+    assert task.pre_commit({TP: 6}) == {TP: 6}
+
+
+def test_a_value_that_is_not_an_object_is_refused_naming_the_record_before_anything_is_written(
+    make_task: Any, db_url: str
+) -> None:
+    task = make_task(**{"insert.mode": "upsert", "pk.mode": "record_value", "pk.fields": "id"})
+    good = SinkRecord("customers", 0, 0, {"id": 1, "name": "a"}, None, 1, INT64_SCHEMA)
+    bad = SinkRecord("customers", 0, 1, [1, 2, 3], None, 2, INT64_SCHEMA)
+    with pytest.raises(UnwritableRecordError, match="offset 1") as info:
+        task.put([good, bad])
+    assert info.value.record.kafka_offset == 1
+    assert not rows_or_none(db_url)
+
+
+def rows_or_none(db_url: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'customers'").fetchone() is None:
+            return []
+        return conn.execute('SELECT * FROM "customers"').fetchall()

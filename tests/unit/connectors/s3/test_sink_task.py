@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
+import fastavro
 import orjson
 import pytest
 
@@ -369,3 +371,26 @@ def test_closing_waits_for_uploads_in_flight() -> None:
         task.stop()
     finally:
         S3SinkTask.storage_factory = None
+
+
+@pytest.mark.parametrize(
+    ("fmt", "poison"),
+    [("avro", [1, 2, 3]), ("avro", {"i": "not-a-number", "c": "a"}), ("json", None)],
+)
+def test_a_refused_record_changes_nothing_so_the_batch_offered_again_without_it_is_written_once(
+    bucket: MemoryStorage, fmt: str, poison: Any
+) -> None:
+    # SinkTask.put's contract: a DataError leaves nothing of the batch written; the runtime then
+    # offers the other records again (here: the halves around the refused one).
+    task = _task(**{"format.class": fmt, "flush.size": 100})
+    records = [r if r.kafka_offset != 5 else r.replace(value=poison) for r in _records(10)]
+    with pytest.raises(DataError):
+        task.put(records)
+    task.put(records[:5])
+    task.put(records[6:])
+    writer = task.writers[TP]
+    writer.rotate_all(10)
+    writer.drain(wait=True)
+    (data,) = bucket.objects.values()
+    written = list(fastavro.reader(io.BytesIO(data))) if fmt == "avro" else _lines(data)
+    assert [r["i"] for r in written] == [0, 1, 2, 3, 4, 6, 7, 8, 9]
