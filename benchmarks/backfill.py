@@ -13,6 +13,9 @@ warm SparkSession (``local[2]``, ``SLUICE_BENCH_BACKFILL_PARTITIONS`` JDBC parti
   and count query, the CDC position (a temporary slot's exported snapshot), Connect JSON envelope, partitioning as the streaming producer);
 * **Sluice, schemas off** — the same without the JSON schema envelope, whose values are about the
   size of bare Spark's (the envelope makes each value several times larger);
+* **Sluice, CDC flavour** — the same table written as a PostgreSQL CDC connector's snapshot
+  (``target.cdc``: Debezium read events, the connector's keys and partitioner; larger values, as
+  the Debezium envelope schema is larger);
 * **streaming JDBC source** (first size only; ``SLUICE_BENCH_BACKFILL_STREAMING=0`` skips it) — ``JdbcSource`` in ``mode=bulk`` through a worker.
 
 Two more runs say how far the ``noop`` ratio can go on these cores:
@@ -281,6 +284,39 @@ def sluice(
     return Result(f"Sluice backfill JDBC → topic ({rows:,}{label})", rows, rows * first_value_size(bootstrap, topic), elapsed)
 
 
+def sluice_cdc(provider: Any, pg: PostgresServer, bootstrap: str, table: str, rows: int) -> Result:
+    """The same table as the PostgreSQL CDC connector's snapshot records (``target.cdc``)."""
+    from connectors.backfill import run_job
+    from worker.backfill.models import parse_spec
+
+    tag = uuid.uuid4().hex[:8]
+    prefix = f"bench-cdc-{tag}"
+    with psycopg.connect(pg.dsn(), autocommit=True) as conn:
+        database = conn.info.dbname
+    config = {
+        "connector.class": "PostgresCdcSource", "database.dbname": database, "topic.prefix": prefix,
+        "table.include.list": f"public\\.{table}", "slot.name": f"bench_{tag}", "publication.name": f"bench_{tag}",
+        "publication.autocreate.mode": "filtered", "key.converter": "JsonConverter", "value.converter": "JsonConverter",
+    }  # fmt: skip
+    spec = parse_spec({
+        "id": "bench-cdc",
+        "kind": "jdbc_to_topic",
+        "source": {"connection.url": pg.jdbc_url(), "connection.user": "postgres", "table": f"public.{table}", "num.partitions": PARTITIONS},
+        "target": {"partitions": TOPIC_PARTITIONS, "bootstrap.servers": bootstrap, "cdc": {"name": "bench", "config": config}},
+    })
+    start = time.perf_counter()
+    try:
+        summary = run_job(provider, spec, _Ctx(), bootstrap_servers=bootstrap)
+    finally:
+        with psycopg.connect(pg.dsn(), autocommit=True) as conn:  # the slot would retain WAL
+            conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s", (f"bench_{tag}",))
+            conn.execute(f'DROP PUBLICATION IF EXISTS "bench_{tag}"')
+    elapsed = time.perf_counter() - start
+    assert summary["rows"] == rows, summary
+    topic = summary["topic"]
+    return Result(f"Sluice backfill JDBC → CDC topic ({rows:,}, target.cdc)", rows, rows * first_value_size(bootstrap, topic), elapsed)
+
+
 def sluice_serialization(spark: Any, pg: PostgresServer, bootstrap: str, table: str, rows: int) -> Result:
     """The key, value and partition columns the job writes, built by its own functions, into ``noop``."""
     from connectors.backfill.jdbc_topic import measure, plan_table, read_table, records_frame
@@ -381,9 +417,10 @@ def main() -> None:
             ours, ours_cpu = with_cpu(sluice, provider, pg, bootstrap, table, rows)
             plain, plain_cpu = with_cpu(sluice, provider, pg, bootstrap, table, rows, schemas=False)
             serialized, serialized_cpu = with_cpu(sluice_serialization, spark, pg, bootstrap, table, rows)
+            cdc, cdc_cpu = with_cpu(sluice_cdc, provider, pg, bootstrap, table, rows)
             runs = (
                 (base, base_cpu, None), (bare, bare_cpu, None), (same, same_cpu, None), (ours, ours_cpu, same),
-                (plain, plain_cpu, bare), (serialized, serialized_cpu, base),
+                (plain, plain_cpu, bare), (serialized, serialized_cpu, base), (cdc, cdc_cpu, same),
             )
             for result, cpu, baseline in runs:
                 print(result.line(baseline))
@@ -404,6 +441,10 @@ def main() -> None:
                 f"for 10-byte records and no serialization at all: {read / (read + tiny_cpu):.2f}"
             )
             print(f"  without the schema envelope (values about as large as bare Spark's): Sluice / bare {plain.rate / bare.rate:.2f}")
+            print(
+                f"  the CDC flavour (Debezium read events, ~{cdc.bytes // rows} B/value, their envelope schema included): "
+                f"{cdc.rate / same.rate:.2f} of bare Spark writing the JDBC flavour's envelope"
+            )
             if i == 0 and os.environ.get("SLUICE_BENCH_BACKFILL_STREAMING", "1") != "0":
                 stream = streaming(pg, bootstrap, table, rows)
                 print(stream.line())

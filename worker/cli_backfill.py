@@ -202,21 +202,74 @@ def list_jobs(ctx: click.Context, as_json: bool) -> None:
         click.echo("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
+#: What the worker shows instead of a secret (see worker.backfill.models.masked_spec).
+HIDDEN = "[hidden]"
+
+
+def handoff_connector(info: dict[str, Any], overrides: dict[str, str]) -> dict[str, Any] | None:
+    """The CDC connector to create (``{"name", "config"}``: the job's ``target.cdc`` merged with the
+    recorded start position and ``overrides``), or ``None`` when the job names no connector."""
+    cdc = ((info.get("spec") or {}).get("target") or {}).get("cdc")
+    position = (info.get("status") or {}).get("source_position") or {}
+    if not cdc:
+        return None
+    return {"name": cdc["name"], "config": {**cdc.get("config", {}), **position.get("cdc", {}), **overrides}}
+
+
+def _overrides(pairs: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--set")
+        out[key] = value
+    return out
+
+
 @backfill.command("status")
 @click.argument("job_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the server's JSON response.")
 @click.option(
-    "--handoff", is_flag=True, help="Print only the CDC connector settings that continue from the read (JSON, to merge into its config)."
+    "--handoff",
+    is_flag=True,
+    help="Print the CDC connector to start from the read: the job's target.cdc connector with its start position "
+    "({name, config}, for POST /connectors), or only the settings to merge when the job names no connector.",
+)
+@click.option("--apply", is_flag=True, help="With --handoff: create that connector on the worker (POST /connectors).")
+@click.option(
+    "--set", "settings", multiple=True, metavar="KEY=VALUE", help="With --handoff: set a connector key (e.g. a password the worker hides)."
 )
 @click.pass_context
-def status(ctx: click.Context, job_id: str, as_json: bool, handoff: bool) -> None:
+def status(ctx: click.Context, job_id: str, as_json: bool, handoff: bool, apply: bool, settings: tuple[str, ...]) -> None:
     """Show a job's state, progress, rate, ETA, error and recorded source position."""
-    info = _client(ctx).get(rest_path("backfills", job_id))
+    client = _client(ctx)
+    info = client.get(rest_path("backfills", job_id))
+    if apply and not handoff:
+        raise click.UsageError("--apply needs --handoff")
     if handoff:
+        state = info["status"].get("state")
         position = info["status"].get("source_position") or {}
         if not position.get("cdc"):
-            raise click.ClickException(f"Backfill {job_id} recorded no CDC hand-off position (state {info['status'].get('state')})")
-        click.echo(orjson.dumps(position["cdc"], option=orjson.OPT_INDENT_2).decode())
+            raise click.ClickException(f"Backfill {job_id} recorded no CDC hand-off position (state {state})")
+        connector = handoff_connector(info, _overrides(settings))
+        if connector is None:
+            if apply:
+                raise click.ClickException(f"Backfill {job_id} names no CDC connector (target.cdc); merge these settings into its config")
+            click.echo(orjson.dumps(position["cdc"], option=orjson.OPT_INDENT_2).decode())
+            return
+        if not apply:
+            click.echo(orjson.dumps(connector, option=orjson.OPT_INDENT_2).decode())
+            return
+        if state != "SUCCEEDED":
+            raise click.ClickException(f"Backfill {job_id} is {state}: start the CDC connector once it SUCCEEDED")
+        hidden = sorted(k for k, v in connector["config"].items() if v == HIDDEN)
+        if hidden:
+            raise click.ClickException(
+                f"the worker hides {', '.join(hidden)}: pass --set {hidden[0]}=… (or use a config provider reference "
+                "such as ${env:PG_PASSWORD} in the job's target.cdc.config)"
+            )
+        _, created = client.call("POST", "/connectors", body=connector)
+        click.echo(f"Created connector {created.get('name', connector['name'])}: streaming from {position['cdc'].get('streaming.start.lsn')}")
         return
     if as_json:
         click.echo(orjson.dumps(info, option=orjson.OPT_INDENT_2).decode())

@@ -5,7 +5,8 @@ SparkSession (:class:`~connectors.backfill.session.SparkSessionProvider`), insid
 group named after the run so :func:`cancel_job` can stop it. Failures come out as
 :class:`BackfillJobError` carrying Spark's own error message (:mod:`connectors.backfill.errors`).
 
-Job kinds: ``jdbc_to_topic`` (:mod:`~connectors.backfill.jdbc_topic`), ``s3_to_topic``
+Job kinds: ``jdbc_to_topic`` (:mod:`~connectors.backfill.jdbc_topic`; with ``target.cdc``, the CDC
+connector's snapshot records, :mod:`~connectors.backfill.cdc_topic`), ``s3_to_topic``
 (:mod:`~connectors.backfill.s3_topic`), ``topic_to_s3`` and ``topic_to_sink``
 (:mod:`~connectors.backfill.topic_sink`).
 """

@@ -234,11 +234,23 @@ def jdbc_url(connection_url: str) -> str:
 _DRIVERS = {"postgresql": "org.postgresql.Driver", "mysql": "com.mysql.cj.jdbc.Driver"}
 
 
-def read_table(spark: Any, source: Any, plan: TablePlan, point: ConsistentPoint | None = None) -> Any:
-    """The DataFrame of the partitioned JDBC read (every partition in ``point``'s snapshot when given)."""
+def read_table(
+    spark: Any,
+    source: Any,
+    plan: TablePlan,
+    point: ConsistentPoint | None = None,
+    *,
+    dbtable: str | None = None,
+    partition_column: str | None = None,
+    session_sql: tuple[str, ...] = (),
+) -> Any:
+    """The DataFrame of the partitioned JDBC read (every partition in ``point``'s snapshot when given).
+
+    ``dbtable`` reads a query instead of the table (``partition_column``: its name there of the
+    plan's partition column); ``session_sql`` runs on each connection after the snapshot import."""
     url = jdbc_url(source.connection_url)
     protocol = url.split(":")[1]
-    reader = spark.read.format("jdbc").option("url", url).option("dbtable", plan.table)
+    reader = spark.read.format("jdbc").option("url", url).option("dbtable", dbtable or plan.table)
     # Without an explicit driver class DriverManager finds none in Spark's class loader.
     if protocol in _DRIVERS:
         reader = reader.option("driver", _DRIVERS[protocol])
@@ -247,12 +259,13 @@ def read_table(spark: Any, source: Any, plan: TablePlan, point: ConsistentPoint 
     if source.connection_password:
         reader = reader.option("password", source.connection_password.get_secret_value())
     reader = reader.option("fetchsize", str(source.fetch_size)).option("preferTimestampNTZ", "true")
-    if point is not None:
-        reader = reader.option("sessionInitStatement", point.session_init_statement())
+    init = ([point.session_init_statement()] if point is not None else []) + list(session_sql)
+    if init:
+        reader = reader.option("sessionInitStatement", "; ".join(init))
     if plan.partition_column is not None and plan.lower is not None and plan.upper is not None and plan.rows > 0:
         partitions = max(1, min(source.num_partitions, plan.upper - plan.lower + 1))
         reader = (
-            reader.option("partitionColumn", plan.partition_column)
+            reader.option("partitionColumn", partition_column or plan.partition_column)
             .option("lowerBound", str(plan.lower))
             .option("upperBound", str(plan.upper + 1))
             .option("numPartitions", str(partitions))
@@ -286,6 +299,11 @@ def records_frame(df: Any, source: Any, target: Any, plan: TablePlan, partitions
 def run_jdbc_to_topic(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> dict[str, Any]:
     """Run one JDBC → topic backfill; return a summary for the status."""
     source, target = spec.source, spec.target
+    if getattr(target, "cdc", None) is not None:
+        # The CDC connector's snapshot records (see connectors.backfill.cdc_topic).
+        from connectors.backfill.cdc_topic import run_cdc_snapshot
+
+        return run_cdc_snapshot(spark, spec, ctx, bootstrap)
     plan = plan_table(source)
     # The table is valid: the topic is made while the read position and the bounds are taken.
     with ThreadPoolExecutor(1, thread_name_prefix="backfill-topic") as pool:
@@ -301,15 +319,18 @@ def run_jdbc_to_topic(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) ->
             partitions = topic.result()
             if partitions != expected:
                 df = records_frame(read_table(spark, source, plan, point), source, target, plan, partitions)
-            return _write(spec, ctx, bootstrap, plan, df, partitions)
+            return write_records(spec, ctx, bootstrap, plan, df, partitions, target.topic)
 
 
-def _write(spec: Any, ctx: JobContext, bootstrap: str, plan: TablePlan, df: Any, partitions: int) -> dict[str, Any]:
+def write_records(
+    spec: Any, ctx: JobContext, bootstrap: str, plan: TablePlan, df: Any, partitions: int, topic: str
+) -> dict[str, Any]:
+    """Write ``df`` (key, value, partition) to ``topic`` with Spark's Kafka sink, reporting progress."""
     target = spec.target
     ctx.progress(rows_total=plan.rows, rows_done=0)
     if ctx.cancelled:
         raise BackfillJobError("cancelled before the read began")
-    writer = df.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", target.topic)
+    writer = df.write.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
     producer = {**PRODUCER_DEFAULTS, **target.producer}
     for key, value in producer.items():
         writer = writer.option(f"kafka.{key}", value)
@@ -318,19 +339,19 @@ def _write(spec: Any, ctx: JobContext, bootstrap: str, plan: TablePlan, df: Any,
         plan.table,
         plan.rows,
         f"partitioned on {plan.partition_column}" if plan.partition_column else "one partition",
-        target.topic,
+        topic,
     )
     # Spark's Kafka sink reports no row or byte metrics (and an Observation on it never completes),
     # so progress is the growth of the topic, and bytes are rows x the mean size of sampled records.
     def report(rows: int) -> None:
         ctx.progress(rows_done=rows, bytes_done=round(rows * monitor.mean_record_bytes()) if rows else 0)
 
-    with TopicGrowthMonitor(bootstrap, target.topic, partitions, report) as monitor:
+    with TopicGrowthMonitor(bootstrap, topic, partitions, report) as monitor:
         writer.save()
         written = monitor.written()
     report(written)
     ctx.record("bytes_estimated", True)
-    return {"topic": target.topic, "rows": written, "partitions": partitions, "table_rows": plan.rows}
+    return {"topic": topic, "rows": written, "partitions": partitions, "table_rows": plan.rows}
 
 
 def quote(name: str) -> str:

@@ -15,7 +15,16 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from connectors.api import ConfigError
 from worker.backfill.conf_policy import kafka_option_problem, master_problem, spark_conf_problem
@@ -88,10 +97,40 @@ class JdbcTableSource(_Section):
         return value.strip()
 
 
+class CdcConnectorTarget(_Section):
+    """The PostgreSQL CDC connector a backfill hands off to: the body of its ``POST /connectors``."""
+
+    name: str = Field(min_length=1, description="The connector's name (what --apply creates)")
+    config: dict[str, Any] = Field(
+        description="The PostgreSQL CDC connector's config (topic.prefix, table.include.list, slot.name, "
+        "decimal.handling.mode, time.precision.mode, converters …); the backfill writes what its snapshot would"
+    )
+
+    @field_validator("config")
+    @classmethod
+    def _is_postgres_cdc(cls, value: dict[str, Any]) -> dict[str, Any]:
+        connector_class = str(value.get("connector.class") or "")
+        if connector_class.rsplit(".", 1)[-1] not in ("PostgresCdcSource", "PostgresConnector"):
+            raise ValueError("connector.class must be the PostgreSQL CDC source (PostgresCdcSource or Debezium's PostgresConnector)")
+        for key in ("topic.prefix", "database.dbname"):
+            if not value.get(key):
+                raise ValueError(f"{key} is required")
+        return value
+
+
 class KafkaTopicTarget(_Section):
     """Where records go: a topic, written by Spark's Kafka data source."""
 
-    topic: str = Field(min_length=1, description="Target topic (created when missing)")
+    cdc: CdcConnectorTarget | None = Field(
+        None,
+        description="Hand off to this PostgreSQL CDC connector: write its snapshot's records (Debezium read events, "
+        "its keys, schemas, conversions and partitioner) to its topic, from its slot's consistent point",
+    )
+    topic: str | None = Field(
+        None,
+        validate_default=True, min_length=1, description="Target topic (created when missing); with cdc, the CDC connector's topic"
+    )
+
     bootstrap_servers: str | None = Field(None, description="Kafka bootstrap servers; default: the worker's")
     partitions: int | None = Field(None, ge=1, description="Partitions of the topic when it must be created")
     replication_factor: int = Field(-1, description="Replication factor when the topic is created (-1: broker default)")
@@ -126,6 +165,13 @@ class KafkaTopicTarget(_Section):
     @classmethod
     def _upper(cls, value: Any) -> Any:
         return value.upper() if isinstance(value, str) else value
+
+    @field_validator("topic")
+    @classmethod
+    def _topic_or_cdc(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None and info.data.get("cdc") is None:
+            raise ValueError("required (or cdc, to write the CDC connector's topic)")
+        return value
 
 
 class TopicRangeSource(_Section):
@@ -351,7 +397,13 @@ def _mask(value: Any, key: str = "") -> Any:
         return {k: _mask(v, k) for k, v in value.items()}
     if isinstance(value, list):
         return [_mask(v, key) for v in value]
-    if isinstance(value, str) and _SECRET_KEY_RE.search(key) and not key.endswith(("converter", "format.class")):
+    # A config-provider reference (${env:PG_PASSWORD}) is no secret: shown, as Connect shows it.
+    if (
+        isinstance(value, str)
+        and _SECRET_KEY_RE.search(key)
+        and not key.endswith(("converter", "format.class"))
+        and not value.strip().startswith("${")
+    ):
         return "[hidden]"
     return value
 
