@@ -125,7 +125,9 @@ def serve(
             log.warning("Second signal: exiting without waiting for tasks")
             raise SystemExit(130)
         log.info("Received %s, shutting down (flushing and committing offsets)", signal.Signals(signum).name)
-        stop.set()
+        # Only the counter: the handler runs on the main thread between two of its bytecodes, and
+        # that may be inside stop.wait(), holding the Event's (non-reentrant) lock — stop.set() here
+        # would then wait for that lock forever (seen as a worker that ignored SIGTERM).
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -144,7 +146,7 @@ def serve(
     try:
         if after_start is not None:
             exit_code = after_start(stop)
-        while not stop.wait(0.5):
+        while not signals["count"] and not stop.wait(0.2):
             pass
     finally:
         if stack_dump_after_s > 0:
