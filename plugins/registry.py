@@ -12,6 +12,7 @@ arbitrary installed modules).
 
 from __future__ import annotations
 
+import difflib
 import enum
 import importlib
 import importlib.util
@@ -186,12 +187,36 @@ class PluginRegistry:
         if info is None:
             known = sorted({p.name for p in self.plugins(kinds)})
             what = " or ".join(k.value for k in kinds)
+            close = self.suggest(name, kinds)
+            hint = f"Did you mean {' or '.join(close)}? " if close else ""
             raise ConfigError(
-                f"Failed to find any class that implements {what} plugin and which name matches {name}; "
-                f"{key} must be one of: {', '.join(known) or '(none installed)'}",
+                f"Failed to find any class that implements {what} plugin and which name matches {name}. "
+                f"{hint}{key} must be one of: {', '.join(known) or '(none installed)'}",
                 key=key,
             )
         return info
+
+    def suggest(self, name: str, kinds: Iterable[PluginKind], limit: int = 3) -> list[str]:
+        """The plugin names closest to a misspelt ``name`` (over every name and alias of each plugin),
+        each plugin given once by the spelling that matched, best first."""
+        candidates: dict[str, PluginInfo] = {}
+        for info in self.plugins(kinds):
+            for known in info.names():
+                candidates.setdefault(known, info)
+        # Case and package don't matter to a reader: compare short, lower-cased names.
+        short = {known.rsplit(".", 1)[-1].rsplit(":", 1)[-1].lower(): known for known in candidates}
+        wanted = name.rsplit(".", 1)[-1].rsplit(":", 1)[-1].lower()
+        found: list[str] = []
+        seen: list[PluginInfo] = []
+        for match in difflib.get_close_matches(wanted, list(short), n=limit * 4, cutoff=0.8):
+            info = candidates[short[match]]
+            if any(info is s for s in seen):
+                continue
+            seen.append(info)
+            found.append(short[match].rsplit(".", 1)[-1].rsplit(":", 1)[-1])
+            if len(found) == limit:
+                break
+        return found
 
     def connector(self, name: str) -> PluginInfo:
         return self.resolve(name, (PluginKind.SOURCE, PluginKind.SINK), "connector.class")

@@ -6,24 +6,12 @@ Levels are spelled as Connect (log4j) spells them; Python's levels map onto them
 from __future__ import annotations
 
 import logging
-import threading
-import time
 
 from connectors.api import NotFoundError
 from worker.herder import BadRequest
+from worker.log_levels import LOG4J_LEVELS, LOGGER_LEVELS, ROOT, python_level
 
-_TO_PYTHON = {
-    "OFF": logging.CRITICAL + 10,
-    "FATAL": logging.CRITICAL,
-    "ERROR": logging.ERROR,
-    "WARN": logging.WARNING,
-    "INFO": logging.INFO,
-    "DEBUG": logging.DEBUG,
-    "TRACE": 5,
-}
-_FROM_PYTHON = {v: k for k, v in _TO_PYTHON.items()}
-
-ROOT = "root"
+_FROM_PYTHON = {v: k for k, v in LOG4J_LEVELS.items()}
 
 
 def connect_level(level: int) -> str:
@@ -35,11 +23,8 @@ def connect_level(level: int) -> str:
 
 
 class LoggerLevels:
-    """Reads and sets logger levels, remembering when each was set over the API."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._modified: dict[str, int] = {}
+    """Reads and sets logger levels; when each was set over the API is kept with the levels
+    themselves (:data:`worker.log_levels.LOGGER_LEVELS`), so cluster-wide changes show it too."""
 
     @staticmethod
     def _logger(name: str) -> logging.Logger:
@@ -58,24 +43,19 @@ class LoggerLevels:
         if name != ROOT and name not in logging.root.manager.loggerDict:
             raise NotFoundError(f"Logger {name} not found.")
         logger = self._logger(name)
-        with self._lock:
-            modified = self._modified.get(name)
-        return {"level": connect_level(logger.getEffectiveLevel()), "last_modified": modified}
+        return {"level": connect_level(logger.getEffectiveLevel()), "last_modified": LOGGER_LEVELS.last_modified(name)}
 
     def set_level(self, name: str, level: str) -> list[str]:
-        """Set ``name`` and its descendants to ``level``; returns the loggers affected, sorted."""
-        value = _TO_PYTHON.get(level.strip().upper()) if isinstance(level, str) else None
+        """Set ``name`` and its descendants to ``level`` in this worker and its task processes;
+        returns the loggers affected here, sorted."""
+        value = self.parse_level(level)
+        # Through the process-wide record, so task processes (task.executor=process) follow it too.
+        return sorted(LOGGER_LEVELS.set(name, value))
+
+    @staticmethod
+    def parse_level(level: object) -> int:
+        """The Python level of a log4j level name; :class:`BadRequest` for anything else."""
+        value = python_level(level)
         if value is None:
             raise BadRequest(f"Invalid log level '{level}'.")
-        prefix = "" if name == ROOT else f"{name}."
-        affected = [name]
-        self._logger(name).setLevel(value)
-        for other, logger in list(logging.root.manager.loggerDict.items()):
-            if isinstance(logger, logging.Logger) and (name == ROOT or other.startswith(prefix)) and other != name:
-                logger.setLevel(value)
-                affected.append(other)
-        now = int(time.time() * 1000)
-        with self._lock:
-            for logger_name in affected:
-                self._modified[logger_name] = now
-        return sorted(affected)
+        return value

@@ -8,6 +8,7 @@ shapes that Connect UIs and clients already parse.
 
 from __future__ import annotations
 
+import threading
 import types
 import typing
 from collections.abc import Mapping
@@ -20,9 +21,14 @@ from connectors.api import ConfigError, Connector, config_problems, dotted
 from plugins import PluginInfo, PluginKind
 from worker.config import ConnectorConfig, split_connector_config
 from worker.config_providers import has_placeholder
+from worker.connector_keys import ignored_key_warnings, split_own_keys
 from worker.masking import MASK, mask_config, mask_text
 
 COMMON_GROUP = "Common"
+
+#: How long a connector's :meth:`~connectors.api.Connector.validate_connectivity` may take (the
+#: request waits one second more, then reports a timeout).
+CONNECTIVITY_TIMEOUT_S = 5.0
 
 # Keys every connector has in Connect but only sinks use; sources don't list them.
 _SINK_ONLY = {"topics", "topics.regex"}
@@ -187,6 +193,8 @@ def validate_config(
     connector_cls = _connector_class(plugin)
     declared = {key for key, _ in _model_keys(connector_cls.Config)}
     own_raw.update({k: v for k, v in common_raw.items() if k in declared})
+    own_raw, ignored = split_own_keys(connector_cls.Config, own_raw, common_raw)
+    warnings = ignored_key_warnings(connector_cls, ignored)
     try:
         connector_cls.Config.model_validate(own_raw)
     except ValidationError as exc:
@@ -198,9 +206,13 @@ def validate_config(
             errors.setdefault(exc.key or "connector.class", []).append(str(exc))
     if not errors and not unresolvable:
         try:
-            full_check(checked)
+            validated = full_check(checked)
         except ConfigError as exc:
             errors.setdefault(exc.key or "connector.class", []).append(str(exc))
+        else:
+            # Only a config that is valid otherwise is worth a round trip to the external system.
+            for key, message in check_connectivity(connector_cls, getattr(validated, "own", None)).items():
+                errors.setdefault(key, []).append(message)
     # Other errors of such a key are about the placeholder's own text ("not a topic name"), not a value.
     errors.update({key: [message] for key, message in unresolvable.items()})
     # Checks of resolved values may quote them (pydantic's "invalid value ..."); resolve() registered them.
@@ -214,10 +226,15 @@ def validate_config(
         value = shown[name] if name in raw else d["default_value"]
         recommended = _recommended(info.annotation)
         configs.append({"definition": d, "value": _value_info(name, value, recommended, errors.get(name, []))})
-    for name in sorted(set(errors) - set(by_name)):
-        # An undefined key (a typo) gets an entry of its own so the UI can show its error.
+    for name in sorted((set(errors) | set(warnings)) - set(by_name)):
+        # A key the connector does not define gets an entry of its own so a UI can show it: its
+        # errors (an unresolvable placeholder) count; its warning (ignored, why, did you mean) does
+        # not, since Connect clients count only ``errors`` — Sluice adds ``warnings`` beside them.
         d = {**key_info(name, FieldInfo(annotation=str, default=None), None, -1), "importance": "LOW"}
-        configs.append({"definition": d, "value": _value_info(name, shown.get(name), [], errors[name])})
+        value = _value_info(name, shown.get(name), [], errors.get(name, []))
+        if name in warnings:
+            value["warnings"] = [warnings[name]]
+        configs.append({"definition": d, "value": value})
     groups = list(dict.fromkeys(d["group"] for d in defs if d["group"] is not None))
     return {
         # Connect names the result after connector.class as the request spelled it.
@@ -225,7 +242,36 @@ def validate_config(
         "error_count": sum(len(e) for e in errors.values()),
         "groups": groups,
         "configs": configs,
+        # Sluice's addition: the keys accepted but ignored, so a client need not scan ``configs``.
+        "warnings": [{"name": name, "message": message} for name, message in warnings.items()],
     }
+
+
+def check_connectivity(connector_cls: type[Connector], own: Any, timeout_s: float = CONNECTIVITY_TIMEOUT_S) -> dict[str, str]:
+    """The connector's :meth:`~connectors.api.Connector.validate_connectivity` answer, on a thread
+    of its own so that a system that never answers costs the request ``timeout_s`` + 1 s at most."""
+    overridden = getattr(connector_cls.validate_connectivity, "__func__", None) is not getattr(
+        Connector.validate_connectivity, "__func__", None
+    )
+    if own is None or not overridden:
+        return {}
+    result: dict[str, str] = {}
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.update(connector_cls.validate_connectivity(own, timeout_s))
+        except Exception as exc:  # a connector bug must not turn validate into a 500
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name=f"validate-connectivity-{connector_cls.__name__}", daemon=True)
+    thread.start()
+    thread.join(timeout_s + 1.0)
+    if thread.is_alive():
+        return {"connector.class": f"{connector_cls.__name__} could not check connectivity within {timeout_s:g} s"}
+    if failure:
+        return {"connector.class": f"Checking connectivity failed: {failure[0]}"}
+    return dict(result)
 
 
 def _resolve_each(

@@ -70,6 +70,10 @@ _KEYS = {
     "errors.deadletterqueue.context.headers.enable",
 }
 
+#: ``errors.*`` keys that belong to a connector, not to the runtime (Debezium's retry count), so
+#: configs written for it deploy unchanged; the connector lists them if it does not honour them.
+CONNECTOR_ERRORS_KEYS = frozenset({"errors.max.retries"})
+
 
 def _int(raw: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
     value = raw.get(key, default)
@@ -108,7 +112,7 @@ class ErrorHandlingConfig:
         """The ``errors.*`` keys of a connector config; a :class:`ConfigError` names a bad key."""
         raw = {k: v for k, v in config.items() if k.startswith("errors.")}
         for key in raw:
-            if key not in _KEYS:
+            if key not in _KEYS and key not in CONNECTOR_ERRORS_KEYS:
                 raise ConfigError(f"Unknown configuration {key}; error handling takes {', '.join(sorted(_KEYS))}", key=key)
         tolerance = str(raw.get("errors.tolerance", "none")).strip().lower()
         if tolerance not in ("none", "all"):

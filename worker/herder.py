@@ -15,6 +15,7 @@ from typing import Any
 
 from connectors.api import ConnectError
 from plugins import PluginInfo
+from worker.log_levels import LOGGER_LEVELS, python_level
 from worker.status import TargetState
 
 
@@ -180,3 +181,15 @@ class Herder(abc.ABC):
 
     @abc.abstractmethod
     def plugins(self) -> list[PluginInfo]: ...
+
+    def set_cluster_logger_level(self, name: str, level: str) -> None:
+        """``PUT /admin/loggers/{name}?scope=cluster`` (KIP-976): every worker of the cluster, and
+        each of its task processes, sets ``name`` and its descendants to ``level`` (a log4j name).
+
+        Called on a REST thread. A standalone worker is a cluster of one: the level is set here.
+        :class:`BadRequest` for a level that is not a log4j name.
+        """
+        value = python_level(level)
+        if value is None:
+            raise BadRequest(f"Invalid log level '{level}'.")
+        LOGGER_LEVELS.set(name, value)

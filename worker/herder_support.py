@@ -138,21 +138,29 @@ class PluginQueries:
             raise Forbidden(message)
 
     def connector_plugin_config(self, plugin: str) -> list[dict[str, Any]]:
-        info = self.worker.plugins.find(plugin, (*CONNECTOR_KINDS, *(k for k in PluginKind if k not in CONNECTOR_KINDS)))
+        kinds = (*CONNECTOR_KINDS, *(k for k in PluginKind if k not in CONNECTOR_KINDS))
+        info = self.worker.plugins.find(plugin, kinds)
         if info is None:
-            raise NotFoundError(f"Unknown plugin {plugin}.")
+            raise NotFoundError(self._unknown_plugin(plugin, kinds))
         return plugin_definitions(info)
+
+    def _unknown_plugin(self, plugin: str, kinds: Iterable[PluginKind]) -> str:
+        """Connect's "Unknown plugin X." plus the closest names, when one is close (a typo)."""
+        close = self.worker.plugins.suggest(plugin, kinds)
+        return f"Unknown plugin {plugin}." + (f" Did you mean {' or '.join(close)}?" if close else "")
 
     def validate_connector_config(self, plugin: str, config: Mapping[str, Any]) -> dict[str, Any]:
         info = self.worker.plugins.find(plugin, CONNECTOR_KINDS)
         if info is None:
-            raise NotFoundError(f"Unknown plugin {plugin}.")
+            raise NotFoundError(self._unknown_plugin(plugin, CONNECTOR_KINDS))
         raw = {str(k): stringify(v) for k, v in config.items()}
         included = raw.get("connector.class")
         if included:
             included_info = self.worker.plugins.find(str(included), CONNECTOR_KINDS)
             if included_info is None or included_info.cls is not info.cls:
-                raise BadRequest(f"Included connector type {included} does not match request type {plugin}")
+                close = self.worker.plugins.suggest(str(included), CONNECTOR_KINDS) if included_info is None else []
+                hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+                raise BadRequest(f"Included connector type {included}{hint} does not match request type {plugin}")
         else:
             raw["connector.class"] = plugin
         return validate_config(info, raw, self.worker.validate, self.worker.resolve)

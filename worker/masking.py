@@ -39,8 +39,10 @@ def mask_config(config: Mapping[str, Any], secret_keys: Iterable[str] = ()) -> d
 
     A value that is a config-provider placeholder (``${env:DB_PASSWORD}``) is kept: it is a
     reference, not the secret, and Connect returns it so configs can be read back and re-applied.
-    Any other string value has registered secrets masked inside it (:func:`mask_text`), so a
-    value a connector derived from a resolved secret (a task config) does not show it either.
+    Any other string value has registered secrets masked where they stand alone in it (not inside
+    a longer word: a password ``postgres`` must not turn a connector class into
+    ``io.debezium.connector.[hidden]ql…``), so a value a connector derived from a resolved secret
+    (a task config, a URL with the password in it) does not show it either.
     """
     declared = set(secret_keys)
     masked: dict[str, Any] = {}
@@ -48,7 +50,7 @@ def mask_config(config: Mapping[str, Any], secret_keys: Iterable[str] = ()) -> d
         if (key in declared or is_secret_key(key)) and value not in (None, "") and not _is_placeholder(value):
             masked[key] = MASK
         elif isinstance(value, str):
-            masked[key] = mask_text(value)
+            masked[key] = SECRETS.mask_tokens(value)
         else:
             masked[key] = value
     return masked
@@ -72,6 +74,7 @@ class SecretRegistry:
         self._lock = threading.Lock()
         self._values: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
+        self._token_pattern: re.Pattern[str] | None = None
 
     def register(self, value: Any) -> None:
         """Remember ``value`` (a string, or a pydantic ``SecretStr``) as a secret."""
@@ -89,10 +92,23 @@ class SecretRegistry:
             self._values |= new
             # Longest first, so a secret that contains another is hidden whole.
             ordered = sorted(self._values, key=len, reverse=True)
-            self._pattern = re.compile("|".join(re.escape(v) for v in ordered))
+            alternatives = "|".join(re.escape(v) for v in ordered)
+            self._pattern = re.compile(alternatives)
+            self._token_pattern = re.compile(f"(?<![A-Za-z0-9])(?:{alternatives})(?![A-Za-z0-9])")
 
     def mask(self, text: str) -> str:
         pattern = self._pattern
+        if pattern is None or not text:
+            return text
+        return pattern.sub(MASK, text)
+
+    def mask_tokens(self, text: str) -> str:
+        """Like :meth:`mask`, but only where a secret stands alone: not inside a longer word.
+
+        For values shown in a config: a password ``postgres`` then hides the user ``postgres`` and
+        ``u:postgres@db``, but not the ``postgres`` inside ``io.debezium.connector.postgresql``.
+        """
+        pattern = self._token_pattern
         if pattern is None or not text:
             return text
         return pattern.sub(MASK, text)
@@ -102,6 +118,7 @@ class SecretRegistry:
         with self._lock:
             self._values.clear()
             self._pattern = None
+            self._token_pattern = None
 
 
 SECRETS = SecretRegistry()

@@ -11,8 +11,10 @@ The child (a *spawned* interpreter: librdkafka's threads do not survive ``fork``
 same runner with a :class:`~worker.worker.Worker` of its own and runs it on a thread, exactly as
 the thread executor does. Two pipes connect it to the worker:
 
-* **control**: target states, stop, and the distributed fence go down (the fence every half
-  second: a task process that stops hearing it, its worker frozen, holds its writes); the task's state changes
+* **control**: target states, stop, logger levels set over the API (``PUT /admin/loggers``; the
+  levels set before the child started are handed to it as it spawns), and the distributed fence
+  go down (the fence every half second: a task process that stops hearing it, its worker frozen,
+  holds its writes); the task's state changes
   (startup, pause, resume, degraded with its trace, recovered, failure with its trace, shutdown)
   and the topics it used come up and reach the herder's listener as if the task ran in-process.
 * **offsets**: the worker's offset store stays single-writer in the worker process (the file
@@ -41,6 +43,7 @@ from typing import Any
 from connectors.api import ConnectError
 from offsets import OffsetStore
 from worker.errors import RelayedErrorMetrics
+from worker.log_levels import LOGGER_LEVELS, apply_logger_levels, set_logger_level
 from worker.runners.base import TaskStatusListener
 from worker.runtime import parent_death_signal
 from worker.status import ConnectorTaskId, TargetState
@@ -90,6 +93,9 @@ class ProcessTaskRunner:
         self._killed = False
         self._metrics = RelayedErrorMetrics(task_id)  # what the status shows under "errors"
         self._send_lock = threading.Lock()
+        # Logger levels set over the API so far, filled in by start() (the child gets them as it spawns).
+        self._log_levels: list[tuple[str, int]] = []
+        self._unsubscribe_levels: Callable[[], None] | None = None
         self._control, child_control = _SPAWN.Pipe()
         self._offsets, child_offsets = _SPAWN.Pipe()
         settings = {**worker_config, "task.executor": "thread"}  # the child runs its one task on a thread
@@ -105,6 +111,7 @@ class ProcessTaskRunner:
                 child_control,
                 child_offsets,
                 logging.getLevelName(logging.getLogger().getEffectiveLevel()),
+                self._log_levels,
                 os.getpid(),
             ),
             name=f"sluice-task-{task_id}",
@@ -117,7 +124,14 @@ class ProcessTaskRunner:
     # -- the herder's interface -------------------------------------------------------------------
 
     def start(self) -> None:
-        _spawn(self._process)
+        # Subscribed before the snapshot is taken, so a level set while the child starts still reaches it.
+        levels, self._unsubscribe_levels = LOGGER_LEVELS.subscribe(self._on_logger_level)
+        self._log_levels[:] = levels
+        try:
+            _spawn(self._process)
+        except BaseException:
+            self._unsubscribe_levels()
+            raise
         for end in self._child_ends:
             end.close()  # the child holds them now; EOF then means the child is gone
         self._events.start()
@@ -160,6 +174,10 @@ class ProcessTaskRunner:
     @property
     def pid(self) -> int | None:
         return self._process.pid
+
+    def _on_logger_level(self, name: str, level: int) -> None:
+        """A logger level set in the worker (``PUT /admin/loggers/{name}``): the child sets it too."""
+        self._send(("log_level", name, level))
 
     # -- worker side threads ----------------------------------------------------------------------
 
@@ -208,6 +226,8 @@ class ProcessTaskRunner:
             elif event == "shutdown":
                 ended = True
                 listener.on_shutdown(task_id)
+        if self._unsubscribe_levels is not None:
+            self._unsubscribe_levels()
         self._process.join(10)
         if not ended and not self._killed:
             code = self._process.exitcode
@@ -366,6 +386,7 @@ def _child_main(
     control: Connection,
     offsets: Connection,
     log_level: str,
+    log_levels: list[tuple[str, int]],
     worker_pid: int,
 ) -> None:
     """Entry point of a task process: build the task's runner as the worker would, run it, and
@@ -378,6 +399,7 @@ def _child_main(
     _die_with_worker(worker_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the worker's to handle, then it stops us
     configure_logging(log_level)
+    apply_logger_levels(log_levels)  # what PUT /admin/loggers set in the worker before this task started
     set_context(task_id.connector, task_id.task)
     lock = threading.Lock()
 
@@ -422,6 +444,8 @@ def _child_main(
                 elif command == "reset_topics":
                     runner.reset_active_topics()
                     reported.clear()
+                elif command == "log_level":
+                    set_logger_level(args[0], args[1])
                 elif command == "fence":
                     heard[0], heard[1] = time.monotonic(), True
                     (fence_open.set if args[0] else fence_open.clear)()

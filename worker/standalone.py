@@ -228,6 +228,7 @@ class StandaloneHerder(TaskStatusReporting, PluginQueries, Herder):
             self._start_connector(name, handle)
             info = ConnectorInfo(name, mask_config(raw, handle.secret_keys), sorted(handle.runners), validated.type)
         log.info("%s connector %s (%s)", "Updated" if existing else "Created", name, validated.plugin.class_name)
+        self.worker.warn_ignored_keys(validated)
         return existing is None, info
 
     def delete_connector(self, name: str) -> None:

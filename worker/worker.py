@@ -28,11 +28,13 @@ from worker.client_policy import ClientOverridePolicy, override_policy
 from worker.clients import SINK_CONSUMER_DEFAULTS, SOURCE_PRODUCER_DEFAULTS, client_config
 from worker.config import ConnectorConfig, WorkerConfig, split_connector_config, sub_config
 from worker.config_providers import ConfigProviders, has_placeholder, reverse_transform
+from worker.connector_keys import ignored_key_warnings, split_own_keys
 from worker.errors import DeadLetterQueue, ErrorHandlingConfig
 from worker.local_paths import allowed_roots, check_local_paths, warn_if_unconfined
 from worker.masking import mask_text, register_config_secrets
 from worker.runners import SinkTaskRunner, SourceTaskRunner, TaskStatusListener, WorkerTask
 from worker.status import ConnectorTaskId, TargetState
+from worker.topic_creation import TopicCreationConfig, TopicCreator, has_topic_creation_keys
 from worker.transform_chain import build_chain
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,8 @@ class ValidatedConnector:
     common: ConnectorConfig
     plugin: PluginInfo
     own: Any
+    #: Keys the connector does not define (kept in ``raw``, never handed to it), sorted.
+    ignored: tuple[str, ...] = ()
 
     @property
     def type(self) -> str:
@@ -129,9 +133,13 @@ class Worker:
         declared = {info.alias for info in connector_cls.Config.model_fields.values() if info.alias}
         own_raw.update({k: v for k, v in common_raw.items() if k in declared})
         register_config_secrets(resolved, connector_cls.Config.secret_keys())
+        # Keys the connector does not define are kept and ignored, as Connect does (connector_keys).
+        own_raw, ignored = split_own_keys(connector_cls.Config, own_raw, common_raw)
         check_local_paths(own_raw, connector_cls.Config.path_keys(), self.connector_path_roots)
         own = connector_cls.validate(own_raw)
         ErrorHandlingConfig.parse(common_raw)
+        if plugin.kind is PluginKind.SOURCE:
+            TopicCreationConfig.parse(common_raw)  # KIP-158 keys: numbers and regexes, checked even when disabled
         self.client_policy.check_config(resolved)
         if plugin.kind is PluginKind.SINK:
             if not common.topic_list and not common.topics_regex:
@@ -144,7 +152,24 @@ class Worker:
             chain.close()
         # Resolve converters now so a typo fails the create call, not the task start.
         self._converters(common, resolved)
-        return ValidatedConnector(dict(raw), common, plugin, own)
+        return ValidatedConnector(dict(raw), common, plugin, own, tuple(sorted(ignored)))
+
+    def warn_ignored_keys(self, validated: ValidatedConnector) -> None:
+        """Log once, when a connector is created or updated, the keys it ignores and why."""
+        if validated.ignored:
+            warnings = ignored_key_warnings(validated.connector_class, validated.ignored)
+            log.warning(
+                "Connector %s ignores %d configuration key(s): %s",
+                validated.common.name,
+                len(warnings),
+                "; ".join(warnings.values()),
+            )
+        if not self.config.topic_creation_enable and has_topic_creation_keys(validated.raw):
+            log.warning(
+                "Connector %s sets topic.creation.* keys, but this worker has topic.creation.enable=false: they are "
+                "ignored and the broker decides how its topics are created",
+                validated.common.name,
+            )
 
     def _converters(self, common: ConnectorConfig, raw: Mapping[str, Any]) -> tuple[Converter, Converter, HeaderConverter]:
         key_name = common.key_converter or self.config.key_converter
@@ -238,6 +263,7 @@ class Worker:
                 errors=errors,
                 dlq=dlq,
                 degraded_after_ms=self.config.task_degraded_after_ms,
+                topic_creator=self._topic_creator(task_id, resolved),
             )
         if issubclass(connector_cls, SinkConnector):
             consumer = client_config(
@@ -272,6 +298,22 @@ class Worker:
                 degraded_after_ms=self.config.task_degraded_after_ms,
             )
         raise ConfigError(f"{connector_cls.__name__} is neither a source nor a sink connector", key="connector.class")
+
+    def _topic_creator(self, task_id: ConnectorTaskId, resolved: Mapping[str, Any]) -> TopicCreator | None:
+        """What creates a source task's topics per ``topic.creation.*`` (KIP-158), with an admin
+        client of the worker's ``admin.*`` settings and the connector's ``admin.override.*``."""
+        creation = TopicCreationConfig.parse(resolved) if self.config.topic_creation_enable else None
+        if creation is None:
+            return None
+        admin = client_config(
+            self.config.bootstrap_servers,
+            {"client.id": f"connector-admin-{task_id}"},
+            self.config.prefixed("admin."),
+            sub_config(resolved, "admin.override."),
+            self.client_policy,
+            what="admin",
+        )
+        return TopicCreator(creation, admin)
 
     def _dead_letter_queue(self, task_id: ConnectorTaskId, errors: ErrorHandlingConfig, resolved: Mapping[str, Any]) -> DeadLetterQueue:
         """A task's own DLQ producer (and the admin client that creates the topic if missing)."""

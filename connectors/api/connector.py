@@ -52,6 +52,11 @@ class Connector(abc.ABC):
     Config: ClassVar[type[PluginConfig]] = PluginConfig
     task_class: ClassVar[type[Task]]
     version: ClassVar[str] = "0.0.0"
+    #: Keys the anchor connector (Debezium's, Confluent's) defines that this one accepts but does not
+    #: honour, each with the reason. The runtime keeps them in the stored config, never hands them to
+    #: :meth:`start`, and names them with the reason in the answer of the validate endpoint, so a
+    #: config written for the anchor can be deployed unchanged and its author sees what is ignored.
+    unimplemented_keys: ClassVar[Mapping[str, str]] = {}
 
     context: ConnectorContext
 
@@ -77,6 +82,22 @@ class Connector(abc.ABC):
         Override to add cross-field checks; call ``super().validate(raw)`` first.
         """
         return cls.Config.parse(raw)
+
+    @classmethod
+    def validate_connectivity(cls, config: Any, timeout_s: float) -> dict[str, str]:
+        """Check that the external system named by ``config`` answers and accepts the credentials.
+
+        ``config`` is what :meth:`validate` returned. Return ``{key: message}`` for each problem,
+        on the key the user should fix (``connection.url`` for an unreachable database,
+        ``connection.password`` for refused credentials); an empty mapping when all is well.
+        Messages must not contain secrets. Give up after about ``timeout_s`` seconds.
+
+        Called only by the validate endpoint (``PUT /connector-plugins/{p}/config/validate``), as
+        Connect's connectors do in ``validate``; creating a connector never calls it. Thread: a
+        short-lived thread of the REST request, which stops waiting after ``timeout_s`` plus a
+        margin and reports a timeout on ``connector.class``; the thread may outlive the answer.
+        """
+        return {}
 
 
 class SourceConnector(Connector):

@@ -96,3 +96,37 @@ class JdbcConnectionConfig(PluginConfig):
             if isinstance(value, SecretStr):
                 data[info.alias or name] = value.get_secret_value()
         return data
+
+
+#: Keys of Confluent's JDBC connectors (both) that Sluice accepts and does not honour, with the reason.
+JDBC_UNIMPLEMENTED_KEYS: dict[str, str] = {
+    "jdbc.credentials.provider.class": "credentials come from connection.user/connection.password or a config provider (${env:…}, ${file:…})",
+    "quote.sql.identifiers": "identifiers are always quoted (Confluent's default)",
+    "connection.provider.class": "Sluice opens connections through SQLAlchemy; there is no JDBC provider",
+}
+
+JDBC_SOURCE_UNIMPLEMENTED_KEYS: dict[str, str] = {
+    **JDBC_UNIMPLEMENTED_KEYS,
+    "incrementing.column.mapping": "per-table column mappings are not implemented; set incrementing.column.name",
+    "timestamp.columns.mapping": "per-table column mappings are not implemented; set timestamp.column.name",
+    "timestamp.granularity": "timestamps are always Connect logical Timestamps (connect_logical)",
+    "numeric.precision.mapping": "deprecated by Confluent; use numeric.mapping",
+    "query.masked": "not implemented; set query (its text is not a secret Sluice masks)",
+    "query.retry.attempts": "not implemented",
+    "transaction.isolation.mode": "not implemented; queries run at the database's default isolation level",
+    "date.calendar.system": "not implemented; dates are proleptic Gregorian",
+    "max.buffer.size": "not implemented; batch.max.rows bounds a poll",
+    "poll.linger.ms": "not implemented; batch.max.rows bounds a poll",
+}
+
+JDBC_SINK_UNIMPLEMENTED_KEYS: dict[str, str] = {
+    **JDBC_UNIMPLEMENTED_KEYS,
+    "table.types": "only tables are written (TABLE); writing to views is not implemented",
+    "date.timezone": "not implemented; db.timezone applies",
+    "timestamp.precision.mode": "not implemented",
+    "timestamp.fields.list": "not implemented (only read with timestamp.precision.mode=nanoseconds)",
+    "replace.null.with.default": "not implemented",
+    "string.output.value.column.name": "not implemented",
+    "mssql.use.merge.holdlock": "SQL Server is not a supported database",
+    "trim.sensitive.log": "not implemented",
+}

@@ -210,3 +210,53 @@ def connect_with_retries(
 def _first_line(exc: BaseException | None) -> str:
     text = str(exc) if exc is not None else ""
     return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+
+
+def connectivity_problems(
+    url: URL,
+    timeout_s: float,
+    *,
+    url_key: str = "connection.url",
+    user_key: str = "connection.user",
+    password_key: str = "connection.password",
+) -> dict[str, str]:
+    """Open one connection to ``url`` and run ``SELECT 1``: ``{}``, or the problem on the key to fix.
+
+    An unreachable server or unknown database is ``url_key``'s problem, an unknown user
+    ``user_key``'s, refused credentials ``password_key``'s. The message names the URL with its
+    password hidden and never contains the password. SQLite is not checked (connecting creates the
+    file). Gives up after about ``timeout_s`` seconds (the driver's connect timeout).
+    """
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        return {}
+    sa = import_sqlalchemy()
+    seconds = max(1, int(timeout_s))
+    connect_args = {"connect_timeout": seconds}
+    if backend == "mysql":
+        connect_args.update(read_timeout=seconds, write_timeout=seconds)
+    try:
+        engine = sa.create_engine(url, poolclass=sa.pool.NullPool, connect_args=connect_args)
+    except Exception as exc:  # a missing driver, a bad option
+        return {url_key: f"Cannot use {safe_url(url)}: {_hide(_first_line(exc), url.password)}"}
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+    except Exception as exc:  # the driver's own exception types vary
+        text = _hide(_first_line(getattr(exc, "orig", None) or exc), url.password)
+        lowered = text.lower()
+        if "password" in lowered or "access denied" in lowered or "authentication failed" in lowered:
+            key = password_key
+        elif "role" in lowered and "does not exist" in lowered:
+            key = user_key
+        else:
+            key = url_key
+        return {key: f"Cannot connect to {safe_url(url)}: {text}"}
+    finally:
+        engine.dispose()
+    return {}
+
+
+def _hide(text: str, password: Any) -> str:
+    """``text`` without ``password`` in it (a driver may echo the connection string)."""
+    return text.replace(str(password), "****") if password else text

@@ -520,3 +520,21 @@ class ObjectUpload:
             except Exception:  # an orphaned upload is only a cost; lifecycle rules clean it up
                 logger.warning("Could not abort the multipart upload of %s", self.key, exc_info=True)
             self._upload_id = None
+
+
+def bucket_problems(conn: S3Connection, timeout_s: float) -> dict[str, str]:
+    """HeadBucket with a client of its own (no retries, ``timeout_s`` timeouts): ``{}`` when the
+    bucket answers, else the problem on the key to fix — ``store.url`` (or ``s3.region`` without
+    one) when the service cannot be reached, ``aws.access.key.id`` when it refuses the credentials,
+    ``s3.bucket.name`` when the bucket is missing or forbidden. Messages hold no secret."""
+    quick = replace(conn, max_attempts=1, connect_timeout_s=timeout_s, read_timeout_s=timeout_s)
+    try:
+        S3Storage(quick, client=S3Storage._new_client(quick)).check_bucket()
+    except RetriableError as exc:
+        return {"store.url" if conn.endpoint_url else "s3.region": str(exc)}
+    except ConnectError as exc:
+        text = str(exc)
+        if any(code in text for code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "no AWS credentials")):
+            return {"aws.access.key.id": text}
+        return {"s3.bucket.name": text}
+    return {}

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, Field
 
+from rest.deps import HerderDep
 from rest.errors import ERROR_RESPONSES
 from rest.logger_levels import LoggerLevels
 
@@ -37,9 +38,12 @@ def get_logger(name: str, levels: LevelsDep) -> dict[str, Any]:
 
 
 @router.put("/{name}", summary="Set the level of a logger and its descendants")
-def set_logger(name: str, body: LevelRequest, levels: LevelsDep, scope: str = "worker") -> Any:
-    affected = levels.set_level(name, body.level)
-    # A standalone worker is its own cluster: "cluster" scope applies here and answers as Connect does.
+def set_logger(name: str, body: LevelRequest, levels: LevelsDep, herder: HerderDep, scope: str = "worker") -> Any:
+    """``scope=worker`` (the default; any other value too, as in Connect): this worker and its task
+    processes, answered with the loggers affected here. ``scope=cluster`` (KIP-976): every worker of
+    the cluster through the config topic (a standalone worker is a cluster of one), answered 204."""
     if scope.lower() == "cluster":
+        levels.parse_level(body.level)  # a bad level is a 400 before anything is written
+        herder.set_cluster_logger_level(name, body.level)
         return Response(status_code=204)
-    return affected
+    return levels.set_level(name, body.level)

@@ -87,12 +87,21 @@ def test_errors_name_the_problem(worker: WorkerProcess, tmp_path: Path) -> None:
     unknown = httpx.post(f"{worker.url}/connectors", json={"name": "u", "config": {**ok, "connector.class": "NoSuchThing"}})
     assert unknown.status_code == 400
     assert "NoSuchThing" in unknown.json()["message"] and "FileStreamSource" in unknown.json()["message"]
+    typo = httpx.post(f"{worker.url}/connectors", json={"name": "u", "config": {**ok, "connector.class": "FileStreamSorce"}})
+    assert typo.status_code == 400 and "Did you mean FileStreamSource?" in typo.json()["message"]
 
     missing = httpx.post(f"{worker.url}/connectors", json={"name": "m", "config": {"connector.class": "FileStreamSource"}})
     assert missing.status_code == 400 and "topic" in missing.json()["message"]
 
+    # An undefined key is accepted, kept and returned, as Connect does; validate names it with a suggestion.
     extra = httpx.post(f"{worker.url}/connectors", json={"name": "e", "config": {**ok, "tpoic": "typo"}})
-    assert extra.status_code == 400 and "tpoic" in extra.json()["message"]
+    assert extra.status_code == 201 and extra.json()["config"]["tpoic"] == "typo"
+    assert httpx.get(f"{worker.url}/connectors/e/config").json()["tpoic"] == "typo"
+    replaced = httpx.put(f"{worker.url}/connectors/e/config", json={**ok, "tpoic": "typo", "exactly.once.support": "requested"})
+    assert replaced.status_code == 200 and replaced.json()["config"]["exactly.once.support"] == "requested"
+    infos = httpx.put(f"{worker.url}/connector-plugins/FileStreamSource/config/validate", json={**ok, "tpoic": "typo"}).json()
+    assert infos["error_count"] == 0 and 'did you mean "topic"' in infos["warnings"][0]["message"]
+    httpx.delete(f"{worker.url}/connectors/e")
 
     bad_int = httpx.post(f"{worker.url}/connectors", json={"name": "b", "config": {**ok, "tasks.max": "many"}})
     assert bad_int.status_code == 400 and "tasks.max" in bad_int.json()["message"]

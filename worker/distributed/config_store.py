@@ -9,6 +9,7 @@ Keys and values are Connect's (JSON without schemas, one partition, compacted):
 ``target-state-<c>``           ``{"state": "PAUSED", "state.v2": "STOPPED"}`` (``state`` for old readers)
 ``restart-connector-<c>``      ``{"only-failed": bool, "include-tasks": bool}``
 ``session-key``                ``{"key": base64, "algorithm": "HmacSHA256", "creation-timestamp": ms}``
+``logger-cluster-<logger>``    ``{"level": "DEBUG"}`` — ``PUT /admin/loggers/<logger>?scope=cluster`` (KIP-976)
 =============================  =====================================================================
 
 Sluice adds one record, ``sluice-assignment``: the leader's current assignment (see
@@ -17,7 +18,10 @@ they do not know, so the topic stays readable by Connect tooling.
 
 Only the leader writes, through a transactional producer whose ``transactional.id`` is the same on
 every worker: a new leader's ``init_transactions`` fences the previous one, so a deposed leader
-that has not noticed yet cannot write anything.
+that has not noticed yet cannot write anything. The one exception, as in Connect, is a
+``logger-cluster-*`` record: any worker writes it, with a plain producer, since it changes no state
+the leader owns. Every worker applies such a record when it reads it, but not the ones already in
+the topic when it started (they were meant for the workers running then).
 """
 
 from __future__ import annotations
@@ -37,12 +41,14 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from worker.distributed.assignor import CONNECTOR, Item
 from worker.distributed.forwarding import NoLeader
 from worker.distributed.kafka_log import KafkaLog, KafkaLogError
+from worker.log_levels import apply_cluster_logger_level
 from worker.status import TargetState
 
 log = logging.getLogger(__name__)
 
 ASSIGNMENT_KEY = "sluice-assignment"
 SESSION_KEY = "session-key"
+LOGGER_CLUSTER_PREFIX = "logger-cluster-"
 
 
 class NotLeader(NoLeader):
@@ -161,8 +167,11 @@ class ConfigStore:
         on_change: Callable[[], None],
         producer_overrides: Mapping[str, Any] | None = None,
         consumer_overrides: Mapping[str, Any] | None = None,
+        on_logger_level: Callable[[str, str], None] = apply_cluster_logger_level,
     ) -> None:
         self.topic = topic
+        self._on_logger_level = on_logger_level
+        self._started = False  # logger-cluster records read before this are the past's
         self._bootstrap = bootstrap_servers
         self._group_id = group_id
         self._client_id = client_id
@@ -179,6 +188,7 @@ class ConfigStore:
 
     def start(self) -> None:
         self._log.start()
+        self._started = True
 
     def stop(self) -> None:
         self.resign()
@@ -215,6 +225,9 @@ class ConfigStore:
             value = orjson.loads(raw_value) if raw_value is not None else None
         except orjson.JSONDecodeError:
             log.warning("Skipping config record %s: the value is not JSON", key)
+            return
+        if (logger := _split(key, LOGGER_CLUSTER_PREFIX)) is not None:
+            self._logger_level_record(logger, value)
             return
         with self._lock:
             s = self._snapshot
@@ -261,6 +274,42 @@ class ConfigStore:
             else:
                 log.debug("Ignoring config record with unknown key %s", key)
         self._on_change()
+
+    def _logger_level_record(self, logger: str, value: Any) -> None:
+        level = value.get("level") if isinstance(value, dict) else None
+        if not isinstance(level, str):
+            log.error("Ignoring the cluster-wide level of logger %s: the record holds no level string: %r", logger, value)
+        elif self._started:
+            self._on_logger_level(logger, level)
+        else:
+            log.debug("Ignoring level %s of logger %s: it was set for the cluster before this worker started", level, logger)
+
+    # -- writing (any worker) ----------------------------------------------------------------------------
+
+    def put_logger_level(self, logger: str, level: str, *, timeout: float = 30.0) -> None:
+        """Write ``logger-cluster-<logger>``; returns once this worker has read it back (and so
+        applied it). Any worker may write it, leader or not (KIP-976)."""
+        producer = Producer(
+            {
+                "bootstrap.servers": self._bootstrap,
+                "client.id": f"{self._client_id}-loggers",
+                "acks": "all",
+                "linger.ms": 0,
+                **self._producer_overrides,
+            }
+        )
+        errors: list[KafkaError] = []
+        producer.produce(
+            self.topic,
+            orjson.dumps({"level": level}),
+            f"{LOGGER_CLUSTER_PREFIX}{logger}".encode(),
+            on_delivery=lambda err, _msg: errors.append(err) if err is not None else None,
+        )
+        if producer.flush(timeout) > 0:
+            raise KafkaLogError(f"Writing the level of logger {logger} to {self.topic} timed out after {timeout}s")
+        if errors:
+            raise KafkaLogError(f"Writing the level of logger {logger} to {self.topic} failed: {errors[0].str()}")
+        self.read_to_end(timeout)
 
     # -- writing (the leader only) ---------------------------------------------------------------------
 

@@ -49,13 +49,14 @@ from worker.distributed.forwarding import (
 from worker.distributed.membership import GroupMembership
 from worker.distributed.requests import ClusterRequests
 from worker.distributed.status_store import KafkaStatusStore
-from worker.herder import Herder
+from worker.herder import BadRequest, Herder
 from worker.herder_support import (
     PluginQueries,
     TaskStatusReporting,
     call_with_timeout,
     stringify,
 )
+from worker.log_levels import python_level
 from worker.logcontext import clear_context, set_context
 from worker.masking import mask_text
 from worker.restarts import TaskRestarter
@@ -236,6 +237,13 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, ClusterRequests, Her
             except Exception as exc:
                 log.debug("Cannot read the Kafka cluster id: %s", exc)
         return self._cluster_id
+
+    def set_cluster_logger_level(self, name: str, level: str) -> None:
+        """KIP-976: a ``logger-cluster-<name>`` record in the config topic, which every worker
+        (this one included, before this returns) applies as it reads it."""
+        if python_level(level) is None:
+            raise BadRequest(f"Invalid log level '{level}'.")
+        self.configs.put_logger_level(name, level.strip().upper(), timeout=self.config.worker_sync_timeout_ms / 1000 + 10)
 
     # -- the tick thread ---------------------------------------------------------------------------------
 

@@ -218,6 +218,7 @@ class ClusterRequests:
         self.configs.write(records)
         tasks = list(range(len(snapshot.task_configs.get(name, ())))) if current is not None else []
         log.info("%s connector %s (%s)", "Updated" if current else "Created", name, validated.plugin.class_name)
+        self.worker.warn_ignored_keys(validated)
         return current is None, ConnectorInfo(name, mask_config(raw, self._secret_keys(raw)), tasks, validated.type)
 
     def patch_connector_config(self, name: str, patch: Mapping[str, Any]) -> ConnectorInfo:

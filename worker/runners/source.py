@@ -36,6 +36,7 @@ from worker.errors import (
 from worker.outages import DEFAULT_DEGRADED_AFTER_MS
 from worker.runners.base import TaskStatusListener, WorkerTask
 from worker.status import ConnectorTaskId, TargetState
+from worker.topic_creation import TopicCreator
 
 log = logging.getLogger(__name__)
 
@@ -101,9 +102,11 @@ class SourceTaskRunner(WorkerTask):
         errors: ErrorHandlingConfig | None = None,
         dlq: DeadLetterQueue | None = None,
         degraded_after_ms: int = DEFAULT_DEGRADED_AFTER_MS,
+        topic_creator: TopicCreator | None = None,
     ) -> None:
         super().__init__(task_id, listener, initial_state, degraded_after_ms=degraded_after_ms)
         self.task = task
+        self._topic_creator = topic_creator
         self.task_config = dict(task_config)
         self._producer_config = dict(producer_config)
         self._offset_store = offset_store
@@ -255,6 +258,8 @@ class SourceTaskRunner(WorkerTask):
         for record, k, v in zip(records, keys, values):
             if record.topic is not last_topic:  # an identity check: tasks reuse one topic string
                 last_topic = record.topic
+                if last_topic not in active_topics:
+                    self._first_write(last_topic)
                 active_topics.add(last_topic)
             try:
                 if commit_record is None and record.partition is None and record.timestamp is None and record.headers is None:
@@ -288,6 +293,7 @@ class SourceTaskRunner(WorkerTask):
         assert producer is not None
         topic = batch.topic
         n = len(batch)
+        self._first_write(topic)
         self.active_topics.add(topic)
         try:
             values = self._value_converter.from_connect_batch(topic, [batch.value_schema] * n, batch.values)
@@ -332,6 +338,7 @@ class SourceTaskRunner(WorkerTask):
         last_topic = None
         for i, (t, k, v) in enumerate(zip(topics, keys, values)):
             if t is not last_topic:
+                self._first_write(t)
                 self.active_topics.add(t)
                 last_topic = t
             try:
@@ -344,6 +351,12 @@ class SourceTaskRunner(WorkerTask):
             self._pending[offset_key(self.id.connector, sp)] = (sp, batch.last_offset)
         self.records_produced += len(values)
         producer.poll(0)
+
+    def _first_write(self, topic: str) -> None:
+        """Before the first record to ``topic``: create it per ``topic.creation.*`` when it is
+        missing (KIP-158). A set lookup once the topic is known."""
+        if self._topic_creator is not None:
+            self._topic_creator.ensure(topic)
 
     def _convert_each(self, records: Sequence[SourceRecord]) -> tuple[list[SourceRecord], list[bytes | None], list[bytes | None]]:
         """Steps 2 and 3 one record at a time, under ``errors.*``: a record that fails is skipped
@@ -430,6 +443,7 @@ class SourceTaskRunner(WorkerTask):
         for i in range(start, len(values)):
             if topics is not None:  # an encoded batch: each record names its topic
                 topic = topics[i]
+                self._first_write(topic)
                 self.active_topics.add(topic)
             while True:
                 try:

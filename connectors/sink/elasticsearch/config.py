@@ -254,3 +254,15 @@ class ElasticsearchSinkConfig(PluginConfig):
             elif isinstance(value, list):
                 out[key] = ",".join(str(v) for v in value)
         return out
+
+
+#: Keys of Confluent's Elasticsearch sink that Sluice accepts and does not honour, with the reason.
+ELASTICSEARCH_UNIMPLEMENTED_KEYS: dict[str, str] = {
+    "type.name": "mapping types were removed from Elasticsearch 7 (and from Confluent's 11.x); documents get _doc",
+    "topic.index.map": "removed in Confluent's 11.x; rename with the RegexRouter or TimestampRouter transform",
+    "kerberos.*": "Kerberos authentication is not implemented; use connection.username/connection.password or TLS",
+    "proxy.*": "HTTP proxies are not implemented",
+    "external.resource.usage": "writing to pre-existing indices, aliases or data streams by mapping is not implemented",
+    "topic.to.external.resource.mapping": "writing to pre-existing indices, aliases or data streams by mapping is not implemented",
+    "log.sensitive.data": "not implemented",
+}

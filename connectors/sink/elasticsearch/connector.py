@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from connectors.api import ConfigError, SinkConnector
-from connectors.sink.elasticsearch.client import ssl_context
-from connectors.sink.elasticsearch.config import ElasticsearchSinkConfig
+from connectors.sink.elasticsearch.client import FatalHttpError, SearchClient, TransientHttpError, ssl_context
+from connectors.sink.elasticsearch.config import ELASTICSEARCH_UNIMPLEMENTED_KEYS, ElasticsearchSinkConfig
 from connectors.sink.elasticsearch.task import ElasticsearchSinkTask
 
 
@@ -22,6 +22,7 @@ class ElasticsearchSinkConnector(SinkConnector):
         "ElasticsearchSinkConnector",
         "ElasticsearchSink",
     )
+    unimplemented_keys = ELASTICSEARCH_UNIMPLEMENTED_KEYS
 
     def __init__(self) -> None:
         self._config: ElasticsearchSinkConfig | None = None
@@ -32,6 +33,24 @@ class ElasticsearchSinkConnector(SinkConnector):
         config: ElasticsearchSinkConfig = super().validate(raw)
         ssl_context(config)
         return config
+
+    @classmethod
+    def validate_connectivity(cls, config: Any, timeout_s: float) -> dict[str, str]:
+        """``GET /`` on every node of ``connection.url``: an unreachable node is ``connection.url``'s
+        problem, refused credentials ``connection.password``'s."""
+        millis = int(timeout_s * 1000 / max(1, len(config.connection_url)))
+        quick = config.model_copy(update={"connection_timeout_ms": millis, "read_timeout_ms": millis})
+        client = SearchClient(quick)
+        try:
+            for _ in config.connection_url:  # the client takes the nodes in turn
+                client.request("GET", "/")
+        except FatalHttpError as exc:
+            return {"connection.password" if config.connection_username else "connection.url": str(exc)}
+        except TransientHttpError as exc:
+            return {"connection.url": str(exc)}
+        finally:
+            client.close()
+        return {}
 
     def start(self, config: Any) -> None:
         """Keep the validated configuration. Thread: the connector thread."""

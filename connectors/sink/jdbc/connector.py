@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from connectors.api import ConfigError, SinkConnector
-from connectors.jdbc_common.connection import to_sqlalchemy_url
+from connectors.jdbc_common.config import JDBC_SINK_UNIMPLEMENTED_KEYS
+from connectors.jdbc_common.connection import connectivity_problems, to_sqlalchemy_url
 from connectors.sink.jdbc.config import JdbcSinkConfig
 from connectors.sink.jdbc.task import JdbcSinkTask
 
@@ -22,6 +23,7 @@ class JdbcSinkConnector(SinkConnector):
         "JdbcSinkConnector",
         "JdbcSink",
     )
+    unimplemented_keys = JDBC_SINK_UNIMPLEMENTED_KEYS
 
     def __init__(self) -> None:
         self._config: JdbcSinkConfig | None = None
@@ -32,6 +34,13 @@ class JdbcSinkConnector(SinkConnector):
         config: JdbcSinkConfig = super().validate(raw)
         to_sqlalchemy_url(config.connection_url, config.connection_user, config.password)
         return config
+
+    @classmethod
+    def validate_connectivity(cls, config: Any, timeout_s: float) -> dict[str, str]:
+        """Open one connection: ``connection.url`` when the database cannot be reached,
+        ``connection.user``/``connection.password`` when it refuses the credentials."""
+        url = to_sqlalchemy_url(config.connection_url, config.connection_user, config.password)
+        return connectivity_problems(url, timeout_s)
 
     def start(self, config: Any) -> None:
         """Keep the validated configuration. Thread: the connector thread."""

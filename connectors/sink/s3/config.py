@@ -116,3 +116,27 @@ class S3SinkConfig(S3CommonConfig):
         if fmt != "json":
             raise PydanticCustomError("headers_format", "only JsonFormat is supported")
         return value
+
+
+#: Keys of Confluent's S3 sink that Sluice accepts and does not honour, with the reason.
+S3_SINK_UNIMPLEMENTED_KEYS: dict[str, str] = {
+    "schema.generator.class": "legacy key Confluent ignores too; schemas come from the records",
+    "s3.wan.mode": "S3 transfer acceleration is not implemented",
+    "s3.proxy.*": "HTTP proxies are not implemented; use the HTTPS_PROXY environment of the worker",
+    "s3.ssea.name": "server-side encryption settings are not implemented; use the bucket's default encryption",
+    "s3.sse.customer.key": "server-side encryption settings are not implemented; use the bucket's default encryption",
+    "s3.sse.kms.key.id": "server-side encryption settings are not implemented; use the bucket's default encryption",
+    "s3.acl.canned": "canned ACLs are not implemented; objects get the bucket's default ACL",
+    "s3.object.tagging": "object tagging is not implemented",
+    "s3.object.tagging.key.value.pairs": "object tagging is not implemented",
+    "behavior.on.tagging.error": "object tagging is not implemented",
+    "s3.send.digest": "not implemented",
+    "retry.backoff.ms": "not implemented; s3.retry.backoff.ms governs S3 retries",
+    "max.write.duration.ms": "not implemented",
+    "s3.elastic.buffer.enable": "parts are buffered up to s3.part.size; elastic buffers are not implemented",
+    "s3.elastic.buffer.init.capacity": "parts are buffered up to s3.part.size; elastic buffers are not implemented",
+    "s3.schema.partition.affix.type": "not implemented",
+    "max.files.scan.limit": "not implemented",
+    "json.decimal.format": "not implemented",
+    "rotate.file.on.partition.change": "a file always rotates when the encoded partition changes (Confluent's default, true)",
+}

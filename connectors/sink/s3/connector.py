@@ -8,7 +8,8 @@ from typing import Any, ClassVar
 from connectors.api import ConfigError, SinkConnector
 from connectors.s3_common.formats import make_format
 from connectors.s3_common.partitioners import make_partitioner
-from connectors.sink.s3.config import S3SinkConfig
+from connectors.s3_common.storage import bucket_problems
+from connectors.sink.s3.config import S3_SINK_UNIMPLEMENTED_KEYS, S3SinkConfig
 from connectors.sink.s3.task import S3SinkTask
 
 
@@ -23,6 +24,7 @@ class S3SinkConnector(SinkConnector):
     task_class = S3SinkTask
     version = "0.1.0"
     aliases: ClassVar[tuple[str, ...]] = ("io.confluent.connect.s3.S3SinkConnector", "S3SinkConnector", "S3Sink")
+    unimplemented_keys = S3_SINK_UNIMPLEMENTED_KEYS
 
     def __init__(self) -> None:
         self._config: S3SinkConfig | None = None
@@ -34,6 +36,11 @@ class S3SinkConnector(SinkConnector):
         make_format(config.format_settings())
         make_partitioner(config.partitioner_settings())
         return config
+
+    @classmethod
+    def validate_connectivity(cls, config: Any, timeout_s: float) -> dict[str, str]:
+        """HeadBucket on ``s3.bucket.name``: the endpoint (``store.url``), credentials and bucket."""
+        return bucket_problems(config.connection(), timeout_s)
 
     def start(self, config: Any) -> None:
         """Keep the validated configuration. Thread: the connector thread."""

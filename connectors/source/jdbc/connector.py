@@ -8,7 +8,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from connectors.api import ConfigError, ConnectError, SourceConnector
-from connectors.jdbc_common.connection import connect_with_retries, create_engine, safe_url, to_sqlalchemy_url
+from connectors.jdbc_common.config import JDBC_SOURCE_UNIMPLEMENTED_KEYS
+from connectors.jdbc_common.connection import (
+    connect_with_retries,
+    connectivity_problems,
+    create_engine,
+    safe_url,
+    to_sqlalchemy_url,
+)
 from connectors.source.jdbc.config import JdbcSourceConfig
 from connectors.source.jdbc.tables import catalog_name, group_tables, list_tables
 from connectors.source.jdbc.task import JdbcSourceTask
@@ -29,6 +36,7 @@ class JdbcSourceConnector(SourceConnector):
         "JdbcSourceConnector",
         "JdbcSource",
     )
+    unimplemented_keys = JDBC_SOURCE_UNIMPLEMENTED_KEYS
 
     def __init__(self) -> None:
         self._config: JdbcSourceConfig | None = None
@@ -44,6 +52,13 @@ class JdbcSourceConnector(SourceConnector):
         config: JdbcSourceConfig = super().validate(raw)
         to_sqlalchemy_url(config.connection_url, config.connection_user, config.password)
         return config
+
+    @classmethod
+    def validate_connectivity(cls, config: Any, timeout_s: float) -> dict[str, str]:
+        """Open one connection: ``connection.url`` when the database cannot be reached,
+        ``connection.user``/``connection.password`` when it refuses the credentials."""
+        url = to_sqlalchemy_url(config.connection_url, config.connection_user, config.password)
+        return connectivity_problems(url, timeout_s)
 
     def start(self, config: Any) -> None:
         """List the tables and start watching them. Thread: the connector thread."""

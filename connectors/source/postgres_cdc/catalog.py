@@ -124,7 +124,12 @@ def load_table(
     if relation is None:
         stream_columns = [(r[0], r[1], r[2]) for r in catalog.values()]
     primary_key = [r[0] for r in conn.execute(_PK_SQL, (oid,)).fetchall()]
-    modes = TypeModes(config.decimal_handling_mode, config.time_precision_mode)
+    modes = TypeModes(
+        config.decimal_handling_mode,
+        config.time_precision_mode,
+        config.binary_handling_mode,
+        config.interval_handling_mode,
+    )
     columns: list[Column] = []
     for col_name, type_oid, typmod in stream_columns:
         info = catalog.get(col_name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
@@ -117,6 +117,14 @@ class PostgresCdcConfig(PluginConfig):
     decimal_handling_mode: str = Field("precise", description="numeric as precise (Connect Decimal), double or string.")
     time_precision_mode: str = Field(
         "adaptive", description="adaptive, adaptive_time_microseconds or connect (Connect's Date/Time/Timestamp)."
+    )
+    binary_handling_mode: Literal["bytes", "base64", "base64-url-safe", "hex"] = Field(
+        "bytes", description="bytea as bytes, or as a string: base64, base64-url-safe or hex (lower case)."
+    )
+    interval_handling_mode: Literal["numeric", "string"] = Field(
+        "numeric",
+        description="interval as microseconds (io.debezium.time.MicroDuration) or an ISO 8601 string "
+        "(io.debezium.time.Interval, P<y>Y<m>M<d>DT<h>H<m>M<s>S).",
     )
     schema_name_adjustment_mode: str = Field(
         "none",
@@ -308,3 +316,61 @@ def validate_config(raw: Mapping[str, Any]) -> PostgresCdcConfig:
     except ConfigError:
         raise
     return config
+
+
+_SNAPSHOT = "the snapshot reads primary-key chunks between WAL watermarks while streaming, not in one transaction"
+
+#: Keys of Debezium's PostgreSQL connector that Sluice accepts and does not honour, with the reason.
+POSTGRES_CDC_UNIMPLEMENTED_KEYS: dict[str, str] = {
+    "database.server.name": "replaced by topic.prefix in Debezium 2.0; set topic.prefix",
+    "database.initial.statements": "not implemented",
+    "slot.failover": "failover slots (PostgreSQL 17) are not implemented",
+    "slot.stream.params": "not implemented",
+    "slot.max.retries": "not implemented; a lost connection to the slot is retried without limit (after 0.5 s, 1 s, 2 s, then every 5 s)",
+    "slot.retry.delay.ms": "not implemented; a lost connection to the slot is retried without limit (after 0.5 s, 1 s, 2 s, then every 5 s)",
+    "lsn.flush.mode": "the slot's LSN is always flushed by the connector after Kafka acknowledged (connector)",
+    "flush.lsn.source": "the slot's LSN is always flushed by the connector after Kafka acknowledged",
+    "offset.mismatch.strategy": "not implemented",
+    "publish.via.partition.root": "not implemented",
+    "snapshot.mode.configuration.based.*": "snapshot.mode=configuration_based is not implemented",
+    "snapshot.mode.custom.name": "snapshot.mode=custom is not implemented",
+    "snapshot.isolation.mode": f"not applicable: {_SNAPSHOT}",
+    "snapshot.locking.mode": f"not applicable: {_SNAPSHOT}, and takes no table locks (as Debezium's default, none)",
+    "snapshot.query.mode": f"not implemented; {_SNAPSHOT}",
+    "snapshot.select.statement.overrides*": f"not implemented; {_SNAPSHOT}",
+    "snapshot.include.collection.list": "not implemented; the initial snapshot covers every captured table",
+    "snapshot.fetch.size": "not implemented; snapshot.chunk.size sets the rows per chunk",
+    "snapshot.max.threads": "not implemented; one task snapshots the tables in turn",
+    "snapshot.delay.ms": "not implemented",
+    "snapshot.lock.timeout.ms": "not applicable: the snapshot takes no table locks",
+    "message.key.columns": "not implemented; keys are the primary key (or replica identity) columns",
+    "replica.identity.autoset.values": "not implemented; the connector warns about tables without a primary key",
+    "signal.enabled.channels": "only the source channel (signal.data.collection) is implemented",
+    "signal.kafka.*": "the Kafka signal channel is not implemented; use signal.data.collection",
+    "notification.enabled.channels": "notifications are not implemented",
+    "incremental.snapshot.watermarking.strategy": "not implemented",
+    "read.only": "read-only incremental snapshots are not implemented",
+    "schema.refresh.mode": "schemas are refreshed from relation messages (columns_diff)",
+    "topic.transaction": "the transaction metadata topic is always <topic.prefix>.transaction",
+    "topic.naming.strategy": "topics are always <topic.prefix>.<schema>.<table>",
+    "topic.delimiter": "topics are always <topic.prefix>.<schema>.<table>",
+    "column.mask.*": "column masking is not implemented; use the MaskField transform",
+    "column.truncate.*": "column truncation is not implemented",
+    "column.propagate.source.type": "not implemented",
+    "datatype.propagate.source.type": "not implemented",
+    "message.prefix.include.list": "logical decoding messages are not captured",
+    "message.prefix.exclude.list": "logical decoding messages are not captured",
+    "hstore.handling.mode": "not implemented; hstore columns are captured as their text (not json or map)",
+    "money.fraction.digits": "not implemented",
+    "include.unknown.datatypes": "not implemented; columns of types without a mapping are captured as their text",
+    "unavailable.value.placeholder": "not implemented",
+    "converters": "custom converters are Java classes; not applicable",
+    "max.queue.size": "not applicable: changes go straight from the WAL stream to the producer in batches of max.batch.size",
+    "max.queue.size.in.bytes": "not applicable: changes go straight from the WAL stream to the producer in batches",
+    "event.processing.failure.handling.mode": "not implemented; errors.tolerance and the dead-letter queue apply",
+    "errors.max.retries": "not implemented; failed tasks restart per the worker's restart policy",
+    "retriable.restart.connector.wait.ms": "not implemented; failed tasks restart per the worker's restart policy",
+    "guardrail.collections.max": "not implemented",
+    "custom.metric.tags": "not implemented",
+    "include.schema.changes": "PostgreSQL's logical decoding carries no DDL; there are no schema change events",
+}

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
+import psycopg
+
 from connectors.api import ConfigError, SourceConnector
-from connectors.source.postgres_cdc.config import PostgresCdcConfig, parse_lsn
+from connectors.source.postgres_cdc.config import POSTGRES_CDC_UNIMPLEMENTED_KEYS, PostgresCdcConfig, parse_lsn
 from connectors.source.postgres_cdc.task import PostgresCdcTask
 
 _OFFSET_INTS = ("lsn", "lsn_proc", "lsn_commit", "txId", "ts_usec")
@@ -23,9 +25,17 @@ class PostgresCdcSourceConnector(SourceConnector):
         "io.debezium.connector.postgresql.PostgresConnector",
         "PostgresCdcSource",
     )
+    unimplemented_keys = POSTGRES_CDC_UNIMPLEMENTED_KEYS
 
     def __init__(self) -> None:
         self._config: PostgresCdcConfig | None = None
+
+    @classmethod
+    def validate_connectivity(cls, config: Any, timeout_s: float) -> dict[str, str]:
+        """Connect as ``database.user`` to ``database.dbname``: an unreachable server is
+        ``database.hostname``'s problem, refused credentials ``database.password``'s, an unknown
+        user ``database.user``'s, an unknown database ``database.dbname``'s."""
+        return connectivity_problems(config, timeout_s)
 
     def start(self, config: Any) -> None:
         """Keep the validated configuration. Thread: the connector thread."""
@@ -73,3 +83,27 @@ def _pairs(offsets: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> Iterable[t
     if isinstance(offsets, Mapping):
         return offsets.items()
     return offsets
+
+
+def connectivity_problems(config: PostgresCdcConfig, timeout_s: float) -> dict[str, str]:
+    """Open (and close) one ordinary connection with the connector's settings; ``{}`` when it works,
+    otherwise the problem on the key to fix. The message never contains the password."""
+    info = {**config.conninfo(), "connect_timeout": max(1, int(timeout_s))}
+    where = f"{config.database_hostname}:{config.database_port}/{config.database_dbname} as {config.database_user}"
+    try:
+        psycopg.connect(**info, autocommit=True).close()
+    except psycopg.Error as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if config.password:
+            text = text.replace(config.password, "****")
+        lowered = text.lower()
+        if "password" in lowered or "authentication failed" in lowered:
+            key = "database.password"
+        elif "role" in lowered and "does not exist" in lowered:
+            key = "database.user"
+        elif "database" in lowered and "does not exist" in lowered:
+            key = "database.dbname"
+        else:
+            key = "database.hostname"
+        return {key: f"Cannot connect to PostgreSQL at {where}: {text}"}
+    return {}

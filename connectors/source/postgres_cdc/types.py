@@ -12,6 +12,7 @@ Semantic type names follow Debezium's PostgreSQL connector (``io.debezium.time.M
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import decimal
 from binascii import unhexlify
@@ -259,6 +260,49 @@ def _interval_micros(x: bytes) -> int:
     return round(total)
 
 
+def _interval_iso(x: bytes) -> str:
+    """``1 year 2 mons 3 days 04:05:06.7`` → ``P1Y2M3DT4H5M6.7S`` (Debezium's io.debezium.time.Interval:
+    every field present, the sign on each field, seconds without trailing zeros)."""
+    fields = {"year": 0, "mon": 0, "day": 0}
+    hours = minutes = 0
+    seconds = decimal.Decimal(0)
+    parts = x.decode().split()
+    i = 0
+    while i < len(parts):
+        token = parts[i]
+        if ":" in token:
+            sign = -1 if token.startswith("-") else 1
+            clock = token.lstrip("+-").split(":")
+            hours, minutes = sign * int(clock[0]), sign * int(clock[1])
+            seconds = sign * decimal.Decimal(clock[2] if len(clock) > 2 else 0)
+            i += 1
+        else:
+            fields[parts[i + 1].rstrip("s")] += int(token)
+            i += 2
+    text = format(seconds.normalize(), "f") if seconds else "0"
+    return f"P{fields['year']}Y{fields['mon']}M{fields['day']}DT{hours}H{minutes}M{text}S"
+
+
+def _bytea_base64(x: bytes) -> str:
+    return base64.b64encode(_bytea(x)).decode()
+
+
+def _bytea_base64_url_safe(x: bytes) -> str:
+    return base64.urlsafe_b64encode(_bytea(x)).decode()
+
+
+def _bytea_hex(x: bytes) -> str:
+    return _bytea(x).hex()
+
+
+#: ``binary.handling.mode`` → the conversion of a bytea column to text.
+_BINARY_AS_TEXT: dict[str, Callable[[bytes], str]] = {
+    "base64": _bytea_base64,
+    "base64-url-safe": _bytea_base64_url_safe,
+    "hex": _bytea_hex,
+}
+
+
 def _decimal(x: bytes) -> decimal.Decimal | None:
     value = decimal.Decimal(x.decode())
     return None if value.is_nan() else value
@@ -357,6 +401,8 @@ class TypeModes:
 
     decimal_handling_mode: str = "precise"
     time_precision_mode: str = "adaptive"
+    binary_handling_mode: str = "bytes"
+    interval_handling_mode: str = "numeric"
 
 
 def numeric_precision_scale(typmod: int) -> tuple[int | None, int | None]:
@@ -412,7 +458,10 @@ def column_type(
     if oid == XML:
         return ColumnType(semantic(Type.STRING, "io.debezium.data.Xml"), _text, "{x}.decode()", "")
     if oid == BYTEA:
-        return ColumnType(Schema(Type.BYTES), _bytea, None, b"")
+        if modes.binary_handling_mode == "bytes":
+            return ColumnType(Schema(Type.BYTES), _bytea, None, b"")
+        # A function the native encoder does not know, so these tables take the Python path.
+        return ColumnType(Schema(Type.STRING), _BINARY_AS_TEXT[modes.binary_handling_mode], None, "")
     if oid in (NUMERIC, MONEY):
         return _numeric_type(oid, typmod, modes)
     if oid in (DATE, TIME, TIMESTAMP, TIMESTAMPTZ, TIMETZ, INTERVAL):
@@ -474,4 +523,6 @@ def _temporal_type(oid: int, typmod: int, modes: TypeModes) -> ColumnType:
         )
     if oid == TIMETZ:
         return ColumnType(semantic(Type.STRING, "io.debezium.time.ZonedTime"), _zoned_time, None, "00:00:00Z", False)
+    if modes.interval_handling_mode == "string":
+        return ColumnType(semantic(Type.STRING, "io.debezium.time.Interval"), _interval_iso, None, "P0Y0M0DT0H0M0S", False)
     return ColumnType(semantic(Type.INT64, "io.debezium.time.MicroDuration"), _interval_micros, None, 0, False)

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from connectors.api import ConfigError, SourceConnector
 from connectors.s3_common.formats import make_format
-from connectors.s3_common.storage import S3Storage
+from connectors.s3_common.storage import S3Storage, bucket_problems
 from connectors.source.s3.config import TASK_COUNT_KEY, TASK_INDEX_KEY, TASK_TOPICS_KEY, S3SourceConfig
 from connectors.source.s3.task import S3SourceTask
 
@@ -38,6 +38,11 @@ class S3SourceConnector(SourceConnector):
         config = S3SourceConfig.parse(raw)
         make_format(config.format_settings())
         return config
+
+    @classmethod
+    def validate_connectivity(cls, config: Any, timeout_s: float) -> dict[str, str]:
+        """HeadBucket on ``s3.bucket.name``: the endpoint (``store.url``), credentials and bucket."""
+        return bucket_problems(config.connection(), timeout_s)
 
     def start(self, config: Any) -> None:
         """Keep the validated configuration. Thread: the connector thread."""

@@ -146,3 +146,25 @@ def test_records_pass_untouched_when_nothing_is_registered() -> None:
     record = logging.LogRecord("x", logging.INFO, __file__, 1, "value %s", ("v",), None)
     assert SecretMaskingFilter().filter(record)
     assert record.args == ("v",) and record.msg == "value %s"
+
+
+def test_config_values_hide_a_secret_only_where_it_stands_alone() -> None:
+    SECRETS.clear()
+    try:
+        register_secret("postgres")
+        shown = mask_config(
+            {
+                "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+                "database.user": "postgres",
+                "connection.url": "postgresql://app:postgres@db:5432/shop",
+                "database.password": "postgres",
+            }
+        )
+        assert shown == {
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "database.user": "[hidden]",
+            "connection.url": "postgresql://app:[hidden]@db:5432/shop",
+            "database.password": "[hidden]",
+        }
+    finally:
+        SECRETS.clear()

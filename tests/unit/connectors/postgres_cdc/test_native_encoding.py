@@ -536,3 +536,17 @@ def test_snapshot_chunks_serialize_identically(monkeypatch: pytest.MonkeyPatch, 
         got = [serialized(conv, r) for r in fast[0]]
     assert got == expected and len(got) == 300
     assert fast[0].last_offset == python[0].last_offset
+
+
+def test_binary_and_interval_modes_that_change_the_encoding_take_the_python_path() -> None:
+    from connectors.source.postgres_cdc import native
+    from connectors.source.postgres_cdc import types as pgtypes
+    from connectors.source.postgres_cdc.tables import Column
+
+    def kind(oid: int, modes: pgtypes.TypeModes) -> str | None:
+        return native.column_kind(Column("c", oid, -1, True, pgtypes.column_type(oid, -1, modes)))
+
+    assert kind(pgtypes.BYTEA, pgtypes.TypeModes()) == "bytea"
+    for mode in ("base64", "base64-url-safe", "hex"):
+        assert kind(pgtypes.BYTEA, pgtypes.TypeModes(binary_handling_mode=mode)) is None
+    assert kind(pgtypes.INTERVAL, pgtypes.TypeModes(interval_handling_mode="string")) is None

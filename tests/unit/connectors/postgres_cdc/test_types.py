@@ -129,3 +129,21 @@ def test_copy_decoder_fast_and_escaped_lines_agree() -> None:
     # the stream decoder skips an excluded column without converting it
     body = b"".join(b"t" + len(v).to_bytes(4, "big") + v for v in (b"3", b"NaN", b"n", b"not-a-number"))
     assert table.decode(b"\x00\x04" + body + b"\0\0\0\0", 0)[0] == {"id": 3, "amount": None, "note": "n"}
+
+
+def test_binary_handling_mode() -> None:
+    raw = b"\\xfbff00"
+    assert convert(t.BYTEA, raw) == b"\xfb\xff\x00"
+    assert convert(t.BYTEA, raw, modes=t.TypeModes(binary_handling_mode="base64")) == "+/8A"
+    assert convert(t.BYTEA, raw, modes=t.TypeModes(binary_handling_mode="base64-url-safe")) == "-_8A"
+    assert convert(t.BYTEA, raw, modes=t.TypeModes(binary_handling_mode="hex")) == "fbff00"
+    assert t.column_type(t.BYTEA, -1, t.TypeModes(binary_handling_mode="hex")).schema.type.name == "STRING"
+
+
+def test_interval_handling_mode() -> None:
+    string = t.TypeModes(interval_handling_mode="string")
+    assert convert(t.INTERVAL, b"1 year 2 mons 3 days 04:05:06.7") == round((365.25 + 60 + 3) * 86_400e6 + 14_706.7e6)
+    assert convert(t.INTERVAL, b"1 year 2 mons 3 days 04:05:06.7", modes=string) == "P1Y2M3DT4H5M6.7S"
+    assert convert(t.INTERVAL, b"-1 days +02:00:00", modes=string) == "P0Y0M-1DT2H0M0S"
+    assert convert(t.INTERVAL, b"00:00:00", modes=string) == "P0Y0M0DT0H0M0S"
+    assert t.column_type(t.INTERVAL, -1, string).schema.name == "io.debezium.time.Interval"
