@@ -12,9 +12,8 @@ another slot) is compared with the backfill's records for the rows the writer ne
 key bytes are equal, and the value bytes are equal once the fields that legitimately differ are
 blanked (:data:`DIFFERING`) and the other prefix is renamed.
 
-Rows: ``SLUICE_BACKFILL_CDC_ROWS`` (default 20,000, about 1 minute on the shared 2-core machine;
-the issue's 100,000 took 2:00 alone and 2:47 beside other test runs, most of it the sink catching
-up and the connector's own snapshot, so they are opt-in: ``SLUICE_BACKFILL_CDC_ROWS=100000``).
+Rows: ``SLUICE_BACKFILL_CDC_ROWS``, default 100,000 (about 2 minutes on a 2-core machine, most of
+it the sink catching up and the connector's own snapshot); fewer for a quick local run.
 """
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ from worker.cli_backfill import handoff_connector
 
 pytestmark = pytest.mark.integration
 
-ROWS = int(os.environ.get("SLUICE_BACKFILL_CDC_ROWS", "20000"))
+ROWS = int(os.environ.get("SLUICE_BACKFILL_CDC_ROWS", "100000"))
 PARTITIONS = 8
 
 #: Fields of a read event that legitimately differ between the backfill and the connector's own
