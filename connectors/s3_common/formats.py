@@ -40,6 +40,7 @@ import orjson
 from connectors.api import ConfigError, DataError, Schema, Type
 from connectors.api.schema import Date, Decimal, Time, Timestamp
 from connectors.s3_common import require_module
+from connectors.s3_common.parquet_rows import RowShape, UnfitValue
 from converters.avro_data import AvroData
 
 _FORMAT_PREFIX = "io.confluent.connect.s3.format."
@@ -134,11 +135,14 @@ class RecordFormat(abc.ABC):
 
 
 class InvalidRawJson(DataError):
-    """A raw value is not JSON, or is a JSON ``null`` spelled with whitespace around it (which the
-    sink's null handling looks for only as ``null``): only possible for values the runtime handed
-    over unchecked (:attr:`~connectors.api.SinkTask.parses_raw_json`). The sink then has them
-    delivered again and decoded, so the runtime's error handling and ``behavior.on.null.values``
-    see the record as they would have with the check."""
+    """A raw value cannot be written as it was consumed: it is not JSON, or is a JSON ``null``
+    spelled with whitespace around it (which the sink's null handling looks for only as ``null``)
+    — only possible for values the runtime handed over unchecked
+    (:attr:`~connectors.api.SinkTask.parses_raw_json`) — or it does not fit the Parquet object's
+    schema, which shows only when its row group is parsed, after its ``put()``. The sink then has
+    them delivered again and decoded, so the runtime's error handling, ``behavior.on.null.values``
+    and the writer's own check of decoded values (:class:`UnfitValue`) see the record as they
+    would have on the decoded path."""
 
 
 def decode_raw_values(raws: Sequence[bytes | None]) -> list[Any]:
@@ -398,6 +402,13 @@ class ParquetObjectWriter(ObjectWriter):
     to that schema (a type that differs, a field the schema does not have, a value that is not
     an object) makes that row group take the decoded path instead, so the file and its errors are
     the same as if every value had been decoded.
+
+    Schemaless values are checked against the object's shape (:class:`~connectors.s3_common.
+    parquet_rows.RowShape`: an object, fields that keep their kind) before they are kept, so a
+    value that would fail the object's commit, or become a row of nulls, is refused with its write:
+    decoded values by :meth:`write` (:class:`UnfitValue`, naming its position), raw ones when the
+    readers refuse their row group and it is decoded, as :class:`InvalidRawJson`, which has the
+    sink deliver them again decoded. Good raw row groups never reach the check.
     """
 
     def __init__(self, out: Output, codec: str, row_group_rows: int, executor: Executor | None = None) -> None:
@@ -416,6 +427,8 @@ class ParquetObjectWriter(ObjectWriter):
         self._job: Future[None] | None = None
         self._job_rows: list[bytes] = []
         self._job_bytes = 0
+        #: What schemaless rows must keep: learnt from the first rows, then the schema's own.
+        self._shape = RowShape(row_group_rows)
 
     @property
     def pending_bytes(self) -> int:
@@ -426,8 +439,14 @@ class ParquetObjectWriter(ObjectWriter):
         if schema is not None and self._schema is None:
             self._schema = arrow_schema(schema)
             self._connect_schema = schema
-        if self._raw:  # keep the order: what came raw before these is decoded with them
-            self._decode_raw()
+        # Keep the order: what came raw before these is decoded with them.
+        pending = decode_raw_values(self._raw) if self._raw else []
+        if schema is None:  # a Connect schema was enforced by the converter
+            self._check_rows(pending, values)
+        if self._raw:
+            self._rows.extend(pending)
+            self._raw = []
+            self._pending_estimate = 100 * len(self._rows)
         self._rows.extend(values)
         self._pending_estimate += 100 * len(values)
         rows = self.row_group_rows
@@ -439,7 +458,10 @@ class ParquetObjectWriter(ObjectWriter):
 
     def write_raw_json(self, raws: Sequence[bytes | None]) -> None:
         if self._rows or None in raws:
-            super().write_raw_json(raws)  # decoded rows are waiting (or a tombstone to refuse)
+            try:
+                super().write_raw_json(raws)  # decoded rows are waiting (or a tombstone to refuse)
+            except UnfitValue as exc:
+                raise InvalidRawJson(str(exc)) from None
             return
         self._raw.extend(raws)  # type: ignore[arg-type]
         # The raw bytes held, summed once per batch (on the task thread, where each pass over the
@@ -473,10 +495,21 @@ class ParquetObjectWriter(ObjectWriter):
             job.result()
         self._job, self._job_rows, self._job_bytes = None, [], 0
 
-    def _decode_raw(self) -> None:
-        self._rows.extend(decode_raw_values(self._raw))
-        self._raw = []
-        self._pending_estimate = 100 * len(self._rows)
+    def _check_rows(self, pending: list[Any], values: Sequence[Any]) -> None:
+        """Refuse the first schemaless value that cannot be a row of the object, before anything
+        of the write is kept: :class:`UnfitValue` for one of ``values``, :class:`InvalidRawJson`
+        for one of ``pending`` (raw values decoded now, which came in earlier writes)."""
+        if self._job is not None and self._schema is None:
+            self._finish_job()  # the first row group, on a thread, settles the schema
+        if not pending:
+            self._shape.check(values)
+            return
+        try:
+            self._shape.check([*pending, *values])
+        except UnfitValue as exc:
+            if exc.index < len(pending):
+                raise InvalidRawJson(str(exc)) from None
+            raise UnfitValue(str(exc), exc.index - len(pending)) from None
 
     def _table(self, rows: list[Any]) -> Any:
         pa = require_module("pyarrow", "ParquetFormat")
@@ -494,6 +527,13 @@ class ParquetObjectWriter(ObjectWriter):
             values = decode_raw_values(raws)
             if None in values:
                 raise InvalidRawJson("A raw value is a JSON null with whitespace around it")
+            # Checked here, on the slow path only: a row group the readers took is all objects of
+            # the schema's types. Refused, the values are delivered again decoded (see the class).
+            shape = RowShape(len(values)) if self._schema is None else RowShape.of_schema(self._schema)
+            try:
+                shape.check(values)
+            except UnfitValue as exc:
+                raise InvalidRawJson(str(exc)) from None
             return self._table(values)
         return table
 
@@ -502,6 +542,7 @@ class ParquetObjectWriter(ObjectWriter):
         pq = require_module("pyarrow.parquet", "ParquetFormat")
         if self._schema is None:
             self._schema = table.schema
+            self._shape = RowShape.of_schema(table.schema)
         if self._writer is None:
             # pyarrow writes a row group in dozens of small pieces; each one handed to a Python
             # file takes the GIL, which a background encoder then waits for behind the task

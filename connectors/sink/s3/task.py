@@ -35,9 +35,11 @@ from connectors.api import (
     SinkTask,
     SinkTaskContext,
     TopicPartition,
+    UnwritableRecordError,
 )
 from connectors.s3_common.formats import FormatSettings, InvalidRawJson, ParquetFormat, RecordFormat, make_format
 from connectors.s3_common.layout import ObjectLayout
+from connectors.s3_common.parquet_rows import UnfitValue
 from connectors.s3_common.partitioners import Partitioner, extractor_reads_values, make_partitioner
 from connectors.s3_common.storage import ObjectStorage, S3Storage
 from connectors.sink.s3.config import S3SinkConfig
@@ -167,6 +169,10 @@ class S3SinkTask(SinkTask):
                 except InvalidRawJson as exc:
                     self._redeliver_decoded(tp, exc, cols.offsets[-1] + 1)
                     continue
+                except UnfitValue as exc:
+                    # Refused before the writer kept any of it: the runtime applies errors.* to
+                    # the record and offers the others again (those already buffered are skipped).
+                    raise UnwritableRecordError(str(exc), _record_at(records, tp, exc.offset)) from exc
                 until = self._decode_until.get(tp)
                 if until is not None and cols.offsets and cols.offsets[-1] + 1 >= until:
                     del self._decode_until[tp]
@@ -300,6 +306,15 @@ class S3SinkTask(SinkTask):
                 )
             )
         return out
+
+
+def _record_at(records: Sequence[SinkRecord], tp: TopicPartition, offset: int | None) -> SinkRecord:
+    """The record of ``records`` consumed from ``tp`` at ``offset`` (a refused one: the failure
+    path only, where building every record of a batch costs nothing that matters)."""
+    for record in records:
+        if record.kafka_offset == offset and record.topic_partition == tp:
+            return record
+    raise ConnectError(f"No record of {tp.topic}-{tp.partition} at offset {offset} in the batch")
 
 
 def _may_interleave(partitioner: Partitioner, cfg: S3SinkConfig) -> bool:

@@ -37,6 +37,7 @@ from zoneinfo import ZoneInfo
 from connectors.api import DataError, Headers, Schema
 from connectors.s3_common.formats import JsonFormat, ObjectWriter, RecordFormat, json_default
 from connectors.s3_common.layout import ObjectLayout, sidecar_key
+from connectors.s3_common.parquet_rows import UnfitValue
 from connectors.s3_common.partitioners import (
     DefaultPartitioner,
     Extractor,
@@ -161,7 +162,11 @@ class OpenObject:
             self.count += len(raws)
         else:
             values = _pick(cols.values, index)
-            self.writer.write(values, schema)
+            try:
+                self.writer.write(values, schema)
+            except UnfitValue as exc:  # nothing of the call is kept: name the record for put()
+                exc.offset = cols.offsets[index.start + exc.index if isinstance(index, slice) else index[exc.index]]
+                raise
             self.count += len(values)
         for sidecar in self.sidecars:
             if sidecar.kind == "keys":
@@ -448,8 +453,10 @@ class TopicPartitionWriter:
             except DataError:
                 # A value the format refuses (appends leave nothing of a refused call): the records
                 # of this run and the later ones are not written, so a put() offered again must not
-                # skip them as already buffered.
+                # skip them as already buffered, nor count them twice towards flush.size (the
+                # objects would then depend on where the batch was cut).
                 self.next_offset = min(cols.offsets[i[0]] for _, i in runs[k:])
+                self.epoch_count -= sum(len(i) for _, i in runs[k:])
                 raise
         run.clear()
 

@@ -18,7 +18,14 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from connectors.api import DataError, RetriableError, SinkRecord, SinkRecordBatch, TopicPartition
+from connectors.api import (
+    DataError,
+    RetriableError,
+    SinkRecord,
+    SinkRecordBatch,
+    TopicPartition,
+    UnwritableRecordError,
+)
 from connectors.s3_common.formats import ParquetObjectWriter, _read_json_rows
 from connectors.s3_common.storage import MemoryStorage, ObjectUpload
 from tests.json_parsers import parser_fixture  # noqa: F401 - every test runs with each parser
@@ -48,6 +55,8 @@ def _batch(
             return list(range(start, start + n))
         if column == "timestamp":
             return [T0 + i for i in range(start, start + n)]
+        if column == "timestamp_type":
+            return [1] * n
         if column == "headers":
             return [(("h", f"v{i}"),) for i in range(start, start + n)]
         raise KeyError(column)
@@ -446,3 +455,49 @@ def test_a_raw_null_with_whitespace_is_delivered_again_decoded(bucket: MemorySto
     task.put(_batch(raws))  # the replay: decoded this time, the null ignored
     rows = {k: pq.read_table(io.BytesIO(v)).to_pylist() for k, v in bucket.objects.items()}
     assert rows == {f"{DIR}/t+0+0000000000.parquet": [{"i": 0}, {"i": 2}, {"i": 3}]}
+
+
+@pytest.mark.parametrize("threads", ["0", "2"])
+@pytest.mark.parametrize("poison", [b"[1,2,3]", b'{"i": "not-a-number", "s": "v5"}'])
+def test_a_raw_value_that_does_not_fit_the_parquet_object_is_refused_on_the_decoded_replay(
+    bucket: MemoryStorage, threads: str, poison: bytes
+) -> None:
+    """JSON that is not an object, or whose field changes type, shows only when its row group is
+    parsed (the good raw path never looks at a value in Python): it takes the rewind, and on the
+    decoded replay put() names it, so the runtime dead-letters it (or fails the task there) and
+    offers the rest again. Before, the array became a row of nulls and the text failed the commit."""
+    task = _task(**{"format.class": "parquet", "flush.size": 4, "s3.upload.threads": threads})
+    context = task.context = _Context()  # type: ignore[assignment]
+    good = [orjson.dumps({"i": i, "s": f"v{i}"}) for i in range(14)]
+    raws = [poison if i == 5 else good[i] for i in range(10)]
+    task.put(_batch(raws[:4]))
+    for _ in range(100):  # the first object is complete: the rewind goes back to its end
+        if task.pre_commit({TP: 4}) == {TP: 4}:
+            break
+        threading.Event().wait(0.02)
+    task.put(_batch(raws[4:], start=4))
+    for _ in range(100):  # with upload threads the refusal comes from the thread encoding the object
+        if context.rewinds:
+            break
+        threading.Event().wait(0.02)
+        task.pre_commit({TP: 10})
+    assert context.rewinds == [{TP: 4}]
+
+    replay = _batch(raws[4:], start=4)
+    with pytest.raises(UnwritableRecordError) as refused:
+        task.put(replay)
+    assert (refused.value.record.kafka_offset, refused.value.record.value) == (5, orjson.loads(poison))
+    task.put([r for r in replay if r.kafka_offset != 5])  # what the runtime offers again
+    task.put(_batch(good[10:14], start=10))
+    task.pre_commit({TP: 14})
+    for _ in range(100):
+        if len(bucket.objects) == 3:
+            break
+        threading.Event().wait(0.02)
+    rows = {k: pq.read_table(io.BytesIO(v)).to_pylist() for k, v in bucket.objects.items()}
+    assert rows == {
+        f"{DIR}/t+0+0000000000.parquet": [{"i": i, "s": f"v{i}"} for i in range(4)],
+        f"{DIR}/t+0+0000000004.parquet": [{"i": i, "s": f"v{i}"} for i in (4, 6, 7, 8)],
+        f"{DIR}/t+0+0000000009.parquet": [{"i": i, "s": f"v{i}"} for i in (9, 10, 11, 12)],
+    }
+    task.stop()
