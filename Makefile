@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sluice-installed
 
-.PHONY: setup kafka s3 spark opensearch schema-registry quickstart test unit integration bench lint clean
+.PHONY: setup kafka kafka-connect s3 spark opensearch schema-registry quickstart test unit integration bench lint clean
 
 NATIVE_STAMP := $(VENV)/.sluice-native-installed
 
@@ -28,6 +28,10 @@ $(NATIVE_STAMP): $(STAMP) native/Cargo.toml native/Cargo.lock native/pyproject.t
 kafka: setup
 	$(PY) -m deploy.kafka_stack fetch
 
+# A real Kafka Connect worker (connect-runtime + connect-file), the peer of the migration tests.
+kafka-connect: setup
+	$(PY) -m deploy.kafka_stack fetch-connect
+
 s3: setup
 	$(PY) -m deploy.s3_server fetch
 
@@ -43,13 +47,13 @@ schema-registry: setup
 quickstart: setup kafka
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash deploy/quickstart/run.sh
 
-test: setup kafka s3 opensearch spark schema-registry
+test: setup kafka kafka-connect s3 opensearch spark schema-registry
 	$(PY) -m pytest
 
 unit: setup
 	$(PY) -m pytest tests/unit
 
-integration: setup kafka s3 opensearch spark schema-registry
+integration: setup kafka kafka-connect s3 opensearch spark schema-registry
 	$(PY) -m pytest tests/integration
 
 bench: setup kafka

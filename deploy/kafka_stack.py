@@ -9,10 +9,15 @@ fixtures:
   ``~/.cache/sluice/kafka-<version>/libs``.
 * :class:`KafkaBroker` formats a storage directory and runs ``kafka.Kafka`` as a combined
   broker + controller bound to 127.0.0.1 only.
+* :func:`ensure_connect_jars` resolves a Kafka Connect worker (``connect-runtime`` with Connect's
+  own ``connect-file`` and ``connect-json``, see ``deploy/kafka/connect-pom.xml``) the same way,
+  into ``~/.cache/sluice/kafka-connect-<version>/libs``: the real Connect the migration tests run
+  beside Sluice.
 
 Command line (the Makefile uses ``fetch``)::
 
     python -m deploy.kafka_stack fetch [--kafka-version 4.3.1]   # prints the libs directory
+    python -m deploy.kafka_stack fetch-connect [--kafka-version 4.3.1]   # Kafka Connect's jars
     python -m deploy.kafka_stack run [--port 9092]               # foreground broker, Ctrl-C stops it
 """
 
@@ -63,6 +68,7 @@ NODE_ID: Final = 1
 KAFKA_FILES_DIR: Final = Path(__file__).resolve().parent / "kafka"
 POM_PATH: Final = KAFKA_FILES_DIR / "pom.xml"
 TOOLS_POM_PATH: Final = KAFKA_FILES_DIR / "tools-pom.xml"
+CONNECT_POM_PATH: Final = KAFKA_FILES_DIR / "connect-pom.xml"
 LOG4J2_CONFIG: Final = KAFKA_FILES_DIR / "log4j2.properties"
 
 _FORMAT_TIMEOUT_S: Final = 120.0
@@ -156,6 +162,32 @@ def ensure_kafka_tools_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | 
         properties={"kafka.version": version},
         artifact=f"org.apache.kafka:kafka-tools:{version}",
         check=lambda jars: None if f"kafka-tools-{version}.jar" in jars else "kafka-tools is missing from its output",
+        mvn=mvn,
+        error=KafkaFetchError,
+    )
+
+
+def ensure_connect_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None = None) -> Path:
+    """The directory holding a Kafka Connect ``version`` worker's runtime jars (the whole classpath
+    of ``org.apache.kafka.connect.cli.ConnectDistributed``, FileStream connectors included),
+    fetched on first use like :func:`ensure_kafka_jars` (about 5 s from a warm Maven repository)."""
+    if not _VERSION_RE.match(version):
+        raise ValueError(f"unsupported Kafka version {version!r}: expected 4.x.y")
+
+    def check(jars: list[str]) -> str | None:
+        wanted = [f"connect-runtime-{version}.jar", f"connect-file-{version}.jar", f"connect-json-{version}.jar"]
+        missing = [j for j in wanted if j not in jars]
+        if missing or not any(j.startswith("log4j-slf4j-impl-") for j in jars):
+            return f"{', '.join(missing) or 'the log4j SLF4J binding'} missing from its output"
+        return None
+
+    return maven.ensure_jars(
+        "kafka-connect",
+        version,
+        pom=CONNECT_POM_PATH,
+        properties={"kafka.version": version},
+        artifact=f"org.apache.kafka:connect-runtime:{version}",
+        check=check,
         mvn=mvn,
         error=KafkaFetchError,
     )
@@ -645,6 +677,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "~/.cache/sluice)/kafka-<version>/libs unless already there, then print that path.",
     )
     fetch.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
+    fetch_connect = commands.add_parser(
+        "fetch-connect",
+        help="fetch a Kafka Connect worker's jars into the cache (once) and print their directory",
+        description="Fetch connect-runtime, connect-file and connect-json with Maven into $SLUICE_CACHE_DIR "
+        "(default ~/.cache/sluice)/kafka-connect-<version>/libs unless already there, then print that path.",
+    )
+    fetch_connect.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
     run = commands.add_parser(
         "run",
         help="run a broker in the foreground until Ctrl-C",
@@ -661,6 +700,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "fetch":
             libs = ensure_kafka_jars(args.kafka_version)
             print(libs)
+            return 0
+        if args.command == "fetch-connect":
+            print(ensure_connect_jars(args.kafka_version))
             return 0
         broker = KafkaBroker(
             version=args.kafka_version,

@@ -66,7 +66,7 @@ def install(app: FastAPI, herder: Herder, manager: BackfillManager | None = None
 
     The manager starts now (its schedules must run whether or not anyone calls the API) and stops
     when the process exits. A distributed herder (one with ``backfill_cluster``) keeps the jobs in
-    its config topic and lets only its leader fire schedules; that manager starts with the herder,
+    its ``sluice.storage.topic`` and lets only its leader fire schedules; that manager starts with the herder,
     once the topic is known to exist, and stops before it.
     """
     cluster = getattr(herder, "backfill_cluster", None)

@@ -1,15 +1,17 @@
-"""Backfill jobs of a distributed cluster, kept in its config topic.
+"""Backfill jobs of a distributed cluster, kept in its ``sluice.storage.topic``.
 
 Every worker of a cluster must see the same jobs and schedules, and they must outlive any one
-worker — which is what ``config.storage.topic`` already gives connector configs. A job is one
-record there::
+worker — which a compacted topic gives, as ``config.storage.topic`` gives connector configs. A job
+is one record there::
 
     sluice-backfill-<id>   {"id": ..., "spec": {...}, "status": {...}}   (a tombstone deletes it)
 
-Connect workers (and :class:`~worker.distributed.config_store.ConfigStore`) skip keys they do not
-know, so the topic stays readable by Connect tooling. Each worker follows the topic with its own
-:class:`~worker.distributed.kafka_log.KafkaLog` and keeps the jobs in memory; a write waits until
-the worker has read it back, so a ``GET`` after a ``POST`` on the same worker sees the job.
+Not in the config topic: a Kafka Connect worker reading that topic logs every key it does not know
+as an error. An earlier Sluice did keep jobs there (``legacy_topic``): they are still read, a job
+written again moves to the new topic, and moving or deleting one tombstones its old record. Each
+worker follows the topic with its own :class:`~worker.distributed.kafka_log.KafkaLog` and keeps
+the jobs in memory; a write waits until the worker has read it back, so a ``GET`` after a
+``POST`` on the same worker sees the job.
 
 Unlike connector configs, these records are written by whichever worker changes the job (it took
 the REST call, or it runs the job), not only by the leader: a job's status changes where it runs.
@@ -57,6 +59,7 @@ class KafkaBackfillStore(JobMapReads):
         consumer_overrides: Mapping[str, Any] | None = None,
         log_factory: LogFactory | None = None,
         timeout: float = 30.0,
+        legacy_topic: str | None = None,
     ) -> None:
         if log_factory is None:
             from worker.distributed.kafka_log import KafkaLog
@@ -65,7 +68,9 @@ class KafkaBackfillStore(JobMapReads):
         self.topic = topic
         self._timeout = timeout
         self._lock = threading.Lock()
-        self._jobs: dict[str, StoredJob] = {}
+        self._jobs: dict[str, StoredJob] = {}  # what reads see: the topic's jobs over the legacy topic's
+        self._current: dict[str, StoredJob] = {}
+        self._legacy: dict[str, StoredJob] = {}
         self._started = False
         self.on_change: Callable[[str], None] | None = None
         self._log = log_factory(
@@ -76,12 +81,24 @@ class KafkaBackfillStore(JobMapReads):
             consumer_overrides=dict(consumer_overrides or {}),
             producer_overrides=dict(producer_overrides or {}),
         )
+        self._legacy_log = None
+        if legacy_topic is not None:
+            self._legacy_log = log_factory(
+                legacy_topic,
+                bootstrap_servers,
+                self._apply_legacy,
+                client_id=f"{client_id}-backfills-legacy",
+                consumer_overrides=dict(consumer_overrides or {}),
+                producer_overrides=dict(producer_overrides or {}),
+            )
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Read the topic to its end (every job written so far), then keep following it."""
         if not self._started:
+            if self._legacy_log is not None:
+                self._legacy_log.start(self._timeout)
             self._log.start(self._timeout)
             self._started = True
 
@@ -89,16 +106,25 @@ class KafkaBackfillStore(JobMapReads):
         if self._started:
             self._started = False
             self._log.stop()
+            if self._legacy_log is not None:
+                self._legacy_log.stop()
 
     # -- reading -------------------------------------------------------------------------------------
 
     def _apply(self, raw_key: bytes | None, raw_value: bytes | None) -> None:
+        self._apply_to(self._current, raw_key, raw_value)
+
+    def _apply_legacy(self, raw_key: bytes | None, raw_value: bytes | None) -> None:
+        self._apply_to(self._legacy, raw_key, raw_value)
+
+    def _apply_to(self, jobs: dict[str, StoredJob], raw_key: bytes | None, raw_value: bytes | None) -> None:
         if raw_key is None or not raw_key.startswith(KEY_PREFIX.encode()):
             return
         job_id = raw_key[len(KEY_PREFIX) :].decode("utf-8", "replace")
         if raw_value is None:
             with self._lock:
-                self._jobs.pop(job_id, None)
+                jobs.pop(job_id, None)
+                self._merge(job_id)
         else:
             try:
                 job = StoredJob.from_json(orjson.loads(raw_value))
@@ -109,13 +135,22 @@ class KafkaBackfillStore(JobMapReads):
                 log.warning("Skipping backfill record %s: it holds job %s", job_id, job.id)
                 return
             with self._lock:
-                self._jobs[job_id] = job
+                jobs[job_id] = job
+                self._merge(job_id)
         callback = self.on_change
         if callback is not None:
             try:
                 callback(job_id)
             except Exception:
                 log.exception("Applying the change of backfill %s failed", job_id)
+
+    def _merge(self, job_id: str) -> None:
+        """Under the lock: what reads see of ``job_id``."""
+        job = self._current.get(job_id) or self._legacy.get(job_id)
+        if job is None:
+            self._jobs.pop(job_id, None)
+        else:
+            self._jobs[job_id] = job
 
     # -- writing -------------------------------------------------------------------------------------
 
@@ -129,3 +164,9 @@ class KafkaBackfillStore(JobMapReads):
         self._log.send(job_key(job_id), value, timeout=self._timeout)
         # Read back: this worker's next read shows the write (and every write before it).
         self._log.read_to_end(self._timeout)
+        with self._lock:
+            moved = job_id in self._legacy
+        if moved and self._legacy_log is not None:
+            # The job lives in the new topic now: its record in the config topic goes.
+            self._legacy_log.send(job_key(job_id), None, timeout=self._timeout)
+            self._legacy_log.read_to_end(self._timeout)

@@ -116,12 +116,15 @@ class BackfillManager:
         is_leader: Callable[[], bool],
         producer_overrides: Mapping[str, Any] | None = None,
         consumer_overrides: Mapping[str, Any] | None = None,
+        legacy_topic: str | None = None,
     ) -> BackfillManager:
-        """A member of a distributed cluster: jobs in the config ``topic``, schedules fired by the leader."""
+        """A member of a distributed cluster: jobs in ``topic`` (its ``sluice.storage.topic``; an
+        earlier Sluice's in ``legacy_topic``, the config topic, are read too), schedules fired by the leader."""
         from worker.backfill.kafka_store import KafkaBackfillStore
 
         store = KafkaBackfillStore(
-            topic, bootstrap_servers, client_id=client_id, producer_overrides=producer_overrides, consumer_overrides=consumer_overrides
+            topic, bootstrap_servers, client_id=client_id, producer_overrides=producer_overrides, consumer_overrides=consumer_overrides,
+            legacy_topic=legacy_topic,
         )
         confs = {"spark." + k.removeprefix("backfill.spark."): str(v) for k, v in settings.items() if k.startswith("backfill.spark.")}
         bootstrap = str(settings.get("backfill.bootstrap.servers") or bootstrap_servers)

@@ -15,6 +15,11 @@ class DistributedConfig(WorkerConfig):
     group_id: str = Field(description="The cluster: workers with the same group.id share connectors and tasks")  # type: ignore[assignment]
     config_storage_topic: str = Field(description="Compacted one-partition topic holding connector configs")
     config_storage_replication_factor: int = Field(3, ge=-1, description="Replication of the config topic (-1: broker default)")
+    sluice_storage_topic: str | None = Field(
+        None,
+        description="Compacted one-partition topic holding the records only Sluice reads (the leader's assignment, backfill jobs); "
+        "default: config.storage.topic + '-sluice'. Kept out of the config topic, which Kafka Connect reads",
+    )
     offset_storage_topic: str = Field(description="Compacted topic holding source offsets")
     offset_storage_partitions: int = Field(25, ge=-1, description="Partitions of the offsets topic when it is created")
     offset_storage_replication_factor: int = Field(3, ge=-1, description="Replication of the offsets topic (-1: broker default)")
@@ -34,10 +39,18 @@ class DistributedConfig(WorkerConfig):
     def _timeouts(self) -> DistributedConfig:
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ValueError("heartbeat.interval.ms must be lower than session.timeout.ms")
-        topics = [self.config_storage_topic, self.offset_storage_topic, self.status_storage_topic]
-        if len(set(topics)) != 3:
-            raise ValueError("config.storage.topic, offset.storage.topic and status.storage.topic must be three different topics")
+        topics = [self.config_storage_topic, self.offset_storage_topic, self.status_storage_topic, self.sluice_topic]
+        if len(set(topics)) != 4:
+            raise ValueError(
+                "config.storage.topic, offset.storage.topic, status.storage.topic and sluice.storage.topic "
+                "must be four different topics"
+            )
         return self
+
+    @property
+    def sluice_topic(self) -> str:
+        """The topic of Sluice's own cluster records (``sluice.storage.topic`` or its default)."""
+        return self.sluice_storage_topic or f"{self.config_storage_topic}-sluice"
 
     @property
     def advertised_url(self) -> str:

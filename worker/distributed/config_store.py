@@ -12,9 +12,13 @@ Keys and values are Connect's (JSON without schemas, one partition, compacted):
 ``logger-cluster-<logger>``    ``{"level": "DEBUG"}`` — ``PUT /admin/loggers/<logger>?scope=cluster`` (KIP-976)
 =============================  =====================================================================
 
-Sluice adds one record, ``sluice-assignment``: the leader's current assignment (see
-:mod:`worker.distributed.assignor`) with the leader's REST URL. Connect workers log and skip keys
-they do not know, so the topic stays readable by Connect tooling.
+Nothing else goes there: a Connect worker reading the topic logs every other key as an error
+(``Discarding config update record with invalid key``). What only Sluice needs — the leader's
+current assignment (see :mod:`worker.distributed.assignor`) with the leader's REST URL — lives in
+a topic of its own, ``sluice.storage.topic`` (key ``assignment``), which the leader writes in the
+same fenced transactions. Clusters that ran an earlier Sluice have their assignment in the config
+topic as ``sluice-assignment``: it is read until an assignment appears in the new topic, and the
+first leader to write there tombstones it (Connect logs both until compaction removes them).
 
 Only the leader writes, through a transactional producer whose ``transactional.id`` is the same on
 every worker: a new leader's ``init_transactions`` fences the previous one, so a deposed leader
@@ -46,7 +50,8 @@ from worker.status import TargetState
 
 log = logging.getLogger(__name__)
 
-ASSIGNMENT_KEY = "sluice-assignment"
+ASSIGNMENT_KEY = "assignment"  # in sluice.storage.topic
+LEGACY_ASSIGNMENT_KEY = "sluice-assignment"  # in the config topic, where earlier Sluice versions wrote it
 SESSION_KEY = "session-key"
 LOGGER_CLUSTER_PREFIX = "logger-cluster-"
 
@@ -168,8 +173,15 @@ class ConfigStore:
         producer_overrides: Mapping[str, Any] | None = None,
         consumer_overrides: Mapping[str, Any] | None = None,
         on_logger_level: Callable[[str, str], None] = apply_cluster_logger_level,
+        sluice_topic: str | None = None,
     ) -> None:
         self.topic = topic
+        self.sluice_topic = sluice_topic or f"{topic}-sluice"
+        # The assignment from sluice.storage.topic, and the one an earlier Sluice left in the
+        # config topic (used until the first one exists; tombstoned by the next leader's write).
+        self._assignment: Assignment | None = None
+        self._legacy_assignment: Assignment | None = None
+        self._legacy_live = False
         self._on_logger_level = on_logger_level
         self._started = False  # logger-cluster records read before this are the past's
         self._bootstrap = bootstrap_servers
@@ -183,18 +195,25 @@ class ConfigStore:
             topic, bootstrap_servers, self._apply, client_id=f"{client_id}-configs", consumer_overrides=consumer_overrides,
             with_producer=False,
         )
+        self._sluice_log = KafkaLog(
+            self.sluice_topic, bootstrap_servers, self._apply_sluice, client_id=f"{client_id}-sluice",
+            consumer_overrides=consumer_overrides, with_producer=False,
+        )
         self._leader_producer: Producer | None = None
         self._write_lock = threading.Lock()
 
     def start(self) -> None:
+        self._sluice_log.start()
         self._log.start()
         self._started = True
 
     def stop(self) -> None:
         self.resign()
         self._log.stop()
+        self._sluice_log.stop()
 
     def read_to_end(self, timeout: float = 30.0) -> None:
+        self._sluice_log.read_to_end(timeout)
         self._log.read_to_end(timeout)
 
     def snapshot(self) -> ConfigSnapshot:
@@ -264,15 +283,35 @@ class ConfigStore:
             elif (name := _split(key, "restart-connector-")) is not None:
                 if value is not None:
                     s.restarts[name] = (s.sequence, bool(value.get("only-failed")), bool(value.get("include-tasks")))
-            elif key == ASSIGNMENT_KEY:
-                if value is not None:
-                    assert raw_value is not None
-                    s.assignment = Assignment.from_json(raw_value)
+            elif key == LEGACY_ASSIGNMENT_KEY:
+                self._legacy_live = raw_value is not None
+                if raw_value is not None:
+                    self._legacy_assignment = Assignment.from_json(raw_value)
+                s.assignment = self._assignment or self._legacy_assignment
             elif key == SESSION_KEY:
                 if value is not None:
                     s.session_key = base64.b64decode(value["key"])
             else:
                 log.debug("Ignoring config record with unknown key %s", key)
+        self._on_change()
+
+    def _apply_sluice(self, raw_key: bytes | None, raw_value: bytes | None) -> None:
+        """A record of ``sluice.storage.topic``."""
+        if raw_key is None:
+            return
+        key = raw_key.decode("utf-8", "replace")
+        if key != ASSIGNMENT_KEY:
+            log.debug("Ignoring record with unknown key %s in %s", key, self.sluice_topic)
+            return
+        try:
+            assignment = Assignment.from_json(raw_value) if raw_value is not None else None
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            log.warning("Skipping assignment record in %s: %s", self.sluice_topic, exc)
+            return
+        with self._lock:
+            self._assignment = assignment
+            self._snapshot.assignment = assignment or self._legacy_assignment
+            self._snapshot.sequence += 1
         self._on_change()
 
     def _logger_level_record(self, logger: str, value: Any) -> None:
@@ -353,15 +392,28 @@ class ConfigStore:
 
     def write(self, records: list[tuple[str, Any]], *, timeout: float = 30.0, wait_visible: bool = True) -> None:
         """Write ``(key, value)`` records in one transaction; ``None`` values are tombstones."""
+        self._transact([(self.topic, key, value) for key, value in records], timeout=timeout, wait_visible=wait_visible)
+
+    def write_assignment(self, assignment: Assignment, *, timeout: float = 30.0) -> None:
+        """Write the leader's assignment to ``sluice.storage.topic`` and wait until it is read back;
+        the same transaction tombstones an earlier Sluice's record in the config topic."""
+        records: list[tuple[str, str, Any]] = [(self.sluice_topic, ASSIGNMENT_KEY, assignment.to_json())]
+        with self._lock:
+            legacy = self._legacy_live
+        if legacy:
+            records.append((self.topic, LEGACY_ASSIGNMENT_KEY, None))
+        self._transact(records, timeout=timeout, wait_visible=True)
+
+    def _transact(self, records: list[tuple[str, str, Any]], *, timeout: float, wait_visible: bool) -> None:
         with self._write_lock:
             producer = self._leader_producer
             if producer is None:
                 raise NotLeader("This worker is not the leader (any more); retry the request")
             try:
                 producer.begin_transaction()
-                for key, value in records:
+                for topic, key, value in records:
                     payload = value if isinstance(value, bytes) or value is None else orjson.dumps(value)
-                    producer.produce(self.topic, payload, key.encode())
+                    producer.produce(topic, payload, key.encode())
                 producer.commit_transaction(timeout)
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
@@ -375,7 +427,8 @@ class ConfigStore:
                         producer.abort_transaction(timeout)
                     except KafkaException:
                         pass
-                raise KafkaLogError(f"Writing to {self.topic} failed: {error.str()}") from None
+                topics = ", ".join(sorted({topic for topic, _, _ in records}))
+                raise KafkaLogError(f"Writing to {topics} failed: {error.str()}") from None
         if wait_visible:
             self.read_to_end(timeout)
 

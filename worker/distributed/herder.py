@@ -37,7 +37,8 @@ from offsets.kafka import KafkaOffsetStore
 from plugins import PluginKind
 from worker.distributed.assignor import CONNECTOR, Item, plan
 from worker.distributed.config import DistributedConfig
-from worker.distributed.config_store import ASSIGNMENT_KEY, Assignment, ConfigSnapshot, ConfigStore
+from worker.distributed.config_store import Assignment, ConfigSnapshot, ConfigStore
+from worker.distributed.connect_task_configs import as_connect_task_configs
 from worker.distributed.forwarding import (
     ALGORITHM,
     ALGORITHM_HEADER,
@@ -117,7 +118,7 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, ClusterRequests, Her
         consumer = config.prefixed("consumer.")
         self.configs = ConfigStore(
             config.config_storage_topic, bootstrap, config.group_id, client_id=client_id, on_change=self.wakeup,
-            producer_overrides=_security(producer), consumer_overrides=_security(consumer),
+            producer_overrides=_security(producer), consumer_overrides=_security(consumer), sluice_topic=config.sluice_topic,
         )
         self.status: KafkaStatusStore = KafkaStatusStore(
             config.status_storage_topic, bootstrap, client_id=client_id, generation=self._generation,
@@ -220,7 +221,10 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, ClusterRequests, Her
     def backfill_cluster(self) -> dict[str, Any]:
         """Where backfill jobs live in this cluster and who fires schedules (:meth:`BackfillManager.for_cluster`)."""
         return {
-            "topic": self.config.config_storage_topic,
+            # Not the config topic, whose unknown keys a Connect worker logs as errors (read for
+            # the jobs an earlier Sluice kept there).
+            "topic": self.config.sluice_topic,
+            "legacy_topic": self.config.config_storage_topic,
             "bootstrap_servers": self.config.bootstrap_servers,
             "client_id": self.config.client_id or f"sluice-{self.config.group_id}-{self._worker_id}",
             "worker_id": self._worker_id,
@@ -377,7 +381,7 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, ClusterRequests, Her
         if previous is not None and _same(previous, proposed):
             return
         proposed.generation += 1
-        self.configs.write([(ASSIGNMENT_KEY, proposed.to_json())], wait_visible=True)
+        self.configs.write_assignment(proposed)
         log.info(
             "Assignment generation %d: %s",
             proposed.generation,
@@ -540,7 +544,9 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, ClusterRequests, Her
         except Exception as exc:
             self._connector_failed(name, exc)
             return
-        stored = self.worker.reverse_transform(validated, [{str(k): stringify(v) for k, v in c.items()} for c in configs])
+        generated = self.worker.reverse_transform(validated, [{str(k): stringify(v) for k, v in c.items()} for c in configs])
+        # Stored with the keys a Connect worker adds, so a Connect cluster can take these tasks over.
+        stored = as_connect_task_configs(validated.plugin, validated.raw, generated)
         if stored != snapshot.task_configs.get(name):
             self._submit_task_configs(name, stored, snapshot)
 

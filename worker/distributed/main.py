@@ -30,6 +30,9 @@ def internal_topics(config: DistributedConfig) -> list[InternalTopic]:
             config.config_storage_topic, "config.storage.topic", 1, config.config_storage_replication_factor, exact_partitions=True
         ),
         InternalTopic(
+            config.sluice_topic, "sluice.storage.topic", 1, config.config_storage_replication_factor, exact_partitions=True
+        ),
+        InternalTopic(
             config.offset_storage_topic, "offset.storage.topic", config.offset_storage_partitions, config.offset_storage_replication_factor
         ),
         InternalTopic(

@@ -10,10 +10,13 @@ view; what keeps a stale worker from corrupting it is on the write side: a worke
 with the group writes no status, and ``UNASSIGNED`` never replaces another worker's status
 (Connect's ``putSafe``).
 
-Connectors' active topics (KIP-558) are records there too: key ``topic-<topic>-connector-<c>``,
-value ``{"topic": {"name", "connector", "task", "discoverTimestamp"}}``, written by the worker
-whose task first used the topic and deleted (tombstones) by a reset or the connector's deletion,
-so ``GET /connectors/{c}/topics`` answers the same on every worker.
+Connectors' active topics (KIP-558) are records there too, Connect's: key
+``status-topic-<topic>:connector-<c>``, value ``{"topic": {"name", "connector", "task",
+"discoverTimestamp"}}``, written by the worker whose task first used the topic and deleted
+(tombstones) by a reset or the connector's deletion, so ``GET /connectors/{c}/topics`` answers the
+same on every worker — and on a Kafka Connect worker reading the same topic. An earlier Sluice
+keyed them ``topic-<topic>-connector-<c>`` (Connect discards those with a warning): they are still
+read, rewritten under Connect's key the next time a task uses the topic, and tombstoned with it.
 
 A worker's own writes show at once in its own answers; the records before them in the topic,
 which its reader may not have reached yet, do not undo them (until a write is read back, older
@@ -73,8 +76,18 @@ def task_key(task_id: ConnectorTaskId) -> bytes:
     return f"status-task-{task_id.connector}-{task_id.task}".encode()
 
 
+TOPIC_KEY_PREFIX = "status-topic-"
+TOPIC_KEY_SEPARATOR = ":connector-"  # topic names cannot contain ':', so the first one splits the key
+LEGACY_TOPIC_KEY_PREFIX = "topic-"
+
+
 def topic_key(connector: str, topic: str) -> bytes:
-    return f"topic-{topic}-connector-{connector}".encode()
+    return f"{TOPIC_KEY_PREFIX}{topic}{TOPIC_KEY_SEPARATOR}{connector}".encode()
+
+
+def legacy_topic_key(connector: str, topic: str) -> bytes:
+    """The key an earlier Sluice wrote for an active topic (read and tombstoned, never written)."""
+    return f"{LEGACY_TOPIC_KEY_PREFIX}{topic}-connector-{connector}".encode()
 
 
 class KafkaStatusStore(StatusStore):
@@ -97,7 +110,8 @@ class KafkaStatusStore(StatusStore):
         # Key → (bytes of our latest write not yet read back, when it was sent).
         self._unread: dict[bytes, tuple[bytes | None, float]] = {}
         self._unread_lock = threading.Lock()
-        # Active topics: connector → topics, and each record's key → (connector, topic) for its tombstone.
+        # Active topics: connector → topics, and each record's key → (connector, topic) for its
+        # tombstone (a topic may have a record under the legacy key as well as under Connect's).
         self._active: dict[str, set[str]] = {}
         self._topic_keys: dict[bytes, tuple[str, str]] = {}
         self._log = KafkaLog(
@@ -157,24 +171,30 @@ class KafkaStatusStore(StatusStore):
             return set(self._active.get(connector, ()))
 
     def put_topic(self, connector: str, topic: str, task: int) -> None:
-        """Record that a task of ``connector`` used ``topic`` (once: known topics are not rewritten)."""
+        """Record that a task of ``connector`` used ``topic`` (once: known topics are not rewritten,
+        except one known only from a legacy record, which moves to Connect's key)."""
         key = topic_key(connector, topic)
+        legacy = legacy_topic_key(connector, topic)
         with self._lock:
-            if topic in self._active.get(connector, ()):
+            if key in self._topic_keys:
                 return
             self._active.setdefault(connector, set()).add(topic)
             self._topic_keys[key] = (connector, topic)
+            had_legacy = self._topic_keys.pop(legacy, None) is not None
         body = {"topic": {"name": topic, "connector": connector, "task": task, "discoverTimestamp": int(time.time() * 1000)}}
         self._send(key, orjson.dumps(body))
+        if had_legacy:
+            self._send(legacy, None)
 
     def reset_topics(self, connector: str) -> None:
         """Forget the connector's active topics on every worker."""
         with self._lock:
-            topics = self._active.pop(connector, set())
-            for topic in topics:
-                self._topic_keys.pop(topic_key(connector, topic), None)
-        for topic in sorted(topics):
-            self._send(topic_key(connector, topic), None)
+            self._active.pop(connector, None)
+            keys = sorted(k for k, (c, _) in self._topic_keys.items() if c == connector)
+            for key in keys:
+                del self._topic_keys[key]
+        for key in keys:
+            self._send(key, None)
 
     def forget_task(self, task_id: ConnectorTaskId) -> None:
         # Connect keeps a stopped task's last status (another worker may already own it): only
@@ -203,7 +223,7 @@ class KafkaStatusStore(StatusStore):
         if raw_key is None or self._older_than_own_write(raw_key, raw_value):
             return
         key = raw_key.decode("utf-8", "replace")
-        if key.startswith("topic-"):
+        if key.startswith((TOPIC_KEY_PREFIX, LEGACY_TOPIC_KEY_PREFIX)):
             self._apply_topic(raw_key, raw_value)
         elif key.startswith("status-connector-"):
             name = key[len("status-connector-") :]
@@ -239,10 +259,11 @@ class KafkaStatusStore(StatusStore):
                 return
             # The herder learns first, so it cannot publish the topic again from a task's
             # not-yet-reset set in between (a topic the task uses afterwards comes back, as in Connect).
-            if self._on_topic_reset is not None:
+            # A legacy key's tombstone is no reset: it may only mean the record moved to Connect's key.
+            if self._on_topic_reset is not None and raw_key.startswith(TOPIC_KEY_PREFIX.encode()):
                 self._on_topic_reset(known[0])
             with self._lock:
-                if self._topic_keys.pop(raw_key, None) is not None:
+                if self._topic_keys.pop(raw_key, None) is not None and known not in self._topic_keys.values():
                     self._active.get(known[0], set()).discard(known[1])
             return
         try:

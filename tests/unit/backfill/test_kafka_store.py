@@ -218,3 +218,28 @@ def test_the_config_store_skips_backfill_records() -> None:
         assert changes == [1] and "x" in configs.snapshot().connectors
     finally:
         configs._log._consumer.close()
+
+
+def test_jobs_an_earlier_sluice_kept_in_the_config_topic_are_read_and_move_out_of_it() -> None:
+    """A Kafka Connect worker logs unknown config-topic keys as errors: jobs live in
+    sluice.storage.topic, and the ones an earlier Sluice wrote to the config topic move there."""
+    sluice_topic, config_topic = FakeTopic(), FakeTopic()
+    config_topic.records.append((job_key("old"), orjson.dumps(StoredJob("old", {"kind": "topic_to_s3"}).to_json())))
+
+    def factory(topic: str, *args: Any, **kwargs: Any) -> FakeLog:
+        return (sluice_topic if topic == "c-sluice" else config_topic).log(topic, *args, **kwargs)
+
+    s = KafkaBackfillStore("c-sluice", "unused:9092", client_id="w", log_factory=factory, legacy_topic="c")
+    s.start()
+    assert [j.id for j in s.list()] == ["old"]
+    s.put(StoredJob("new", {"kind": "jdbc_to_topic"}))
+    assert config_topic.records[-1][0] == job_key("old") and len(config_topic.records) == 1, "new jobs stay out of it"
+    old = s.get("old")
+    assert old is not None
+    old.status = {"state": "SUCCEEDED"}
+    s.put(old)
+    assert config_topic.records[-1] == (job_key("old"), None), "a job written again leaves the config topic"
+    assert [k for k, _ in sluice_topic.records] == [job_key("new"), job_key("old")]
+    assert (s.get("old") or old).status == {"state": "SUCCEEDED"} and [j.id for j in s.list()] == ["new", "old"]
+    s.delete("old")
+    assert [j.id for j in s.list()] == ["new"]

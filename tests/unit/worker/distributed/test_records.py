@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 
 from worker.distributed.assignor import CONNECTOR
-from worker.distributed.config_store import ASSIGNMENT_KEY, Assignment, ConfigStore
+from worker.distributed.config_store import ASSIGNMENT_KEY, LEGACY_ASSIGNMENT_KEY, Assignment, ConfigStore
 from worker.distributed.forwarding import sign, verify
 from worker.distributed.status_store import decode_status, encode_status
 from worker.status import State, Status, TargetState
@@ -22,6 +22,31 @@ class _Reader(ConfigStore):
         self._lock = threading.Lock()
         self._snapshot = ConfigSnapshot()
         self._on_change = lambda: None
+        self.topic, self.sluice_topic = "configs", "configs-sluice"
+        self._assignment = self._legacy_assignment = None
+        self._legacy_live = False
+        self._write_lock = threading.Lock()
+        self._leader_producer = None
+        self.produced: list[tuple[str, bytes, bytes | None]] = []
+
+    def read_to_end(self, timeout: float = 30.0) -> None:
+        pass
+
+    def lead(self) -> None:
+        """A leader's transactional producer that records what it writes."""
+        produced = self.produced
+
+        class _Producer:
+            def begin_transaction(self) -> None:
+                pass
+
+            def produce(self, topic: str, value: bytes | None, key: bytes) -> None:
+                produced.append((topic, key, value))
+
+            def commit_transaction(self, timeout: float) -> None:
+                pass
+
+        self._leader_producer = _Producer()  # type: ignore[assignment]
 
     def feed(self, key: str, value: object) -> None:
         self._apply(key.encode(), None if value is None else orjson.dumps(value))
@@ -104,9 +129,42 @@ def test_assignment_round_trips() -> None:
         urls={"h:1": "http://h:1", "h:2": "http://h:2"},
     )
     reader = _Reader()
-    reader._apply(ASSIGNMENT_KEY.encode(), assignment.to_json())
+    reader._apply_sluice(ASSIGNMENT_KEY.encode(), assignment.to_json())
     back = reader.snapshot().assignment
     assert back == assignment
+
+
+def _assignment(generation: int) -> Assignment:
+    return Assignment(
+        generation=generation, leader="h:1", leader_url="http://h:1", owners={"h:1": {("a", CONNECTOR)}}, urls={"h:1": ""}
+    )
+
+
+def test_the_assignment_lives_outside_the_config_topic() -> None:
+    """A Connect worker logs every unknown key of the config topic as an error: the leader writes
+    its assignment to sluice.storage.topic, and only Connect's keys to the config topic."""
+    reader = _Reader()
+    reader.lead()
+    reader.write_assignment(_assignment(1))
+    assert [(topic, key) for topic, key, _ in reader.produced] == [("configs-sluice", b"assignment")]
+
+
+def test_an_earlier_sluices_assignment_is_used_until_the_new_topic_has_one_and_then_tombstoned() -> None:
+    reader = _Reader()
+    reader._apply(LEGACY_ASSIGNMENT_KEY.encode(), _assignment(5).to_json())
+    assert reader.snapshot().assignment == _assignment(5), "a cluster upgraded from an earlier Sluice keeps its plan"
+    reader.lead()
+    reader.write_assignment(_assignment(6))
+    assert [(topic, key, value is None) for topic, key, value in reader.produced] == [
+        ("configs-sluice", b"assignment", False),
+        ("configs", b"sluice-assignment", True),
+    ]
+    reader._apply_sluice(ASSIGNMENT_KEY.encode(), _assignment(6).to_json())
+    reader._apply(LEGACY_ASSIGNMENT_KEY.encode(), None)
+    assert reader.snapshot().assignment == _assignment(6)
+    reader.produced.clear()
+    reader.write_assignment(_assignment(7))
+    assert [topic for topic, _, _ in reader.produced] == ["configs-sluice"], "the tombstone is written once"
 
 
 def test_status_values_are_connects() -> None:

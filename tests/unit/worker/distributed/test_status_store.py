@@ -71,27 +71,48 @@ def test_active_topics_are_records_every_worker_reads_and_a_reset_tombstones_the
     s._on_topic_reset = resets.append
     s.put_topic("fwd", "orders", 0)
     s.put_topic("fwd", "orders", 1)  # known already: not written again
-    assert [k for k, _ in log.sent] == [b"topic-orders-connector-fwd"]
+    assert [k for k, _ in log.sent] == [b"status-topic-orders:connector-fwd"]
     value = log.sent[0][1]
     assert value is not None and orjson.loads(value)["topic"] | {"discoverTimestamp": 0} == {
         "name": "orders", "connector": "fwd", "task": 0, "discoverTimestamp": 0
     }
     # Another worker's task of the same connector used another topic.
     other = orjson.dumps({"topic": {"name": "refunds", "connector": "fwd", "task": 1, "discoverTimestamp": 1}})
-    s._apply(b"topic-refunds-connector-fwd", other)
+    s._apply(b"status-topic-refunds:connector-fwd", other)
     assert s.topics("fwd") == {"orders", "refunds"} and s.topics("other") == set()
     # Another worker reset the connector's topics: its tombstones reach this worker, which tells the herder.
-    s._apply(b"topic-refunds-connector-fwd", None)
+    s._apply(b"status-topic-refunds:connector-fwd", None)
     assert s.topics("fwd") == {"orders"} and resets == ["fwd"]
     # A reset here tombstones every topic of the connector; reading them back is no news.
     s.reset_topics("fwd")
-    assert log.sent[-1] == (b"topic-orders-connector-fwd", None) and s.topics("fwd") == set()
+    assert log.sent[-1] == (b"status-topic-orders:connector-fwd", None) and s.topics("fwd") == set()
     s._apply(*log.sent[-1])
     assert resets == ["fwd"]
+
+
+def test_active_topics_from_an_earlier_sluice_are_read_and_move_to_connects_key() -> None:
+    resets: list[str] = []
+    s, log = store()
+    s._on_topic_reset = resets.append
+    legacy = orjson.dumps({"topic": {"name": "orders", "connector": "fwd", "task": 0, "discoverTimestamp": 1}})
+    s._apply(b"topic-orders-connector-fwd", legacy)
+    s._apply(b"topic-refunds-connector-fwd", legacy.replace(b"orders", b"refunds"))
+    assert s.topics("fwd") == {"orders", "refunds"}
+    # The next use writes Connect's key (which a Connect worker reads) and tombstones the old one.
+    s.put_topic("fwd", "orders", 0)
+    assert [k for k, _ in log.sent] == [b"status-topic-orders:connector-fwd", b"topic-orders-connector-fwd"]
+    assert log.sent[1][1] is None
+    # Reading that tombstone back (here or on another worker) is no reset, and the topic stays.
+    s._apply(b"topic-orders-connector-fwd", None)
+    assert resets == [] and s.topics("fwd") == {"orders", "refunds"}
+    # A reset tombstones the connector's records under both shapes.
+    s.reset_topics("fwd")
+    assert set(log.sent[-2:]) == {(b"status-topic-orders:connector-fwd", None), (b"topic-refunds-connector-fwd", None)}
+    assert s.topics("fwd") == set()
 
 
 def test_deleting_a_connector_resets_its_topics() -> None:
     s, log = store()
     s.put_topic("fwd", "orders", 0)
     s.forget("fwd")
-    assert (b"topic-orders-connector-fwd", None) in log.sent and s.topics("fwd") == set()
+    assert (b"status-topic-orders:connector-fwd", None) in log.sent and s.topics("fwd") == set()
