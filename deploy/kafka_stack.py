@@ -128,42 +128,16 @@ def ensure_kafka_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None =
         ValueError: ``version`` is not a Kafka 4.x version string.
         KafkaFetchError: Maven is missing or failed; the message ends with Maven's output.
     """
-    if not _VERSION_RE.match(version):
-        # The pom, the log4j2 binding and the broker settings are all Kafka 4.x specific;
-        # the check also keeps the version from escaping the cache directory.
-        raise ValueError(f"unsupported Kafka version {version!r}: expected 4.x.y")
-
-    def check(jars: list[str]) -> str | None:
-        if f"kafka_2.13-{version}.jar" not in jars or not any(j.startswith("log4j-slf4j-impl-") for j in jars):
-            return f"the Kafka {version} jars or the log4j SLF4J binding are missing from its output"
-        return None
-
-    return maven.ensure_jars(
-        "kafka",
-        version,
-        pom=POM_PATH,
-        properties={"kafka.version": version},
-        artifact=f"org.apache.kafka:kafka_2.13:{version}",
-        check=check,
-        mvn=mvn,
-        error=KafkaFetchError,
+    return _ensure_kafka_artifact(
+        "kafka", version, POM_PATH, f"org.apache.kafka:kafka_2.13:{version}", [f"kafka_2.13-{version}.jar"], mvn, slf4j=True
     )
 
 
 def ensure_kafka_tools_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None = None) -> Path:
     """The directory holding ``kafka-tools`` ``version`` alone (Kafka's load generators, for the
     benchmarks); with :func:`ensure_kafka_jars`' directory it makes their classpath."""
-    if not _VERSION_RE.match(version):
-        raise ValueError(f"unsupported Kafka version {version!r}: expected 4.x.y")
-    return maven.ensure_jars(
-        "kafka-tools",
-        version,
-        pom=TOOLS_POM_PATH,
-        properties={"kafka.version": version},
-        artifact=f"org.apache.kafka:kafka-tools:{version}",
-        check=lambda jars: None if f"kafka-tools-{version}.jar" in jars else "kafka-tools is missing from its output",
-        mvn=mvn,
-        error=KafkaFetchError,
+    return _ensure_kafka_artifact(
+        "kafka-tools", version, TOOLS_POM_PATH, f"org.apache.kafka:kafka-tools:{version}", [f"kafka-tools-{version}.jar"], mvn
     )
 
 
@@ -171,22 +145,34 @@ def ensure_connect_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None
     """The directory holding a Kafka Connect ``version`` worker's runtime jars (the whole classpath
     of ``org.apache.kafka.connect.cli.ConnectDistributed``, FileStream connectors included),
     fetched on first use like :func:`ensure_kafka_jars` (about 5 s from a warm Maven repository)."""
+    wanted = [f"connect-runtime-{version}.jar", f"connect-file-{version}.jar", f"connect-json-{version}.jar"]
+    return _ensure_kafka_artifact(
+        "kafka-connect", version, CONNECT_POM_PATH, f"org.apache.kafka:connect-runtime:{version}", wanted, mvn, slf4j=True
+    )
+
+
+def _ensure_kafka_artifact(
+    name: str, version: str, pom: Path, artifact: str, wanted: list[str], mvn: str | None, *, slf4j: bool = False
+) -> Path:
+    """One Kafka 4.x artifact's jars through :func:`deploy.maven.ensure_jars`, checked for ``wanted``
+    (and the log4j SLF4J binding when ``slf4j``) once fetched."""
     if not _VERSION_RE.match(version):
+        # The poms, the log4j2 binding and the broker settings are all Kafka 4.x specific;
+        # the check also keeps the version from escaping the cache directory.
         raise ValueError(f"unsupported Kafka version {version!r}: expected 4.x.y")
 
     def check(jars: list[str]) -> str | None:
-        wanted = [f"connect-runtime-{version}.jar", f"connect-file-{version}.jar", f"connect-json-{version}.jar"]
         missing = [j for j in wanted if j not in jars]
-        if missing or not any(j.startswith("log4j-slf4j-impl-") for j in jars):
-            return f"{', '.join(missing) or 'the log4j SLF4J binding'} missing from its output"
-        return None
+        if slf4j and not any(j.startswith("log4j-slf4j-impl-") for j in jars):
+            missing.append("the log4j SLF4J binding")
+        return f"{', '.join(missing)} missing from its output" if missing else None
 
     return maven.ensure_jars(
-        "kafka-connect",
+        name,
         version,
-        pom=CONNECT_POM_PATH,
+        pom=pom,
         properties={"kafka.version": version},
-        artifact=f"org.apache.kafka:connect-runtime:{version}",
+        artifact=artifact,
         check=check,
         mvn=mvn,
         error=KafkaFetchError,

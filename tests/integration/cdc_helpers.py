@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import abc
+import random
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -97,3 +100,37 @@ def confirmed_flush_lsn(url: str, slot: str) -> int:
 
 def dbname(url: str) -> str:
     return url.rsplit("/", 1)[-1]
+
+
+class BackgroundWriter(threading.Thread, abc.ABC):
+    """Changes a table on its own connection until :meth:`stop`, one :meth:`step` at a time, so a
+    test can backfill, snapshot or stream while rows keep moving; an error is raised by stop()."""
+
+    def __init__(self, url: str, *, name: str, seed: int, pause_s: float) -> None:
+        super().__init__(name=name, daemon=True)
+        self._url = libpq(url)
+        self._rnd = random.Random(seed)
+        self._pause_s = pause_s
+        self._stop_event = threading.Event()
+        self.commits = 0
+        self.error: BaseException | None = None
+
+    @abc.abstractmethod
+    def step(self, conn: psycopg.Connection[Any], rnd: random.Random) -> None:
+        """One change (or one transaction of several)."""
+
+    def run(self) -> None:
+        try:
+            with psycopg.connect(self._url, autocommit=True) as conn:
+                while not self._stop_event.is_set():
+                    self.step(conn, self._rnd)
+                    self.commits += 1
+                    time.sleep(self._pause_s)
+        except BaseException as exc:  # surfaced by stop()
+            self.error = exc
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=30)
+        if self.error is not None:
+            raise AssertionError(f"the writer failed: {self.error!r}")

@@ -14,7 +14,6 @@ gives the final table (the writer's changes in between are in neither).
 from __future__ import annotations
 
 import random
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,16 @@ from confluent_kafka import Consumer, TopicPartition
 
 from deploy.kafka_stack import KafkaBroker
 from deploy.postgres import PostgresServer
-from tests.integration.cdc_helpers import cdc_config, dbname, key, libpq, run_sql, value, worker, write_connector
+from tests.integration.cdc_helpers import (
+    BackgroundWriter,
+    cdc_config,
+    dbname,
+    key,
+    run_sql,
+    value,
+    worker,
+    write_connector,
+)
 from tests.integration.kafka_helpers import ConsumedRecord, consume_all, unique_topic_name
 from worker.backfill import BackfillManager, JobState
 
@@ -35,51 +43,33 @@ INITIAL_ROWS = 20_000
 SENTINEL = -1
 
 
-class Writer(threading.Thread):
+class Writer(BackgroundWriter):
     """Random committed changes to ``accounts`` until stopped; the table is the truth, not this."""
 
     def __init__(self, url: str, first_new_id: int) -> None:
-        super().__init__(name="handoff-writer", daemon=True)
-        self._url = libpq(url)
-        self._stop_event = threading.Event()
+        super().__init__(url, name="handoff-writer", seed=7, pause_s=0.002)
         self._next_id = first_new_id
         self._live = list(range(1, first_new_id))
-        self.commits = 0
-        self.error: BaseException | None = None
 
-    def run(self) -> None:
-        rnd = random.Random(7)
-        try:
-            with psycopg.connect(self._url, autocommit=True) as conn:
-                while not self._stop_event.is_set():
-                    roll = rnd.random()
-                    if roll < 0.35:
-                        conn.execute("UPDATE accounts SET balance = balance + 1, label = %s WHERE id = %s", (f"u{self.commits}", rnd.choice(self._live)))
-                    elif roll < 0.65:
-                        conn.execute("INSERT INTO accounts VALUES (%s, 0, 'new')", (self._next_id,))
-                        self._live.append(self._next_id)
-                        self._next_id += 1
-                    elif roll < 0.85:
-                        victim = self._live.pop(rnd.randrange(len(self._live)))
-                        conn.execute("DELETE FROM accounts WHERE id = %s", (victim,))
-                    else:  # several statements in one transaction
-                        with conn.transaction():
-                            a, b = rnd.sample(self._live, 2)
-                            conn.execute("UPDATE accounts SET balance = balance - 5 WHERE id = %s", (a,))
-                            conn.execute("UPDATE accounts SET balance = balance + 5 WHERE id = %s", (b,))
-                            conn.execute("INSERT INTO accounts VALUES (%s, 5, 'tx')", (self._next_id,))
-                        self._live.append(self._next_id)
-                        self._next_id += 1
-                    self.commits += 1
-                    time.sleep(0.002)
-        except BaseException as exc:  # surfaced by stop()
-            self.error = exc
-
-    def stop(self) -> None:
-        self._stop_event.set()
-        self.join(timeout=30)
-        if self.error is not None:
-            raise AssertionError(f"the writer failed: {self.error!r}")
+    def step(self, conn: psycopg.Connection[Any], rnd: random.Random) -> None:
+        roll = rnd.random()
+        if roll < 0.35:
+            conn.execute("UPDATE accounts SET balance = balance + 1, label = %s WHERE id = %s", (f"u{self.commits}", rnd.choice(self._live)))
+        elif roll < 0.65:
+            conn.execute("INSERT INTO accounts VALUES (%s, 0, 'new')", (self._next_id,))
+            self._live.append(self._next_id)
+            self._next_id += 1
+        elif roll < 0.85:
+            victim = self._live.pop(rnd.randrange(len(self._live)))
+            conn.execute("DELETE FROM accounts WHERE id = %s", (victim,))
+        else:  # several statements in one transaction
+            with conn.transaction():
+                a, b = rnd.sample(self._live, 2)
+                conn.execute("UPDATE accounts SET balance = balance - 5 WHERE id = %s", (a,))
+                conn.execute("UPDATE accounts SET balance = balance + 5 WHERE id = %s", (b,))
+                conn.execute("INSERT INTO accounts VALUES (%s, 5, 'tx')", (self._next_id,))
+            self._live.append(self._next_id)
+            self._next_id += 1
 
 
 def current_lsn(url: str) -> int:

@@ -23,7 +23,6 @@ import os
 import random
 import re
 import struct
-import threading
 import time
 import uuid
 from collections import defaultdict
@@ -40,7 +39,17 @@ from connectors.source.postgres_cdc.snapshot import copy_out
 from connectors.source.postgres_cdc.tables import Table
 from deploy.kafka_stack import KafkaBroker
 from deploy.postgres import PostgresServer
-from tests.integration.cdc_helpers import JSON, cdc_config, dbname, libpq, read_events, run_sql, worker, write_connector
+from tests.integration.cdc_helpers import (
+    JSON,
+    BackgroundWriter,
+    cdc_config,
+    dbname,
+    libpq,
+    read_events,
+    run_sql,
+    worker,
+    write_connector,
+)
 from tests.integration.jdbc_helpers import JDBC_SINK, WORKER_SETTINGS
 from tests.integration.kafka_helpers import ConsumedRecord, unique_topic_name
 from worker.backfill import BackfillManager, JobState
@@ -108,53 +117,34 @@ FROM {source}
 """
 
 
-class Writer(threading.Thread):
+class Writer(BackgroundWriter):
     """Updates, deletes and inserts rows until stopped; remembers every id it touched."""
 
     def __init__(self, url: str, mood: str) -> None:
-        super().__init__(name="cdc-topic-writer", daemon=True)
-        self._url = libpq(url)
-        self._mood = mood
-        self._stop_event = threading.Event()
+        super().__init__(url, name="cdc-topic-writer", seed=23, pause_s=0.003)
         self.touched: set[int] = set()
-        self.commits = 0
-        self.error: BaseException | None = None
+        self._next_id = ROWS + 1
+        self._insert = "INSERT INTO items " + ROW_SQL.format(mood=mood, source="(SELECT {}::bigint AS i) s")
 
-    def run(self) -> None:
-        rnd = random.Random(23)
-        next_id = ROWS + 1
-        insert = "INSERT INTO items " + ROW_SQL.format(mood=self._mood, source="(SELECT {}::bigint AS i) s")
-        try:
-            with psycopg.connect(self._url, autocommit=True) as conn:
-                while not self._stop_event.is_set():
-                    roll = rnd.random()
-                    victim = rnd.randrange(1, next_id)
-                    if roll < 0.5:
-                        conn.execute(
-                            "UPDATE items SET i4 = i4 + 1, name = %s, tstz = now(), price = price + 0.01, "
-                            "free = free * 3, tags = array_append(tags, 'u'), docb = docb || '{\"u\": true}', "
-                            "iv = iv + interval '1 month 1 second' WHERE id = %s",
-                            (f"updated {self.commits}", victim),
-                        )
-                    elif roll < 0.75:
-                        conn.execute("DELETE FROM items WHERE id = %s", (victim,))
-                    else:
-                        with conn.transaction():
-                            conn.execute(insert.replace("{}", str(next_id)))  # type: ignore[call-overload]
-                            conn.execute("UPDATE items SET flag = NOT flag WHERE id = %s", (victim,))
-                        self.touched.add(next_id)
-                        next_id += 1
-                    self.touched.add(victim)
-                    self.commits += 1
-                    time.sleep(0.003)
-        except BaseException as exc:  # surfaced by stop()
-            self.error = exc
-
-    def stop(self) -> None:
-        self._stop_event.set()
-        self.join(timeout=30)
-        if self.error is not None:
-            raise AssertionError(f"the writer failed: {self.error!r}")
+    def step(self, conn: psycopg.Connection[Any], rnd: random.Random) -> None:
+        roll = rnd.random()
+        victim = rnd.randrange(1, self._next_id)
+        if roll < 0.5:
+            conn.execute(
+                "UPDATE items SET i4 = i4 + 1, name = %s, tstz = now(), price = price + 0.01, "
+                "free = free * 3, tags = array_append(tags, 'u'), docb = docb || '{\"u\": true}', "
+                "iv = iv + interval '1 month 1 second' WHERE id = %s",
+                (f"updated {self.commits}", victim),
+            )
+        elif roll < 0.75:
+            conn.execute("DELETE FROM items WHERE id = %s", (victim,))
+        else:
+            with conn.transaction():
+                conn.execute(self._insert.replace("{}", str(self._next_id)))  # type: ignore[call-overload]
+                conn.execute("UPDATE items SET flag = NOT flag WHERE id = %s", (victim,))
+            self.touched.add(self._next_id)
+            self._next_id += 1
+        self.touched.add(victim)
 
 
 def describe(url: str, config: dict[str, str]) -> tuple[PostgresCdcConfig, Table]:

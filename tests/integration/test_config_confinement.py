@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import host_files
 from tests.integration.kafka_helpers import consume_all, unique_topic_name, wait_topic
 from tests.integration.worker_process import WorkerProcess
 
@@ -26,11 +27,7 @@ PLACEHOLDERS = ["${file:/etc/passwd:root}", "${dir:/etc:passwd}"]
 
 def passwd_lines() -> list[str]:
     """Every line of /etc/passwd, and the root line's value as ``${file:/etc/passwd:root}`` reads it."""
-    lines = [ln for ln in Path("/etc/passwd").read_text().splitlines() if ln.strip()]
-    root = next((ln for ln in lines if ln.startswith("root:")), None)
-    if root is None:
-        pytest.skip("no root line in /etc/passwd")
-    return [*lines, root.split(":", 1)[1]]
+    return [*host_files.passwd_lines(), host_files.passwd_root()]
 
 
 @pytest.fixture(scope="module")

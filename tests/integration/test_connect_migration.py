@@ -18,7 +18,7 @@ import httpx
 import orjson
 
 from deploy.kafka_stack import KafkaBroker
-from tests.integration.distributed_helpers import wait_for
+from tests.integration.distributed_helpers import cluster_settings, wait_for
 from tests.integration.kafka_connect_peer import KafkaConnectWorker
 from tests.integration.kafka_helpers import consume_all, create_topic, unique_topic_name
 from tests.integration.worker_process import WorkerProcess
@@ -32,24 +32,11 @@ FILE_SINK_TASK = "org.apache.kafka.connect.file.FileStreamSinkTask"
 
 
 def _settings(group: str) -> dict[str, str]:
-    """Worker keys both systems read the same way: the group, its topics, plain-string data."""
-    return {
-        "group.id": group,
-        "config.storage.topic": f"{group}-configs",
-        "offset.storage.topic": f"{group}-offsets",
-        "status.storage.topic": f"{group}-status",
-        "config.storage.replication.factor": "1",
-        "offset.storage.replication.factor": "1",
-        "status.storage.replication.factor": "1",
-        "offset.storage.partitions": "5",
-        "status.storage.partitions": "3",
-        "offset.flush.interval.ms": "1000",
-        "session.timeout.ms": "6000",
-        "heartbeat.interval.ms": "1000",
-        "scheduled.rebalance.max.delay.ms": "4000",
-        "key.converter": "org.apache.kafka.connect.storage.StringConverter",
-        "value.converter": "org.apache.kafka.connect.storage.StringConverter",
-    }
+    """Worker keys both systems read the same way: the test cluster's group and topics, plain-string data."""
+    settings = cluster_settings(
+        group, **{"offset.flush.interval.ms": "1000", "value.converter": "org.apache.kafka.connect.storage.StringConverter"}
+    )
+    return {k: str(v) for k, v in settings.items()}
 
 
 def _append(path: Path, start: int, count: int) -> list[str]:

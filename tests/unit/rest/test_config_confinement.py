@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.host_files import passwd_root
 from tests.unit.rest.conftest import AppFactory
 from worker.masking import SECRETS
 
@@ -21,14 +22,6 @@ VALIDATE = "/connector-plugins/FileStreamSource/config/validate"
 def _forget_secrets() -> Iterator[None]:
     yield
     SECRETS.clear()
-
-
-def passwd_root() -> str:
-    """What ``${file:/etc/passwd:root}`` would resolve to."""
-    line = next((ln for ln in Path("/etc/passwd").read_text().splitlines() if ln.startswith("root:")), None)
-    if line is None:
-        pytest.skip("no root line in /etc/passwd")
-    return line.split(":", 1)[1]
 
 
 def errors_by_key(body: dict[str, Any]) -> dict[str, list[str]]:

@@ -12,6 +12,7 @@ from connectors.api import ConfigError, PluginConfig
 from offsets import MemoryOffsetStore
 from plugins import PluginKind, PluginRegistry
 from plugins.registry import kind_of
+from tests.host_files import passwd_root
 from worker.config import WorkerConfig
 from worker.config_providers import (
     ConfigProvider,
@@ -205,14 +206,6 @@ def test_config_providers_lists_which_are_enabled(monkeypatch: pytest.MonkeyPatc
         none.resolve({"k": "${env:HOME_DIR}"})
 
 
-def _passwd_root_line() -> str:
-    """What ``${file:/etc/passwd:root}`` would resolve to: the root line after ``root`` and ':'."""
-    for line in Path("/etc/passwd").read_text().splitlines():
-        if line.startswith("root:"):
-            return line.split(":", 1)[1]
-    pytest.skip("no root line in /etc/passwd")
-
-
 @pytest.mark.parametrize("worker", [{}, {"config.providers": ""}, {"config.providers": "vault", "config.providers.vault.class": "EnvVarConfigProvider"}])
 @pytest.mark.parametrize("placeholder", ["${file:/etc/passwd:root}", "${dir:/etc:passwd}", "${env:HOME}"])
 def test_undeclared_providers_do_not_exist(worker: dict[str, str], placeholder: str) -> None:
@@ -224,8 +217,8 @@ def test_undeclared_providers_do_not_exist(worker: dict[str, str], placeholder: 
     assert info.value.key == "topic"
     message = str(info.value)
     assert "'topic'" in message and placeholder in message and "not declared" in message
-    assert _passwd_root_line() not in message and "localhost" not in message
-    assert mask_text(_passwd_root_line()) == _passwd_root_line()  # nothing was read, so nothing registered
+    assert passwd_root() not in message and "localhost" not in message
+    assert mask_text(passwd_root()) == passwd_root()  # nothing was read, so nothing registered
 
 
 @pytest.mark.parametrize("placeholder", ["${file:/etc/passwd:root}", "${dir:/etc:passwd}", "${file:/srv/../etc/passwd:root}"])
@@ -238,8 +231,8 @@ def test_declared_path_providers_refuse_paths_outside_allowed_paths(tmp_path: Pa
     with pytest.raises(ConfigError, match="outside the provider's allowed.paths") as info:
         ConfigProviders.from_worker_config(worker).resolve({"topic": placeholder})
     assert info.value.key == "topic" and "'topic'" in str(info.value)
-    assert _passwd_root_line() not in str(info.value)
-    assert mask_text(_passwd_root_line()) == _passwd_root_line()
+    assert passwd_root() not in str(info.value)
+    assert mask_text(passwd_root()) == passwd_root()
 
 
 def test_settings_of_an_undeclared_provider_are_ignored_with_a_warning(
@@ -400,4 +393,4 @@ def test_worker_validation_refuses_an_undeclared_provider_naming_the_key() -> No
     with pytest.raises(ConfigError) as info:
         make_worker(config_providers="env").validate(raw)
     assert info.value.key == "topic"
-    assert "'topic'" in str(info.value) and _passwd_root_line() not in str(info.value)
+    assert "'topic'" in str(info.value) and passwd_root() not in str(info.value)
