@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 import pydantic
 
 from connectors.api.config import PluginConfig
-from connectors.api.converter import Converter, HeaderConverter
+from connectors.api.converter import Converter, HeaderConverter, WireFormat
 from connectors.api.errors import DataError
 from connectors.api.records import Headers
 from connectors.api.schema import OPTIONAL_BYTES_SCHEMA, Schema, SchemaAndValue, Type
@@ -78,6 +78,6 @@ class ByteArrayConverter(Converter, HeaderConverter):
         """Wrap a header value exactly as a record value."""
         return self.to_connect_data(topic, data)
 
-    def check_batch(self, topic: str, datas: Sequence[bytes | None]) -> str | None:
-        """Bytes always convert: the values are the bytes."""
-        return "bytes"
+    def wire_format(self) -> WireFormat:
+        """The values are the bytes."""
+        return WireFormat("bytes")

@@ -50,7 +50,7 @@ import orjson
 import pydantic
 
 from connectors.api.config import PluginConfig
-from connectors.api.converter import Converter, HeaderConverter
+from connectors.api.converter import Converter, HeaderConverter, WireFormat
 from connectors.api.errors import DataError
 from connectors.api.records import Headers
 from connectors.api.schema import Schema, SchemaAndValue
@@ -58,9 +58,9 @@ from converters.json_read import _Decoders, _NeedExactNumbers, _reject_constant
 from converters.json_text import (
     ENVELOPE_ERROR,
     REQUIRED_NULL_ERROR,
-    _dumps,
     _jackson_escapes,
     _serialization_error,
+    dumps,
     java_decimal_str,
     java_double_str,
     java_float_str,
@@ -171,7 +171,7 @@ class JsonConverter(Converter, HeaderConverter):
         """The schema's JSON exactly as it appears in the envelope (Connect's ``asJsonSchema``)."""
         cached = self._schema_bytes.get(schema)
         if cached is None:
-            cached = _dumps(_schema_json(schema, self._encoders))
+            cached = dumps(_schema_json(schema, self._encoders))
             self._remember(self._schema_bytes, schema, cached)
         else:
             self._schema_bytes.move_to_end(schema)
@@ -196,7 +196,7 @@ class JsonConverter(Converter, HeaderConverter):
         return write
 
     def _build_writer(self, schema: Schema | None) -> Callable[[Any], bytes | None]:
-        # The writers below inline _dumps (orjson.dumps, then Jackson's escapes only when the output
+        # The writers below inline dumps (orjson.dumps, then Jackson's escapes only when the output
         # holds a "\\u00" escape or non-ASCII: what they rewrite) because a call costs as much as the checks.
         dumps, escapes, join, failed = orjson.dumps, _jackson_escapes, b"".join, orjson.JSONEncodeError
         if schema is None:
@@ -265,33 +265,9 @@ class JsonConverter(Converter, HeaderConverter):
         results = list(map(self._read, datas))
         return [r[0] for r in results], [r[1] for r in results]
 
-    def check_batch(self, topic: str, datas: Sequence[bytes | None]) -> str | None:
-        """``"json"`` when every value is one complete JSON document (or null), checked in one pass
-        over the batch without building any object; schemaless only (an envelope needs its schema
-        read anyway).
-
-        The values are joined into one JSON array and validated with msgspec's ``Raw`` decoder,
-        about a quarter of the cost of parsing them. Each element must span exactly its own value
-        (same length, so no value spilled into its neighbour and none had stray whitespace, which
-        Jackson would read differently when empty) and the whole must be valid UTF-8.
-        """
-        if self._envelope:
-            return None
-        parts = [b"null" if d is None else d for d in datas] if None in datas else cast("Sequence[bytes]", datas)
-        blob = b"".join((b"[", b",".join(parts), b"]"))
-        try:
-            elements = _RAW_ARRAY.decode(blob)
-            if not blob.isascii():  # a vectorised scan; only non-ASCII text needs the UTF-8 check
-                blob.decode("utf-8")
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            return None
-        if len(elements) != len(parts) or list(map(len, elements)) != list(map(len, parts)):
-            return None
-        return "json"
-
-    def unchecked_format(self, topic: str) -> str | None:
-        """``"json"`` when schemaless: a task that parses raw JSON itself skips :meth:`check_batch`."""
-        return None if self._envelope else "json"
+    def wire_format(self) -> WireFormat:
+        """JSON, with the envelope when ``schemas.enable``; decimals as ``decimal.format`` says."""
+        return WireFormat("json", schemas=self._envelope, decimal_format=self.config.decimal_format)
 
     def as_connect_schema(self, json_schema: Mapping[str, Any]) -> Schema:
         """Connect's ``asConnectSchema``: a parsed JSON schema object → :class:`Schema` (cached)."""
@@ -393,3 +369,33 @@ def _identity(value: Any) -> Any:
 
 #: Validates a JSON array and returns each element's bytes, building no Python object per value.
 _RAW_ARRAY = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def first_malformed(datas: Sequence[bytes | None]) -> int | None:
+    """The index of the first value that is not one complete JSON document (``None`` counts as
+    JSON null), or ``None`` when every value is: checked in one pass without building any object.
+
+    The values are joined into one JSON array and validated with msgspec's ``Raw`` decoder, about
+    a quarter of the cost of parsing them. Each element must span exactly its own value (same
+    length, so no value spilled into its neighbour and none had stray whitespace, which Jackson
+    would read differently when empty) and the whole must be valid UTF-8. Only when that fails are
+    the values looked at one by one, to name the first bad one.
+    """
+    parts = [b"null" if d is None else d for d in datas] if None in datas else cast("Sequence[bytes]", datas)
+    if _all_documents(parts):
+        return None
+    for i, part in enumerate(parts):
+        if not _all_documents([part]):
+            return i
+    return None  # each is fine alone: only their join was not (cannot happen with valid documents)
+
+
+def _all_documents(parts: Sequence[bytes]) -> bool:
+    blob = b"".join((b"[", b",".join(parts), b"]"))
+    try:
+        elements = _RAW_ARRAY.decode(blob)
+        if not blob.isascii():  # a vectorised scan; only non-ASCII text needs the UTF-8 check
+            blob.decode("utf-8")
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return False
+    return len(elements) == len(parts) and list(map(len, elements)) == list(map(len, parts))

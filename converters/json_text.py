@@ -216,7 +216,11 @@ def _serialization_error(exc: Exception) -> DataError:
     return DataError(f"Converting Kafka Connect data to byte[] failed due to serialization error: {exc}")
 
 
-def _dumps(obj: Any) -> bytes:
+def dumps(obj: Any) -> bytes:
+    """``obj`` (JSON-able: str, int, float, bool, None, lists and dicts of them) as compact JSON
+    with Jackson's string escapes: what Connect's ``JsonConverter`` writes for it. For code that
+    assembles JsonConverter bytes itself, e.g. a source task serializing its own records (see
+    :attr:`connectors.api.SourceTaskContext.serialization`)."""
     try:
         out = orjson.dumps(obj)
     except orjson.JSONEncodeError as exc:
@@ -224,3 +228,5 @@ def _dumps(obj: Any) -> bytes:
     if 92 in out or not out.isascii():  # 92 is "\\"; an int probe is a memchr, ~10x a bytes probe
         out = _jackson_escapes(out)
     return out
+
+

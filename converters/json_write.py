@@ -17,6 +17,7 @@ from converters.json_text import (
     _NON_FINITE_TEXT,
     REQUIRED_NULL_ERROR,
     _Fragment,
+    dumps,
     java_decimal_str,
     java_double_str,
     java_float_str,
@@ -458,6 +459,14 @@ _TYPE_NAMES = {t: t.value for t in Type}
 _TYPE_NAMES[Type.FLOAT32] = "float"
 _TYPE_NAMES[Type.FLOAT64] = "double"
 _TYPES_BY_NAME = {name: t for t, name in _TYPE_NAMES.items()}
+
+
+def json_schema(schema: Schema, *, decimal_format: str = "BASE64") -> bytes:
+    """``schema`` as JsonConverter writes it in the ``{"schema": …, "payload": …}`` envelope
+    (Connect's ``asJsonSchema``; ``decimal_format`` is the converter's ``decimal.format``, which
+    decides how decimal defaults are written). For code that assembles the envelope itself, e.g. a
+    source task serializing its own records (see :attr:`connectors.api.SourceTaskContext.serialization`)."""
+    return dumps(_schema_json(schema, _Encoders(decimal_format == "NUMERIC", True)))
 
 
 def _schema_json(schema: Schema, encoders: _Encoders) -> dict[str, Any]:

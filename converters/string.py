@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 import pydantic
 
 from connectors.api.config import PluginConfig
-from connectors.api.converter import Converter, HeaderConverter
+from connectors.api.converter import OPAQUE, Converter, HeaderConverter, WireFormat
 from connectors.api.records import Headers
 from connectors.api.schema import OPTIONAL_STRING_SCHEMA, Schema, SchemaAndValue, Type
 from converters.json import java_decimal_str, java_double_str, java_float_str
@@ -130,6 +130,10 @@ class StringConverter(Converter, HeaderConverter):
         self.config = config
         self._encode, self._decode = _codec(config.converter_encoding)
         self._utf8 = codecs.lookup(config.converter_encoding).name == "utf-8"
+
+    def wire_format(self) -> WireFormat:
+        """UTF-8 text; any other ``converter.encoding`` declares nothing."""
+        return WireFormat("string") if self._utf8 else OPAQUE
 
     def from_connect_data(
         self, topic: str, schema: Schema | None, value: Any, headers: Headers | None = None

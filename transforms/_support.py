@@ -100,11 +100,6 @@ class BuiltinTransformation(Transformation):
     def _configured(self, config: Any) -> None:  # noqa: B027 - transforms without settings
         """Derive the per-record state from the validated settings."""
 
-    def apply_columns(self, batch: SinkRecordBatch) -> SinkRecordBatch | None:
-        """The whole batch transformed column by column, or ``None`` when this transform (or this
-        batch's shape) needs the record-by-record path. Must not change ``batch`` itself."""
-        return None
-
     @property
     def label(self) -> str:
         """The name used in error messages (Connect's class name when there is one)."""

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-import httpx
 import orjson
 
-from worker.rest_client import ConnectRestClient, rest_path
+from worker.rest_client import ConnectRestClient, open_client, rest_path
 
 DEFAULT_URL = "http://127.0.0.1:8083"
 _FINISHED = ("SUCCEEDED", "FAILED", "CANCELLED")
@@ -50,14 +49,7 @@ def backfill(ctx: click.Context, url: str, token: str | None, user: str | None, 
       sluice backfill status orders-backfill
       sluice backfill cancel orders-backfill
     """
-    auth: httpx.Auth | None = httpx.BasicAuth(user, password or "") if user else None
-    headers = {"Authorization": f"Bearer {token}"} if token and not user else {}
-    url = url.rstrip("/")
-    if "://" not in url:
-        url = f"http://{url}"
-    transport = ctx.obj if isinstance(ctx.obj, httpx.BaseTransport) else None
-    client = ConnectRestClient(url, auth=auth, headers=headers, timeout=timeout, transport=transport)
-    ctx.call_on_close(client.close)
+    client = open_client(ctx, url, user, password, token, timeout)
     ctx.obj = client
 
 

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import IO, Any
 
 import click
-import httpx
 import orjson
 
 from worker.properties import parse_properties
-from worker.rest_client import ConnectRestClient, WorkerRequestFailed, rest_path
+from worker.rest_client import ConnectRestClient, WorkerRequestFailed, open_client, rest_path
 
 DEFAULT_URL = "http://127.0.0.1:8083"
 _TARGET_STATES = ("RUNNING", "PAUSED", "STOPPED")
@@ -215,25 +214,11 @@ def connectors(
       sluice connectors restart my-source --include-tasks --only-failed
       sluice connectors --url http://worker-2:8083 --token "$TOKEN" list
     """
-    if user and token:
-        raise click.UsageError("give either --user/--password (basic auth) or --token (bearer), not both")
     if password and not user:
         raise click.UsageError("--password needs --user")
-    auth: httpx.Auth | None = None
-    headers: dict[str, str] = {}
-    if user:
-        if password is None:
-            password = click.prompt(f"Password for {user}", hide_input=True, err=True)
-        auth = httpx.BasicAuth(user, password or "")
-    elif token:
-        headers["Authorization"] = f"Bearer {token}"
-    url = url.rstrip("/")
-    if "://" not in url:
-        url = f"http://{url}"
-    # A caller may hand in an httpx transport as the context object (tests use an in-process fake).
-    transport = ctx.obj if isinstance(ctx.obj, httpx.BaseTransport) else None
-    client = ConnectRestClient(url, auth=auth, headers=headers, timeout=timeout, transport=transport)
-    ctx.call_on_close(client.close)
+    if user and password is None and not token:
+        password = click.prompt(f"Password for {user}", hide_input=True, err=True)
+    client = open_client(ctx, url, user, password, token, timeout)
     ctx.obj = client
 
 

@@ -103,3 +103,22 @@ def rest_path(*segments: str | int) -> str:
     """``/connectors/my%20conn/status`` from ``"connectors", "my conn", "status"``."""
     # Connector names may hold spaces, slashes or '?'; each must stay one path segment.
     return "/" + "/".join(quote(str(s), safe="") for s in segments)
+
+
+def open_client(
+    ctx: click.Context, url: str, user: str | None, password: str | None, token: str | None, timeout: float
+) -> ConnectRestClient:
+    """The REST client a CLI command group talks through: basic auth or a bearer token (not both),
+    ``http://`` added to a bare ``host:port``, closed with the click context. A caller may hand in
+    an httpx transport as the context object (tests use an in-process fake)."""
+    if user and token:
+        raise click.UsageError("give either --user/--password (basic auth) or --token (bearer), not both")
+    auth = httpx.BasicAuth(user, password or "") if user else None
+    headers = {"Authorization": f"Bearer {token}"} if token and not user else {}
+    url = url.rstrip("/")
+    if "://" not in url:
+        url = f"http://{url}"
+    transport = ctx.obj if isinstance(ctx.obj, httpx.BaseTransport) else None
+    client = ConnectRestClient(url, auth=auth, headers=headers, timeout=timeout, transport=transport)
+    ctx.call_on_close(client.close)
+    return client

@@ -23,6 +23,7 @@ from connectors.api import (
 from offsets import StoreOffsetReader
 from plugins import PluginKind
 from worker.connector_offsets import SinkOffsets, SourceOffsets, parse_changes, sink_changes
+from worker.distributed.connect_task_configs import as_connect_task_configs
 from worker.herder import BadRequest, ConnectorInfo, ConnectorStateInfo, Herder, TaskInfo
 from worker.herder_support import (
     NOT_STOPPED_MESSAGE,
@@ -156,7 +157,9 @@ class StandaloneHerder(TaskStatusReporting, PluginQueries, Herder):
     def task_configs(self, name: str) -> list[TaskInfo]:
         with self._lock:
             handle = self._handle(name)
-            return [TaskInfo(name, i, mask_config(c, handle.secret_keys)) for i, c in enumerate(handle.task_configs)]
+            # As a cluster stores them (with task.class), so both modes answer in Connect's shape.
+            shown = as_connect_task_configs(handle.validated.plugin, handle.validated.raw, handle.task_configs)
+            return [TaskInfo(name, i, mask_config(c, handle.secret_keys)) for i, c in enumerate(shown)]
 
     def connector_topics(self, name: str) -> list[str]:
         self._check_topic_tracking("topic.tracking.enable", "Topic tracking is disabled.")

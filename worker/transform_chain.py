@@ -93,10 +93,9 @@ class TransformChain:
         """Apply the leading steps that can work on columns; the batch and the steps left over."""
         steps = self.steps
         for i, step in enumerate(steps):
-            apply_columns = getattr(step.transform, "apply_columns", None)
-            if step.predicate is not None or apply_columns is None:
+            if step.predicate is not None:
                 return batch, steps[i:]
-            out = apply_columns(batch)
+            out = step.transform.apply_columns(batch)
             if out is None:
                 return batch, steps[i:]
             batch = out

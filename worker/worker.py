@@ -39,6 +39,10 @@ from worker.transform_chain import build_chain
 
 log = logging.getLogger(__name__)
 
+#: Keys stored with task configs only because a Kafka Connect worker needs them (see
+#: worker/distributed/connect_task_configs.py); tasks never see them.
+_CONNECT_ONLY_TASK_KEYS = frozenset({"task.class"})
+
 
 @dataclass(frozen=True)
 class ValidatedConnector:
@@ -212,8 +216,11 @@ class Worker:
         """A runner for one task of ``validated``, not yet started.
 
         Placeholders in the connector config (converter and client settings) and in
-        ``task_config`` are resolved now, so a task starts with current secret values.
+        ``task_config`` are resolved now, so a task starts with current secret values. The keys
+        stored with task configs only for Kafka Connect (``task.class``) do not reach the task,
+        so a task config model that refuses unknown keys works in every mode.
         """
+        task_config = {k: v for k, v in task_config.items() if k not in _CONNECT_ONLY_TASK_KEYS}
         if self.config.task_executor == "process":
             from worker.process_executor import ProcessTaskRunner
 

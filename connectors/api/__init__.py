@@ -14,7 +14,7 @@ from connectors.api.connector import (
     SourceConnector,
     SourceConnectorContext,
 )
-from connectors.api.converter import Converter, HeaderConverter
+from connectors.api.converter import Converter, HeaderConverter, WireFormat
 from connectors.api.errors import (
     AlreadyExistsError,
     ConfigError,
@@ -22,10 +22,10 @@ from connectors.api.errors import (
     DataError,
     NotFoundError,
     RetriableError,
+    UnusableRawValues,
     UnwritableRecordError,
 )
 from connectors.api.records import (
-    EncodedRecordBatch,
     Headers,
     RecordMetadata,
     SinkRecord,
@@ -67,12 +67,14 @@ from connectors.api.schema import (
 from connectors.api.task import (
     ErrantRecordReporter,
     OffsetReader,
+    Serialization,
     SinkTask,
     SinkTaskContext,
     SourceTask,
     SourceTaskContext,
     Task,
     TaskContext,
+    ValueFormat,
 )
 from connectors.api.transform import Predicate, Transformation
 
@@ -117,6 +119,7 @@ __all__ = [
     "STRING_SCHEMA",
     "Schema",
     "SchemaAndValue",
+    "Serialization",
     "SinkConnector",
     "SinkRecord",
     "SinkRecordBatch",
@@ -125,7 +128,6 @@ __all__ = [
     "SourceConnector",
     "SourceConnectorContext",
     "SourceRecord",
-    "EncodedRecordBatch",
     "SourceRecordBatch",
     "SourceTask",
     "SourceTaskContext",
@@ -136,6 +138,9 @@ __all__ = [
     "TopicPartition",
     "Transformation",
     "Type",
+    "ValueFormat",
+    "WireFormat",
+    "UnusableRawValues",
     "UnwritableRecordError",
     "config_problems",
     "dotted",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from connectors.api.config import PluginConfig
 from connectors.api.records import Headers
@@ -49,21 +49,36 @@ class Converter(abc.ABC):
         results = [convert(topic, d) for d in datas]
         return [r.schema for r in results], [r.value for r in results]
 
-    def check_batch(self, topic: str, datas: Sequence[bytes | None]) -> str | None:
-        """Whether :meth:`to_connect_batch` is known to succeed on ``datas`` without running it.
-
-        A converter that can tell much faster than it converts answers the kind of bytes they are
-        (``"json"``, ``"bytes"``); the runtime may then defer the conversion for a sink task that
-        might not need it (see :attr:`~connectors.api.SinkTask.lazy_values`). ``None``, the
-        default, means "convert now".
+    def wire_format(self) -> WireFormat:
+        """What this converter's bytes are, declared so that the runtime and a task can agree on a
+        fast path without looking inside the converter: a sink task that takes raw values
+        (:attr:`~connectors.api.SinkTask.value_format`) gets the consumed bytes when they are
+        schemaless JSON, and a source task may serialize its own output when it can write exactly
+        these bytes (:attr:`~connectors.api.SourceTaskContext.serialization`). The default,
+        ``opaque``, agrees to nothing.
         """
-        return None
+        return OPAQUE
 
-    def unchecked_format(self, topic: str) -> str | None:
-        """The kind of bytes :meth:`check_batch` would answer for a batch that passes it, for a task
-        that checks them itself (:attr:`~connectors.api.SinkTask.parses_raw_json`); ``None``, the
-        default, means such a task gets checked batches like any other."""
-        return None
+
+class WireFormat(NamedTuple):
+    """The bytes a converter writes, as a declaration (see :meth:`Converter.wire_format`)."""
+
+    #: ``"json"`` (Connect's JsonConverter format), ``"bytes"`` (the value is the bytes),
+    #: ``"string"`` (UTF-8 text) or ``"opaque"`` (anything else: nothing may be assumed).
+    kind: str
+    #: For ``json``: each value is the ``{"schema": …, "payload": …}`` envelope.
+    schemas: bool = False
+    #: For ``json``: how decimals are written, ``"BASE64"`` (Connect's default) or ``"NUMERIC"``.
+    decimal_format: str = "BASE64"
+
+    @property
+    def schemaless_json(self) -> bool:
+        """Whether every value is one plain JSON document (or a null)."""
+        return self.kind == "json" and not self.schemas
+
+
+#: What a converter that declares nothing writes.
+OPAQUE = WireFormat("opaque")
 
 
 class HeaderConverter(abc.ABC):

@@ -7,6 +7,8 @@ Each class tells the runtime what to do with a failure and the user whose fault 
 * :class:`DataError`: a record cannot be converted or processed; ``errors.tolerance`` decides whether
   the task fails or the record is skipped (and dead-lettered).
 * :class:`UnwritableRecordError`: a :class:`DataError` from ``SinkTask.put`` that names the record.
+* :class:`UnusableRawValues`: a sink task that took raw values could not use some; the runtime
+  delivers them again, decoded, under ``errors.*``.
 * :class:`ConnectError`: anything else that should fail the task.
 """
 
@@ -15,7 +17,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from connectors.api.records import SinkRecord
+    from collections.abc import Mapping
+
+    from connectors.api.records import SinkRecord, TopicPartition
 
 
 class ConnectError(Exception):
@@ -59,6 +63,26 @@ class UnwritableRecordError(DataError):
     def __init__(self, message: str, record: SinkRecord) -> None:
         super().__init__(message)
         self.record = record
+
+
+class UnusableRawValues(DataError):
+    """A sink task that takes raw values (:attr:`~connectors.api.SinkTask.value_format`) cannot use
+    the raw bytes of some records: malformed JSON, a number its parser does not take, a row group
+    a reader refuses.
+
+    ``offsets`` names, per topic partition (as consumed), the first record the task has not taken.
+    The task must have taken nothing of those partitions from there on (what it buffered of them
+    it drops); records before are its own. The runtime then consumes those partitions again from
+    there and hands the records over decoded by the value converter, record by record where a
+    conversion fails, so a malformed value is retried, dead-lettered or fails the task under
+    ``errors.*`` like any other; once past what had been consumed, raw values resume. Raise it from
+    ``put``, ``flush`` or ``pre_commit``: no connector rewinds its consumer for this. Reading
+    ``values`` of a raw batch whose bytes do not convert raises it on its own.
+    """
+
+    def __init__(self, message: str, offsets: Mapping[TopicPartition, int]) -> None:
+        super().__init__(message)
+        self.offsets = dict(offsets)
 
 
 class NotFoundError(ConnectError):

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import repeat
 from typing import Any, NamedTuple, overload
 
+from connectors.api.errors import UnusableRawValues
 from connectors.api.schema import Schema
 
 #: Headers travel as a tuple of ``(key, value)`` pairs; keys repeat as Kafka allows. Values are the
@@ -94,33 +95,37 @@ class RecordMetadata(NamedTuple):
 
 
 class SinkRecordBatch(Sequence[SinkRecord]):
-    """The records of one consumer poll for one topic, stored by column.
+    """The records handed to one :meth:`~connectors.api.SinkTask.put`: records of one topic, consumed
+    from one topic, stored by column.
 
-    It is a ``Sequence[SinkRecord]``, so a task may simply iterate it; records are built on first
-    access. A task that only needs some columns (most sinks want ``values``, perhaps ``keys``)
-    reads them directly and skips building a record object per message, which costs more than
-    everything else the runtime does per record. Columns other than ``values``/``keys`` and their
-    schemas are loaded lazily from the consumed messages the first time they are read.
+    Every ``put`` receives one. It is a ``Sequence[SinkRecord]``, so a task written the simple way
+    iterates it and needs nothing else; records are built on first access. A task that only needs
+    some columns reads them as attributes instead and skips building a record object per message,
+    which costs more than everything else the runtime does per record:
 
-    ``topic`` is the topic the records are for (a routing transform may have renamed it);
-    ``original_topic`` the topic they were consumed from, which offsets are committed for (KIP-793).
-
-    Values may be converted lazily too: for a task class with :attr:`SinkTask.lazy_values`, the
-    runtime checks a poll's raw value bytes as a whole and converts them only when ``values`` is
-    first read (which then cannot fail). Such a task may use :attr:`raw_values` instead, e.g. to
-    archive JSON as it was consumed without decoding and encoding it again. A task that also sets
-    :attr:`SinkTask.parses_raw_json` gets schemaless JSON unchecked; reading ``values`` may then
-    fail, and the runtime converts that batch record by record.
+    * ``topic``: the records' topic (a routing transform may have renamed it); ``original_topic``:
+      the topic they were consumed from, which offsets are committed for (KIP-793).
+    * ``keys``, ``key_schemas``, ``values``, ``value_schemas``: converted Connect data.
+    * ``partitions``, ``offsets``, ``timestamps``, ``timestamp_types``, ``headers``: computed from
+      the consumed messages the first time they are read.
+    * ``raw_values``: the value bytes exactly as consumed, for a task that asked for them
+      (:attr:`~connectors.api.SinkTask.value_format`) when the runtime could give them (no
+      transform ran, and the value converter writes schemaless JSON, or any bytes for ``raw_bytes``);
+      ``None`` otherwise, and then ``values`` is what to write. ``values`` of a batch with raw
+      values are decoded on first read; if that fails, reading them raises
+      :class:`~connectors.api.UnusableRawValues` from the batch's first record, which the runtime
+      answers by delivering the records again decoded, under ``errors.*``.
     """
 
     __slots__ = (
         "topic",
         "original_topic",
-        "raw_format",
+        "raw_values",
         "keys",
         "key_schemas",
         "_values",
         "_value_schemas",
+        "_decode",
         "_loader",
         "_columns",
         "_records",
@@ -133,30 +138,74 @@ class SinkRecordBatch(Sequence[SinkRecord]):
         value_schemas: list[Schema | None] | None,
         keys: list[Any],
         key_schemas: list[Schema | None],
-        loader: Callable[[str], Any],
+        loader: Callable[[str], list[Any]],
         *,
         original_topic: str | None = None,
-        raw_format: str | None = None,
+        raw_values: list[bytes | None] | None = None,
+        decode: Callable[[], tuple[list[Schema | None], list[Any]]] | None = None,
     ) -> None:
+        """``loader(name)`` gives the ``partition``, ``kafka_offset``, ``timestamp``,
+        ``timestamp_type`` and ``headers`` columns on first read; ``values`` may be ``None`` only
+        with ``raw_values`` and ``decode``, which gives ``(value_schemas, values)`` from them."""
+        if values is None and decode is None:
+            raise ValueError("a batch without values needs decode")
         self.topic = topic
         self.original_topic = topic if original_topic is None else original_topic
-        #: What the bytes of :attr:`raw_values` are known to be: ``"json"`` (checked to be JSON,
-        #: values are their schemaless parse), ``"bytes"`` (the values are the bytes), else ``None``.
-        self.raw_format = raw_format
+        self.raw_values = raw_values
         self._values = values
         self._value_schemas = value_schemas
+        self._decode = decode
         self.keys = keys
         self.key_schemas = key_schemas
         self._loader = loader
         self._columns: dict[str, list[Any]] = {}
         self._records: list[SinkRecord] | None = None
 
+    @classmethod
+    def of(cls, records: Sequence[SinkRecord]) -> SinkRecordBatch:
+        """A batch of ``records``, which must share a topic and a consumed topic (what the runtime
+        would hand to ``put`` for them; for tests and harnesses)."""
+        records = list(records)
+        destinations = {r.topic for r in records}
+        consumed = {r.topic_partition.topic for r in records}
+        if len(destinations) > 1 or len(consumed) > 1:
+            raise ValueError(f"a batch holds records of one topic, not {sorted(destinations | consumed)}")
+        consumed_at = [(r.topic_partition.partition, _consumed_offset(r)) for r in records]
+        columns: dict[str, list[Any]] = {
+            "partition": [p for p, _ in consumed_at],
+            "kafka_offset": [o for _, o in consumed_at],
+            "timestamp": [r.timestamp for r in records],
+            "timestamp_type": [r.timestamp_type for r in records],
+            "headers": [r.headers for r in records],
+        }
+        topic = destinations.pop() if destinations else ""
+        batch = cls(
+            topic,
+            [r.value for r in records],
+            [r.value_schema for r in records],
+            [r.key for r in records],
+            [r.key_schema for r in records],
+            columns.__getitem__,
+            original_topic=consumed.pop() if consumed else None,
+        )
+        batch._records = records
+        return batch
+
+    @classmethod
+    def group(cls, records: Sequence[SinkRecord]) -> list[SinkRecordBatch]:
+        """``records`` as batches of one topic and one consumed topic each (record order kept
+        within each), e.g. after a transform routed records to several topics."""
+        groups: dict[tuple[str, str], list[SinkRecord]] = {}
+        for record in records:
+            groups.setdefault((record.topic, record.topic_partition.topic), []).append(record)
+        return [cls.of(group) for group in groups.values()]
+
     @property
     def values(self) -> list[Any]:
-        """The converted values (converted now if the runtime deferred it)."""
+        """The converted values (decoded now if the batch came with raw values only)."""
         values = self._values
         if values is None:
-            self._convert_values()
+            self._decode_values()
             values = self._values
             assert values is not None
         return values
@@ -165,29 +214,32 @@ class SinkRecordBatch(Sequence[SinkRecord]):
     def value_schemas(self) -> list[Schema | None]:
         schemas = self._value_schemas
         if schemas is None:
-            self._convert_values()
+            self._decode_values()
             schemas = self._value_schemas
             assert schemas is not None
         return schemas
 
-    @property
-    def values_converted(self) -> bool:
-        """Whether :attr:`values` exists yet (``False`` only while a deferred conversion waits)."""
-        return self._values is not None
-
-    def _convert_values(self) -> None:
-        self._value_schemas, self._values = self._loader("value")
-
-    @property
-    def raw_values(self) -> list[bytes | None] | None:
-        """The value bytes exactly as consumed, or ``None`` when the values are not their plain
-        conversion any more (a transform changed them) or the batch was not consumed from Kafka."""
+    def _decode_values(self) -> None:
+        assert self._decode is not None
         try:
-            return self._column("raw_value")
-        except KeyError:
-            return None
+            self._value_schemas, self._values = self._decode()
+        except Exception as exc:
+            raise UnusableRawValues(
+                f"values of topic {self.original_topic!r} do not convert ({exc})", self.first_offsets()
+            ) from exc
 
-    def _column(self, name: str) -> Any:
+    def first_offsets(self) -> dict[TopicPartition, int]:
+        """The first offset of each consumed partition in the batch (what to name in an
+        :class:`~connectors.api.UnusableRawValues` that gives the whole batch back)."""
+        first: dict[TopicPartition, int] = {}
+        topic = self.original_topic
+        for partition, offset in zip(self.partitions, self.offsets):
+            tp = TopicPartition(topic, partition)
+            if offset < first.get(tp, offset + 1):
+                first[tp] = offset
+        return first
+
+    def _column(self, name: str) -> list[Any]:
         column = self._columns.get(name)
         if column is None:
             column = self._columns[name] = self._loader(name)
@@ -259,25 +311,46 @@ class SinkRecordBatch(Sequence[SinkRecord]):
         return self.original_topic != self.topic
 
 
+def _consumed_offset(record: SinkRecord) -> int:
+    return record.kafka_offset if record.original_offset is None else record.original_offset
+
+
 class SourceRecordBatch(Sequence[SourceRecord]):
-    """Records of one poll that share a topic, schemas and a source partition, stored by column.
+    """Records of one poll from one source partition, stored by column.
 
-    A task that reads many similar records (lines of a file, rows of a table) returns one of these
-    instead of a list: the runtime converts the ``values`` column in one call and produces it in a
-    tight loop, and stores only the last offset, so no record object is built per message. It is a
-    ``Sequence[SourceRecord]`` too: transforms and ``commit_record`` see ordinary records.
+    A task that reads many similar records (lines of a file, rows of a table, changes of a slot)
+    returns one of these instead of a list: the runtime converts a column in one call, produces in
+    a tight loop and stores one offset per batch, so no record object is built per message. It is a
+    ``Sequence[SourceRecord]`` too: transforms and ``commit_record`` see ordinary records, built on
+    first access. Columns, each as long as ``values``:
 
-    ``source_offsets`` holds each record's offset; tasks that can compute them only on demand pass
-    ``offsets_loader`` and ``last_offset`` instead.
+    * ``values`` and ``keys`` (``None``: no keys), described by one ``value_schema`` / ``key_schema``.
+    * ``topic``, when every record goes to one topic; otherwise ``topic`` is ``None`` and
+      ``topics`` names each record's topic.
+    * ``partitions``: each record's Kafka partition (``None``, for the column or in it: the
+      producer's partitioner chooses).
+    * ``source_offsets``: each record's offset; a task that computes them only on demand passes
+      ``offsets_loader`` and ``last_offset`` instead. ``source_partition`` is every record's.
+
+    Once every record is delivered, the runtime stores ``last_offset`` for ``source_partition``.
+
+    ``serialized=True`` says that ``keys`` and ``values`` already are the bytes the runtime's
+    converters would write (a ``None`` value is a tombstone), and there are no schemas. A task
+    returns such a batch only when the runtime offered it, written in the wire formats offered
+    (:attr:`~connectors.api.SourceTaskContext.serialization`); the runtime then produces the bytes as
+    they are. Its records carry the bytes as schemaless values.
     """
 
     __slots__ = (
         "topic",
+        "topics",
+        "partitions",
         "values",
         "value_schema",
         "keys",
         "key_schema",
         "source_partition",
+        "serialized",
         "_offsets",
         "_offsets_loader",
         "_last_offset",
@@ -286,7 +359,7 @@ class SourceRecordBatch(Sequence[SourceRecord]):
 
     def __init__(
         self,
-        topic: str,
+        topic: str | None,
         values: list[Any],
         *,
         value_schema: Schema | None = None,
@@ -296,17 +369,28 @@ class SourceRecordBatch(Sequence[SourceRecord]):
         source_offsets: list[Mapping[str, Any] | None] | None = None,
         offsets_loader: Callable[[], list[Mapping[str, Any] | None]] | None = None,
         last_offset: Mapping[str, Any] | None = None,
+        topics: list[str] | None = None,
+        partitions: list[int | None] | None = None,
+        serialized: bool = False,
     ) -> None:
-        if keys is not None and len(keys) != len(values):
-            raise ValueError("keys and values must have the same length")
-        if source_offsets is not None and len(source_offsets) != len(values):
-            raise ValueError("source_offsets and values must have the same length")
+        n = len(values)
+        if (topic is None) == (topics is None):
+            raise ValueError("a batch has a topic, or a topics column (then its topic is None)")
+        columns = (("keys", keys), ("source_offsets", source_offsets), ("topics", topics), ("partitions", partitions))
+        for name, column in columns:
+            if column is not None and len(column) != n:
+                raise ValueError(f"{name} and values must have the same length")
+        if serialized and (value_schema is not None or key_schema is not None):
+            raise ValueError("serialized records have no schemas")
         self.topic = topic
+        self.topics = topics
+        self.partitions = partitions
         self.values = values
         self.value_schema = value_schema
         self.keys = keys
         self.key_schema = key_schema
         self.source_partition = source_partition
+        self.serialized = serialized
         self._offsets = source_offsets
         self._offsets_loader = offsets_loader
         self._last_offset = last_offset
@@ -332,15 +416,15 @@ class SourceRecordBatch(Sequence[SourceRecord]):
             self._records = list(
                 map(
                     SourceRecord,
-                    [self.topic] * n,
+                    self.topics if self.topics is not None else repeat(self.topic, n),
                     self.values,
-                    [self.value_schema] * n,
-                    self.keys if self.keys is not None else [None] * n,
-                    [self.key_schema] * n,
-                    [None] * n,
-                    [None] * n,
-                    [None] * n,
-                    [self.source_partition] * n,
+                    repeat(self.value_schema, n),
+                    self.keys if self.keys is not None else repeat(None, n),
+                    repeat(self.key_schema, n),
+                    self.partitions if self.partitions is not None else repeat(None, n),
+                    repeat(None, n),
+                    repeat(None, n),
+                    repeat(self.source_partition, n),
                     self.source_offsets,
                 )
             )
@@ -369,52 +453,6 @@ class SourceRecordBatch(Sequence[SourceRecord]):
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"SourceRecordBatch(topic={self.topic!r}, records={len(self)})"
-
-
-class EncodedRecordBatch(SourceRecordBatch):
-    """Records of one poll already serialized: ``keys`` and ``values`` are the bytes the runtime's
-    converters would write (a ``None`` value is a tombstone), ``topics`` each record's topic.
-
-    A task returns these only after :meth:`SourceTask.accept_encoded` said yes for the runtime's
-    converters; the runtime then produces the bytes as they are, with no transform and no
-    converter in between, and stores ``last_offset`` once all of them are delivered. As a
-    ``Sequence[SourceRecord]`` its records carry the bytes as schemaless values.
-    """
-
-    __slots__ = ("topics",)
-
-    def __init__(
-        self,
-        topics: list[str],
-        keys: list[bytes | None],
-        values: list[bytes | None],
-        *,
-        source_partition: Mapping[str, Any] | None,
-        last_offset: Mapping[str, Any] | None,
-    ) -> None:
-        if len(topics) != len(values):
-            raise ValueError("topics and values must have the same length")
-        n = len(values)
-        super().__init__(
-            topics[0] if topics else "",
-            values,
-            keys=keys,
-            source_partition=source_partition,
-            offsets_loader=lambda: [last_offset] * n,
-            last_offset=last_offset,
-        )
-        self.topics = topics
-
-    def records(self) -> list[SourceRecord]:
-        if self._records is None:
-            n = len(self.values)
-            keys = self.keys if self.keys is not None else [None] * n
-            self._records = [
-                SourceRecord(t, v, None, k, None, None, None, None, self.source_partition, o)
-                for t, k, v, o in zip(self.topics, keys, self.values, self.source_offsets)
-            ]
-        return self._records
-
-    def __repr__(self) -> str:
-        return f"EncodedRecordBatch(topics={sorted(set(self.topics))!r}, records={len(self)})"
+        topics = self.topic if self.topics is None else sorted(set(self.topics))
+        kind = ", serialized" if self.serialized else ""
+        return f"SourceRecordBatch(topic={topics!r}, records={len(self)}{kind})"

@@ -8,10 +8,19 @@ calls it.
 from __future__ import annotations
 
 import abc
+import enum
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol
 
-from connectors.api.records import RecordMetadata, SinkRecord, SourceRecord, SourceRecordBatch, TopicPartition
+from connectors.api.converter import WireFormat
+from connectors.api.records import (
+    RecordMetadata,
+    SinkRecord,
+    SinkRecordBatch,
+    SourceRecord,
+    SourceRecordBatch,
+    TopicPartition,
+)
 
 
 class OffsetReader(Protocol):
@@ -34,11 +43,31 @@ class TaskContext(Protocol):
     def task_id(self) -> int: ...
 
 
+class Serialization(NamedTuple):
+    """The bytes the runtime writes for a source task's keys and values, offered to a task that
+    can write them itself (see :attr:`SourceTaskContext.serialization`)."""
+
+    key: WireFormat
+    value: WireFormat
+
+
 class SourceTaskContext(TaskContext, Protocol):
     """Context of a source task."""
 
     @property
     def offset_reader(self) -> OffsetReader: ...
+
+    @property
+    def serialization(self) -> Serialization | None:
+        """What the key and value converters write, when the runtime will produce a task's own
+        bytes as they are; ``None`` when it will not (a transform runs, the task overrides
+        :meth:`SourceTask.commit_record`, or a converter declares an ``opaque`` wire format).
+
+        A task that can write exactly these bytes may return
+        :class:`~connectors.api.SourceRecordBatch` es with ``serialized=True``; anything else it
+        returns is converted as usual, so a task may serialize some records and not others. Fixed
+        for the task's life; read it from :meth:`SourceTask.start` on. Thread: the task thread.
+        """
 
 
 class ErrantRecordReporter(Protocol):
@@ -100,15 +129,17 @@ class SourceTask(Task):
         """Start with a task configuration from ``SourceConnector.task_configs``.
 
         Thread: the task thread, before any :meth:`poll`. Read stored offsets here, through
-        ``context.offset_reader``.
+        ``context.offset_reader``; ``context.serialization`` says whether the task may return its
+        records already serialized.
         """
 
     @abc.abstractmethod
     def poll(self) -> list[SourceRecord] | SourceRecordBatch | None:
         """Return the next batch of records, or ``None``/``[]`` when nothing is ready.
 
-        A :class:`~connectors.api.records.SourceRecordBatch` (records sharing a topic and a source
-        partition, by column) is the fast way to return many similar records.
+        A :class:`~connectors.api.records.SourceRecordBatch` (records of one source partition, by
+        column) is the fast way to return many similar records; a list of
+        :class:`~connectors.api.records.SourceRecord` s is the simple one. Both go the same way.
 
         Thread: the task thread. Must return within about a second even without data, so pause and
         stop are observed; raise ``RetriableError`` for transient failures.
@@ -125,15 +156,13 @@ class SourceTask(Task):
         Thread: the task thread.
         """
 
-    def accept_encoded(self, key_converter: Any, value_converter: Any) -> bool:
-        """Offered once after :meth:`start`, when no transform runs and :meth:`commit_record` is not
-        overridden: ``True`` means the task may return :class:`EncodedRecordBatch` es serialized
-        exactly as these two converters would serialize its records, which the runtime then
-        produces as they are. The default declines.
 
-        Thread: the task thread.
-        """
-        return False
+class ValueFormat(enum.StrEnum):
+    """How a sink task wants record values (:attr:`SinkTask.value_format`)."""
+
+    CONNECT = "connect"
+    RAW_JSON = "raw_json"
+    RAW_BYTES = "raw_bytes"
 
 
 class SinkTask(Task):
@@ -146,21 +175,18 @@ class SinkTask(Task):
 
     context: SinkTaskContext
 
-    #: A task class that sets this may receive batches whose ``values`` are converted only when
-    #: first read (the runtime checked the bytes first, so reading them cannot fail), and may
-    #: write :attr:`~connectors.api.SinkRecordBatch.raw_values` instead. Only for a connector
-    #: without transforms, and only if the value converter can check a batch cheaply.
-    lazy_values: ClassVar[bool] = False
-
-    #: A :attr:`lazy_values` task that sets this parses the raw JSON itself, at least as strictly
-    #: as the converter, so the runtime hands it schemaless JSON batches *unchecked* (see
-    #: :meth:`~connectors.api.Converter.unchecked_format`): the converter's check would only parse
-    #: the bytes a second time. Reading ``values`` converts them then; if that fails, the runtime
-    #: converts the batch record by record under ``errors.*``, so a malformed record is dead-lettered
-    #: or fails the task as it would have. The task must never write raw bytes it has not parsed.
-    #: A task may set it on itself in :meth:`start` (the runtime reads it after ``start``), when only
-    #: some configurations parse what they write (the S3 sink: Parquet, not JSON lines).
-    parses_raw_json: bool = False
+    #: How the task wants record values, said once: :attr:`ValueFormat.CONNECT` (the default)
+    #: for converted Connect data; :attr:`ValueFormat.RAW_JSON` for the consumed bytes whenever the
+    #: value converter writes schemaless JSON; :attr:`ValueFormat.RAW_BYTES` for the consumed
+    #: bytes whatever the converter. Raw values come in
+    #: :attr:`~connectors.api.SinkRecordBatch.raw_values` only when no transform runs and the
+    #: converter allows; the batch's ``values`` are then decoded on first read. The runtime does
+    #: not check raw bytes: the task parses what it writes (or checks it, e.g. with
+    #: :func:`converters.json.first_malformed`), and raises
+    #: :class:`~connectors.api.UnusableRawValues` for what it cannot use, which the runtime
+    #: delivers again decoded. The runtime reads it after :meth:`start`, so a task may set it on
+    #: itself there when only some configurations write raw values.
+    value_format: ValueFormat = ValueFormat.CONNECT
 
     @abc.abstractmethod
     def start(self, config: Mapping[str, Any], context: SinkTaskContext) -> None:
@@ -170,8 +196,9 @@ class SinkTask(Task):
         """Partitions were assigned to this task. Thread: the task thread (inside the consumer poll)."""
 
     @abc.abstractmethod
-    def put(self, records: Sequence[SinkRecord]) -> None:
-        """Write or buffer a batch of records. Thread: the task thread.
+    def put(self, records: SinkRecordBatch) -> None:
+        """Write or buffer a batch of records (of one topic; iterate it for :class:`SinkRecord` s,
+        or read its columns). Thread: the task thread.
 
         Raise ``RetriableError`` to have the same batch offered again after a backoff.
 

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from connectors.api import ConnectError, SinkRecord, SinkRecordBatch, SinkTask, TopicPartition
+from connectors.api import ConnectError, SinkRecordBatch, SinkTask, TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -119,10 +119,12 @@ class InProcessSink:
                 return [tuple((k, convert(topic, k, v).value) for k, v in h) if h else None for h in headers]
             raise KeyError(column)
 
-        batch: Sequence[SinkRecord] = SinkRecordBatch(topic, value_data, value_schemas, key_data, key_schemas, load)
-        if self._chain is not None:
-            batch = [r for r in self._chain(list(batch)) if r is not None]
-        self.task.put(batch)
+        batch = SinkRecordBatch(topic, value_data, value_schemas, key_data, key_schemas, load)
+        if self._chain is None:
+            self.task.put(batch)
+        else:
+            for part in SinkRecordBatch.group([r for r in self._chain(list(batch)) if r is not None]):
+                self.task.put(part)
         self.rows += len(values)
         self.bytes += sum(len(v) for v in values if v is not None) + sum(len(k) for k in keys if k is not None)
 

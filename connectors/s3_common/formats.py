@@ -137,10 +137,10 @@ class RecordFormat(abc.ABC):
 class InvalidRawJson(DataError):
     """A raw value cannot be written as it was consumed: it is not JSON, or is a JSON ``null``
     spelled with whitespace around it (which the sink's null handling looks for only as ``null``)
-    — only possible for values the runtime handed over unchecked
-    (:attr:`~connectors.api.SinkTask.parses_raw_json`) — or it does not fit the Parquet object's
-    schema, which shows only when its row group is parsed, after its ``put()``. The sink then has
-    them delivered again and decoded, so the runtime's error handling, ``behavior.on.null.values``
+    — only possible for raw values, which come unchecked
+    (:attr:`~connectors.api.SinkTask.value_format`) — or it does not fit the Parquet object's
+    schema, which shows only when its row group is parsed, after its ``put()``. The sink then gives
+    them back (:class:`~connectors.api.UnusableRawValues`) and the runtime delivers them decoded, so the runtime's error handling, ``behavior.on.null.values``
     and the writer's own check of decoded values (:class:`UnfitValue`) see the record as they
     would have on the decoded path."""
 

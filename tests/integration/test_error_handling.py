@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -237,3 +238,40 @@ def test_source_records_failing_conversion_go_to_the_source_dlq(worker: WorkerPr
     assert consume_all(kafka.bootstrap_servers, topic, 0, timeout=3) == []
     status = httpx.get(f"{worker.url}/connectors/{name}/tasks/0/status", timeout=5).json()
     assert status["state"] == "RUNNING", status
+
+
+def test_a_raw_json_sink_meeting_a_value_that_is_not_json_gets_it_decoded_from_the_runtime(
+    worker: WorkerProcess, kafka, tmp_path: Path
+) -> None:
+    """A sink that takes raw JSON (``value_format``) and has no recovery code of its own: the value
+    that does not decode makes the runtime deliver the batch again decoded, record by record, so
+    the bad record is dead-lettered per errors.tolerance and every good one is written once."""
+    topic, dlq = unique_topic_name("rawjson"), unique_topic_name("rawjson-dlq")
+    create_topic(kafka.bootstrap_servers, topic)
+    values = [b'{"n":1}', b'{"n":2}', b"{not json", b'{"n":4}']
+    produce(kafka.bootstrap_servers, topic, [OutgoingRecord(v, key=f"k{i}") for i, v in enumerate(values)])
+    out = tmp_path / "raw.jsonl"
+    name = f"rawjson-{topic}"
+    create(worker, name, {
+        "connector.class": "tests.plugins.raw_json.RawJsonSink",
+        "topics": topic,
+        "file": str(out),
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "false",
+        "errors.tolerance": "all",
+        "errors.deadletterqueue.topic.name": dlq,
+        "errors.deadletterqueue.topic.replication.factor": "1",
+        "errors.deadletterqueue.context.headers.enable": "true",
+    })
+    wait_for(lambda: len(lines(out)) >= 3, what=f"3 lines in the sink file\n{worker.log()}")
+    (dead,) = consume_all(kafka.bootstrap_servers, dlq, 1)
+    assert (dead.key, dead.value) == (b"k2", b"{not json")
+    assert dict(dead.headers)["__connect.errors.stage"] == b"VALUE_CONVERTER"
+    written = [orjson.loads(line) for line in lines(out)]
+    assert [w["value"] for w in written] == [{"n": 1}, {"n": 2}, {"n": 4}]
+    assert "could not use the raw values" in worker.log()  # the poll with the bad value came again, decoded
+    wait_for(lambda: committed(kafka.bootstrap_servers, f"connect-{name}", topic) == 4, what="offset 4 committed")
+    produce(kafka.bootstrap_servers, topic, [OutgoingRecord(b'{"n":5}', key="k4")])
+    wait_for(lambda: len(lines(out)) >= 4, what="the next record")
+    assert orjson.loads(lines(out)[3]) == {"value": {"n": 5}, "delivered": "raw"}  # raw values resume
+    assert httpx.get(f"{worker.url}/connectors/{name}/status", timeout=5).json()["tasks"][0]["state"] == "RUNNING"

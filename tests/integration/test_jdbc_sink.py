@@ -296,11 +296,11 @@ def test_a_row_the_database_rejects_goes_to_the_dead_letter_queue_and_the_rest_i
 def test_a_malformed_or_unconvertible_value_goes_to_the_dead_letter_queue(
     kafka: Any, worker: WorkerProcess, db: Database, bad: bytes
 ) -> None:
-    """The sink gets schemaless JSON unchecked (it parses it itself, ``parses_raw_json``), so the
-    first to see a bad value is the task: on PostgreSQL the JSON fast path's helper thread refuses
-    the batch and the task has it consumed again; elsewhere the task reads the values, whose
-    conversion fails. Either way the runtime converts that batch record by record, dead-letters the
-    one record and writes every other row once."""
+    """The sink takes schemaless JSON raw and unchecked (it parses it itself), so the first to see a
+    bad value is the task: on PostgreSQL the JSON fast path's helper thread refuses the batch and
+    the task gives it back (``UnusableRawValues``); elsewhere the task reads the values, whose
+    decoding fails. Either way the runtime delivers that batch again decoded, record by record,
+    dead-letters the one record and writes every other row once."""
     topic = unique_topic_name("readings")
     dlq = topic + "-dlq"
     create_topic(kafka.bootstrap_servers, topic)

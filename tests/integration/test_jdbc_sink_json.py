@@ -1,7 +1,7 @@
 """The JDBC sink's JSON fast path (``connectors/sink/jdbc/pgjson.py``) against real PostgreSQL.
 
 Every case writes the same schemaless JSON records twice, each into its own copy of one table:
-once as the runtime hands them to a ``lazy_values`` task (undecoded, so the fast path may take
+once as the runtime hands them to a raw-JSON task (undecoded, so the fast path may take
 them) and once decoded up front (so only the ordinary path can). The two tables must then hold
 the same rows, compared through PostgreSQL's own text form of each row (exact for every type,
 doubles included). Each case also says whether the fast path must have been taken, so a case
@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Sequence
+from functools import partial
 from typing import Any
 
 import orjson
 import pytest
 
-from connectors.api import SinkRecordBatch, TopicPartition
+from connectors.api import SinkRecordBatch, TopicPartition, UnusableRawValues
 from connectors.sink.jdbc.task import JdbcSinkTask
 from converters.json import JsonConverter
 from tests.integration.jdbc_helpers import sql
@@ -39,16 +40,11 @@ _CONVERTER.configure({"schemas.enable": "false"}, False)
 
 
 def _batch(raws: Sequence[bytes | None], first_offset: int, *, lazy: bool) -> SinkRecordBatch:
-    """A poll's batch as the sink runner builds it: undecoded when ``lazy`` and the converter's check passes."""
+    """A poll's batch as the sink runner builds it: with its raw values when ``lazy``."""
     raws = list(raws)
     n = len(raws)
-    raw_format = _CONVERTER.check_batch(TOPIC, raws) if lazy else None
 
     def load(column: str) -> Any:
-        if column == "value":
-            return _CONVERTER.to_connect_batch(TOPIC, raws)
-        if column == "raw_value":
-            return raws
         if column == "partition":
             return [0] * n
         if column == "kafka_offset":
@@ -59,11 +55,11 @@ def _batch(raws: Sequence[bytes | None], first_offset: int, *, lazy: bool) -> Si
             return [0] * n
         raise KeyError(column)
 
-    schemas: list[Any] | None = None
-    values: list[Any] | None = None
-    if raw_format is None:
-        schemas, values = _CONVERTER.to_connect_batch(TOPIC, raws)
-    return SinkRecordBatch(TOPIC, values, schemas, [None] * n, [None] * n, load, raw_format=raw_format)
+    if lazy:
+        decode = partial(_CONVERTER.to_connect_batch, TOPIC, raws)
+        return SinkRecordBatch(TOPIC, None, None, [None] * n, [None] * n, load, raw_values=raws, decode=decode)
+    schemas, values = _CONVERTER.to_connect_batch(TOPIC, raws)
+    return SinkRecordBatch(TOPIC, values, schemas, [None] * n, [None] * n, load)
 
 
 class Pair:
@@ -300,33 +296,22 @@ def test_a_new_field_evolves_the_table_then_the_fast_path_resumes(pair: Any) -> 
     assert p.assert_same() == ["(0,x,)", "(1,y,)", "(2,z,)", "(3,w,1.5)", "(4,v,2.5)", "(5,,)"]
 
 
-class _RewindingContext(FakeSinkContext):
-    """Records the rewinds a task asks for, as the sink runner would apply them."""
-
-    def __init__(self) -> None:
-        super().__init__(FakeReporter())
-        self.rewinds: list[dict[Any, int]] = []
-
-    def rewind(self, offsets: Any) -> None:
-        self.rewinds.append(dict(offsets))
-
-
-def test_a_batch_that_passes_the_check_but_does_not_convert_is_consumed_again(postgres_db: str) -> None:
-    """``1e999`` is valid JSON (the converter's check passes it) but no double: Arrow refuses the
-    batch on the helper thread, and the ordinary path cannot convert it either. The task must not
-    write any of it, nor the batch consumed after it, and must rewind the consumer to the first
-    record of the two, so the runtime delivers them again and converts them one by one."""
+def test_a_batch_of_json_that_does_not_convert_is_given_back_to_the_runtime(postgres_db: str) -> None:
+    """``1e999`` is valid JSON but no double: Arrow refuses the batch on the helper thread, and the
+    ordinary path cannot convert it either. The task must not write any of it, nor the batch
+    consumed after it, and must give both back from the first record of the two
+    (``UnusableRawValues``), so the runtime delivers them again decoded, record by record."""
     table = f"t_{uuid.uuid4().hex[:8]}"
     sql(postgres_db, f'CREATE TABLE "{table}" (id bigint PRIMARY KEY, v double precision)')
-    context = _RewindingContext()
     task = JdbcSinkTask()
-    task.start({"connection.url": postgres_db, "topics": TOPIC, "table.name.format": table}, context)
+    task.start({"connection.url": postgres_db, "topics": TOPIC, "table.name.format": table}, FakeSinkContext(FakeReporter()))
     try:
         task.put(_batch([b'{"id":0,"v":0.5}'], 0, lazy=True))  # the ordinary way: reads the column types
         bad = [b'{"id":1,"v":1.5}', b'{"id":2,"v":1e999}', b'{"id":3,"v":3.5}']
         task.put(_batch(bad, 1, lazy=True))  # handed to the helper, which cannot take it
-        task.put(_batch([b'{"id":4,"v":4.5}'], 4, lazy=True))  # the next put finds it unwritten and unconvertible
-        assert context.rewinds == [{TopicPartition(TOPIC, 0): 1}]
+        with pytest.raises(UnusableRawValues) as given_back:  # the next put finds it unwritten and unconvertible
+            task.put(_batch([b'{"id":4,"v":4.5}'], 4, lazy=True))
+        assert given_back.value.offsets == {TopicPartition(TOPIC, 0): 1}
         assert task.pre_commit({TopicPartition(TOPIC, 0): 5}) == {TopicPartition(TOPIC, 0): 1}
         assert sql(postgres_db, f'SELECT id FROM "{table}" ORDER BY id') == [(0,)]
         # Delivered again, record by record as the runtime converts them: the good ones are written.

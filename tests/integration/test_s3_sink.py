@@ -353,11 +353,12 @@ def test_json_pass_through_archives_the_consumed_bytes_and_bad_records_still_rea
 def test_parquet_takes_values_unchecked_and_a_bad_one_still_reaches_the_dlq(
     kafka: Any, s3: S3Server, s3_bucket: str, tmp_path: Path
 ) -> None:
-    """Parquet parses every value into columns itself, so the runtime hands them over unchecked
-    (``parses_raw_json``). A value that is not JSON surfaces only when its row group is parsed, on
-    an upload thread, after its batch was accepted: the sink then drops the partition's open
-    objects and consumes it again, decoded, so the record goes to the DLQ under
-    errors.tolerance=all and the objects are those the checked path writes, each record once."""
+    """Parquet parses every value into columns itself, so the runtime hands them over raw and
+    unchecked. A value that is not JSON surfaces only when its row group is parsed, on an upload
+    thread, after its batch was accepted: the sink then drops the partition's open objects and
+    gives it back (``UnusableRawValues``); the runtime consumes it again, decoded, so the record
+    goes to the DLQ under errors.tolerance=all and the objects are those the decoded path writes,
+    each record once."""
     bootstrap = kafka.bootstrap_servers
     bad_values = [b"not json", b'{"n":NaN}', b'{"n":1e999}', b'{"s":"\xff"}', b'{"n":13']
     topics = [unique_topic_name("s3pqbad") for _ in bad_values]
@@ -398,8 +399,8 @@ def test_parquet_takes_values_unchecked_and_a_bad_one_still_reaches_the_dlq(
         status = httpx.get(f"{worker.url}/connectors/s3-pq-bad-0/status", timeout=10).json()
         assert status["tasks"][0]["state"] == "RUNNING"
         log = worker.log(tail=1_000_000)
-        # Every topic took the rewind: unchecked, the runtime's check did not stop a bad value first.
-        assert all(f"A value of {topic}-0 before offset" in log for topic in topics), log
+        # Every topic was given back: raw and unchecked, no check of the runtime's stopped a bad value first.
+        assert all(f"could not use the raw values of {topic}-0 from offset 10" in log for topic in topics), log
     finally:
         worker.stop()
 

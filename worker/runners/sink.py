@@ -23,7 +23,9 @@ from connectors.api import (
     SinkRecordBatch,
     SinkTask,
     TopicPartition,
+    UnusableRawValues,
     UnwritableRecordError,
+    ValueFormat,
 )
 from worker.errors import (
     SKIPPED,
@@ -186,12 +188,11 @@ class SinkTaskRunner(WorkerTask):
         self.records_put = 0
         self._failed_message: Any = None
         self._messages: list[Any] = []  # the consumed messages of the batch being delivered
-        # Deferred value conversion (SinkTask.lazy_values): only without transforms, which read values.
-        self._lazy = bool(getattr(type(task), "lazy_values", False)) and transform is None
-        # … and unchecked for a task that parses the raw JSON itself (SinkTask.parses_raw_json;
-        # read again after the task's start(), which may set it).
-        self._unchecked = self._lazy and bool(getattr(task, "parses_raw_json", False))
-        self._deferred_failed = False
+        # Raw values for a task that asks for them (SinkTask.value_format, read after its start()).
+        self._raw = False
+        # Partitions consumed again after UnusableRawValues: their records are delivered decoded
+        # until the consumer is past this offset again.
+        self._decode_until: dict[TopicPartition, int] = {}
         self._missing_topics: set[str] = set()  # subscribed topics reported missing (warned once each)
         self._sink_system = f"the system {type(task).__name__} writes to"
 
@@ -208,8 +209,7 @@ class SinkTaskRunner(WorkerTask):
         if self.dlq is not None:
             self.dlq.start()
         self.task.start(self.task_config, SinkTaskContextImpl(self))
-        # A task may decide in start() whether it parses what it writes (SinkTask.parses_raw_json).
-        self._unchecked = self._lazy and bool(getattr(self.task, "parses_raw_json", False))
+        self._raw = self._takes_raw_values()
         subscription = list(self._topics)
         if self._topics_regex:
             # librdkafka treats a leading ^ as a regex; Connect's topics.regex must match the whole name.
@@ -219,6 +219,14 @@ class SinkTaskRunner(WorkerTask):
             subscription, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
         self._next_commit = time.monotonic() + self._flush_interval_s
+
+    def _takes_raw_values(self) -> bool:
+        """Whether batches carry raw values: the task asked (after its start()), no transform reads
+        the values, and the value converter's bytes are what the task asked for."""
+        wanted = ValueFormat(self.task.value_format)
+        if wanted is ValueFormat.CONNECT or self._transform is not None:
+            return False
+        return wanted is ValueFormat.RAW_BYTES or self._value_converter.wire_format().schemaless_json
 
     def _on_client_error(self, err: KafkaError) -> None:
         if not self._kafka_unreachable(err):
@@ -290,6 +298,7 @@ class SinkTaskRunner(WorkerTask):
                 self.assignment.discard(tp)
                 self._consumed.pop(tp, None)
                 self._committed.pop(tp, None)
+                self._decode_until.pop(tp, None)
 
     def _on_lost(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
         tps = [TopicPartition(p.topic, p.partition) for p in partitions]
@@ -300,6 +309,7 @@ class SinkTaskRunner(WorkerTask):
         for tp in tps:
             self.assignment.discard(tp)
             self._consumed.pop(tp, None)
+            self._decode_until.pop(tp, None)
 
     # -- task context support ---------------------------------------------------------------------
 
@@ -373,33 +383,79 @@ class SinkTaskRunner(WorkerTask):
         if not good:
             return
         self._track_consumed(good)
-        self._deferred_failed = False
         try:
-            records = self._convert(good)
+            batches = self._convert(good)
             if self._transform is not None:
-                records = self._transform(records)
+                batches = self._transformed(batches)
         except Exception:
-            # Only now go record by record, to isolate the bad record(s) of this batch.
-            records = self._convert_each(good)
-        if not records:
-            return
-        self._messages = good  # where a refused record's consumed bytes are found (failure path only)
-        try:
-            self._put(records)
-        except _DeferredConversionFailed:
-            # The deferred conversion failed: a malformed value the task was handed unchecked, or
-            # one that passed the converter's check but does not convert. The task has not written
-            # this batch, so convert it record by record under errors.*.
-            log.warning("Deferred value conversion failed; converting the batch record by record")
-            self._put_recovering(self._convert_each(good))
-        except _Refused as refused:
+            # Only now go record by record, to isolate the bad record(s) of this poll.
+            batches = _batches(self._convert_each(good), good)
+        for batch, consumed in batches:
+            if self._rewinds and _rewound(batch, self._rewinds):
+                continue  # given back by UnusableRawValues: consumed again, decoded
+            self._messages = consumed  # where a refused record's consumed bytes are found
             try:
-                listed = list(records)  # the batch's records (a lazy batch converts its values now)
-            except Exception:
-                listed = self._convert_each(good)
-            self._recover(listed, refused.error)
-        finally:
-            self._messages = []
+                self._put_recovering(batch)
+            except UnusableRawValues as unusable:
+                self._give_back(unusable, consumed)
+            finally:
+                self._messages = []
+
+    def _give_back(self, unusable: UnusableRawValues, consumed: list[Any]) -> None:
+        """``put`` could not use raw values from ``unusable.offsets`` on. When those are all in the
+        batch at hand, put them again decoded now; otherwise (a task that wrote earlier batches
+        in the background) consume them again (:meth:`_redeliver_decoded`)."""
+        first: dict[TopicPartition, int] = {}
+        for m in consumed:
+            first.setdefault(TopicPartition(m.topic(), m.partition()), m.offset())
+        if any(tp not in first or offset < first[tp] for tp, offset in unusable.offsets.items()):
+            self._redeliver_decoded(unusable)
+            return
+        log.warning(
+            "%s could not use the raw values of %s (%s): delivering them again, decoded",
+            type(self.task).__name__,
+            ", ".join(f"{tp.topic}-{tp.partition} from offset {o}" for tp, o in sorted(unusable.offsets.items())),
+            unusable,
+        )
+        offsets = unusable.offsets
+        again = [m for m in consumed if m.offset() >= offsets.get(TopicPartition(m.topic(), m.partition()), 1 << 62)]
+        self._messages = again
+        try:
+            for part, _ in _batches(self._convert_each(again), again):
+                self._put_recovering(part)
+        except UnusableRawValues as earlier:  # about records of an earlier put after all
+            self._redeliver_decoded(earlier)
+
+    def _transformed(self, batches: list[tuple[SinkRecordBatch, list[Any]]]) -> list[tuple[SinkRecordBatch, list[Any]]]:
+        """Step 3: a batch a transform turned into records of several topics is put per topic."""
+        transform = self._transform
+        assert transform is not None
+        out: list[tuple[SinkRecordBatch, list[Any]]] = []
+        for batch, consumed in batches:
+            result = transform(batch)
+            if isinstance(result, SinkRecordBatch):
+                out.append((result, consumed))
+            elif result:
+                out.extend(_batches(result, consumed))
+        return out
+
+    def _redeliver_decoded(self, unusable: UnusableRawValues) -> None:
+        """The task could not use raw values from ``unusable.offsets`` on: consume those partitions
+        again from there and deliver the records decoded (record by record where conversion fails,
+        under ``errors.*``) until past what had been consumed; commits stop there meanwhile."""
+        for tp, offset in unusable.offsets.items():
+            if tp not in self.assignment:
+                continue
+            consumed = self._consumed.get(tp, offset)
+            self._decode_until[tp] = max(consumed, self._decode_until.get(tp, 0))
+            self._rewinds[tp] = min(offset, self._rewinds.get(tp, offset))
+            self._consumed[tp] = min(offset, consumed)
+        log.warning(
+            "%s could not use the raw values of %s (%s): consuming them again, decoded",
+            type(self.task).__name__,
+            ", ".join(f"{tp.topic}-{tp.partition} from offset {o}" for tp, o in sorted(unusable.offsets.items())),
+            unusable,
+        )
 
     def _topic_missing(self, topic: str | None, err: KafkaError) -> None:
         """A subscribed topic that does not exist (yet): wait for it, as Connect's consumer does.
@@ -496,7 +552,7 @@ class SinkTaskRunner(WorkerTask):
                 if len(seen) >= distinct:
                     break
 
-    def _put(self, records: Sequence[SinkRecord]) -> None:
+    def _put(self, records: SinkRecordBatch) -> None:
         backoff = 0.1
         paused = False
         try:
@@ -520,11 +576,9 @@ class SinkTaskRunner(WorkerTask):
                     if self._consumer is not None:
                         self._consumer.consume(num_messages=1, timeout=0)
                     backoff = min(backoff * 2, 10.0)
-                except ToleranceExceeded:
-                    raise  # the errant record reporter failed the task already
+                except (ToleranceExceeded, UnusableRawValues):
+                    raise  # the errant record reporter failed the task already; the runtime redelivers
                 except Exception as exc:
-                    if self._deferred_failed:
-                        raise _DeferredConversionFailed from exc
                     if isinstance(exc, DataError):
                         raise _Refused(exc) from exc  # nothing of the batch was written (SinkTask.put)
                     raise self.retry.unrecoverable(Stage.TASK_PUT, _class_name(self.task), exc) from exc
@@ -534,13 +588,15 @@ class SinkTaskRunner(WorkerTask):
                 if active:
                     self._consumer.resume([KafkaTopicPartition(t.topic, t.partition) for t in active])
 
-    def _put_recovering(self, records: list[SinkRecord]) -> None:
-        """Step 4 for records that are already a list: :meth:`_put`, recovering from refusals."""
-        if not records:
+    def _put_recovering(self, batch: SinkRecordBatch) -> None:
+        """Step 4: :meth:`_put`, recovering from refusals. A batch with raw values that the task
+        refuses is converted record by record first (the refusal may be about the raw form)."""
+        if not len(batch):
             return
         try:
-            self._put(records)
+            self._put(batch)
         except _Refused as refused:
+            records = self._convert_each(self._messages) if batch.raw_values is not None else list(batch)
             self._recover(records, refused.error)
 
     def _recover(self, records: list[SinkRecord], error: DataError) -> None:
@@ -556,7 +612,7 @@ class SinkTaskRunner(WorkerTask):
             part, failure = todo.pop()
             if failure is None:
                 try:
-                    self._put(part)
+                    self._put(SinkRecordBatch.of(part))
                     continue
                 except _Refused as again:
                     failure = again.error
@@ -591,62 +647,68 @@ class SinkTaskRunner(WorkerTask):
                 return m
         return None
 
-    def _convert(self, messages: list[Any]) -> Sequence[SinkRecord]:
-        """Step 2: keys and values are converted now, as whole columns; the other columns (and
+    def _convert(self, messages: list[Any]) -> list[tuple[SinkRecordBatch, list[Any]]]:
+        """Step 2, one batch per topic: keys and values are converted now, as whole columns (or
+        the values are handed over raw, see :meth:`_takes_raw_values`); the other columns (and
         record objects) only if the task or a transform asks for them."""
         topic = messages[0].topic()
         if not self._one_topic and not _one_topic(messages, topic):
             by_topic: dict[str, list[Any]] = {}
             for m in messages:
                 by_topic.setdefault(m.topic(), []).append(m)
-            out: list[SinkRecord] = []
-            for group in by_topic.values():
-                out.extend(self._convert(group))
-            return out
+            return [pair for group in by_topic.values() for pair in self._convert(group)]
         raws = [m.value() for m in messages]
-        raw_format = None
-        if self._lazy:
-            converter = self._value_converter
-            raw_format = (converter.unchecked_format(topic) if self._unchecked else None) or converter.check_batch(
-                topic, raws
-            )
+        raw = self._raw and not (self._decode_until and self._decoding(messages))
         values: list[Any] | None = None
         value_schemas: list[Any] | None = None
         try:
             key_schemas, keys = self._key_converter.to_connect_batch(topic, [m.key() for m in messages])
-            if raw_format is None:
+            if not raw:
                 value_schemas, values = self._value_converter.to_connect_batch(topic, raws)
         except DataError as exc:
             raise DataError(f"Converter failed on a record of topic {topic!r}: {exc}") from exc
-        loader = self._column_loader(topic, messages, raws)
-        return SinkRecordBatch(topic, values, value_schemas, keys, key_schemas, loader, raw_format=raw_format)
+        batch = SinkRecordBatch(
+            topic,
+            values,
+            value_schemas,
+            keys,
+            key_schemas,
+            partial(self._column, topic, messages),
+            raw_values=raws if raw else None,
+            decode=partial(self._value_converter.to_connect_batch, topic, raws) if raw else None,
+        )
+        return [(batch, messages)]
 
-    def _column_loader(self, topic: str, messages: list[Any], raws: list[bytes | None]) -> Callable[[str], Any]:
-        convert_headers = self._convert_headers
+    def _decoding(self, messages: list[Any]) -> bool:
+        """Whether ``messages`` reach into a range given back by UnusableRawValues (delivered
+        decoded); ranges the consumer has passed are forgotten."""
+        until = self._decode_until
+        inside = False
+        for m in messages:
+            tp = TopicPartition(m.topic(), m.partition())
+            end = until.get(tp)
+            if end is None:
+                continue
+            if m.offset() < end:
+                inside = True
+            elif m.offset() + 1 >= end:
+                del until[tp]
+        return inside
 
-        def load(column: str) -> Any:
-            # Deferred: checked by the converter, or unchecked for a task that parses them itself.
-            if column == "value":
-                try:
-                    return self._value_converter.to_connect_batch(topic, raws)
-                except Exception:
-                    self._deferred_failed = True
-                    raise
-            if column == "raw_value":
-                return raws
-            if column == "partition":
-                return [m.partition() for m in messages]
-            if column == "kafka_offset":
-                return [m.offset() for m in messages]
-            if column == "timestamp":
-                return [ts if kind else None for kind, ts in (m.timestamp() for m in messages)]
-            if column == "timestamp_type":
-                return [m.timestamp()[0] for m in messages]
-            if column == "headers":
-                return [convert_headers(topic, h) if h else None for h in (m.headers() for m in messages)]
-            raise KeyError(column)
-
-        return load
+    def _column(self, topic: str, messages: list[Any], column: str) -> list[Any]:
+        """A batch's column other than keys and values, from the consumed messages."""
+        if column == "partition":
+            return [m.partition() for m in messages]
+        if column == "kafka_offset":
+            return [m.offset() for m in messages]
+        if column == "timestamp":
+            return [ts if kind else None for kind, ts in (m.timestamp() for m in messages)]
+        if column == "timestamp_type":
+            return [m.timestamp()[0] for m in messages]
+        if column == "headers":
+            convert_headers = self._convert_headers
+            return [convert_headers(topic, h) if h else None for h in (m.headers() for m in messages)]
+        raise KeyError(column)
 
     def _convert_headers(self, topic: str, headers: list[tuple[str, bytes | None]]) -> tuple[tuple[str, Any], ...]:
         convert = self._header_converter.to_connect_header
@@ -664,7 +726,11 @@ class SinkTaskRunner(WorkerTask):
         current = {tp: self._consumed[tp] for tp in partitions if tp in self._consumed}
         if not current:
             return
-        safe = self.task.pre_commit(current)
+        try:
+            safe = self.task.pre_commit(current)
+        except UnusableRawValues as unusable:
+            self._redeliver_decoded(unusable)  # nothing is committed past what is consumed again
+            return
         to_commit = [
             KafkaTopicPartition(tp.topic, tp.partition, offset)
             for tp, offset in safe.items()
@@ -707,6 +773,17 @@ def _one_topic(messages: list[Any], topic: str) -> bool:
     return topics.count(topic) == len(topics)
 
 
+def _batches(records: Sequence[SinkRecord], consumed: list[Any]) -> list[tuple[SinkRecordBatch, list[Any]]]:
+    """``records`` as batches of one topic each, with the ``consumed`` messages they came from."""
+    return [(batch, consumed) for batch in SinkRecordBatch.group(records)]
+
+
+def _rewound(batch: SinkRecordBatch, rewinds: Mapping[TopicPartition, int]) -> bool:
+    """Whether ``batch`` holds records of a partition about to be consumed again."""
+    topic = batch.original_topic
+    return any(TopicPartition(topic, p) in rewinds for p in set(batch.partitions))
+
+
 def _class_name(obj: Any) -> str:
     cls = type(obj)
     return f"{cls.__module__}.{cls.__qualname__}"
@@ -726,5 +803,3 @@ class _Refused(Exception):
         self.error = error
 
 
-class _DeferredConversionFailed(Exception):
-    """A deferred value conversion failed inside ``put()``: the batch is converted again eagerly."""

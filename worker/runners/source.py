@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
-from typing import Any
+from itertools import repeat
+from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -14,10 +15,10 @@ from connectors.api import (
     ConnectError,
     Converter,
     DataError,
-    EncodedRecordBatch,
     HeaderConverter,
     RecordMetadata,
     RetriableError,
+    Serialization,
     SourceRecord,
     SourceRecordBatch,
     SourceTask,
@@ -46,9 +47,12 @@ Transform = Callable[[list[SourceRecord]], list[SourceRecord]]
 class SourceTaskContextImpl:
     """The context a source task sees."""
 
-    def __init__(self, task_id: ConnectorTaskId, offset_reader: StoreOffsetReader) -> None:
+    def __init__(
+        self, task_id: ConnectorTaskId, offset_reader: StoreOffsetReader, serialization: Serialization | None = None
+    ) -> None:
         self._id = task_id
         self._reader = offset_reader
+        self._serialization = serialization
 
     @property
     def connector_name(self) -> str:
@@ -62,17 +66,33 @@ class SourceTaskContextImpl:
     def offset_reader(self) -> StoreOffsetReader:
         return self._reader
 
+    @property
+    def serialization(self) -> Serialization | None:
+        return self._serialization
+
+
+class _Outgoing(NamedTuple):
+    """One poll's records ready for the producer (step 4)."""
+
+    topic: str | None  # every record's topic; None: ``topics`` names each
+    topics: Sequence[str] | None
+    keys: Sequence[bytes | None] | None  # None: no keys
+    values: Sequence[bytes | None]
+    options: Sequence[dict[str, Any] | None] | None  # produce()'s other keyword arguments, per record
+    records: Sequence[SourceRecord]  # what errors.* names when the producer refuses one
+
 
 class SourceTaskRunner(WorkerTask):
     """Runs a source task with at-least-once delivery.
 
     Delivery order, each step only after the one before it:
 
-    1. ``poll()`` the task for a batch of records.
+    1. ``poll()`` the task for records: a list of them or a batch.
     2. Apply the transformation chain; a record a transform drops is done.
-    3. Convert keys, values and headers to bytes with the connector's converters.
+    3. Convert keys, values and headers to bytes with the connector's converters (unless the task
+       returned them serialized, as the runtime offered through its context's ``serialization``).
     4. Hand every record to the producer (asynchronous: librdkafka batches and sends them).
-    5. Remember the record's ``source_offset`` as the pending offset of its ``source_partition``.
+    5. Remember the last ``source_offset`` polled of each ``source_partition`` as its pending offset.
     6. Every ``offset.flush.interval.ms``, and when stopping: snapshot the pending offsets, wait
        until the producer has delivered everything it was handed (``flush``), and only when every
        record was acknowledged write the snapshot to the offset store, then call ``task.commit()``.
@@ -81,6 +101,10 @@ class SourceTaskRunner(WorkerTask):
     so a restart resumes from the last stored offsets: nothing is lost, and duplicates come only
     from the interval after the last commit. Delivery reports are requested for errors only, so the
     happy path costs no Python callback per record.
+
+    A poll takes one path, list or batch: steps 2-3 for all its records at once (a batch of one
+    topic that nothing needs as records: a column at a time), then a tight produce loop. Only when
+    that conversion fails does it go record by record, under ``errors.*``.
     """
 
     def __init__(
@@ -123,7 +147,11 @@ class SourceTaskRunner(WorkerTask):
         self._pending: dict[bytes, tuple[Mapping[str, Any], Mapping[str, Any] | None]] = {}
         self._key_cache: dict[int, tuple[Mapping[str, Any], bytes]] = {}
         self._wants_commit_record = type(task).commit_record is not SourceTask.commit_record
-        self._encoded = False  # the task serializes its records (decided after start)
+        # Records go out as polled (no transform or callback needs them as records): batches may be
+        # converted by column, and the task may be offered to serialize them itself.
+        self._as_polled = transform is None and not self._wants_commit_record
+        self._serialization: Serialization | None = None
+        self._refused: tuple[SourceRecord, bytes | None, bytes | None, Any] | None = None
         self._next_commit = 0.0
         self.records_produced = 0
         self.records_polled = 0
@@ -149,14 +177,19 @@ class SourceTaskRunner(WorkerTask):
         if self.dlq is not None:
             self.dlq.start()
         reader = StoreOffsetReader(self._offset_store, self.id.connector)
-        self.task.start(self.task_config, SourceTaskContextImpl(self.id, reader))
-        # A task may serialize its records itself when nothing needs them as Connect data on the way.
-        self._encoded = (
-            self._transform is None
-            and not self._wants_commit_record
-            and bool(self.task.accept_encoded(self._key_converter, self._value_converter))
-        )
+        self._serialization = self._offered_serialization()
+        self.task.start(self.task_config, SourceTaskContextImpl(self.id, reader, self._serialization))
         self._next_commit = time.monotonic() + self._flush_interval_s
+
+    def _offered_serialization(self) -> Serialization | None:
+        """What the converters write, offered to the task when its own bytes may go out as they are:
+        nothing needs its records as Connect data on the way, and both converters declare a format."""
+        if not self._as_polled:
+            return None
+        key, value = self._key_converter.wire_format(), self._value_converter.wire_format()
+        if key.kind == "opaque" or value.kind == "opaque":
+            return None
+        return Serialization(key, value)
 
     def _on_stop_requested(self) -> None:
         self.task.stop()
@@ -223,190 +256,242 @@ class SourceTaskRunner(WorkerTask):
             if time.monotonic() >= self._next_commit:
                 self._commit_offsets()
 
-    def _send(self, records: Sequence[SourceRecord]) -> None:
+    def _send(self, polled: Sequence[SourceRecord]) -> None:
+        """Steps 2-5 for what one poll returned: a list of records or a batch, the same way."""
         producer = self._producer
         assert producer is not None
-        if isinstance(records, SourceRecordBatch):
-            if type(records) is EncodedRecordBatch and self._encoded:
-                self._send_encoded(records)
-                return
-            if self._transform is None and not self._wants_commit_record and self._send_columns(records):
-                return
-            records = records.records()
+        batch = polled if isinstance(polled, SourceRecordBatch) else None  # the columns, when there are
+        out: _Outgoing | None
+        if batch is not None and batch.serialized:
+            out = self._as_serialized(batch)
+        else:
+            out = self._serialize(polled, batch)
+        if out is None:
+            # Only now go record by record, to isolate the bad record(s) of this poll.
+            out = self._serialize_each(polled)
+        if out.values:
+            self._produce(out)
+            self.records_produced += len(out.values)
+        self._polled_done(polled, batch)
+        producer.poll(0)
+
+    def _as_serialized(self, batch: SourceRecordBatch) -> _Outgoing:
+        """Step 3 done by the task: its bytes go out as they are."""
+        if self._serialization is None:
+            raise ConnectError(
+                f"{_class_name(self.task)} returned serialized records, but the runtime did not offer to "
+                "produce them as they are (its context's serialization is None)"
+            )
+        options = _partition_options(batch.partitions)
+        return _Outgoing(batch.topic, batch.topics, batch.keys, batch.values, options, batch)
+
+    def _serialize(self, polled: Sequence[SourceRecord], batch: SourceRecordBatch | None) -> _Outgoing | None:
+        """Steps 2 and 3 for the whole poll at once; ``None`` when anything failed (the caller then
+        goes record by record). A batch of one topic that no transform or callback needs as records
+        is converted a column at a time, without building a record object."""
         try:
-            polled = records
+            if batch is not None and self._as_polled and batch.topic is not None:
+                return self._convert_columns(batch, batch.topic)
+            records: Sequence[SourceRecord] = polled if batch is None else batch.records()
             if self._transform is not None:
                 records = self._transform(list(records))
-                if not records:
-                    return
-            keys, values = self._convert(records)
+            return self._convert_records(records)
         except Exception:
-            # Only now go record by record, to isolate the bad record(s) of this batch.
-            records, keys, values = self._convert_each(polled)
-            if not records:
-                producer.poll(0)
-                return
-        produce = producer.produce
-        pending = self._pending
-        key_cache = self._key_cache
-        connector = self.id.connector
-        last_sp: Any = None
-        last_key = b""
-        commit_record = self.task.commit_record if self._wants_commit_record else None
-        active_topics = self.active_topics
-        last_topic: str | None = None
-        for record, k, v in zip(records, keys, values):
-            if record.topic is not last_topic:  # an identity check: tasks reuse one topic string
-                last_topic = record.topic
-                if last_topic not in active_topics:
-                    self._first_write(last_topic)
-                active_topics.add(last_topic)
-            try:
-                if commit_record is None and record.partition is None and record.timestamp is None and record.headers is None:
-                    produce(record.topic, v, k)
-                else:
-                    produce(record.topic, v, k, **self._produce_extras(record, commit_record))
-            except BufferError:
-                self._produce_when_room(record, k, v, commit_record)
-            except KafkaException as exc:
-                # KIP-779: a record the producer refuses is tolerated (skipped, sent to the DLQ) or fails the task.
-                self.retry.fail(ErrorContext(Stage.KAFKA_PRODUCE, _PRODUCER, exc, f"topic {record.topic!r}", record))
-            sp = record.source_partition
-            if sp is not None:
-                if sp is not last_sp:
-                    cached = key_cache.get(id(sp))
-                    if cached is None or cached[0] is not sp:
-                        if len(key_cache) > 10_000:
-                            key_cache.clear()
-                        cached = (sp, offset_key(connector, sp))
-                        key_cache[id(sp)] = cached
-                    last_sp, last_key = sp, cached[1]
-                pending[last_key] = (sp, record.source_offset)
-        self.records_produced += len(records)
-        producer.poll(0)
+            return None
 
-    def _send_columns(self, batch: SourceRecordBatch) -> bool:
-        """Steps 3-5 for a columnar batch: one conversion call per column, a tight produce loop,
-        and one pending offset (the batch's last) instead of one per record. ``False`` (nothing
-        sent) when conversion failed: the caller goes record by record."""
-        producer = self._producer
-        assert producer is not None
-        topic = batch.topic
+    def _convert_columns(self, batch: SourceRecordBatch, topic: str) -> _Outgoing:
         n = len(batch)
-        self._first_write(topic)
-        self.active_topics.add(topic)
-        try:
-            values = self._value_converter.from_connect_batch(topic, [batch.value_schema] * n, batch.values)
-            keys = None
-            if batch.keys is not None or batch.key_schema is not None:
-                key_values = batch.keys if batch.keys is not None else [None] * n
-                keys = self._key_converter.from_connect_batch(topic, [batch.key_schema] * n, key_values)
-        except Exception:
-            return False
-        produce = producer.produce
-        # The tight loops stop at the first full queue or refused record; the rest goes the
-        # careful way, which waits for room and hands a refused record to errors.* (KIP-779).
-        if keys is None:
-            for i, v in enumerate(values):
-                try:
-                    produce(topic, v)
-                except (BufferError, KafkaException):
-                    self._produce_columns_carefully(batch, values, None, i)
-                    break
-        else:
-            for i, (k, v) in enumerate(zip(keys, values)):
-                try:
-                    produce(topic, v, k)
-                except (BufferError, KafkaException):
-                    self._produce_columns_carefully(batch, values, keys, i)
-                    break
-        sp = batch.source_partition
-        if sp is not None and n:
-            self._pending[offset_key(self.id.connector, sp)] = (sp, batch.last_offset)
-        self.records_produced += n
-        producer.poll(0)
-        return True
+        values = self._value_converter.from_connect_batch(topic, [batch.value_schema] * n, batch.values)
+        keys = None
+        if batch.keys is not None or batch.key_schema is not None:
+            key_values = batch.keys if batch.keys is not None else [None] * n
+            keys = self._key_converter.from_connect_batch(topic, [batch.key_schema] * n, key_values)
+        return _Outgoing(topic, None, keys, values, _partition_options(batch.partitions), batch)
 
-    def _send_encoded(self, batch: EncodedRecordBatch) -> None:
-        """Produce a batch the task serialized itself (see ``SourceTask.accept_encoded``): no
-        conversion, one pending offset."""
-        producer = self._producer
-        assert producer is not None
-        produce = producer.produce
-        topics, keys, values = batch.topics, batch.keys, batch.values
-        assert keys is not None
-        last_topic = None
-        for i, (t, k, v) in enumerate(zip(topics, keys, values)):
-            if t is not last_topic:
-                self._first_write(t)
-                self.active_topics.add(t)
-                last_topic = t
-            try:
-                produce(t, v, k)
-            except (BufferError, KafkaException):
-                self._produce_columns_carefully(batch, values, keys, i, topics)
-                break
-        sp = batch.source_partition
-        if sp is not None and values:
-            self._pending[offset_key(self.id.connector, sp)] = (sp, batch.last_offset)
-        self.records_produced += len(values)
-        producer.poll(0)
+    def _convert_records(self, records: Sequence[SourceRecord]) -> _Outgoing:
+        if not records:
+            return _Outgoing("", None, None, [], None, records)
+        topic = records[0].topic
+        topics = None if all(r.topic == topic for r in records) else [r.topic for r in records]
+        keys, values = self._convert(records, topics is None)
+        commit_record = self.task.commit_record if self._wants_commit_record else None
+        options = None
+        if commit_record is not None or any(
+            r.partition is not None or r.timestamp is not None or r.headers for r in records
+        ):
+            options = [self._options(r, self._convert_headers(r), commit_record) for r in records]
+        return _Outgoing(topic if topics is None else None, topics, keys, values, options, records)
 
-    def _first_write(self, topic: str) -> None:
-        """Before the first record to ``topic``: create it per ``topic.creation.*`` when it is
-        missing (KIP-158). A set lookup once the topic is known."""
-        if self._topic_creator is not None:
-            self._topic_creator.ensure(topic)
-
-    def _convert_each(self, records: Sequence[SourceRecord]) -> tuple[list[SourceRecord], list[bytes | None], list[bytes | None]]:
+    def _serialize_each(self, polled: Sequence[SourceRecord]) -> _Outgoing:
         """Steps 2 and 3 one record at a time, under ``errors.*``: a record that fails is skipped
         (its offset still counts as done, after it reached the DLQ) or fails the task."""
         execute = self.retry.execute
         kc, vc, transform = self._key_converter, self._value_converter, self._transform
         kname, vname, hname = _class_name(kc), _class_name(vc), _class_name(self._header_converter)
+        commit_record = self.task.commit_record if self._wants_commit_record else None
         out: list[SourceRecord] = []
         keys: list[bytes | None] = []
         values: list[bytes | None] = []
-        for polled in records:
-            where = f"source partition {polled.source_partition} offset {polled.source_offset}"
-            if transform is not None:
-                transformed = transform_each(transform, polled, self.retry, where)
-                if transformed is SKIPPED:
-                    self._skip(polled)
-                    continue
-            else:
-                transformed = [polled]
+        options: list[dict[str, Any] | None] = []
+        for record in polled:
+            where = f"source partition {record.source_partition} offset {record.source_offset}"
+            transformed = transform_each(transform, record, self.retry, where) if transform is not None else [record]
+            if transformed is SKIPPED:
+                continue
             for r in transformed:
                 key = None
                 if r.key is not None or r.key_schema is not None:
                     key = execute(Stage.KEY_CONVERTER, partial(kc.from_connect_data, r.topic, r.key_schema, r.key), class_name=kname, coordinates=where, record=r)
                     if key is SKIPPED:
-                        self._skip(r)
                         continue
                 value = execute(Stage.VALUE_CONVERTER, partial(vc.from_connect_data, r.topic, r.value_schema, r.value), class_name=vname, coordinates=where, record=r)
                 if value is SKIPPED:
-                    self._skip(r)
                     continue
-                if r.headers and execute(Stage.HEADER_CONVERTER, partial(self._convert_headers, r), class_name=hname, coordinates=where, record=r) is SKIPPED:
-                    self._skip(r)
+                headers = execute(Stage.HEADER_CONVERTER, partial(self._convert_headers, r), class_name=hname, coordinates=where, record=r) if r.headers else None
+                if headers is SKIPPED:
                     continue
                 out.append(r)
                 keys.append(key)
                 values.append(value)
-        return out, keys, values
+                options.append(self._options(r, headers, commit_record))
+        return _Outgoing(None, [r.topic for r in out], keys, values, options, out)
 
-    def _skip(self, record: SourceRecord) -> None:
-        """A skipped record is done: its offset may be stored once the DLQ has it (flushed at commit)."""
-        sp = record.source_partition
-        if sp is not None:
-            self._pending[offset_key(self.id.connector, sp)] = (sp, record.source_offset)
+    def _options(
+        self, record: SourceRecord, headers: list[tuple[str, bytes | None]] | None, commit_record: Any
+    ) -> dict[str, Any] | None:
+        """``produce()``'s keyword arguments for ``record`` beyond topic, key and value."""
+        kwargs: dict[str, Any] = {}
+        if record.partition is not None:
+            kwargs["partition"] = record.partition
+        if record.timestamp is not None:
+            kwargs["timestamp"] = record.timestamp
+        if headers:
+            kwargs["headers"] = headers
+        if commit_record is not None:
+            kwargs["on_delivery"] = self._record_callback(record, commit_record)
+        return kwargs or None
+
+    def _produce(self, out: _Outgoing) -> None:
+        """Step 4: hand every record to the producer. The tight loops stop at the first full queue
+        or refused record; the rest goes :meth:`_produce_carefully`."""
+        producer = self._producer
+        assert producer is not None
+        produce = producer.produce
+        keys, values = out.keys, out.values
+        if out.topic is not None and out.options is None:  # the common case: one topic, nothing else
+            topic = out.topic
+            self._use_topic(topic)
+            if keys is None:
+                for i, v in enumerate(values):
+                    try:
+                        produce(topic, v)
+                    except (BufferError, KafkaException):
+                        self._produce_carefully(out, i)
+                        return
+            else:
+                for i, (k, v) in enumerate(zip(keys, values)):
+                    try:
+                        produce(topic, v, k)
+                    except (BufferError, KafkaException):
+                        self._produce_carefully(out, i)
+                        return
+            return
+        topics: Iterable[str] = out.topics if out.topics is not None else repeat(out.topic or "")
+        rows = zip(topics, keys if keys is not None else repeat(None), values, out.options or repeat(None))
+        last: str | None = None
+        for i, (t, k, v, o) in enumerate(rows):
+            if t is not last:  # an identity check: tasks reuse one topic string
+                self._use_topic(t)
+                last = t
+            try:
+                if o is None:
+                    produce(t, v, k)
+                else:
+                    produce(t, v, k, **o)
+            except (BufferError, KafkaException):
+                self._produce_carefully(out, i)
+                return
+
+    def _produce_carefully(self, out: _Outgoing, start: int) -> None:
+        """Produce ``out`` from ``start`` on: when the queue is full, serve delivery reports until
+        there is room; a record the producer refuses is tolerated (skipped, sent to the DLQ with
+        the bytes it was refused with) or fails the task (KIP-779)."""
+        producer = self._producer
+        assert producer is not None
+        for i in range(start, len(out.values)):
+            topic = out.topics[i] if out.topics is not None else out.topic or ""
+            self._use_topic(topic)
+            key = out.keys[i] if out.keys is not None else None
+            options = out.options[i] if out.options is not None else None
+            while True:
+                try:
+                    producer.produce(topic, out.values[i], key, **(options or {}))
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+                    self._check_delivery()
+                except KafkaException as exc:
+                    record = out.records[i]
+                    self._refused = (record, key, out.values[i], (options or {}).get("headers"))
+                    try:
+                        self.retry.fail(ErrorContext(Stage.KAFKA_PRODUCE, _PRODUCER, exc, f"topic {topic!r}", record))
+                    finally:
+                        self._refused = None
+                    break
+
+    def _use_topic(self, topic: str) -> None:
+        """Before the first record to ``topic``: create it per ``topic.creation.*`` when it is
+        missing (KIP-158), and count it as used (KIP-558)."""
+        if topic not in self.active_topics:
+            if self._topic_creator is not None:
+                self._topic_creator.ensure(topic)
+            self.active_topics.add(topic)
+
+    def _polled_done(self, polled: Sequence[SourceRecord], batch: SourceRecordBatch | None) -> None:
+        """Step 5: the last polled offset of each source partition becomes pending. Records a
+        transform dropped or ``errors.*`` skipped count as done, as in Connect."""
+        pending = self._pending
+        if batch is not None:
+            sp = batch.source_partition
+            if sp is not None and len(batch):
+                pending[self._offset_key(sp)] = (sp, batch.last_offset)
+            return
+        last_sp: Any = None
+        key = b""
+        for record in polled:
+            sp = record.source_partition
+            if sp is not None:
+                if sp is not last_sp:
+                    last_sp, key = sp, self._offset_key(sp)
+                pending[key] = (sp, record.source_offset)
+
+    def _offset_key(self, sp: Mapping[str, Any]) -> bytes:
+        """The offset store's key of source partition ``sp``, cached by identity: tasks that reuse one
+        partition object pay for its JSON key once, not per record."""
+        cached = self._key_cache.get(id(sp))
+        if cached is None or cached[0] is not sp:
+            if len(self._key_cache) > 10_000:
+                self._key_cache.clear()
+            cached = (sp, offset_key(self.id.connector, sp))
+            self._key_cache[id(sp)] = cached
+        return cached[1]
 
     def _report_failed_record(self, ctx: ErrorContext) -> None:
-        """Sluice's source DLQ: the record's converted bytes where they exist, else JSON."""
+        """Sluice's source DLQ: the record's bytes where they exist, else JSON."""
         dlq = self.dlq
         if dlq is None:
             return
         r: SourceRecord = ctx.record
+        refused = self._refused
+        if refused is not None and refused[0] is r:  # the producer refused these very bytes
+            key, value, headers = refused[1], refused[2], list(refused[3] or ())
+        else:
+            key, value, headers = self._dlq_bytes(r)
+        if self.errors.dlq_context_headers:
+            headers = headers + context_headers(ctx, self.id.connector, self.id.task, r.topic)
+        dlq.send(key, value, headers)
+
+    def _dlq_bytes(self, r: SourceRecord) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
         key = value = None
         try:
             if r.key is not None or r.key_schema is not None:
@@ -418,78 +503,17 @@ class SourceTaskRunner(WorkerTask):
         except Exception:
             value = _json(r.value)
         try:
-            headers = self._convert_headers(r) if r.headers else []
+            headers = self._convert_headers(r) or []
         except Exception:
             headers = [(k, _json(v)) for k, v in r.headers or ()]
-        if self.errors.dlq_context_headers:
-            headers = headers + context_headers(ctx, self.id.connector, self.id.task, r.topic)
-        dlq.send(key, value, headers)
+        return key, value, headers
 
-    def _produce_columns_carefully(
-        self,
-        batch: SourceRecordBatch,
-        values: list[Any],
-        keys: list[Any] | None,
-        start: int,
-        topics: list[str] | None = None,
-    ) -> None:
-        """Produce a columnar batch from ``start`` on: when the queue is full, serve delivery
-        reports until there is room; a record the producer refuses is tolerated (skipped, sent
-        to the DLQ) or fails the task, as on the record-by-record path. Also for an encoded batch
-        (``topics``: each record's topic)."""
-        producer = self._producer
-        assert producer is not None
-        topic = batch.topic
-        for i in range(start, len(values)):
-            if topics is not None:  # an encoded batch: each record names its topic
-                topic = topics[i]
-                self._first_write(topic)
-                self.active_topics.add(topic)
-            while True:
-                try:
-                    producer.produce(topic, values[i], keys[i] if keys is not None else None)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-                    self._check_delivery()
-                except KafkaException as exc:
-                    self.retry.fail(ErrorContext(Stage.KAFKA_PRODUCE, _PRODUCER, exc, f"topic {topic!r}", batch[i]))
-                    break
-
-    def _produce_extras(self, record: SourceRecord, commit_record: Any) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {}
-        if record.partition is not None:
-            kwargs["partition"] = record.partition
-        if record.timestamp is not None:
-            kwargs["timestamp"] = record.timestamp
-        if record.headers:
-            kwargs["headers"] = self._convert_headers(record)
-        if commit_record is not None:
-            kwargs["on_delivery"] = self._record_callback(record, commit_record)
-        return kwargs
-
-    def _produce_when_room(self, record: SourceRecord, k: bytes | None, v: bytes | None, commit_record: Any) -> None:
-        """librdkafka's queue is full: serve delivery reports until the record fits."""
-        producer = self._producer
-        assert producer is not None
-        kwargs = self._produce_extras(record, commit_record)
-        while True:
-            producer.poll(0.05)
-            self._check_delivery()
-            try:
-                producer.produce(record.topic, v, k, **kwargs)
-                return
-            except BufferError:
-                continue
-
-    def _convert(self, records: Sequence[SourceRecord]) -> tuple[list[bytes | None], list[bytes | None]]:
+    def _convert(self, records: Sequence[SourceRecord], same_topic: bool) -> tuple[list[bytes | None] | None, list[bytes | None]]:
         topic = records[0].topic
-        same_topic = all(r.topic == topic for r in records)
         try:
             if same_topic:
-                if all(r.key is None for r in records) and all(r.key_schema is None for r in records):
-                    keys: list[bytes | None] = [None] * len(records)
-                else:
+                keys = None
+                if any(r.key is not None or r.key_schema is not None for r in records):
                     keys = self._key_converter.from_connect_batch(topic, [r.key_schema for r in records], [r.key for r in records])
                 values = self._value_converter.from_connect_batch(
                     topic, [r.value_schema for r in records], [r.value for r in records]
@@ -505,9 +529,11 @@ class SourceTaskRunner(WorkerTask):
             raise DataError(f"Converter failed on a record for topic {topic!r}: {exc}") from exc
         return keys, values
 
-    def _convert_headers(self, record: SourceRecord) -> list[tuple[str, bytes | None]]:
+    def _convert_headers(self, record: SourceRecord) -> list[tuple[str, bytes | None]] | None:
+        if not record.headers:
+            return None
         convert = self._header_converter.from_connect_header
-        return [(k, convert(record.topic, k, None, v)) for k, v in record.headers or ()]
+        return [(k, convert(record.topic, k, None, v)) for k, v in record.headers]
 
     def _record_callback(self, record: SourceRecord, commit_record: Callable[[SourceRecord, RecordMetadata | None], None]) -> Callable[[KafkaError | None, Any], None]:
         def callback(err: KafkaError | None, msg: Any) -> None:
@@ -566,6 +592,12 @@ _PRODUCER = "confluent_kafka.Producer"
 def _class_name(obj: Any) -> str:
     cls = type(obj)
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _partition_options(partitions: Sequence[int | None] | None) -> list[dict[str, Any] | None] | None:
+    if partitions is None:
+        return None
+    return [None if p is None else {"partition": p} for p in partitions]
 
 
 def _json(value: Any) -> bytes:

@@ -9,12 +9,12 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import IO, Any
 
 import orjson
 
-from connectors.api import ConnectError, SinkRecord, SinkRecordBatch, SinkTask, SinkTaskContext, TopicPartition
+from connectors.api import ConnectError, SinkRecordBatch, SinkTask, SinkTaskContext, TopicPartition
 from connectors.sink.file.config import FileStreamSinkConfig
 
 logger = logging.getLogger(__name__)
@@ -66,14 +66,11 @@ class FileStreamSinkTask(SinkTask):
         self._owns_out = True
         logger.info("Appending records to %s", self._filename)
 
-    def put(self, records: Sequence[SinkRecord]) -> None:
+    def put(self, records: SinkRecordBatch) -> None:
         """Write the batch's values, one line each, joined into one block of text. Thread: the task thread."""
         if not records:
             return
-        if isinstance(records, SinkRecordBatch):
-            values = records.values  # the column: no record objects needed
-        else:
-            values = [record.value for record in records]
+        values = records.values  # the column: no record objects needed
         try:
             # All strings is the common case; join finds out at C speed and raises otherwise.
             text = "\n".join(values)

@@ -196,7 +196,7 @@ def read_json_lines(raws: Sequence[bytes | None]) -> JsonColumns | None:
     """``raws`` parsed into columns, or ``None`` when the batch is not a run of flat JSON objects
     that the parser reads exactly as orjson does.
 
-    The values come unchecked (the task sets ``parses_raw_json``), so this refuses whatever the
+    The values come raw and unchecked (``value_format`` is raw JSON), so this refuses whatever the
     converter would. The native parser refuses it itself. With Arrow's reader (the fallback), the
     reader rejects malformed JSON, and the two things it accepts that JSON forbids are caught here,
     invalid UTF-8 in strings and the literals ``NaN``/``Infinity``. A batch refused here is

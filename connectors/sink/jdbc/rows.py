@@ -9,7 +9,6 @@ zipped into row tuples, so a row costs no Python-level loop unless a column need
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -33,7 +32,7 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 class TopicRecords:
-    """The records of one topic as columns, whether they came as a :class:`SinkRecordBatch` or a list."""
+    """A sink batch (or a ``batch.size`` chunk of one) as the columns the row builder reads."""
 
     __slots__ = (
         "topic",
@@ -46,67 +45,50 @@ class TopicRecords:
         "_source",
     )
 
-    def __init__(self, topic: str, source: SinkRecordBatch | Sequence[SinkRecord]) -> None:
+    def __init__(self, topic: str, source: SinkRecordBatch) -> None:
         self.topic = topic
         self._source = source
-        if isinstance(source, SinkRecordBatch):
-            # Values are read from the batch on first use: a batch of a lazy_values task may be
-            # written from its raw bytes without ever converting them (see pgjson.py).
-            self._values: list[Any] | None = None
-            self._value_schemas: list[Schema | None] | None = None
-            self.keys = source.keys
-            self.key_schemas = source.key_schemas
-            self._partitions: list[int] | None = None
-            self._offsets: list[int] | None = None
-        else:
-            self._values = [r.value for r in source]
-            self._value_schemas = [r.value_schema for r in source]
-            self.keys = [r.key for r in source]
-            self.key_schemas = [r.key_schema for r in source]
-            self._partitions = [r.topic_partition.partition for r in source]
-            self._offsets = [r.kafka_offset if r.original_offset is None else r.original_offset for r in source]
+        # Values are read from the batch on first use: a batch with raw values may be written
+        # from its bytes without ever decoding them (see pgjson.py).
+        self._values: list[Any] | None = None
+        self._value_schemas: list[Schema | None] | None = None
+        self.keys = source.keys
+        self.key_schemas = source.key_schemas
+        self._partitions: list[int] | None = None
+        self._offsets: list[int] | None = None
 
     @property
     def values(self) -> list[Any]:
         if self._values is None:
-            assert isinstance(self._source, SinkRecordBatch)
             self._values = self._source.values
         return self._values
 
     @property
     def value_schemas(self) -> list[Schema | None]:
         if self._value_schemas is None:
-            assert isinstance(self._source, SinkRecordBatch)
             self._value_schemas = self._source.value_schemas
         return self._value_schemas
 
     @property
     def batch(self) -> SinkRecordBatch | None:
-        """The whole consumed batch these records are, if they are one (not a slice of it, not a list)."""
+        """The whole consumed batch these records are, if they are one (not a chunk of it)."""
         source = self._source
-        return source if isinstance(source, SinkRecordBatch) and self.keys is source.keys else None
+        return source if self.keys is source.keys else None
 
     @property
     def consumed_topic(self) -> str:
         """The topic the records were consumed from (for offsets), before any renaming transform."""
-        if isinstance(self._source, SinkRecordBatch):
-            return self._source.original_topic
-        if not self._source:
-            return self.topic
-        first = self._source[0]
-        return first.original_topic if first.original_topic is not None else first.topic
+        return self._source.original_topic
 
     @property
     def partitions(self) -> list[int]:
         if self._partitions is None:
-            assert isinstance(self._source, SinkRecordBatch)
             self._partitions = self._source.partitions
         return self._partitions
 
     @property
     def offsets(self) -> list[int]:
         if self._offsets is None:
-            assert isinstance(self._source, SinkRecordBatch)
             self._offsets = self._source.offsets
         return self._offsets
 

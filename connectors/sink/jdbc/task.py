@@ -17,9 +17,9 @@ consumes the next batch while the helper parses this one and the server commits 
 (``put``, ``flush``, ``pre_commit``) waits for it first. A chunk the helper could not send (Arrow
 reads it differently from the ordinary path, or the chunk before it failed) is written the
 ordinary way by the next call. Should its values not convert then (the task takes them unchecked,
-``parses_raw_json``: malformed JSON, or a number that overflows a double), the task rewinds the
-consumer to the chunk, so the runtime delivers it again and converts it record by record under
-``errors.*``.
+``value_format`` is raw JSON: malformed JSON, or a number that overflows a double), the task gives
+the chunk back with :class:`UnusableRawValues`, so the runtime delivers it again decoded, record
+by record under ``errors.*``.
 
 Failures: a dropped connection is retried ``max.retries`` times, ``retry.backoff.ms`` apart
 (each attempt raises :class:`RetriableError` so the runtime offers the batch again); a row the
@@ -33,19 +33,20 @@ from __future__ import annotations
 import contextvars
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, NoReturn
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn
 
 from connectors.api import (
     ConnectError,
     DataError,
     RetriableError,
-    SinkRecord,
     SinkRecordBatch,
     SinkTask,
     SinkTaskContext,
     TopicPartition,
+    UnusableRawValues,
     UnwritableRecordError,
+    ValueFormat,
 )
 from connectors.jdbc_common.connection import create_engine, safe_url, to_sqlalchemy_url
 from connectors.jdbc_common.dialects import dialect_for
@@ -78,12 +79,10 @@ class JdbcSinkTask(SinkTask):
     """
 
     version = "0.1.0"
-    # Schemaless JSON batches may be written from their consumed bytes (pgjson.py); every other
-    # batch reads ``values``, which the runtime then converts as usual.
-    lazy_values: ClassVar[bool] = True
-    # The JSON fast path parses the raw values with Arrow and refuses what the converter would
-    # (pgjson.read_json_lines); everything else reads ``values`` and so converts them.
-    parses_raw_json = True
+    # Schemaless JSON batches may be written from their consumed bytes (pgjson.py), which the JSON
+    # fast path parses with Arrow, refusing what the converter would (pgjson.read_json_lines);
+    # every other batch reads ``values``, decoded on first read.
+    value_format = ValueFormat.RAW_JSON
 
     def __init__(self) -> None:
         self._stopping = threading.Event()
@@ -141,13 +140,12 @@ class JdbcSinkTask(SinkTask):
             "Writing to %s (%s, insert.mode=%s, pk.mode=%s)", self._url_text, backend, cfg.insert_mode, cfg.pk_mode
         )
 
-    def put(self, records: Sequence[SinkRecord]) -> None:
+    def put(self, records: SinkRecordBatch) -> None:
         """Write ``records`` in transactions of at most ``batch.size`` records. Thread: the task thread."""
         cfg = self._require_config()
         self._join()
-        groups = _by_topic(records) if records else []
-        if self._rewound_unconvertible(groups):
-            return  # these records come again, after the chunk that could not be converted
+        groups = [TopicRecords(records.topic, records)] if records else []
+        self._give_back_unconvertible(groups)
         if not records:
             self._settle()
             return
@@ -181,15 +179,15 @@ class JdbcSinkTask(SinkTask):
     def flush(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Wait for the chunk in flight (a failure is handled here). Thread: the task thread."""
         self._join()
-        if not self._rewound_unconvertible([]):
-            self._settle()
+        self._give_back_unconvertible([])
+        self._settle()
 
     def pre_commit(self, offsets: Mapping[TopicPartition, int]) -> Mapping[TopicPartition, int]:
         """Everything consumed is committed, except past the first record a failed put() left out."""
         try:
             self._join()
-            if not self._rewound_unconvertible([]):
-                self._settle()
+            self._give_back_unconvertible([])
+            self._settle()
         except RetriableError as exc:  # the chunk stays pending (its offsets unwritten); the next put() retries it
             logger.debug("Retrying a failed chunk at pre_commit failed: %s", exc)
         if not self._unwritten:
@@ -229,8 +227,8 @@ class JdbcSinkTask(SinkTask):
         if self._pending is not None:
             try:
                 self._write_chunk(self._pending)  # raises (keeping it pending) until it succeeds
-            except UnwritableRecordError:
-                raise  # it names its record: the runtime applies errors.* to that one
+            except (UnwritableRecordError, UnusableRawValues):
+                raise  # it names its record (or raw values): the runtime handles that one
             except DataError as exc:
                 # Not about the batch of this put(): the runtime must not look for the record there.
                 raise ConnectError(f"Records written earlier were refused: {exc}") from exc
@@ -288,35 +286,24 @@ class JdbcSinkTask(SinkTask):
             self._mark_unwritten(groups)
             self._pending = groups if self._pending is None else self._pending + groups
 
-    def _rewound_unconvertible(self, groups: list[TopicRecords]) -> bool:
-        """If the pending chunk's values do not convert, rewind the consumer to it (and past
-        ``groups``, dropped here) so the runtime delivers them again, converting record by record."""
+    def _give_back_unconvertible(self, groups: list[TopicRecords]) -> None:
+        """If the pending chunk's raw values do not convert, drop it (and ``groups``, not taken)
+        and raise :class:`UnusableRawValues` from its first records: the runtime delivers them
+        again decoded, converting record by record under ``errors.*``."""
         pending = self._pending
         if pending is None or self._in_flight is not None:
-            return False
-        failure: Exception | None = None
+            return
         for group in pending:
             batch = group.batch
-            if batch is not None and not batch.values_converted:
-                try:
-                    batch.values  # noqa: B018 - converts the column (the runtime's deferred conversion)
-                except Exception as exc:
-                    failure = exc
-                    break
-        if failure is None:
-            return False
-        logger.warning(
-            "Values of topic %s do not convert (%s): consuming them again from offset(s) %s, to convert "
-            "them one by one",
-            pending[0].topic,
-            describe(failure),
-            _first_offsets(pending),
-        )
-        self._pending = None
-        self._json_skip = _JSON_RETRY_AFTER
-        self._mark_unwritten(groups)
-        self.context.rewind(_first_offsets(pending + groups))
-        return True
+            if batch is None or batch.raw_values is None:
+                continue
+            try:
+                batch.values  # noqa: B018 - decodes the column
+            except UnusableRawValues as exc:
+                self._pending = None
+                self._json_skip = _JSON_RETRY_AFTER
+                self._mark_unwritten(groups)
+                raise UnusableRawValues(str(exc), _first_offsets(pending + groups)) from exc
 
     def _prepare(self, groups: list[TopicRecords]) -> _Prepared | None:
         """The rows of ``groups`` ready to send as one transaction, if the writer and the records allow it.
@@ -679,9 +666,9 @@ class _Rejected(Exception):
 
 
 def _undecoded_json(group: TopicRecords) -> bool:
-    """Whether ``group`` is the runtime's batch of checked, not yet decoded JSON values."""
+    """Whether ``group`` is a whole batch with its raw JSON values."""
     batch = group.batch
-    return batch is not None and batch.raw_format == "json" and not batch.values_converted
+    return batch is not None and batch.raw_values is not None
 
 
 def _offset_list(offsets: list[int], shown: int = 10) -> str:
@@ -699,15 +686,6 @@ def _first_offsets(groups: list[TopicRecords]) -> dict[TopicPartition, int]:
             if offset < first.get(tp, offset + 1):
                 first[tp] = offset
     return first
-
-
-def _by_topic(records: Sequence[SinkRecord]) -> list[TopicRecords]:
-    if isinstance(records, SinkRecordBatch):
-        return [TopicRecords(records.topic, records)]
-    topics: dict[str, list[SinkRecord]] = {}
-    for record in records:
-        topics.setdefault(record.topic, []).append(record)
-    return [TopicRecords(topic, recs) for topic, recs in topics.items()]
 
 
 def _drop(rows: Any, group: int, exclude: set[tuple[int, int]]) -> None:

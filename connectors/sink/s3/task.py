@@ -35,7 +35,9 @@ from connectors.api import (
     SinkTask,
     SinkTaskContext,
     TopicPartition,
+    UnusableRawValues,
     UnwritableRecordError,
+    ValueFormat,
 )
 from connectors.s3_common.formats import FormatSettings, InvalidRawJson, ParquetFormat, RecordFormat, make_format
 from connectors.s3_common.layout import ObjectLayout
@@ -44,6 +46,7 @@ from connectors.s3_common.partitioners import Partitioner, extractor_reads_value
 from connectors.s3_common.storage import ObjectStorage, S3Storage
 from connectors.sink.s3.config import S3SinkConfig
 from connectors.sink.s3.writer import Columns, TopicPartitionWriter, WriterSettings, null_probe
+from converters.json import first_malformed
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +60,11 @@ class S3SinkTask(SinkTask):
 
     version = "0.1.0"
 
-    #: Values are converted only if read: JSON lines and Parquet write the consumed JSON bytes
-    #: (see :meth:`_split`), and every other case reads ``values`` in :meth:`_split`, before any
-    #: writer changes state, so a failing deferred conversion leaves nothing half-written.
-    lazy_values: ClassVar[bool] = True
+    #: JSON lines and Parquet write the consumed JSON bytes when nothing that places a record
+    #: reads its value (set in :meth:`start`, see :meth:`_split`); every other case reads
+    #: ``values`` in :meth:`_split`, before any writer changes state, so values that do not
+    #: decode leave nothing half-written.
+    value_format = ValueFormat.CONNECT
 
     #: Builds the storage from the configuration; tests replace it with an in-memory bucket.
     storage_factory: ClassVar[Callable[[S3SinkConfig], ObjectStorage] | None] = None
@@ -77,11 +81,6 @@ class S3SinkTask(SinkTask):
         self._settings: WriterSettings | None = None
         self._uploader: ThreadPoolExecutor | None = None
         self._raw_json = False
-        #: Partitions consumed again after a raw value turned out not to be JSON: their batches are
-        #: decoded up to this offset (see _redeliver_decoded).
-        self._decode_until: dict[TopicPartition, int] = {}
-        #: Where those partitions were rewound to, until the runtime has applied the rewind.
-        self._rewound: dict[TopicPartition, int] = {}
 
     # -- SPI --------------------------------------------------------------------------------------
 
@@ -127,9 +126,9 @@ class S3SinkTask(SinkTask):
                 and extractor_reads_values(cfg.timestamp_extractor)
             )
         )
-        # Parquet parses every raw value into columns, refusing what is not JSON, so the runtime
-        # need not check them first; JSON lines copies the bytes into objects and needs the check.
-        self.parses_raw_json = self._raw_json and isinstance(self._format, ParquetFormat)
+        # Parquet parses every raw value into columns, refusing what is not JSON; JSON lines copies
+        # the bytes into objects and checks them first (_check_raw).
+        self.value_format = ValueFormat.RAW_JSON if self._raw_json else ValueFormat.CONNECT
         if cfg.s3_upload_threads > 0:
             self._uploader = ThreadPoolExecutor(cfg.s3_upload_threads, thread_name_prefix="s3-upload")
             if isinstance(self._format, ParquetFormat):
@@ -157,42 +156,39 @@ class S3SinkTask(SinkTask):
                 if old is not None:
                     old.abort()
 
-    def put(self, records: Sequence[SinkRecord]) -> None:
+    def put(self, records: SinkRecordBatch) -> None:
         """Buffer/upload the records, partition by partition. Thread: the task thread."""
         if not records:
             return
+        given_back: dict[TopicPartition, int] = {}
         with self._lock:
-            self._rewound.clear()  # a put after a rewind comes from the rewound position
             for tp, cols in self._split(records):
                 try:
                     self._writer(tp, cols.topic).write(cols)
                 except InvalidRawJson as exc:
-                    self._redeliver_decoded(tp, exc, cols.offsets[-1] + 1)
-                    continue
+                    given_back[tp] = self._give_back(tp, exc)
                 except UnfitValue as exc:
                     # Refused before the writer kept any of it: the runtime applies errors.* to
                     # the record and offers the others again (those already buffered are skipped).
                     raise UnwritableRecordError(str(exc), _record_at(records, tp, exc.offset)) from exc
-                until = self._decode_until.get(tp)
-                if until is not None and cols.offsets and cols.offsets[-1] + 1 >= until:
-                    del self._decode_until[tp]
+        if given_back:
+            raise UnusableRawValues("raw values cannot be written as they were consumed", given_back)
 
     def pre_commit(self, offsets: Mapping[TopicPartition, int]) -> Mapping[TopicPartition, int]:
         """The offsets whose records are all in completed objects. Thread: the task thread."""
         safe: dict[TopicPartition, int] = {}
+        given_back: dict[TopicPartition, int] = {}
         with self._lock:
             for tp, consumed in offsets.items():
                 writer = self.writers.get(tp)
                 if writer is None:
-                    rewound = self._rewound.get(tp)
-                    safe[tp] = consumed if rewound is None else min(consumed, rewound)
+                    safe[tp] = consumed
                     continue
                 try:
                     writer.check_schedule()
                     writer.drain()
                 except InvalidRawJson as exc:
-                    self._redeliver_decoded(tp, exc, consumed)
-                    safe[tp] = min(consumed, self._rewound[tp])
+                    given_back[tp] = self._give_back(tp, exc)
                     continue
                 except ConnectError as exc:
                     # Not fatal here: the next put or pre-commit resumes the upload.
@@ -200,6 +196,8 @@ class S3SinkTask(SinkTask):
                 offset = writer.safe_offset(consumed)
                 if offset is not None:
                     safe[tp] = offset
+        if given_back:
+            raise UnusableRawValues("raw values cannot be written as they were consumed", given_back)
         return safe
 
     def close(self, partitions: Sequence[TopicPartition]) -> None:
@@ -227,32 +225,20 @@ class S3SinkTask(SinkTask):
 
     # -- helpers ----------------------------------------------------------------------------------
 
-    def _redeliver_decoded(self, tp: TopicPartition, exc: InvalidRawJson, consumed: int) -> None:
-        """A raw value of ``tp`` is not JSON, or a ``null`` the null handling missed (values come
-        unchecked, :attr:`parses_raw_json`): drop the partition's open objects and have the runtime
-        deliver it again from the first record not in a completed object, decoded this time up to
-        ``consumed``, so that the converter's error handling (``errors.tolerance``, the DLQ) deals
-        with the bad record. The rewritten objects are the ones the checked path would have
+    def _give_back(self, tp: TopicPartition, exc: InvalidRawJson) -> int:
+        """A raw value of ``tp`` is not JSON, or a ``null`` the null handling missed (raw values
+        come unchecked), or it does not fit its Parquet row group: drop the partition's open
+        objects and answer the first offset not in a completed object, which the runtime delivers
+        again decoded, so that the converter, ``errors.tolerance`` and ``behavior.on.null.values``
+        deal with the bad record. The rewritten objects are the ones the decoded path would have
         written: the layout depends only on the records that reach the writer."""
         writer = self.writers.pop(tp)
         restart = writer.durable
         if restart is None:  # nothing was written: the value cannot have come from this partition
             raise exc
-        until = max(consumed, writer.next_offset or restart, self._decode_until.get(tp, 0))
         writer.abort(delete_completed=True)
-        self._decode_until[tp] = until
-        self._rewound[tp] = restart
-        self.context.rewind({tp: restart})
-        logger.warning(
-            "A value of %s-%d before offset %d cannot be written as it was consumed (%s); consuming the "
-            "partition again from offset %d and decoding it, so that the converter, errors.tolerance and "
-            "behavior.on.null.values decide what happens to the record",
-            tp.topic,
-            tp.partition,
-            until,
-            exc,
-            restart,
-        )
+        logger.warning("A value of %s-%d cannot be written as it was consumed: %s", tp.topic, tp.partition, exc)
+        return restart
 
     @property
     def memory_bytes(self) -> int:
@@ -277,35 +263,18 @@ class S3SinkTask(SinkTask):
             )
         return writer
 
-    def _split(self, records: Sequence[SinkRecord]) -> list[tuple[TopicPartition, Columns]]:
-        """The records by Kafka partition, as columns (without building records for a batch)."""
-        if isinstance(records, SinkRecordBatch):
-            raw_ok = self._raw_json and records.raw_format == "json" and not self._decode_until
-            raw = records.raw_values if raw_ok else None
-            return _split_batch(records, raw)
-        groups: dict[TopicPartition, list[SinkRecord]] = {}
-        for record in records:
-            groups.setdefault(record.topic_partition, []).append(record)
-        out = []
-        for tp, group in groups.items():
-            timestamps = [r.timestamp for r in group]
-            headers = [r.headers for r in group]
-            out.append(
-                (
-                    tp,
-                    Columns(
-                        topic=group[0].topic,
-                        partition=group[0].partition,
-                        offsets=[r.kafka_offset for r in group],
-                        values=[r.value for r in group],
-                        schemas=[r.value_schema for r in group],
-                        keys=[r.key for r in group],
-                        timestamps=lambda ts=timestamps: ts,  # type: ignore[misc]
-                        headers=lambda hs=headers: hs,  # type: ignore[misc]
-                    ),
+    def _split(self, records: SinkRecordBatch) -> list[tuple[TopicPartition, Columns]]:
+        """The records by Kafka partition, as columns (without building records)."""
+        raw = records.raw_values if self._raw_json else None
+        if raw is not None and not isinstance(self._format, ParquetFormat):
+            bad = first_malformed(raw)
+            if bad is not None:  # JSON lines copies the bytes: each must be one JSON document
+                raise UnusableRawValues(
+                    f"the value at offset {records.offsets[bad]} of {records.original_topic}-"
+                    f"{records.partitions[bad]} is not one JSON document",
+                    records.first_offsets(),
                 )
-            )
-        return out
+        return _split_batch(records, raw)
 
 
 def _record_at(records: Sequence[SinkRecord], tp: TopicPartition, offset: int | None) -> SinkRecord:

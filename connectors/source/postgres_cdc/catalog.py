@@ -13,9 +13,10 @@ from typing import Any
 from psycopg import Connection, sql
 
 from connectors.api import ConfigError
-from connectors.source.postgres_cdc.config import PostgresCdcConfig, PublicationMode
+from connectors.source.postgres_cdc.config import PostgresCdcConfig, PublicationMode, parse_message_key_columns
 from connectors.source.postgres_cdc.tables import Column, Table
-from connectors.source.postgres_cdc.types import ARRAY_ELEMENTS, ColumnType, TypeModes, column_type
+from connectors.source.postgres_cdc.type_registry import TypeResolver, unknown_type
+from connectors.source.postgres_cdc.types import TypeModes
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +63,8 @@ class TableFilter:
 
 
 _COLUMNS_SQL = """
-SELECT a.attname, a.atttypid::int, a.atttypmod, NOT a.attnotnull,
-       t.typtype::text, t.typelem::int, t.typbasetype::int, t.typtypmod,
-       (SELECT array_agg(e.enumlabel ORDER BY e.enumsortorder) FROM pg_enum e
-         WHERE e.enumtypid = CASE WHEN t.typelem <> 0 AND t.typcategory = 'A' THEN t.typelem ELSE a.atttypid END),
-       t.typcategory::text
-FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+SELECT a.attname, a.atttypid::int, a.atttypmod, NOT a.attnotnull
+FROM pg_attribute a
 WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
 ORDER BY a.attnum
 """
@@ -106,7 +103,9 @@ def load_table(
     relation: tuple[str, str, str, list[tuple[str, int, int]]] | None = None,
 ) -> Table | None:
     """Describe table ``oid``; ``relation`` (schema, name, replica identity, columns from a Relation
-    message) gives the columns as the stream sends them, else the catalog's current ones."""
+    message) gives the columns as the stream sends them, else the catalog's current ones.
+
+    Raises :class:`ConfigError` on ``message.key.columns`` when it names a column the table lacks."""
     row = conn.execute(
         "SELECT n.nspname, c.relname, c.relreplident::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
         "WHERE c.oid = %s",
@@ -124,21 +123,24 @@ def load_table(
     if relation is None:
         stream_columns = [(r[0], r[1], r[2]) for r in catalog.values()]
     primary_key = [r[0] for r in conn.execute(_PK_SQL, (oid,)).fetchall()]
-    modes = TypeModes(
-        config.decimal_handling_mode,
-        config.time_precision_mode,
-        config.binary_handling_mode,
-        config.interval_handling_mode,
-    )
+    names = [c[0] for c in stream_columns]
+    key_columns = message_key(config, schema, name, names)
+    always = set(primary_key) | set(key_columns or ())
+    resolver = TypeResolver(conn, type_modes(config))
     columns: list[Column] = []
+    included: list[bool] = []
     for col_name, type_oid, typmod in stream_columns:
         info = catalog.get(col_name)
         optional = True if info is None else bool(info[3])
-        ctype = _column_type(type_oid, typmod, info, modes)
+        ctype, type_name = resolver.resolve(type_oid, typmod)
+        known = ctype is not None
+        if ctype is None:
+            if col_name not in always:
+                _warn_unknown(f"{schema}.{name}", col_name, type_name)
+            ctype = unknown_type(resolver.modes)
         columns.append(Column(col_name, type_oid, typmod, optional and col_name not in primary_key, ctype))
-    names = {c.name for c in columns}
+        included.append(col_name in always or (known and table_filter.column_included(schema, name, col_name)))
     primary_key = [k for k in primary_key if k in names]
-    included = [c.name in primary_key or table_filter.column_included(schema, name, c.name) for c in columns]
     return Table(
         oid,
         schema,
@@ -149,26 +151,77 @@ def load_table(
         config.topic_prefix,
         included,
         config.schema_name_adjustment_mode,
+        key_columns=key_columns,
+        placeholder=config.placeholder_bytes,
     )
 
 
-def _column_type(type_oid: int, typmod: int, info: tuple[Any, ...] | None, modes: TypeModes) -> ColumnType:
-    if info is None:
-        return column_type(type_oid, typmod, modes)
-    _, _, _, _, typtype, typelem, typbasetype, typtypmod, labels, category = info
-    if typtype == "d" and typbasetype:  # a domain: its base type
-        return column_type(typbasetype, typtypmod if typtypmod >= 0 else typmod, modes)
-    if typtype == "e":
-        return column_type(type_oid, typmod, modes, enum_labels=tuple(labels or ()))
-    if category == "A" and typelem:
-        element_oid = ARRAY_ELEMENTS.get(type_oid, typelem)
-        element = (
-            column_type(element_oid, typmod, modes, enum_labels=tuple(labels))
-            if labels
-            else column_type(element_oid, typmod, modes)
-        )
-        return column_type(type_oid, typmod, modes, element=element)
-    return column_type(type_oid, typmod, modes)
+def type_modes(config: PostgresCdcConfig) -> TypeModes:
+    """The settings that shape column representations."""
+    return TypeModes(
+        config.decimal_handling_mode,
+        config.time_precision_mode,
+        config.binary_handling_mode,
+        config.interval_handling_mode,
+        config.hstore_handling_mode,
+        config.money_fraction_digits,
+        config.include_unknown_datatypes,
+    )
+
+
+_warned_unknown: set[tuple[str, str, str]] = set()
+
+
+def _warn_unknown(table: str, column: str, type_name: str) -> None:
+    """Once per column (as Debezium warns): a column of a type without a mapping is left out."""
+    if (table, column, type_name) in _warned_unknown:
+        return
+    _warned_unknown.add((table, column, type_name))
+    log.warning(
+        "Column %s.%s has type %s, which has no mapping: it is left out of the events "
+        "(include.unknown.datatypes=true captures its text as bytes)",
+        table,
+        column,
+        type_name,
+    )
+
+
+def message_key(config: PostgresCdcConfig, schema: str, table: str, columns: Sequence[str]) -> list[str] | None:
+    """The event key's columns per ``message.key.columns`` (``None``: the primary key).
+
+    As in Debezium, every entry whose table regex matches ``schema.table`` adds, column regex by
+    column regex, the columns it matches (case-insensitive, in table order). A column regex that
+    matches none of the table's columns is a configuration error (Debezium would silently fall
+    back to the primary key)."""
+    if not config.message_key_columns:
+        return None
+    qualified = f"{schema}.{table}"
+    chosen: list[str] = []
+    for pattern, _, column_patterns in parse_message_key_columns(config.message_key_columns):
+        if not pattern.fullmatch(qualified):
+            continue
+        for column_pattern in column_patterns:
+            regex = re.compile(column_pattern, re.IGNORECASE)
+            found = [c for c in columns if regex.fullmatch(c) and c not in chosen]
+            if not found and not any(regex.fullmatch(c) for c in columns):
+                raise ConfigError(
+                    f"message.key.columns names column {column_pattern!r} of table {qualified}, which has no such "
+                    f"column (its columns: {', '.join(columns)})",
+                    key="message.key.columns",
+                )
+            chosen.extend(found)
+    return chosen or None
+
+
+def check_message_key_columns(conn: Connection[Any], config: PostgresCdcConfig) -> str | None:
+    """The problem with ``message.key.columns`` for the tables the filters capture, or ``None``."""
+    for oid, schema, name in list_tables(conn, TableFilter(config)):
+        columns = [r[0] for r in conn.execute(_COLUMNS_SQL, (oid,)).fetchall()]
+        try:
+            message_key(config, schema, name, columns)
+        except ConfigError as exc:
+            return str(exc)
+    return None
 
 
 def warn_about_identity(tables: Sequence[Table]) -> None:
@@ -176,9 +229,10 @@ def warn_about_identity(tables: Sequence[Table]) -> None:
     for table in tables:
         if not table.primary_key:
             log.warning(
-                "Table %s has no primary key: its events have a null key, and with REPLICA IDENTITY %s "
+                "Table %s has no primary key: its events have %s, and with REPLICA IDENTITY %s "
                 "updates and deletes %s. Add a primary key or ALTER TABLE %s REPLICA IDENTITY FULL.",
                 table.qualified,
+                f"the key {table.key} (message.key.columns)" if table.key else "a null key",
                 _identity_name(table.replica_identity),
                 "carry the whole old row" if table.replica_identity == "f" else "are not captured at all",
                 table.qualified,

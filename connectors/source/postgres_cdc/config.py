@@ -149,6 +149,33 @@ class PostgresCdcConfig(PluginConfig):
     provide_transaction_metadata: bool = Field(
         False, description="Emit BEGIN/END events to <prefix>.transaction and a transaction block in each event."
     )
+    hstore_handling_mode: Literal["json", "map"] = Field(
+        "json",
+        description="hstore as a JSON object string (io.debezium.data.Json) or a map of string to optional string.",
+    )
+    include_unknown_datatypes: bool = Field(
+        False,
+        description="Columns of types without a mapping (pg_lsn, multiranges, composite types, …): false leaves them "
+        "out of the events, true captures their text as bytes (per binary.handling.mode).",
+    )
+    message_key_columns: str = Field(
+        "",
+        description="Custom event keys: <schema>.<table>:<column>[,<column>…] entries separated by ';' (table and "
+        "column are regexes, case-insensitive); other tables keep their primary key.",
+    )
+    slot_max_retries: int = Field(
+        6, ge=0, description="Retries when the replication slot is active for another connection, then the task fails."
+    )
+    slot_retry_delay_ms: int = Field(
+        10_000, ge=0, description="Wait between those retries (a slot held by another connection)."
+    )
+    unavailable_value_placeholder: str = Field(
+        "__debezium_unavailable_value",
+        description="What an unchanged TOASTed value becomes; 'hex:<digits>' gives the bytes in hex.",
+    )
+    money_fraction_digits: int = Field(
+        2, ge=0, le=38, description="Scale of money columns under decimal.handling.mode=precise."
+    )
     streaming_start_lsn: str = Field(
         "",
         description="Sluice: with no stored offset, stream only changes committed after this LSN (e.g. 0/16B6C50, "
@@ -250,6 +277,22 @@ class PostgresCdcConfig(PluginConfig):
                 raise ValueError("must be an LSN such as 0/16B6C50 or an integer") from None
         return value
 
+    @field_validator("message_key_columns")
+    @classmethod
+    def _key_columns(cls, value: str) -> str:
+        parse_message_key_columns(value)
+        return value
+
+    @field_validator("unavailable_value_placeholder")
+    @classmethod
+    def _placeholder(cls, value: str) -> str:
+        if value.startswith("hex:"):
+            try:
+                bytes.fromhex(value[4:])
+            except ValueError:
+                raise ValueError("hex: must be followed by an even number of hex digits") from None
+        return value
+
     @model_validator(mode="after")
     def _topic_prefix_not_empty(self) -> PostgresCdcConfig:
         if not self.topic_prefix:
@@ -283,6 +326,12 @@ class PostgresCdcConfig(PluginConfig):
         return info
 
     @property
+    def placeholder_bytes(self) -> bytes:
+        """``unavailable.value.placeholder`` as bytes (``hex:`` followed by hex digits, or the text)."""
+        text = self.unavailable_value_placeholder
+        return bytes.fromhex(text[4:]) if text.startswith("hex:") else text.encode()
+
+    @property
     def heartbeat_topic(self) -> str:
         return f"{self.topic_heartbeat_prefix}.{self.topic_prefix}"
 
@@ -309,6 +358,31 @@ class PostgresCdcConfig(PluginConfig):
         return data
 
 
+def parse_message_key_columns(text: str) -> list[tuple[re.Pattern[str], str, list[str]]]:
+    """``message.key.columns`` → ``(table regex, its text, column regexes)`` per entry.
+
+    Debezium's format: ``<schema>.<table>:<column>[,<column>…]`` entries separated by ``;``; the
+    table and the columns are regular expressions matched case-insensitively against the whole
+    ``schema.table`` and column name."""
+    entries = []
+    for raw in text.split(";"):
+        entry = raw.strip()
+        if not entry:
+            continue
+        table, sep, columns = entry.partition(":")
+        names = [c.strip() for c in columns.split(",") if c.strip()]
+        if not sep or not table.strip() or not names or ":" in columns:
+            raise ValueError(f"entry {entry!r} is not <schema>.<table>:<column>[,<column>...]")
+        try:
+            pattern = re.compile(table.strip(), re.IGNORECASE)
+            for name in names:
+                re.compile(name, re.IGNORECASE)
+        except re.error as exc:
+            raise ValueError(f"entry {entry!r} has an invalid regular expression: {exc}") from None
+        entries.append((pattern, table.strip(), names))
+    return entries
+
+
 def validate_config(raw: Mapping[str, Any]) -> PostgresCdcConfig:
     """Parse, naming the dotted key of any problem."""
     try:
@@ -326,8 +400,6 @@ POSTGRES_CDC_UNIMPLEMENTED_KEYS: dict[str, str] = {
     "database.initial.statements": "not implemented",
     "slot.failover": "failover slots (PostgreSQL 17) are not implemented",
     "slot.stream.params": "not implemented",
-    "slot.max.retries": "not implemented; a lost connection to the slot is retried without limit (after 0.5 s, 1 s, 2 s, then every 5 s)",
-    "slot.retry.delay.ms": "not implemented; a lost connection to the slot is retried without limit (after 0.5 s, 1 s, 2 s, then every 5 s)",
     "lsn.flush.mode": "the slot's LSN is always flushed by the connector after Kafka acknowledged (connector)",
     "flush.lsn.source": "the slot's LSN is always flushed by the connector after Kafka acknowledged",
     "offset.mismatch.strategy": "not implemented",
@@ -343,7 +415,6 @@ POSTGRES_CDC_UNIMPLEMENTED_KEYS: dict[str, str] = {
     "snapshot.max.threads": "not implemented; one task snapshots the tables in turn",
     "snapshot.delay.ms": "not implemented",
     "snapshot.lock.timeout.ms": "not applicable: the snapshot takes no table locks",
-    "message.key.columns": "not implemented; keys are the primary key (or replica identity) columns",
     "replica.identity.autoset.values": "not implemented; the connector warns about tables without a primary key",
     "signal.enabled.channels": "only the source channel (signal.data.collection) is implemented",
     "signal.kafka.*": "the Kafka signal channel is not implemented; use signal.data.collection",
@@ -360,10 +431,6 @@ POSTGRES_CDC_UNIMPLEMENTED_KEYS: dict[str, str] = {
     "datatype.propagate.source.type": "not implemented",
     "message.prefix.include.list": "logical decoding messages are not captured",
     "message.prefix.exclude.list": "logical decoding messages are not captured",
-    "hstore.handling.mode": "not implemented; hstore columns are captured as their text (not json or map)",
-    "money.fraction.digits": "not implemented",
-    "include.unknown.datatypes": "not implemented; columns of types without a mapping are captured as their text",
-    "unavailable.value.placeholder": "not implemented",
     "converters": "custom converters are Java classes; not applicable",
     "max.queue.size": "not applicable: changes go straight from the WAL stream to the producer in batches of max.batch.size",
     "max.queue.size.in.bytes": "not applicable: changes go straight from the WAL stream to the producer in batches",

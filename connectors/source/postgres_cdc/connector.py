@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 import psycopg
 
 from connectors.api import ConfigError, SourceConnector
+from connectors.source.postgres_cdc import catalog
 from connectors.source.postgres_cdc.config import POSTGRES_CDC_UNIMPLEMENTED_KEYS, PostgresCdcConfig, parse_lsn
 from connectors.source.postgres_cdc.task import PostgresCdcTask
 
@@ -34,7 +35,8 @@ class PostgresCdcSourceConnector(SourceConnector):
     def validate_connectivity(cls, config: Any, timeout_s: float) -> dict[str, str]:
         """Connect as ``database.user`` to ``database.dbname``: an unreachable server is
         ``database.hostname``'s problem, refused credentials ``database.password``'s, an unknown
-        user ``database.user``'s, an unknown database ``database.dbname``'s."""
+        user ``database.user``'s, an unknown database ``database.dbname``'s; a ``message.key.columns``
+        entry naming a column a captured table lacks is that key's."""
         return connectivity_problems(config, timeout_s)
 
     def start(self, config: Any) -> None:
@@ -91,7 +93,8 @@ def connectivity_problems(config: PostgresCdcConfig, timeout_s: float) -> dict[s
     info = {**config.conninfo(), "connect_timeout": max(1, int(timeout_s))}
     where = f"{config.database_hostname}:{config.database_port}/{config.database_dbname} as {config.database_user}"
     try:
-        psycopg.connect(**info, autocommit=True).close()
+        with psycopg.connect(**info, autocommit=True) as conn:
+            key_problem = catalog.check_message_key_columns(conn, config) if config.message_key_columns else None
     except psycopg.Error as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if config.password:
@@ -106,4 +109,4 @@ def connectivity_problems(config: PostgresCdcConfig, timeout_s: float) -> dict[s
         else:
             key = "database.hostname"
         return {key: f"Cannot connect to PostgreSQL at {where}: {text}"}
-    return {}
+    return {"message.key.columns": key_problem} if key_problem else {}

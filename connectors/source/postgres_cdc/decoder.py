@@ -9,7 +9,8 @@ NamedTuple's Python-level constructor.
 
 When the task serializes natively (:mod:`connectors.source.postgres_cdc.native`), row changes of a
 table the encoder covers skip all of that: the message goes to the table's ``CdcEncoder``, which
-appends the record's key and value bytes to :attr:`ChangeDecoder.encoded`; what it declines (an
+appends the record's key and value bytes to :attr:`ChangeDecoder.encoded`, handed out as a
+serialized :class:`SourceRecordBatch`; what it declines (an
 unusual value) takes the path above. The two kinds of records are never pending at once:
 switching finishes the pending ones into :attr:`ChangeDecoder.outbox` with their own offset.
 
@@ -28,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from connectors.api import EncodedRecordBatch, Schema, SourceRecord, SourceRecordBatch, Type
+from connectors.api import Schema, Serialization, SourceRecord, SourceRecordBatch, Type
 from connectors.source.postgres_cdc.replication import pg_timestamp_to_unix_us
 from connectors.source.postgres_cdc.tables import Table, TupleShapeError
 
@@ -154,10 +155,10 @@ class ChangeDecoder:
         self._sequence_head = '["0","'
         self._now = (0, 0, 0)
         self._stamp()
-        # Native encoding (see connectors.source.postgres_cdc.native): the runtime's (key, value)
-        # converters once the task accepted to serialize for them; each table's encoder (None: the
+        # Native encoding (see connectors.source.postgres_cdc.native): the wire formats the runtime
+        # offered, once the task chose to serialize for them; each table's encoder (None: the
         # Python path); the serialized records not yet handed out, in stream order.
-        self.native: tuple[Any, Any] | None = None
+        self.native: Serialization | None = None
         self._encoders: dict[int, tuple[Table, Any]] = {}
         self._by_relid: dict[int, tuple[Any, str]] = {}  # relations whose changes go straight to the encoder
         self.encoded_topics: list[str] = []
@@ -167,7 +168,7 @@ class ChangeDecoder:
     def finish_batch(self) -> list[SourceRecord] | SourceRecordBatch:
         """The records decoded since the last call; their shared offset is the current position.
 
-        Serialized records (an :class:`EncodedRecordBatch`) and Python-built ones are never pending
+        Serialized records (a batch with ``serialized=True``) and Python-built ones are never pending
         at once: switching from one to the other finishes what was pending into :attr:`outbox`."""
         if self.encoded:
             return self._take_encoded()
@@ -179,13 +180,18 @@ class ChangeDecoder:
             self._stamp()
         return records
 
-    def _take_encoded(self) -> EncodedRecordBatch:
-        batch = EncodedRecordBatch(
-            self.encoded_topics,
-            self.encoded_keys,
+    def _take_encoded(self) -> SourceRecordBatch:
+        offset = self.offset(self.message_type)
+        n = len(self.encoded)
+        batch = SourceRecordBatch(
+            None,
             self.encoded,
+            keys=self.encoded_keys,
+            topics=self.encoded_topics,
             source_partition=self.partition,
-            last_offset=self.offset(self.message_type),
+            offsets_loader=lambda: [offset] * n,
+            last_offset=offset,
+            serialized=True,
         )
         self.encoded_topics, self.encoded_keys, self.encoded = [], [], []
         self._stamp()
@@ -204,8 +210,7 @@ class ChangeDecoder:
             prefix=self.prefix,
             database=self.database,
             tombstones=self.tombstones,
-            key_converter=self.native[0],
-            value_converter=self.native[1],
+            serialization=self.native,
         )
         self._encoders[id(table)] = (table, encoder)
         return encoder

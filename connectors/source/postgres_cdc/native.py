@@ -1,12 +1,13 @@
 """The native encoder of change events: pgoutput row changes → the JSON bytes of their records.
 
-When the runtime's key and value converters are both :class:`~converters.json.JsonConverter` s
-writing decimals as base64 (Connect's default), the task serializes row changes itself with
-``sluice_native.CdcEncoder`` (``native/src/cdc.rs``) instead of building Connect values that the
-converters then walk: decoding and serializing a change costs a fraction of the Python path's.
+When the runtime offers to produce the task's own bytes and its key and value converters both
+write Connect's JSON with base64 decimals (:func:`serializes_for`, from the wire formats in
+:attr:`~connectors.api.SourceTaskContext.serialization`), the task serializes row changes itself
+with ``sluice_native.CdcEncoder`` (``native/src/cdc.rs``) instead of building Connect values that
+the converters then walk: decoding and serializing a change costs a fraction of the Python path's.
 :func:`encoder_for` describes a table to it — each column's conversion, chosen by the very
 function the Python decoder would run, and the constant parts of the envelope, rendered by the
-converters themselves — or returns ``None`` for a table with a column it does not cover (arrays,
+JSON mapping functions of :mod:`converters` — or returns ``None`` for a table with a column it does not cover (arrays,
 intervals, money, variable-scale numerics, float4, ``connect``-mode dates and times), whose changes then take the
 Python path. A message the encoder cannot take (an unchanged TOASTed value, a value in an unusual
 shape) also takes the Python path, message by message; the tests compare both byte for byte.
@@ -17,9 +18,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from connectors.api import Schema
+from connectors.api import Schema, Serialization, WireFormat
 from connectors.source.postgres_cdc import types as pgtypes
 from connectors.source.postgres_cdc.tables import Table
+from converters.json import JsonConverter
+from converters.json_text import dumps
+from converters.json_write import json_schema
 
 log = logging.getLogger(__name__)
 
@@ -33,17 +37,14 @@ def available() -> bool:
     return CdcEncoder is not None
 
 
-def converters_supported(key_converter: Any, value_converter: Any) -> bool:
-    """Whether the encoder writes what these converters would: JsonConverters with base64 decimals."""
-    from converters.json import JsonConverter
+def serializes_for(serialization: Serialization | None) -> bool:
+    """Whether the encoder writes what the runtime's converters would: Connect's JSON, with or
+    without the schema envelope, decimals as base64, for keys and values."""
+    return CdcEncoder is not None and serialization is not None and all(map(_writes, serialization))
 
-    return (
-        CdcEncoder is not None
-        and type(key_converter) is JsonConverter
-        and type(value_converter) is JsonConverter
-        and key_converter.config.decimal_format == "BASE64"
-        and value_converter.config.decimal_format == "BASE64"
-    )
+
+def _writes(wire: WireFormat) -> bool:
+    return wire.kind == "json" and wire.decimal_format == "BASE64"
 
 
 #: Conversions the encoder does as the Python path does them, by the Python path's function.
@@ -77,14 +78,10 @@ def column_kind(column: Any) -> str | None:
     return None
 
 
-def encoder_for(
-    table: Table, *, prefix: str, database: str, tombstones: bool, key_converter: Any, value_converter: Any
-) -> Any:
-    """A ``CdcEncoder`` for ``table``'s changes, or ``None`` when a column needs the Python path."""
-    from converters.json import JsonConverter
-    from converters.json_text import _dumps
-
-    plain = JsonConverter()
+def encoder_for(table: Table, *, prefix: str, database: str, tombstones: bool, serialization: Serialization) -> Any:
+    """A ``CdcEncoder`` for ``table``'s changes, written in ``serialization``'s wire formats (which
+    :func:`serializes_for` accepted), or ``None`` when a column needs the Python path."""
+    plain = JsonConverter()  # renders a required column's fallback value, as the Python path writes it
     plain.configure({"schemas.enable": False})
     columns = []
     for column, keep in zip(table.columns, table.included):
@@ -104,35 +101,33 @@ def encoder_for(
             probe = Schema.struct([("v", column.ctype.schema)])
             zero = plain.from_connect_data("", probe, {"v": column.ctype.fallback}) or b""
             zero = zero[len(b'{"v":') : -1]
-        columns.append((kind, _dumps(column.name) + b":", keep, column.optional, zero))
+        columns.append((kind, dumps(column.name) + b":", keep, column.optional, zero))
     names = [c.name for c in table.columns]
-    if any(k not in names for k in table.primary_key):
+    if any(k not in names for k in table.key):
         return None
-    key = [names.index(k) for k in table.primary_key]
+    # The event key's columns (message.key.columns' choice or the primary key), by index.
+    key = [names.index(k) for k in table.key]
     if any(not table.included[i] for i in key) or any(columns[i][0] == "f64" for i in key):
         return None  # a key read differently from the value, or compared as doubles: the Python path
     key_head = key_tail = value_head = value_tail = b""
-    if key_converter.config.schemas_enable and table.key_schema is not None:
-        key_head, key_tail = b'{"schema":' + key_converter.as_json_schema(table.key_schema) + b',"payload":', b"}"
-    if value_converter.config.schemas_enable:
-        value_head, value_tail = (
-            b'{"schema":' + value_converter.as_json_schema(table.envelope_schema) + b',"payload":',
-            b"}",
-        )
+    if serialization.key.schemas and table.key_schema is not None:
+        key_head, key_tail = b'{"schema":' + json_schema(table.key_schema) + b',"payload":', b"}"
+    if serialization.value.schemas:
+        value_head, value_tail = b'{"schema":' + json_schema(table.envelope_schema) + b',"payload":', b"}"
     from connectors.source.postgres_cdc.decoder import CONNECTOR, VERSION
 
     source_head = (
         b',"source":{"version":'
-        + _dumps(VERSION)
+        + dumps(VERSION)
         + b',"connector":'
-        + _dumps(CONNECTOR)
+        + dumps(CONNECTOR)
         + b',"name":'
-        + _dumps(prefix)
+        + dumps(prefix)
         + b',"ts_ms":'
     )
-    source_db = b',"snapshot":"false","db":' + _dumps(database) + b',"sequence":"[\\"'
-    source_table = b',"schema":' + _dumps(table.schema_name) + b',"table":' + _dumps(table.name) + b',"txId":'
-    envelope = (key_head, key_tail, value_head, value_tail, source_head, source_db, source_table, _dumps(database))
+    source_db = b',"snapshot":"false","db":' + dumps(database) + b',"sequence":"[\\"'
+    source_table = b',"schema":' + dumps(table.schema_name) + b',"table":' + dumps(table.name) + b',"txId":'
+    envelope = (key_head, key_tail, value_head, value_tail, source_head, source_db, source_table, dumps(database))
     encoder = CdcEncoder(columns, key, envelope, tombstones)
     log.info("Table %s: changes are serialized natively", table.qualified)
     return encoder

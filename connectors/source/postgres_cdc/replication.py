@@ -16,6 +16,7 @@ in between. ``benchmarks/cdc_source.py`` measures all three in one run.
 
 from __future__ import annotations
 
+import re
 import select
 import struct
 import time
@@ -29,7 +30,21 @@ _STATUS = struct.Struct(">cQQQqB")
 
 
 class ReplicationLost(Exception):
-    """The replication connection ended (server restart, network, slot in use…)."""
+    """The replication connection ended (server restart, network…)."""
+
+
+class SlotInUse(ReplicationLost):
+    """``START_REPLICATION`` was refused because another connection holds the slot (SQLSTATE 55006,
+    "replication slot … is active for PID …")."""
+
+    def __init__(self, message: str, slot: str, pid: int | None) -> None:
+        super().__init__(message)
+        self.slot = slot
+        self.pid = pid
+
+
+_OBJECT_IN_USE = b"55006"
+_ACTIVE_PID = re.compile(r"active for PID (\d+)")
 
 
 class ReplicationStream:
@@ -63,7 +78,11 @@ class ReplicationStream:
             message = pgconn.error_message.decode(errors="replace").strip() if result is not None else ""
             if result is not None and result.error_message:
                 message = result.error_message.decode(errors="replace").strip()
+            in_use = result is not None and result.error_field(pq.DiagnosticField.SQLSTATE) == _OBJECT_IN_USE
             self.close()
+            if in_use:
+                pid = _ACTIVE_PID.search(message)
+                raise SlotInUse(message, self._slot, int(pid.group(1)) if pid else None)
             raise ReplicationLost(f"START_REPLICATION failed: {message or 'no result'}")
         self._pgconn = pgconn
 

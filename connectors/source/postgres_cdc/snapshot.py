@@ -32,7 +32,7 @@ from typing import Any
 import psycopg
 from psycopg import Connection, pq, sql
 
-from connectors.api import EncodedRecordBatch, SourceRecordBatch
+from connectors.api import SourceRecordBatch
 from connectors.source.postgres_cdc.decoder import CONNECTOR, VERSION, ChangeDecoder
 from connectors.source.postgres_cdc.tables import Table, unescape_copy
 
@@ -86,7 +86,7 @@ class ChunkWindow:
             return
         table = self.table
         self.values = list(map(table.from_copy, _lines(self.text)))
-        self.keys = list(map(table.key_of, self.values)) if table.primary_key else [None] * len(self.values)
+        self.keys = list(map(table.key_of, self.values)) if table.key_schema is not None else [None] * len(self.values)
         self.text = None
 
     def rows(self) -> tuple[list[dict[str, Any] | None], list[dict[str, Any]]]:
@@ -95,7 +95,11 @@ class ChunkWindow:
         if not self.changed:
             return self.keys, self.values
         changed = self.changed
-        kept = [(k, v) for k, v in zip(self.keys, self.values) if k is None or tuple(k.values()) not in changed]
+        pk_of = self.table.pk_of
+        if pk_of is self.table.key_of:
+            kept = [(k, v) for k, v in zip(self.keys, self.values) if k is None or tuple(k.values()) not in changed]
+        else:  # message.key.columns: rows are told apart by their primary key, not the event key
+            kept = [(k, v) for k, v in zip(self.keys, self.values) if tuple((pk_of(v) or {}).values()) not in changed]
         return [k for k, _ in kept], [v for _, v in kept]
 
 
@@ -296,7 +300,7 @@ class ChunkedSnapshot:
             return
         for row in (before, after):
             if row is not None:
-                key = table.key_of(row)
+                key = table.pk_of(row)
                 if key is not None:
                     window.changed.add(tuple(key.values()))
 
@@ -384,7 +388,7 @@ class ChunkedSnapshot:
 
     def _encode_chunk(
         self, window: ChunkWindow, lsn: int, now: int, offset: dict[str, Any], finished_initial: bool
-    ) -> EncodedRecordBatch | None:
+    ) -> SourceRecordBatch | None:
         """The chunk's ``r`` events serialized natively, or ``None`` when a row needs the Python path."""
         decoder, table = self.decoder, window.table
         encoder = decoder.encoder(table)
@@ -396,8 +400,15 @@ class ChunkedSnapshot:
         if not encoder.encode_copy(window.text, kind, finished_initial, lsn, now, keys, values):
             return None
         window.text = None
-        return EncodedRecordBatch(
-            [table.topic] * len(values), keys, values, source_partition=decoder.partition, last_offset=offset
+        n = len(values)
+        return SourceRecordBatch(
+            table.topic,
+            values,
+            keys=keys,
+            source_partition=decoder.partition,
+            offsets_loader=lambda: [offset] * n,
+            last_offset=offset,
+            serialized=True,
         )
 
     def _table_done(self) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from connectors.api import Schema, Type
-from connectors.source.postgres_cdc.types import ColumnType
+from connectors.source.postgres_cdc.types import UNAVAILABLE, ColumnType
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._\-]")
 
@@ -113,6 +113,10 @@ class Table:
     included: list[bool]
     #: ``schema.name.adjustment.mode`` (none, avro, avro_unicode) for the Key/Value/Envelope names.
     name_mode: str = "none"
+    #: The event key's columns when ``message.key.columns`` chooses them (``None``: the primary key).
+    key_columns: list[str] | None = None
+    #: ``unavailable.value.placeholder``: what an unchanged TOASTed value becomes.
+    placeholder: bytes = UNAVAILABLE.encode()
     key_schema: Schema | None = field(init=False)
     value_schema: Schema = field(init=False)
     envelope_schema: Schema = field(init=False)
@@ -120,6 +124,9 @@ class Table:
     decode: Callable[[bytes, int], tuple[dict[str, Any], int]] = field(init=False, repr=False)
     from_copy: Callable[[bytes], dict[str, Any]] = field(init=False, repr=False)
     key_of: Callable[[dict[str, Any]], dict[str, Any] | None] = field(init=False, repr=False)
+    #: The primary key of a row (the snapshot chunks and deduplicates by it); ``key_of`` unless
+    #: ``message.key.columns`` chose other key columns.
+    pk_of: Callable[[dict[str, Any]], dict[str, Any] | None] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         base = sanitize(f"{self.topic_prefix}.{self.schema_name}.{self.name}")
@@ -132,9 +139,10 @@ class Table:
                 schema = column.ctype.schema
                 fields.append((column.name, schema.as_optional() if column.optional else schema))
         self.value_schema = Schema.struct(fields, name=f"{base}.Value", optional=True)
-        if self.primary_key:
+        key = self.key
+        if key:
             self.key_schema = Schema.struct(
-                [(k, by_name[k].ctype.schema) for k in self.primary_key if k in by_name], name=f"{base}.Key"
+                [(k, _field_schema(by_name[k])) for k in key if k in by_name], name=f"{base}.Key"
             )
         else:
             self.key_schema = None
@@ -152,9 +160,10 @@ class Table:
             name=f"{base}.Envelope",
             version=2,
         )
-        #: The key struct of a row (``None`` for a table without a primary key), generated code.
-        self.key_of = _key_builder(self.primary_key)
-        self.decode = _tuple_decoder(self.columns, self.included)
+        #: The key struct of a row (``None`` for a table without a key), generated code.
+        self.key_of = _key_builder(key)
+        self.pk_of = self.key_of if key == self.primary_key else _key_builder(self.primary_key)
+        self.decode = _tuple_decoder(self.columns, self.included, self.placeholder)
         self.from_copy = _copy_decoder(self.columns, self.included)
         self._fallbacks = [
             (c.name, c.ctype.fallback)
@@ -165,6 +174,11 @@ class Table:
     @property
     def qualified(self) -> str:
         return f"{self.schema_name}.{self.name}"
+
+    @property
+    def key(self) -> list[str]:
+        """The event key's columns: ``message.key.columns``' choice, else the primary key."""
+        return self.key_columns if self.key_columns is not None else self.primary_key
 
     @property
     def included_columns(self) -> list[Column]:
@@ -185,9 +199,14 @@ class Table:
         return (
             shape(self) == shape(other)
             and self.primary_key == other.primary_key
+            and self.key_columns == other.key_columns
             and self.included == other.included
             and self.replica_identity == other.replica_identity
         )
+
+
+def _field_schema(column: Column) -> Schema:
+    return column.ctype.schema.as_optional() if column.optional else column.ctype.schema
 
 
 def _key_builder(primary_key: Sequence[str]) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
@@ -213,7 +232,7 @@ def _value_source(ctype: ColumnType, x: str, i: int, env: dict[str, Any], prefix
 
 
 def _tuple_decoder(
-    columns: Sequence[Column], included: Sequence[bool]
+    columns: Sequence[Column], included: Sequence[bool], placeholder: bytes
 ) -> Callable[[bytes, int], tuple[dict[str, Any], int]]:
     """TupleData → value dict. Each column is one ``struct`` read of its kind byte and length (the
     buffer carries four bytes of padding, see ``ChangeDecoder.handle``, so a trailing null column
@@ -238,7 +257,7 @@ def _tuple_decoder(
             "        pos += 5 + ln",
         ]
         if keep:
-            env[f"u{i}"] = column.ctype.unavailable
+            env[f"u{i}"] = column.ctype.unavailable_as(placeholder)
             lines += [
                 "        v = buf[pos - ln:pos]",
                 f"        x{i} = {_value_source(column.ctype, 'v', i, env, 'f')}",

@@ -21,11 +21,19 @@ from typing import Any
 import orjson
 import psycopg
 
-from connectors.api import ConnectError, RetriableError, SourceRecord, SourceRecordBatch, SourceTask, SourceTaskContext
+from connectors.api import (
+    ConnectError,
+    RetriableError,
+    Serialization,
+    SourceRecord,
+    SourceRecordBatch,
+    SourceTask,
+    SourceTaskContext,
+)
 from connectors.source.postgres_cdc import catalog, native
 from connectors.source.postgres_cdc.config import PostgresCdcConfig, SnapshotMode, format_lsn, parse_lsn
 from connectors.source.postgres_cdc.decoder import ChangeDecoder, Relation
-from connectors.source.postgres_cdc.replication import ReplicationLost, ReplicationStream
+from connectors.source.postgres_cdc.replication import ReplicationLost, ReplicationStream, SlotInUse
 from connectors.source.postgres_cdc.snapshot import INCREMENTAL, INITIAL, ChunkedSnapshot
 from connectors.source.postgres_cdc.tables import Table
 
@@ -64,6 +72,7 @@ class PostgresCdcTask(SourceTask):
         self._next_status = 0.0
         self._next_heartbeat = 0.0
         self._failures = 0
+        self._slot_refusals = 0  # consecutive "slot is active for another PID" refusals
         self._closed = False
         self._streaming_enabled = True
 
@@ -155,17 +164,16 @@ class PostgresCdcTask(SourceTask):
         now = time.monotonic()
         self._next_status = now + cfg.status_update_interval_ms / 1000
         self._next_heartbeat = now + cfg.heartbeat_interval_ms / 1000
+        self._choose_serialization(cfg, decoder, context.serialization)
 
-    def accept_encoded(self, key_converter: Any, value_converter: Any) -> bool:
-        """Serialize row changes natively when the converters are ones the encoder writes for
-        (:mod:`connectors.source.postgres_cdc.native`); ``native.encoding=false`` declines."""
-        cfg, decoder = self._config, self._decoder
-        assert cfg is not None and decoder is not None
-        if not cfg.native_encoding or not native.converters_supported(key_converter, value_converter):
-            return False
-        decoder.native = (key_converter, value_converter)
-        log.info("Slot %s: row changes are serialized natively for the JsonConverters", cfg.slot_name)
-        return True
+    @staticmethod
+    def _choose_serialization(cfg: PostgresCdcConfig, decoder: ChangeDecoder, offered: Serialization | None) -> None:
+        """Serialize row changes natively when the runtime offers to produce the task's own bytes in
+        wire formats the encoder writes (:mod:`connectors.source.postgres_cdc.native`);
+        ``native.encoding=false`` declines."""
+        if cfg.native_encoding and native.serializes_for(offered):
+            decoder.native = offered
+            log.info("Slot %s: row changes are serialized natively", cfg.slot_name)
 
     def _connect_sql(self) -> psycopg.Connection[Any]:
         cfg = self._config
@@ -279,10 +287,14 @@ class PostgresCdcTask(SourceTask):
         try:
             if not stream.is_open:
                 self._reconnect()
+                self._slot_refusals = 0
             if snapshot.active and snapshot.window is None:
                 snapshot.start_chunk(self._connect_snapshot_sql())
             self._read(cfg, decoder, stream)
             self._failures = 0
+        except SlotInUse as exc:
+            self._slot_in_use(exc)
+            return None
         except (ReplicationLost, psycopg.OperationalError, psycopg.InterfaceError) as exc:
             return self._lost(exc)
         records = decoder.finish_batch()
@@ -362,6 +374,31 @@ class PostgresCdcTask(SourceTask):
         self._close_snapshot_sql()  # ends the query of a prefetched chunk
         stream.open(0)
         log.info("Streaming from slot %s (publication %s)", cfg.slot_name, cfg.publication_name)
+
+    def _slot_in_use(self, exc: SlotInUse) -> None:
+        """Another connection holds the slot: retry ``slot.max.retries`` times ``slot.retry.delay.ms``
+        apart (Debezium's keys), then fail the task."""
+        cfg = self._config
+        assert cfg is not None
+        self._slot_refusals += 1
+        holder = f"PID {exc.pid}" if exc.pid is not None else "another process"
+        if self._slot_refusals > cfg.slot_max_retries:
+            raise ConnectError(
+                f"Replication slot {exc.slot!r} is held by another connection ({holder}); gave up after "
+                f"{self._slot_refusals} attempts {cfg.slot_retry_delay_ms} ms apart (slot.max.retries="
+                f"{cfg.slot_max_retries}, slot.retry.delay.ms={cfg.slot_retry_delay_ms}). Stop the other reader "
+                f"(SELECT pg_terminate_backend({exc.pid if exc.pid is not None else '<pid>'})) or give this "
+                "connector a slot.name of its own."
+            ) from exc
+        log.warning(
+            "Replication slot %s is active for %s; retry %d of %d in %d ms",
+            exc.slot,
+            holder,
+            self._slot_refusals,
+            cfg.slot_max_retries,
+            cfg.slot_retry_delay_ms,
+        )
+        self._stopping.wait(cfg.slot_retry_delay_ms / 1000)
 
     def _lost(self, exc: Exception) -> list[SourceRecord] | SourceRecordBatch | None:
         """The connection failed: hand out what was decoded, then retry with backoff."""

@@ -78,13 +78,18 @@ class ColumnType:
     @property
     def unavailable(self) -> Any:
         """The value of an unchanged TOASTed column, in this column's representation."""
+        return self.unavailable_as(UNAVAILABLE.encode())
+
+    def unavailable_as(self, placeholder: bytes) -> Any:
+        """The value of an unchanged TOASTed column for ``unavailable.value.placeholder`` (as bytes)."""
         t = self.schema.type
+        text = placeholder.decode(errors="replace")
         if t is Type.STRING:
-            return UNAVAILABLE
+            return text
         if t is Type.BYTES and self.schema.name is None:
-            return UNAVAILABLE.encode()
+            return placeholder
         if t is Type.ARRAY and self.schema.value_schema is not None and self.schema.value_schema.type is Type.STRING:
-            return [UNAVAILABLE]
+            return [text]
         return None
 
 
@@ -331,6 +336,16 @@ def _money(x: bytes) -> decimal.Decimal:
     return -value if negative else value
 
 
+def _money_scaled(digits: int) -> Callable[[bytes], decimal.Decimal]:
+    """money at ``money.fraction.digits`` (rounded half up, as Debezium sets the scale)."""
+    quantum = decimal.Decimal(1).scaleb(-digits)
+
+    def convert(x: bytes) -> decimal.Decimal:
+        return _money(x).quantize(quantum, rounding=decimal.ROUND_HALF_UP)
+
+    return convert
+
+
 def _float_text(x: bytes) -> float:
     return float(x)
 
@@ -403,6 +418,9 @@ class TypeModes:
     time_precision_mode: str = "adaptive"
     binary_handling_mode: str = "bytes"
     interval_handling_mode: str = "numeric"
+    hstore_handling_mode: str = "json"
+    money_fraction_digits: int = 2
+    include_unknown_datatypes: bool = False
 
 
 def numeric_precision_scale(typmod: int) -> tuple[int | None, int | None]:
@@ -466,7 +484,8 @@ def column_type(
         return _numeric_type(oid, typmod, modes)
     if oid in (DATE, TIME, TIMESTAMP, TIMESTAMPTZ, TIMETZ, INTERVAL):
         return _temporal_type(oid, typmod, modes)
-    # Anything else (hstore, ranges, geometric types, domains over unknown types, …): its text.
+    # Anything else Debezium maps (ranges, geometric types, bit strings, tsvector, extension types
+    # such as citext and ltree, see known_type): its text.
     return ColumnType(Schema(Type.STRING), _text, "{x}.decode()", "")
 
 
@@ -478,7 +497,8 @@ def _numeric_type(oid: int, typmod: int, modes: TypeModes) -> ColumnType:
         text_fn: Callable[[bytes], Any] = _text if oid == NUMERIC else (lambda x: str(_money(x)))
         return ColumnType(Schema(Type.STRING), text_fn, "{x}.decode()" if oid == NUMERIC else None, "")
     if oid == MONEY:
-        return ColumnType(Decimal.schema(2), _money, None, decimal.Decimal(0), False)
+        digits = modes.money_fraction_digits
+        return ColumnType(Decimal.schema(digits), _money_scaled(digits), None, decimal.Decimal(0).scaleb(-digits), False)
     precision, scale = numeric_precision_scale(typmod)
     if precision is None or scale is None:
         return ColumnType(VARIABLE_SCALE_DECIMAL, _variable_decimal, None, {"scale": 0, "value": b"\x00"})

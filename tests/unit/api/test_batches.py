@@ -32,6 +32,30 @@ def test_source_batch_checks_column_lengths() -> None:
     with pytest.raises(ValueError, match="source_offsets"):
         SourceRecordBatch("t", ["a"], source_offsets=[])
     assert SourceRecordBatch("t", ["a"], source_offsets=[{"n": 1}]).last_offset == {"n": 1}
+    with pytest.raises(ValueError, match="topics"):
+        SourceRecordBatch(None, ["a"], topics=["x", "y"])
+    with pytest.raises(ValueError, match="partitions"):
+        SourceRecordBatch("t", ["a"], partitions=[])
+    with pytest.raises(ValueError, match="topic"):
+        SourceRecordBatch("t", ["a"], topics=["x"])  # one topic, or a column of them
+    with pytest.raises(ValueError, match="topic"):
+        SourceRecordBatch(None, ["a"])
+    with pytest.raises(ValueError, match="schemas"):
+        SourceRecordBatch("t", [b"a"], value_schema=STRING_SCHEMA, serialized=True)
+
+
+def test_source_batch_with_topic_and_partition_columns_yields_records_that_say_so() -> None:
+    sp = {"server": "db"}
+    batch = SourceRecordBatch(
+        None, [b"1", None], keys=[b"k1", b"k2"], topics=["db.a", "db.b"], partitions=[None, 3],
+        source_partition=sp, last_offset={"lsn": 9}, offsets_loader=lambda: [{"lsn": 9}] * 2, serialized=True,
+    )  # fmt: skip
+    assert batch.topic is None and batch.serialized and batch.last_offset == {"lsn": 9}
+    assert list(batch) == [
+        SourceRecord("db.a", b"1", None, b"k1", None, None, source_partition=sp, source_offset={"lsn": 9}),
+        SourceRecord("db.b", None, None, b"k2", None, 3, source_partition=sp, source_offset={"lsn": 9}),
+    ]
+    assert "serialized" in repr(batch) and "db.b" in repr(batch)
 
 
 def test_sink_batch_loads_other_columns_only_when_asked() -> None:

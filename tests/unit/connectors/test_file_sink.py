@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from connectors.api import ConfigError, ConnectError, SinkRecord, TopicPartition
+from connectors.api import ConfigError, ConnectError, SinkRecord, SinkRecordBatch, TopicPartition
 from connectors.sink.file import FileStreamSinkConnector, FileStreamSinkTask
 
 
@@ -53,9 +53,9 @@ def task(out: Path) -> Iterator[FileStreamSinkTask]:
 
 
 def test_writes_one_line_per_value(task: FileStreamSinkTask, out: Path) -> None:
-    task.put(records("first", "second"))
-    task.put(records("third", start=2))
-    task.put([])
+    task.put(SinkRecordBatch.of(records("first", "second")))
+    task.put(SinkRecordBatch.of(records("third", start=2)))
+    task.put(SinkRecordBatch.of([]))
     task.flush({TopicPartition("in", 0): 3})
     assert out.read_text() == "first\nsecond\nthird\n"
 
@@ -64,7 +64,7 @@ def test_appends_to_an_existing_file(out: Path) -> None:
     out.write_text("already here\n")
     task = FileStreamSinkTask()
     task.start({"file": str(out), "topics": "in"}, FakeSinkTaskContext())
-    task.put(records("new"))
+    task.put(SinkRecordBatch.of(records("new")))
     task.stop()  # stop closes, which flushes
     assert out.read_text() == "already here\nnew\n"
 
@@ -85,7 +85,7 @@ def test_values_of_several_types(task: FileStreamSinkTask, out: Path) -> None:
         decimal.Decimal("1.10"),
         {"blob": b"\x00\x01", "n": decimal.Decimal("3.3")},
     ]
-    task.put(records(*values))
+    task.put(SinkRecordBatch.of(records(*values)))
     task.flush({})
     assert out.read_text(encoding="utf-8").split("\n") == [
         "plain",
@@ -119,7 +119,7 @@ def test_pre_commit_returns_offsets_only_after_fsync(
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", spy)
-    task.put(records("a", "b"))
+    task.put(SinkRecordBatch.of(records("a", "b")))
     offsets = {TopicPartition("in", 0): 2}
     assert task.pre_commit(offsets) == offsets
     assert len(synced) == 1
@@ -128,7 +128,7 @@ def test_pre_commit_returns_offsets_only_after_fsync(
 def test_empty_file_key_writes_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
     task = FileStreamSinkTask()
     task.start({"topics": "in"}, FakeSinkTaskContext())
-    task.put(records("to", {"stdout": True}))
+    task.put(SinkRecordBatch.of(records("to", {"stdout": True})))
     task.flush({})  # a terminal or pipe cannot be fsynced; flush must still succeed
     task.stop()
     assert capsys.readouterr().out == 'to\n{"stdout":true}\n'
@@ -137,7 +137,7 @@ def test_empty_file_key_writes_to_stdout(capsys: pytest.CaptureFixture[str]) -> 
 def test_put_after_stop_fails_instead_of_dropping(task: FileStreamSinkTask) -> None:
     task.stop()
     with pytest.raises(ConnectError, match="stopped"):
-        task.put(records("late"))
+        task.put(SinkRecordBatch.of(records("late")))
 
 
 def test_unwritable_file_is_a_clear_error(tmp_path: Path) -> None:

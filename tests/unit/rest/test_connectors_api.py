@@ -217,3 +217,13 @@ def test_an_avro_converter_without_a_registry_url_is_refused_when_the_connector_
         client.post("/connectors", json={"name": "avro", "config": config, "initial_state": "STOPPED"}).status_code
         == 201
     )
+
+
+def test_task_configs_carry_the_task_class_as_a_cluster_stores_them(client: TestClient) -> None:
+    """GET …/tasks answers in Connect's shape in standalone mode too; the task itself never sees task.class."""
+    r = client.post("/connectors", json={"name": "c", "config": _config()})
+    assert r.status_code == 201, r.text
+    (task,) = client.get("/connectors/c/tasks").json()
+    assert task["id"] == {"connector": "c", "task": 0}
+    assert task["config"]["task.class"] == "tests.plugins.controllable.ControllableSourceTask"
+    assert task["config"]["topic"] == "t"

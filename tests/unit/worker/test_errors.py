@@ -391,9 +391,10 @@ def test_source_fallback_skips_the_bad_record_sends_it_to_the_dlq_and_counts_its
     sp = {"p": 1}
     records = [SourceRecord("out", v, STRING_SCHEMA, source_partition=sp, source_offset={"n": i}) for i, v in enumerate(["a", "bad", "c"])]
     with pytest.raises(DataError):
-        runner._convert(records)
-    out, keys, values = runner._convert_each(records)
-    assert [r.value for r in out] == ["a", "c"] and values == [b"a", b"c"]
+        runner._convert(records, True)
+    assert runner._serialize(records, None) is None  # the whole poll at once fails: record by record
+    out = runner._serialize_each(records)
+    assert [r.value for r in out.records] == ["a", "c"] and out.values == [b"a", b"c"]
     assert len(dlq.sent) == 1
     _, dlq_value, headers = dlq.sent[0]
     assert dlq_value == b'"bad"'  # the converter failed: a JSON rendering
@@ -401,7 +402,8 @@ def test_source_fallback_skips_the_bad_record_sends_it_to_the_dlq_and_counts_its
     assert context["__connect.errors.stage"] == b"VALUE_CONVERTER"
     assert context["__connect.errors.topic"] == b"out"
     assert "__connect.errors.offset" not in context
-    assert list(runner._pending.values()) == [(sp, {"n": 1})]
+    runner._polled_done(records, None)
+    assert list(runner._pending.values()) == [(sp, {"n": 2})]  # the poll's last offset covers the skipped record
 
 
 def test_a_stopping_task_does_not_skip_a_record_it_was_retrying() -> None:

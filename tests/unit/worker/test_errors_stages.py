@@ -12,8 +12,8 @@ from confluent_kafka import KafkaError, KafkaException
 from connectors.api import (
     STRING_SCHEMA,
     ConnectError,
-    EncodedRecordBatch,
     RetriableError,
+    Serialization,
     SinkRecord,
     SourceRecord,
     SourceRecordBatch,
@@ -200,7 +200,7 @@ def test_a_columnar_batch_skips_only_the_refused_record_with_tolerance() -> None
     runner = source_runner(ScriptedSourceTask(), FailureListener(), dlq, tolerance_all=True, dlq_context_headers=True)
     producer = initialized(runner)
     try:
-        assert runner._send_columns(columns(10, 5000, 20))
+        runner._send(columns(10, 5000, 20))
         assert [value for _, value, _ in dlq.sent] == [b"x" * 5000]
         assert dict(dlq.sent[0][2])["__connect.errors.stage"] == b"KAFKA_PRODUCE"
         assert [value for _, _, value in producer.accepted] == [b"x" * 10, b"x" * 20]  # the other two are queued
@@ -214,7 +214,7 @@ def test_a_columnar_batch_with_a_refused_record_fails_the_task_without_tolerance
     runner._initialize()
     try:
         with pytest.raises(ToleranceExceeded) as info:
-            runner._send_columns(columns(10, 5000, 20))
+            runner._send(columns(10, 5000, 20))
         assert isinstance(info.value.__cause__, KafkaException)
         assert not runner._pending  # no offset of the batch is stored
     finally:
@@ -310,31 +310,33 @@ def test_task_status_carries_the_error_metrics_while_the_runner_lives() -> None:
 
 
 class EncodingTask(ScriptedSourceTask):
-    """Accepts to serialize its records when offered (records what it was offered)."""
+    """Serializes its records when offered (records what it was offered)."""
 
-    offered: tuple[Any, Any] | None = None
+    offered: Serialization | None = None
 
-    def accept_encoded(self, key_converter: Any, value_converter: Any) -> bool:
-        self.offered = (key_converter, value_converter)
-        return True
+    def start(self, config: Any, context: Any) -> None:
+        self.offered = context.serialization
 
 
-def encoded(*sizes: int) -> EncodedRecordBatch:
-    return EncodedRecordBatch(
-        ["out", "other"] * (len(sizes) // 2) + ["out"] * (len(sizes) % 2),
-        [b"k%d" % i for i in range(len(sizes))],
+def encoded(*sizes: int) -> SourceRecordBatch:
+    return SourceRecordBatch(
+        None,
         [b"x" * size if size else None for size in sizes],
+        keys=[b"k%d" % i for i in range(len(sizes))],
+        topics=["out", "other"] * (len(sizes) // 2) + ["out"] * (len(sizes) % 2),
         source_partition={"f": 1},
         last_offset={"n": len(sizes) - 1},
+        serialized=True,
     )
 
 
-def test_the_runner_offers_its_converters_and_produces_encoded_batches_as_they_are() -> None:
+def test_the_runner_offers_its_wire_formats_and_produces_serialized_batches_as_they_are() -> None:
     task = EncodingTask()
     runner = source_runner(task, FailureListener())
     producer = initialized(runner)
     try:
-        assert task.offered == (runner._key_converter, runner._value_converter)
+        assert task.offered == Serialization(runner._key_converter.wire_format(), runner._value_converter.wire_format())
+        assert task.offered.value.kind == "string"
         runner._send(encoded(10, 0, 20))  # the 0 is a tombstone
         assert producer.accepted == [("out", b"k0", b"x" * 10), ("other", b"k1", None), ("out", b"k2", b"x" * 20)]
         assert runner.active_topics == {"out", "other"}
@@ -344,13 +346,45 @@ def test_the_runner_offers_its_converters_and_produces_encoded_batches_as_they_a
         runner._producer = None
 
 
-def test_with_a_transform_the_task_is_not_offered_encoding() -> None:
+def test_with_a_transform_the_task_is_not_offered_serialization_and_may_not_serialize() -> None:
     task = EncodingTask()
     runner = source_runner(task, FailureListener())
     runner._transform = lambda records: records  # type: ignore[assignment]
+    runner._as_polled = False  # as the constructor decides with a transform
     runner._initialize()
     try:
-        assert task.offered is None and not runner._encoded
+        assert task.offered is None
+        with pytest.raises(ConnectError, match="serialized records"):
+            runner._send(encoded(10))
+        assert not runner._pending
+    finally:
+        runner._producer = None
+
+
+def test_an_opaque_converter_is_not_offered_serialization() -> None:
+    task = EncodingTask()
+    runner = source_runner(task, FailureListener())
+    runner._value_converter.configure({"converter.encoding": "latin-1"}, False)  # declares no wire format
+    runner._initialize()
+    try:
+        assert task.offered is None
+    finally:
+        runner._producer = None
+
+
+def test_a_batch_with_a_topic_and_partition_column_goes_where_each_record_says() -> None:
+    runner = source_runner(ScriptedSourceTask(), FailureListener())
+    producer = initialized(runner)
+    try:
+        batch = SourceRecordBatch(
+            None, ["a", "b", "c"], value_schema=STRING_SCHEMA, topics=["out", "other", "out"],
+            partitions=[None, 0, 0], source_partition={"f": 1}, source_offsets=[{"n": 0}, {"n": 1}, {"n": 2}],
+        )  # fmt: skip
+        runner._send(batch)
+        assert producer.accepted == [("out", None, b"a"), ("other", None, b"b"), ("out", None, b"c")]
+        assert runner.active_topics == {"out", "other"}
+        assert list(runner._pending.values()) == [({"f": 1}, {"n": 2})]
+        assert [r.partition for r in batch] == [None, 0, 0]
     finally:
         runner._producer = None
 

@@ -22,12 +22,14 @@ def _lines(built: Built) -> list[Any]:
     return [orjson.loads(line) for lane in built.payloads for p in lane for line in p.splitlines()]
 
 
-def _recs(*values: Any, keys: Any = None, topic: str = "t", headers: Any = None) -> list[SinkRecord]:
+def _recs(*values: Any, keys: Any = None, topic: str = "t", headers: Any = None) -> SinkRecordBatch:
     keys = keys or [f"k{i}" for i in range(len(values))]
-    return [
-        SinkRecord(topic, 0, 10 + i, v, key=k, timestamp=1000 + i, headers=headers[i] if headers else None)
-        for i, (k, v) in enumerate(zip(keys, values))
-    ]
+    return SinkRecordBatch.of(
+        [
+            SinkRecord(topic, 0, 10 + i, v, key=k, timestamp=1000 + i, headers=headers[i] if headers else None)
+            for i, (k, v) in enumerate(zip(keys, values))
+        ]
+    )
 
 
 def test_insert_uses_the_key_as_id() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from connectors.api import ConnectError, DataError, RetriableError, SinkRecord, TopicPartition
+from connectors.api import ConnectError, DataError, RetriableError, SinkRecord, SinkRecordBatch, TopicPartition
 from connectors.sink.elasticsearch import ElasticsearchSinkTask
 from tests.unit.connectors.elasticsearch.fakes import FakeCluster, RecordingContext
 
@@ -47,7 +47,7 @@ def _eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
 def test_documents_land_and_offsets_follow_acknowledgements(cluster: FakeCluster) -> None:
     task, _ = _task()
     try:
-        task.put(_records(5) + _records(3, start=100, partition=1))
+        task.put(SinkRecordBatch.of(_records(5) + _records(3, start=100, partition=1)))
         task.flush({})
         assert cluster.indices["t"] == {f"k{i}": {"i": i} for i in [*range(5), *range(100, 103)]}
         assert task.pre_commit({TP0: 5, TP1: 103}) == {TP0: 5, TP1: 103}
@@ -58,10 +58,10 @@ def test_documents_land_and_offsets_follow_acknowledgements(cluster: FakeCluster
 def test_nothing_is_committed_past_an_unacknowledged_request(cluster: FakeCluster) -> None:
     task, _ = _task(batch_size=2)
     try:
-        task.put(_records(2))
+        task.put(SinkRecordBatch.of(_records(2)))
         task.flush({})
         cluster.gate.clear()  # the next requests hang (a slow node)
-        task.put(_records(4, start=2))
+        task.put(SinkRecordBatch.of(_records(4, start=2)))
         assert task.pre_commit({TP0: 6}) == {TP0: 2}
         cluster.gate.set()
         _eventually(lambda: task.pre_commit({TP0: 6}) == {TP0: 6})
@@ -72,10 +72,10 @@ def test_nothing_is_committed_past_an_unacknowledged_request(cluster: FakeCluste
 def test_a_node_going_away_is_retried_with_backoff(cluster: FakeCluster) -> None:
     task, _ = _task(max_retries=50)
     try:
-        task.put(_records(1))
+        task.put(SinkRecordBatch.of(_records(1)))
         task.flush({})
         cluster.down = True
-        task.put(_records(3, start=1))
+        task.put(SinkRecordBatch.of(_records(3, start=1)))
         time.sleep(0.2)
         assert task.pre_commit({TP0: 4}) == {TP0: 1}
         cluster.down = False
@@ -90,11 +90,11 @@ def test_the_task_fails_after_max_retries(cluster: FakeCluster) -> None:
     task, _ = _task(max_retries=2)
     try:
         cluster.fail_requests = 10
-        task.put(_records(1))
+        task.put(SinkRecordBatch.of(_records(1)))
         with pytest.raises(ConnectError, match="max.retries=2"):
             task.flush({})
         with pytest.raises(ConnectError):
-            task.put(_records(1, start=1))
+            task.put(SinkRecordBatch.of(_records(1, start=1)))
     finally:
         task.stop()
 
@@ -104,7 +104,7 @@ def test_an_unreachable_cluster_while_preparing_the_index_is_retriable(cluster: 
     try:
         cluster.down = True
         with pytest.raises(RetriableError):
-            task.put(_records(1))
+            task.put(SinkRecordBatch.of(_records(1)))
     finally:
         task.stop()
 
@@ -119,7 +119,7 @@ def test_failed_items_are_retried_from_the_first_failure_on(cluster: FakeCluster
 
     cluster.item_status = status
     try:
-        task.put(_records(3))
+        task.put(SinkRecordBatch.of(_records(3)))
         task.flush({})
         assert attempts == {"k0": 1, "k1": 3, "k2": 3}
         assert set(cluster.indices["t"]) == {"k0", "k1", "k2"}
@@ -131,7 +131,7 @@ def test_malformed_documents_go_to_the_reporter_and_then_count_as_done(cluster: 
     cluster.refuse = lambda doc: doc.get("i") == 2
     task, ctx = _task(behavior_on_malformed_documents="warn")
     try:
-        task.put(_records(5))
+        task.put(SinkRecordBatch.of(_records(5)))
         task.flush({})
         assert set(cluster.indices["t"]) == {"k0", "k1", "k3", "k4"}
         assert [(r.kafka_offset, "mapper_parsing_exception" in str(e)) for r, e in ctx.reported] == [(2, True)]
@@ -144,7 +144,7 @@ def test_malformed_documents_fail_the_task_by_default(cluster: FakeCluster) -> N
     cluster.refuse = lambda doc: doc.get("i") == 1
     task, ctx = _task(RecordingContext({TP0, TP1}, reporter=False))
     try:
-        task.put(_records(3))
+        task.put(SinkRecordBatch.of(_records(3)))
         with pytest.raises(ConnectError, match="offset 1"):
             task.flush({})
         assert ctx.reported == []
@@ -158,7 +158,7 @@ def test_malformed_documents_go_to_the_errant_record_reporter_when_there_is_one(
     cluster.refuse = lambda doc: doc.get("i") == 1
     task, ctx = _task()
     try:
-        task.put(_records(3))
+        task.put(SinkRecordBatch.of(_records(3)))
         task.flush({})
         assert [r.kafka_offset for r, _ in ctx.reported] == [1]
         assert set(cluster.indices["t"]) == {"k0", "k2"}
@@ -171,7 +171,7 @@ def test_version_conflicts_count_as_written(cluster: FakeCluster) -> None:
     cluster.item_status = lambda op, meta: 409
     task, ctx = _task(external_version_field="i")
     try:
-        task.put(_records(3))
+        task.put(SinkRecordBatch.of(_records(3)))
         task.flush({})
         assert task.pre_commit({TP0: 3}) == {TP0: 3}
         assert ctx.reported == []
@@ -183,13 +183,13 @@ def test_invalid_records_are_reported_dropped_or_fail(cluster: FakeCluster) -> N
     bad = _records(3, value=lambda i: "not json" if i == 1 else {"i": i})
     task, ctx = _task()
     try:
-        task.put(bad)
+        task.put(SinkRecordBatch.of(bad))
         assert [r.kafka_offset for r, _ in ctx.reported] == [1]
     finally:
         task.stop()
     task, ctx = _task(RecordingContext({TP0}, reporter=False), drop_invalid_message="true")
     try:
-        task.put(bad)
+        task.put(SinkRecordBatch.of(bad))
         task.flush({})
         assert set(cluster.indices["t"]) == {"k0", "k2"}
     finally:
@@ -197,7 +197,7 @@ def test_invalid_records_are_reported_dropped_or_fail(cluster: FakeCluster) -> N
     task, _ = _task(RecordingContext({TP0}, reporter=False))
     try:
         with pytest.raises(DataError, match="offset 1"):
-            task.put(bad)
+            task.put(SinkRecordBatch.of(bad))
     finally:
         task.stop()
 
@@ -206,7 +206,7 @@ def test_a_full_buffer_pauses_consumption_until_it_drains(cluster: FakeCluster) 
     task, ctx = _task(max_buffered_records=10, batch_size=5)
     try:
         cluster.gate.clear()
-        task.put(_records(12))
+        task.put(SinkRecordBatch.of(_records(12)))
         assert ctx.paused == {TP0, TP1}
         assert ctx.commit_requests == 1
         task.pre_commit({TP0: 12})
@@ -221,7 +221,7 @@ def test_a_full_buffer_pauses_consumption_until_it_drains(cluster: FakeCluster) 
 def test_close_waits_for_in_flight_requests(cluster: FakeCluster) -> None:
     task, _ = _task(linger_ms=60_000, batch_size=1000)
     try:
-        task.put(_records(3))
+        task.put(SinkRecordBatch.of(_records(3)))
         task.close([TP0])
         assert len(cluster.indices["t"]) == 3
     finally:
@@ -231,8 +231,8 @@ def test_close_waits_for_in_flight_requests(cluster: FakeCluster) -> None:
 def test_upserts_and_deletes(cluster: FakeCluster) -> None:
     task, _ = _task(write_method="upsert", behavior_on_null_values="delete")
     try:
-        task.put([SinkRecord("t", 0, 0, {"a": 1}, key="x"), SinkRecord("t", 0, 1, {"b": 2}, key="x"),
-                  SinkRecord("t", 0, 2, {"c": 3}, key="y"), SinkRecord("t", 0, 3, None, key="y")])
+        task.put(SinkRecordBatch.of([SinkRecord("t", 0, 0, {"a": 1}, key="x"), SinkRecord("t", 0, 1, {"b": 2}, key="x"),
+                  SinkRecord("t", 0, 2, {"c": 3}, key="y"), SinkRecord("t", 0, 3, None, key="y")]))
         task.flush({})
         assert cluster.indices["t"] == {"x": {"a": 1, "b": 2}}
     finally:
@@ -251,7 +251,7 @@ def test_a_retried_item_never_overwrites_a_later_write_of_the_same_document(clus
 
     cluster.item_status = status
     try:
-        task.put([SinkRecord("t", 0, 0, {"v": 1}, key="x"), SinkRecord("t", 0, 1, {"v": 2}, key="x")])
+        task.put(SinkRecordBatch.of([SinkRecord("t", 0, 0, {"v": 1}, key="x"), SinkRecord("t", 0, 1, {"v": 2}, key="x")]))
         task.flush({})
         assert cluster.indices["t"] == {"x": {"v": 2}}
     finally:
@@ -267,7 +267,8 @@ def test_offsets_are_tracked_per_consumed_partition_when_a_router_merges_topics(
     ]
     try:
         cluster.gate.clear()
-        task.put(routed)
+        for batch in SinkRecordBatch.group(routed):  # the runtime puts them per consumed topic
+            task.put(batch)
         assert task.pre_commit({a: 6, b: 10}) == {a: 5, b: 9}
         cluster.gate.set()
         task.flush({})

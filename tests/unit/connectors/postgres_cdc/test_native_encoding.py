@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from connectors.api import DataError, EncodedRecordBatch
+from connectors.api import DataError, Serialization, SourceRecordBatch, WireFormat
 from connectors.source.postgres_cdc import decoder as decoder_module
 from connectors.source.postgres_cdc import native
 from connectors.source.postgres_cdc.decoder import ChangeDecoder, Relation
@@ -106,6 +106,15 @@ def converters(schemas: bool) -> tuple[JsonConverter, JsonConverter]:
     return keys, values
 
 
+def offered(conv: tuple[JsonConverter, JsonConverter]) -> Serialization:
+    """What the runtime offers a source task with these converters."""
+    return Serialization(conv[0].wire_format(), conv[1].wire_format())
+
+
+def serialized_batch(item: Any) -> bool:
+    return isinstance(item, SourceRecordBatch) and item.serialized
+
+
 def run(d: ChangeDecoder, messages: list[bytes], conv: tuple[JsonConverter, JsonConverter]) -> tuple[list[Any], int]:
     """Every record as (topic, key bytes, value bytes, last offset of its batch); how many were native."""
     keys, values = conv
@@ -118,10 +127,10 @@ def run(d: ChangeDecoder, messages: list[bytes], conv: tuple[JsonConverter, Json
     out: list[Any] = []
     encoded = 0
     for item in items:
-        if isinstance(item, EncodedRecordBatch):
+        if serialized_batch(item):
             encoded += len(item)
             assert item.keys is not None
-            for t, k, v in zip(item.topics, item.keys, item.values):
+            for t, k, v in zip([r.topic for r in item], item.keys, item.values):
                 out.append((t, k, v, dict(item.last_offset or {})))
             continue
         batch = list(item)
@@ -147,7 +156,7 @@ def compare(messages: list[bytes], *, modes: TypeModes = DEFAULT_MODES, schemas:
     conv = converters(schemas)
     python = make_decoder(modes, columns, optional, key=key, tombstones=tombstones)
     fast = make_decoder(modes, columns, optional, key=key, tombstones=tombstones)
-    fast.native = conv
+    fast.native = offered(conv)
     expected, none = run(python, messages, conv)
     got, encoded = run(fast, messages, conv)
     assert none == 0
@@ -422,26 +431,24 @@ def test_switching_between_paths_keeps_order_and_offsets(schemas: bool) -> None:
     messages += [pg.update(1003, 1, [b"1", "u"]), pg.update(1004, 1, [b"2", "u"])]
     messages += [pg.insert(1005, 1, [b"3", b"c"]), pg.commit(5000, 5008, T0)]
     d = make_decoder(TypeModes(), columns, {"id": False}, key=["id"], tombstones=True)
-    d.native = converters(schemas)
+    d.native = offered(converters(schemas))
     for m in messages[:-1]:
         d.handle(memoryview(m))
     batches = [*d.outbox, d.finish_batch()]
-    assert [type(b).__name__ for b in batches] == ["EncodedRecordBatch", "list", "EncodedRecordBatch"]
+    assert [serialized_batch(b) for b in batches] == [True, False, True]
     assert [len(b) for b in batches] == [2, 2, 1]
-    lsns = [(b.last_offset if isinstance(b, EncodedRecordBatch) else b[-1].source_offset)["lsn"] for b in batches]
+    lsns = [(b.last_offset if serialized_batch(b) else b[-1].source_offset)["lsn"] for b in batches]
     assert lsns == [1002, 1004, 1005]
     assert compare(messages, columns=columns, schemas=schemas) == 3
 
 
-def test_the_task_declines_converters_the_encoder_does_not_write_for() -> None:
-    from converters.string import StringConverter
-
-    keys, values = converters(False)
-    assert native.converters_supported(keys, values)
-    numeric = JsonConverter()
-    numeric.configure({"decimal.format": "NUMERIC"})
-    assert not native.converters_supported(keys, numeric)
-    assert not native.converters_supported(StringConverter(), values)
+def test_the_task_declines_wire_formats_the_encoder_does_not_write() -> None:
+    json, enveloped = WireFormat("json"), WireFormat("json", schemas=True)
+    assert native.serializes_for(Serialization(json, json))
+    assert native.serializes_for(Serialization(json, enveloped))
+    assert not native.serializes_for(Serialization(json, WireFormat("json", decimal_format="NUMERIC")))
+    assert not native.serializes_for(Serialization(WireFormat("string"), json))
+    assert not native.serializes_for(None)  # the runtime offers nothing (a transform, say)
 
 
 # -- snapshot chunks ------------------------------------------------------------------------------
@@ -481,7 +488,7 @@ def emit_chunk(
     from connectors.source.postgres_cdc import snapshot as snapshot_module
 
     d = make_decoder(modes, COLUMNS, optional, key=["id"], tombstones=True)
-    d.native = conv
+    d.native = offered(conv) if conv is not None else None
     d.handle(memoryview(pg.relation(16384, "public", "orders", [(n, o, t, n == "id") for n, o, t in COLUMNS])))
     table = d.tables[16384]
     assert table is not None
@@ -508,7 +515,7 @@ def test_snapshot_chunks_serialize_identically(monkeypatch: pytest.MonkeyPatch, 
     # Clean chunks (every row plain) and dirty ones (some value the encoder declines).
     clean = seed % 2 == 0
     probe = make_decoder(modes, COLUMNS, optional, key=["id"], tombstones=True)
-    probe.native = converters(False)
+    probe.native = offered(converters(False))
     probe.handle(memoryview(pg.relation(1, "public", "p", [(n, o, t, n == "id") for n, o, t in COLUMNS])))
     probe.handle(memoryview(pg.begin(10**6, T0, 1)))
 
@@ -528,10 +535,10 @@ def test_snapshot_chunks_serialize_identically(monkeypatch: pytest.MonkeyPatch, 
     conv = converters(seed % 4 < 2)
     python = emit_chunk(monkeypatch, None, text, modes, optional, last=seed % 3 == 0)
     fast = emit_chunk(monkeypatch, conv, text, modes, optional, last=seed % 3 == 0)
-    assert [type(b).__name__ for b in fast] == (["EncodedRecordBatch"] if clean else ["SourceRecordBatch"])
+    assert [serialized_batch(b) for b in fast] == [clean]
     expected = [serialized(conv, r) for r in python[0]]
-    if isinstance(fast[0], EncodedRecordBatch):
-        got = list(zip(fast[0].topics, fast[0].keys, fast[0].values))
+    if serialized_batch(fast[0]):
+        got = list(zip([r.topic for r in fast[0]], fast[0].keys, fast[0].values))
     else:
         got = [serialized(conv, r) for r in fast[0]]
     assert got == expected and len(got) == 300

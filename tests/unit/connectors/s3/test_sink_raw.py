@@ -1,4 +1,4 @@
-"""The S3 sink's raw JSON path: batches whose values the runtime checked as JSON but did not decode.
+"""The S3 sink's raw JSON path: batches whose values the runtime handed over as consumed, undecoded.
 
 JSON lines objects get the consumed bytes as they are; Parquet objects are parsed from them by
 the native parser (``converters/json_arrow.py``) or, without it, pyarrow's JSON reader: every test
@@ -24,7 +24,9 @@ from connectors.api import (
     SinkRecord,
     SinkRecordBatch,
     TopicPartition,
+    UnusableRawValues,
     UnwritableRecordError,
+    ValueFormat,
 )
 from connectors.s3_common.formats import ParquetObjectWriter, _read_json_rows
 from connectors.s3_common.storage import MemoryStorage, ObjectUpload
@@ -40,15 +42,16 @@ DIR = "topics/t/partition=0"
 def _batch(
     raws: Sequence[bytes | None], start: int = 0, raw: bool = True, partitions: list[int] | None = None
 ) -> SinkRecordBatch:
-    """A batch as the runtime builds it for a lazy task: values decoded only when read."""
+    """A batch as the runtime builds it for a raw-JSON task: values decoded only when read."""
     n = len(raws)
     parts = partitions or [0] * n
+    decodes: list[int] = []
+
+    def decode() -> tuple[list[Any], list[Any]]:
+        decodes.append(1)
+        return [None] * n, [None if v is None else orjson.loads(v) for v in raws]
 
     def load(column: str) -> Any:
-        if column == "value":
-            return [None] * n, [None if v is None else orjson.loads(v) for v in raws]
-        if column == "raw_value":
-            return raws
         if column == "partition":
             return parts
         if column == "kafka_offset":
@@ -62,7 +65,20 @@ def _batch(
         raise KeyError(column)
 
     keys = [f"k{i}" for i in range(start, start + n)]
-    return SinkRecordBatch("t", None, None, keys, [None] * n, load, raw_format="json" if raw else None)
+    if not raw:
+        schemas, values = decode()
+        return SinkRecordBatch("t", values, schemas, keys, [None] * n, load)
+    batch = SinkRecordBatch("t", None, None, keys, [None] * n, load, raw_values=list(raws), decode=decode)
+    _DECODES[id(batch)] = decodes
+    return batch
+
+
+#: How often each raw batch's values were decoded (by ``id``).
+_DECODES: dict[int, list[int]] = {}
+
+
+def _decoded(batch: SinkRecordBatch) -> bool:
+    return bool(_DECODES.get(id(batch)))
 
 
 def test_json_lines_are_the_consumed_bytes_and_values_are_never_decoded(bucket: MemoryStorage) -> None:
@@ -70,7 +86,7 @@ def test_json_lines_are_the_consumed_bytes_and_values_are_never_decoded(bucket: 
     raws: list[bytes | None] = [b'{"b": 2,  "a": 1.50}', b'{"s":"\\u00e9"}', b"12345678901234567890"]
     batch = _batch(raws)
     task.put(batch)
-    assert not batch.values_converted
+    assert not _decoded(batch)
     assert (
         bucket.objects[f"{DIR}/t+0+0000000000.json"] == b'{"b": 2,  "a": 1.50}\n{"s":"\\u00e9"}\n12345678901234567890\n'
     )
@@ -119,7 +135,7 @@ def test_a_batch_of_several_partitions_splits_its_raw_bytes(bucket: MemoryStorag
     task.open([TopicPartition("t", 1)])
     batch = _batch([b"10", b"11", b"12", b"13"], partitions=[0, 1, 0, 1])
     task.put(batch)
-    assert not batch.values_converted
+    assert not _decoded(batch)
     assert bucket.objects[f"{DIR}/t+0+0000000000.json"] == b"10\n12\n"
     assert bucket.objects["topics/t/partition=1/t+1+0000000001.json"] == b"11\n13\n"
 
@@ -144,7 +160,7 @@ def test_formats_and_partitioners_that_need_values_decode_them_before_writing(
     task = _task(**config)
     batch = _batch([b'{"a": "x", "ts": %d}' % (T0 + i) for i in range(3)])
     task.put(batch)
-    assert batch.values_converted
+    assert _decoded(batch)
     assert len([k for k in bucket.objects if ".offsets." not in k]) == 1
 
 
@@ -160,7 +176,7 @@ def test_time_based_partitioner_on_record_time_keeps_raw_bytes(bucket: MemorySto
     )
     batch = _batch([b'{"x": 1}', b'{"x": 2}', b'{"x": 3}'])
     task.put(batch)
-    assert not batch.values_converted
+    assert not _decoded(batch)
     (data,) = bucket.objects.values()
     assert data == b'{"x": 1}\n{"x": 2}\n{"x": 3}\n'
 
@@ -234,7 +250,7 @@ def test_parquet_sink_task_never_decodes_raw_values(bucket: MemoryStorage) -> No
     task = _task(**{"format.class": "parquet", "parquet.codec": "zstd", "flush.size": 4})
     batch = _batch([orjson.dumps({"i": i, "s": str(i)}) for i in range(4)])
     task.put(batch)
-    assert not batch.values_converted
+    assert not _decoded(batch)
     table = pq.read_table(io.BytesIO(bucket.objects[f"{DIR}/t+0+0000000000.parquet"]))
     assert table.to_pylist() == [{"i": i, "s": str(i)} for i in range(4)]
 
@@ -365,29 +381,35 @@ def test_discarding_a_parquet_object_with_row_groups_in_flight_returns() -> None
 # -- values taken unchecked (Parquet) ---------------------------------------------------------------
 
 
-class _Context:
-    """The runtime's side of a rewind, recorded."""
-
-    def __init__(self) -> None:
-        self.rewinds: list[dict[TopicPartition, int]] = []
-
-    def rewind(self, offsets: dict[TopicPartition, int]) -> None:
-        self.rewinds.append(dict(offsets))
+def _given_back(call: Any) -> dict[TopicPartition, int] | None:
+    """The offsets ``call()`` gave back to the runtime with UnusableRawValues, if it did."""
+    try:
+        call()
+    except UnusableRawValues as exc:
+        return exc.offsets
+    return None
 
 
 @pytest.mark.parametrize(
-    ("config", "unchecked"),
+    ("config", "raw"),
     [
         ({"format.class": "parquet"}, True),
-        ({"format.class": "json"}, False),  # the bytes go into the object as they are
+        ({"format.class": "json"}, True),  # the bytes go into the object as they are, checked
         ({"format.class": "avro"}, False),
         ({"format.class": "parquet", "partitioner.class": "FieldPartitioner", "partition.field.name": "c"}, False),
     ],
 )
-def test_only_parquet_of_raw_values_takes_them_unchecked(
-    bucket: MemoryStorage, config: dict[str, str], unchecked: bool
-) -> None:
-    assert _task(**config).parses_raw_json is unchecked
+def test_json_lines_and_parquet_take_raw_values(bucket: MemoryStorage, config: dict[str, str], raw: bool) -> None:
+    assert (_task(**config).value_format is ValueFormat.RAW_JSON) is raw
+
+
+def test_json_lines_give_back_a_batch_with_a_value_that_is_not_json(bucket: MemoryStorage) -> None:
+    """JSON lines copy the bytes: a value that is not one JSON document gives the whole batch back
+    before anything is written (the runtime's decoded delivery then meets the bad record)."""
+    task = _task()
+    batch = _batch([b'{"i":0}', b"{bad", b'{"i":2}'], start=7)
+    assert _given_back(lambda: task.put(batch)) == {TP: 7}
+    assert bucket.objects == {}  # nothing of the batch was kept
 
 
 @pytest.mark.parametrize("threads", ["0", "2"])
@@ -399,35 +421,28 @@ def test_a_raw_value_that_is_not_json_rewinds_the_partition_to_be_delivered_agai
     is decoded (so the runtime's conversion meets the bad record). What the runtime then delivers
     without it is written as the checked path would have, and raw batches resume after it."""
     task = _task(**{"format.class": "parquet", "flush.size": 4, "s3.upload.threads": threads})
-    context = task.context = _Context()  # type: ignore[assignment]
     good = [orjson.dumps({"i": i, "s": f"v{i}"}) for i in range(14)]
     raws = [b"{bad" if i == 5 else good[i] for i in range(10)]
     task.put(_batch(raws[:4]))
-    for _ in range(100):  # the first object is complete: the rewind goes back to its end
+    for _ in range(100):  # the first object is complete: the give-back goes back to its end
         if task.pre_commit({TP: 4}) == {TP: 4}:
             break
         threading.Event().wait(0.02)
-    task.put(_batch(raws[4:], start=4))
-    safe = task.pre_commit({TP: 10})
+    given = _given_back(lambda: task.put(_batch(raws[4:], start=4)))
     for _ in range(100):  # with upload threads the error comes from the thread parsing the row group
-        if context.rewinds:
+        if given:
             break
         threading.Event().wait(0.02)
-        safe = task.pre_commit({TP: 10})
-    assert context.rewinds == [{TP: 4}]
-    assert safe == {TP: 4}
+        given = _given_back(lambda: task.pre_commit({TP: 10}))
+    assert given == {TP: 4}
     assert sorted(bucket.objects) == [f"{DIR}/t+0+0000000000.parquet"]
 
-    replay = _batch(raws[4:], start=4)
-    with pytest.raises(
-        orjson.JSONDecodeError
-    ):  # the runtime's deferred conversion, which it then redoes record by record
-        task.put(replay)
+    # The runtime consumes from offset 4 again, decoded: the bad record is dead-lettered there.
     records = [SinkRecord("t", 0, i, orjson.loads(good[i])) for i in (4, 6, 7, 8, 9)]
-    task.put(records)  # what the runtime delivers once the bad record is dead-lettered
+    task.put(SinkRecordBatch.of(records))
     after = _batch(good[10:14], start=10)
     task.put(after)
-    assert not after.values_converted  # past the replay, values are raw (and unchecked) again
+    assert not _decoded(after)  # past the replay, values are raw (and unchecked) again
     task.pre_commit({TP: 14})
     for _ in range(100):
         if len(bucket.objects) == 3:
@@ -447,12 +462,10 @@ def test_a_raw_null_with_whitespace_is_delivered_again_decoded(bucket: MemorySto
     """Unchecked, `` null`` reaches the Parquet writer (the null handling looks for ``null``); it
     takes the rewind, and the decoded replay meets behavior.on.null.values as the checked path does."""
     task = _task(**{"format.class": "parquet", "flush.size": 3, "behavior.on.null.values": "ignore"})
-    context = task.context = _Context()  # type: ignore[assignment]
     raws = [b'{"i":0}', b" null", b'{"i":2}', b'{"i":3}']
-    task.put(_batch(raws))
-    assert context.rewinds == [{TP: 0}]
+    assert _given_back(lambda: task.put(_batch(raws))) == {TP: 0}
     assert bucket.objects == {}
-    task.put(_batch(raws))  # the replay: decoded this time, the null ignored
+    task.put(_batch(raws, raw=False))  # the replay: decoded this time, the null ignored
     rows = {k: pq.read_table(io.BytesIO(v)).to_pylist() for k, v in bucket.objects.items()}
     assert rows == {f"{DIR}/t+0+0000000000.parquet": [{"i": 0}, {"i": 2}, {"i": 3}]}
 
@@ -467,27 +480,26 @@ def test_a_raw_value_that_does_not_fit_the_parquet_object_is_refused_on_the_deco
     decoded replay put() names it, so the runtime dead-letters it (or fails the task there) and
     offers the rest again. Before, the array became a row of nulls and the text failed the commit."""
     task = _task(**{"format.class": "parquet", "flush.size": 4, "s3.upload.threads": threads})
-    context = task.context = _Context()  # type: ignore[assignment]
     good = [orjson.dumps({"i": i, "s": f"v{i}"}) for i in range(14)]
     raws = [poison if i == 5 else good[i] for i in range(10)]
     task.put(_batch(raws[:4]))
-    for _ in range(100):  # the first object is complete: the rewind goes back to its end
+    for _ in range(100):  # the first object is complete: the give-back goes back to its end
         if task.pre_commit({TP: 4}) == {TP: 4}:
             break
         threading.Event().wait(0.02)
-    task.put(_batch(raws[4:], start=4))
+    given = _given_back(lambda: task.put(_batch(raws[4:], start=4)))
     for _ in range(100):  # with upload threads the refusal comes from the thread encoding the object
-        if context.rewinds:
+        if given:
             break
         threading.Event().wait(0.02)
-        task.pre_commit({TP: 10})
-    assert context.rewinds == [{TP: 4}]
+        given = _given_back(lambda: task.pre_commit({TP: 10}))
+    assert given == {TP: 4}
 
-    replay = _batch(raws[4:], start=4)
+    replay = _batch(raws[4:], start=4, raw=False)  # the runtime delivers it again decoded
     with pytest.raises(UnwritableRecordError) as refused:
         task.put(replay)
     assert (refused.value.record.kafka_offset, refused.value.record.value) == (5, orjson.loads(poison))
-    task.put([r for r in replay if r.kafka_offset != 5])  # what the runtime offers again
+    task.put(SinkRecordBatch.of([r for r in replay if r.kafka_offset != 5]))  # what the runtime offers again
     task.put(_batch(good[10:14], start=10))
     task.pre_commit({TP: 14})
     for _ in range(100):

@@ -54,7 +54,7 @@ def _lines(data: bytes) -> list[Any]:
 
 def test_flush_size_commits_objects_named_by_start_offset(bucket: MemoryStorage) -> None:
     task = _task()
-    task.put(_records(7))
+    task.put(SinkRecordBatch.of(_records(7)))
     assert sorted(bucket.objects) == [
         "topics/t/partition=0/t+0+0000000000.json",
         "topics/t/partition=0/t+0+0000000003.json",
@@ -70,7 +70,7 @@ def test_flush_size_commits_objects_named_by_start_offset(bucket: MemoryStorage)
 
 def test_flush_size_counts_records_of_the_partition_across_directories(bucket: MemoryStorage) -> None:
     task = _task(**{"partitioner.class": "FieldPartitioner", "partition.field.name": "c", "flush.size": 4})
-    task.put(_records(9))
+    task.put(SinkRecordBatch.of(_records(9)))
     # 0..3 spread over c=a and c=b; all committed together at the 4th record, then 4..7.
     assert sorted(k for k in bucket.objects if ".offsets." not in k) == [
         "topics/t/c=a/t+0+0000000000.json",
@@ -94,14 +94,14 @@ def test_replay_from_the_committed_offset_rewrites_identical_objects(bucket: Mem
         "partitioner.max.open.files": 1,
     }
     task = _task(**config)
-    task.put(_records(13))
+    task.put(SinkRecordBatch.of(_records(13)))
     committed = task.pre_commit({TP: 13})[TP]
     first = dict(bucket.objects)
     task.stop()
     # "Crash": a new task starts from the committed offset and sees the rest again.
     replay = _task(**config)
-    replay.put(_records(13 - committed, start=committed))
-    replay.put(_records(4, start=13))
+    replay.put(SinkRecordBatch.of(_records(13 - committed, start=committed)))
+    replay.put(SinkRecordBatch.of(_records(4, start=13)))
     for key, data in first.items():
         assert bucket.objects[key] == data
     assert replay.pre_commit({TP: 17}) == {TP: 15}
@@ -109,13 +109,13 @@ def test_replay_from_the_committed_offset_rewrites_identical_objects(bucket: Mem
 
 def test_a_retried_put_does_not_duplicate_buffered_records(bucket: MemoryStorage) -> None:
     task = _task(**{"flush.size": 4})
-    batch = _records(6)
+    batch = SinkRecordBatch.of(_records(6))
     bucket.fail_next = RetriableError("S3 PutObject failed after retries: SlowDown")
     with pytest.raises(RetriableError):
         task.put(batch)
     assert bucket.objects == {}
     task.put(batch)  # the runtime offers the same batch again
-    task.put(_records(2, start=6))
+    task.put(SinkRecordBatch.of(_records(2, start=6)))
     assert _lines(bucket.objects["topics/t/partition=0/t+0+0000000000.json"]) == [
         {"i": i, "c": "ab"[i % 2]} for i in range(4)
     ]
@@ -126,10 +126,10 @@ def test_a_retried_put_does_not_duplicate_buffered_records(bucket: MemoryStorage
 
 def test_failed_upload_is_retried_by_pre_commit_and_offsets_wait(bucket: MemoryStorage) -> None:
     task = _task()
-    task.put(_records(2))
+    task.put(SinkRecordBatch.of(_records(2)))
     bucket.fail_next = RetriableError("throttled")
     with pytest.raises(RetriableError):
-        task.put(_records(1, start=2))
+        task.put(SinkRecordBatch.of(_records(1, start=2)))
     assert task.pre_commit({TP: 3}) == {TP: 3}  # pre_commit retried the upload
     assert "topics/t/partition=0/t+0+0000000000.json" in bucket.objects
 
@@ -146,7 +146,7 @@ def test_rotate_interval_uses_record_time_and_bucket_changes(bucket: MemoryStora
         }
     )
     times = [T0, T0 + 60_000, T0 + HOUR, T0 + HOUR + 1]
-    task.put([SinkRecord("t", 0, i, {"i": i}, timestamp=ts) for i, ts in enumerate(times)])
+    task.put(SinkRecordBatch.of([SinkRecord("t", 0, i, {"i": i}, timestamp=ts) for i, ts in enumerate(times)]))
     assert sorted(bucket.objects) == ["topics/t/h=22/t+0+0000000000.json"]
     assert task.pre_commit({TP: 4}) == {TP: 2}
 
@@ -154,7 +154,7 @@ def test_rotate_interval_uses_record_time_and_bucket_changes(bucket: MemoryStora
 def test_rotate_schedule_commits_idle_objects_on_the_wall_clock(bucket: MemoryStorage) -> None:
     now = [1000.0]
     task = _task(**{"rotate.schedule.interval.ms": 60_000, "flush.size": 100})
-    task.put(_records(2))
+    task.put(SinkRecordBatch.of(_records(2)))
     writer = task.writers[TP]
     writer.clock = lambda: now[0]
     writer.next_scheduled_ms = writer._next_schedule(int(now[0] * 1000))
@@ -167,13 +167,13 @@ def test_rotate_schedule_commits_idle_objects_on_the_wall_clock(bucket: MemorySt
 def test_null_values_fail_ignore_or_write(bucket: MemoryStorage) -> None:
     tombstone = [SinkRecord("t", 0, 0, {"i": 0}), SinkRecord("t", 0, 1, None), SinkRecord("t", 0, 2, {"i": 2})]
     with pytest.raises(DataError, match="offset 1"):
-        _task().put(tombstone)
+        _task().put(SinkRecordBatch.of(tombstone))
     ignoring = _task(**{"behavior.on.null.values": "ignore", "flush.size": 2})
-    ignoring.put(tombstone)
+    ignoring.put(SinkRecordBatch.of(tombstone))
     assert _lines(bucket.objects["topics/t/partition=0/t+0+0000000000.json"]) == [{"i": 0}, {"i": 2}]
     bucket.objects.clear()
     writing = _task(**{"behavior.on.null.values": "write", "flush.size": 3})
-    writing.put(tombstone)
+    writing.put(SinkRecordBatch.of(tombstone))
     assert _lines(bucket.objects["topics/t/tombstone/t+0+0000000001.json"]) == [None]
 
 
@@ -189,7 +189,7 @@ def test_open_object_cap_bounds_memory_over_1000_directories(bucket: MemoryStora
     )
     peak = 0
     for start in range(0, 20_000, 500):
-        task.put([SinkRecord("t", 0, i, {"d": i % 1000, "pad": "x" * 200}) for i in range(start, start + 500)])
+        task.put(SinkRecordBatch.of([SinkRecord("t", 0, i, {"d": i % 1000, "pad": "x" * 200}) for i in range(start, start + 500)]))
         writer = task.writers[TP]
         assert len(writer.open) <= 50
         peak = max(peak, task.memory_bytes)
@@ -207,7 +207,7 @@ def test_large_objects_stream_as_multipart_parts(bucket: MemoryStorage) -> None:
     bucket.min_part_size = 0
     object.__setattr__(writer.settings, "part_size", 64 * 1024)
     for start in range(0, 10_000, 1000):
-        task.put([SinkRecord("t", 0, i, {"i": i, "pad": "y" * 100}) for i in range(start, start + 1000)])
+        task.put(SinkRecordBatch.of([SinkRecord("t", 0, i, {"i": i, "pad": "y" * 100}) for i in range(start, start + 1000)]))
         assert task.memory_bytes < 2 * 64 * 1024
     ops = [op for op, _ in bucket.requests]
     assert (
@@ -220,7 +220,7 @@ def test_large_objects_stream_as_multipart_parts(bucket: MemoryStorage) -> None:
 
 def test_close_aborts_uploads_and_reports_nothing_new_durable(bucket: MemoryStorage) -> None:
     task = _task(**{"flush.size": 10})
-    task.put(_records(4))
+    task.put(SinkRecordBatch.of(_records(4)))
     task.close([TP])
     assert bucket.objects == {} and task.writers == {}
 
@@ -245,7 +245,7 @@ def test_columnar_batches_with_several_partitions(bucket: MemoryStorage) -> None
 
 def test_sidecars_hold_keys_headers_and_timestamps(bucket: MemoryStorage) -> None:
     task = _task(**{"store.kafka.keys": "true", "store.kafka.headers": "true", "store.kafka.timestamps": "true"})
-    task.put(_records(3, headers=(("h", b"\x01"), ("s", "v"))))
+    task.put(SinkRecordBatch.of(_records(3, headers=(("h", b"\x01"), ("s", "v")))))
     base = "topics/t/partition=0/t+0+0000000000"
     assert _lines(bucket.objects[f"{base}.keys.json"]) == ["k0", "k1", "k2"]
     assert _lines(bucket.objects[f"{base}.headers.json"])[0] == [["h", {"$bytes": "AQ=="}], ["s", "v"]]
@@ -333,7 +333,7 @@ def test_background_uploads_overlap_and_offsets_wait_for_them() -> None:
     S3SinkTask.storage_factory = lambda cfg: storage
     try:
         task = _task(**{"s3.upload.threads": 2})
-        task.put(_records(7))  # objects at 0 and 3 are rotated; put() returns while they upload
+        task.put(SinkRecordBatch.of(_records(7)))  # objects at 0 and 3 are rotated; put() returns while they upload
         assert storage.objects == {}
         assert task.pre_commit({TP: 7}) == {TP: 0}  # nothing is durable yet
         storage.release.set()
@@ -351,9 +351,9 @@ def test_a_failed_background_upload_is_resubmitted_and_offsets_wait(bucket: Memo
     task = _task(**{"s3.upload.threads": 2})
     bucket.fail_next = RetriableError("slow down")
     try:
-        task.put(_records(3))  # the rotated object's upload fails in the background ...
+        task.put(SinkRecordBatch.of(_records(3)))  # the rotated object's upload fails in the background ...
     except RetriableError:
-        task.put(_records(3))  # ... which put() may already report: the runtime offers the batch again
+        task.put(SinkRecordBatch.of(_records(3)))  # ... which put() may already report: the runtime offers the batch again
     assert _settle(task, 3, 3) == {TP: 3}  # a later drain resubmitted it
     assert _lines(bucket.objects["topics/t/partition=0/t+0+0000000000.json"]) == [
         {"i": i, "c": "ab"[i % 2]} for i in range(3)
@@ -367,7 +367,7 @@ def test_closing_waits_for_uploads_in_flight() -> None:
     S3SinkTask.storage_factory = lambda cfg: storage
     try:
         task = _task(**{"s3.upload.threads": 1})
-        task.put(_records(3))
+        task.put(SinkRecordBatch.of(_records(3)))
         # Only an upload a thread has started is in flight; one still queued is cancelled by close().
         assert storage.started.wait(10)
         import threading
@@ -393,9 +393,9 @@ def test_a_refused_record_changes_nothing_so_the_batch_offered_again_without_it_
     task = _task(**{"format.class": fmt, "flush.size": 100})
     records = [r if r.kafka_offset != 5 else r.replace(value=poison) for r in _records(10)]
     with pytest.raises(DataError):
-        task.put(records)
-    task.put(records[:5])
-    task.put(records[6:])
+        task.put(SinkRecordBatch.of(records))
+    task.put(SinkRecordBatch.of(records[:5]))
+    task.put(SinkRecordBatch.of(records[6:]))
     writer = task.writers[TP]
     writer.rotate_all(10)
     writer.drain(wait=True)
@@ -411,9 +411,9 @@ def test_parquet_refuses_a_value_that_does_not_fit_the_object_by_record(bucket: 
     task = _task(**{"format.class": "parquet", "flush.size": 100})
     records = [r if r.kafka_offset != 5 else r.replace(value=poison) for r in _records(10)]
     with pytest.raises(UnwritableRecordError) as refused:
-        task.put(records)
+        task.put(SinkRecordBatch.of(records))
     assert refused.value.record is records[5]
-    task.put([r for r in records if r.kafka_offset != 5])  # the runtime offers the others again
+    task.put(SinkRecordBatch.of([r for r in records if r.kafka_offset != 5]))  # the runtime offers the others again
     writer = task.writers[TP]
     writer.rotate_all(10)
     writer.drain(wait=True)
@@ -433,11 +433,11 @@ def test_a_refused_record_on_the_general_path_leaves_the_objects_a_clean_run_wri
     records[3] = records[3].replace(value=[1, 2, 3])
     clean = MemoryStorage("bkt")
     S3SinkTask.storage_factory = lambda cfg: clean
-    _task(**config).put([r for r in records if r.kafka_offset != 3])
+    _task(**config).put(SinkRecordBatch.of([r for r in records if r.kafka_offset != 3]))
     S3SinkTask.storage_factory = lambda cfg: bucket
     task = _task(**config)
     with pytest.raises(DataError):
-        task.put(records)
-    task.put([r for r in records if r.kafka_offset != 3])
+        task.put(SinkRecordBatch.of(records))
+    task.put(SinkRecordBatch.of([r for r in records if r.kafka_offset != 3]))
     assert bucket.objects == clean.objects
     assert sorted(bucket.objects) == [f"topics/t/partition=0/t+0+000000000{i}.{fmt}" for i in (0, 6)]

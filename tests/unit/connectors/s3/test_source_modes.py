@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from connectors.api import ConfigError, SinkRecord, SourceRecord
+from connectors.api import ConfigError, SinkRecord, SinkRecordBatch, SourceRecord
 from connectors.s3_common.storage import MemoryStorage
 from connectors.sink.s3 import S3SinkTask
 from connectors.source.s3 import S3SourceConnector, S3SourceTask
@@ -94,7 +94,7 @@ def _archive_interleaved(count: int = 24) -> list[SinkRecord]:
     for o in range(count):
         records.append(SinkRecord("t", 0, o, {"o": o}, key=f"k{o}", timestamp=T0 + (o % 2) * HOUR))
         records.append(SinkRecord("t", 1, o, {"o": 100 + o}, timestamp=T0 + (o % 3) * HOUR - (HOUR if o == 7 else 0)))
-    sink.put(records)
+    sink.put(SinkRecordBatch.of(records))
     return records
 
 
@@ -124,7 +124,7 @@ def test_interleaved_restore_resumes_after_the_stored_kafka_offset(bucket: Memor
 def test_objects_without_offsets_sidecars_replay_object_by_object(bucket: MemoryStorage) -> None:
     sink = S3SinkTask()
     sink.start({**TIME_BASED, "store.kafka.offsets": "false"}, None)  # type: ignore[arg-type]
-    sink.put([SinkRecord("t", 0, o, {"o": o}, timestamp=T0 + (o % 2) * HOUR) for o in range(6)])
+    sink.put(SinkRecordBatch.of([SinkRecord("t", 0, o, {"o": o}, timestamp=T0 + (o % 2) * HOUR) for o in range(6)]))
     assert not [k for k in bucket.objects if ".offsets." in k]
     got = _drain(_source({**TIME_BASED, "topics": "t"}))
     assert [r.value["o"] for r in got] == [0, 2, 4, 1, 3, 5]  # start-offset order, the best it can do

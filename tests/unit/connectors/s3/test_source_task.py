@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from connectors.api import SinkRecord, SourceRecord, TopicPartition
+from connectors.api import SinkRecord, SinkRecordBatch, SourceRecord, TopicPartition
 from connectors.s3_common.storage import MemoryStorage
 from connectors.sink.s3 import S3SinkTask
 from connectors.source.s3 import S3SourceConnector, S3SourceTask
@@ -61,7 +61,7 @@ def _archive(count: int = 23) -> list[SinkRecord]:
         )
         for i in range(count)
     ]
-    sink.put(records)
+    sink.put(SinkRecordBatch.of(records))
     return records
 
 
@@ -117,7 +117,7 @@ def test_new_objects_are_picked_up_on_the_next_listing(bucket: MemoryStorage) ->
     assert len(_drain(task)) == 10
     sink = S3SinkTask()
     sink.start({**SINK, "flush.size": "5"}, None)  # type: ignore[arg-type]
-    sink.put([SinkRecord("t", 0, o, {"i": 100 + o}) for o in range(5, 10)])
+    sink.put(SinkRecordBatch.of([SinkRecord("t", 0, o, {"i": 100 + o}) for o in range(5, 10)]))
     import time
 
     time.sleep(0.15)
