@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sluice-installed
 
-.PHONY: setup kafka kafka-connect s3 spark opensearch schema-registry quickstart test unit integration bench lint clean
+.PHONY: setup kafka kafka-connect s3 spark opensearch schema-registry helm-tools quickstart test unit integration bench lint clean
 
 NATIVE_STAMP := $(VENV)/.sluice-native-installed
 
@@ -44,16 +44,21 @@ opensearch: setup
 schema-registry: setup
 	$(PY) -m deploy.schema_registry fetch
 
+# Helm and kubeconform built with `go install` from the Go module proxy, and the Kubernetes API's JSON
+# schemas made from k8s.io/kubernetes's swagger.json, cached under ~/.cache/sluice (the chart's tests).
+helm-tools: setup
+	$(PY) -m deploy.helm_tools fetch
+
 quickstart: setup kafka
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash deploy/quickstart/run.sh
 
-test: setup kafka kafka-connect s3 opensearch spark schema-registry
+test: setup kafka kafka-connect s3 opensearch spark schema-registry helm-tools
 	$(PY) -m pytest
 
 unit: setup
 	$(PY) -m pytest tests/unit
 
-integration: setup kafka kafka-connect s3 opensearch spark schema-registry
+integration: setup kafka kafka-connect s3 opensearch spark schema-registry helm-tools
 	$(PY) -m pytest tests/integration
 
 bench: setup kafka

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from worker.cli_apply import apply, export, test_command
 from worker.cli_backfill import backfill
 from worker.cli_connectors import connectors
 from worker.logcontext import configure_logging
@@ -23,6 +24,7 @@ def main() -> None:
       sluice distributed cluster.properties           ... or join a cluster of workers
       curl localhost:8083/connectors                  talk to it over the Connect REST API
       sluice connectors status my-connector           ... or with this CLI
+      sluice apply connectors/ --diff --dry-run       keep connector configs in git
     """
 
 
@@ -89,6 +91,9 @@ def plugins(show_all: bool, plugin_path: str) -> None:
 
 main.add_command(connectors)
 main.add_command(backfill)
+main.add_command(apply)
+main.add_command(export)
+main.add_command(test_command, name="test")
 
 
 def _attach_dev() -> None:
