@@ -64,9 +64,11 @@ integration: setup kafka kafka-connect s3 opensearch spark schema-registry helm-
 bench: setup kafka
 	$(PY) -m benchmarks.run
 
+# ruff, mypy, and the layer contracts of pyproject.toml's [tool.importlinter] (DESIGN.md's layers).
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy connectors converters offsets worker rest plugins deploy
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) .sluice .pytest_cache native/target

@@ -63,7 +63,7 @@ def sink_config(args: argparse.Namespace, max_open: int) -> dict[str, str]:
 
 
 def measure(args: argparse.Namespace, max_open: int) -> dict[str, Any]:
-    from connectors.api import SinkRecord, TopicPartition
+    from connectors.api import SinkRecord, SinkRecordBatch, TopicPartition
     from connectors.sink.s3 import S3SinkTask
 
     task = S3SinkTask()
@@ -80,7 +80,7 @@ def measure(args: argparse.Namespace, max_open: int) -> dict[str, Any]:
         for o in range(offset, min(total, offset + 500)):
             directory = (o // args.run) % args.directories
             batch.append(SinkRecord("t", 0, o, {"dir": directory, "o": o, "pad": pad}, timestamp=T0 + directory * HOUR))
-        task.put(batch)
+        task.put(SinkRecordBatch.of(batch))
         offset += len(batch)
         del batch
         peak_buffered = max(peak_buffered, task.memory_bytes)

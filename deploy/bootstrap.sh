@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system tools Sluice's stack needs when they are missing: a JDK (17+), Maven,
-# PostgreSQL's server binaries (the tests run a private cluster) and openssl (TLS tests).
+# PostgreSQL's server binaries (the tests run a private cluster), openssl (TLS tests) and
+# Prometheus (the metrics tests scrape a worker with it).
 # Everything else comes from PyPI (into .venv) and Maven Central (via mvn, cached in ~/.m2).
 set -euo pipefail
 
@@ -14,6 +15,8 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 # MariaDB server binaries for the JDBC tests; they start a private server (deploy/mariadb.py).
 { command -v mariadbd || [[ -x /usr/sbin/mariadbd ]]; } >/dev/null 2>&1 || missing+=(mariadb-server)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+# Prometheus (and promtool) for the metrics tests: they start a private server that scrapes a worker.
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]] && ! command -v sudo >/dev/null 2>&1; then

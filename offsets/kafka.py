@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from offsets.base import JsonMap, OffsetStoreError, encode_offset, offset_key, parse_offset_key, partition_identity
+from offsets.kafka_log import KafkaLog
 from offsets.memory import MemoryOffsetStore
 
 
@@ -29,9 +30,6 @@ class KafkaOffsetStore(MemoryOffsetStore):
         consumer_overrides: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        # Imported here so that offsets/ stays importable without the worker package.
-        from worker.distributed.kafka_log import KafkaLog
-
         self.topic = topic
         self._log = KafkaLog(
             topic,

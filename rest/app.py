@@ -10,9 +10,10 @@ from rest.authz import AccessControlMiddleware, AccessPolicy
 from rest.errors import install_error_handlers
 from rest.logger_levels import LoggerLevels
 from rest.middleware import RequestHeadersMiddleware, RequestLimitsMiddleware
-from rest.routes import backfills, connectors, loggers, offsets, plugins, root
+from rest.routes import backfills, connectors, loggers, metrics, offsets, plugins, root
 from rest.settings import RestSettings
 from worker.herder import Herder
+from worker.metrics import MetricsCollector
 
 
 def create_app(herder: Herder, settings: RestSettings | None = None) -> FastAPI:
@@ -36,8 +37,10 @@ def create_app(herder: Herder, settings: RestSettings | None = None) -> FastAPI:
     app.state.rest_settings = settings
     app.state.logger_levels = LoggerLevels()
     app.state.access_policy = policy
+    app.state.metrics = MetricsCollector(herder)
     install_error_handlers(app)
     app.include_router(root.router)
+    app.include_router(metrics.router)
     app.include_router(connectors.router)
     app.include_router(offsets.router)
     app.include_router(plugins.router)

@@ -106,6 +106,7 @@ _LIST = Rule(Permission.LIST)
 #: (method, route path template) → rule, for every route the app serves. ``HEAD`` uses the ``GET`` rule.
 ACCESS_RULES: Mapping[tuple[str, str], Rule] = {
     ("GET", "/health"): Rule(Permission.OPEN),
+    ("GET", "/metrics"): _VIEW,
     ("GET", "/"): _LIST,
     ("GET", "/openapi.json"): _VIEW,
     ("GET", "/docs"): _VIEW,

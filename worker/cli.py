@@ -45,6 +45,7 @@ def standalone(worker_config: str, connector_configs: tuple[str, ...], log_level
 
     SIGTERM or Ctrl-C stops the worker cleanly: tasks flush and commit their offsets.
     """
+    # Here: the client commands start without loading the worker and its REST server.
     from worker.standalone_main import run_standalone
 
     configure_logging(log_level)
@@ -67,6 +68,7 @@ def distributed(worker_config: str, log_level: str) -> None:
     any REST call. Missing internal topics are created (compacted). SIGTERM leaves the
     group at once, so the others take over without waiting for the session timeout.
     """
+    # Here: the client commands start without loading the worker and its REST server.
     from worker.distributed.main import run_distributed
 
     configure_logging(log_level)
@@ -78,7 +80,7 @@ def distributed(worker_config: str, log_level: str) -> None:
 @click.option("--plugin-path", default="", help="Comma-separated extra plugin directories.")
 def plugins(show_all: bool, plugin_path: str) -> None:
     """List installed plugins with their type and version."""
-    from plugins import PluginKind, PluginRegistry
+    from plugins import PluginKind, PluginRegistry  # here: this command's name hides the package up top
 
     registry = PluginRegistry([p for p in plugin_path.split(",") if p])
     kinds = None if show_all else [PluginKind.SOURCE, PluginKind.SINK]

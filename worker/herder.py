@@ -31,6 +31,32 @@ class Forbidden(ConnectError):
     """The worker's configuration disallows the request (e.g. topic tracking is off): HTTP 403."""
 
 
+#: How long a herder may go without completing a loop (distributed: a tick; standalone: getting
+#: hold of its lock) before ``GET /health`` calls the worker unhealthy. Connect's health check
+#: waits as long for its herder thread.
+HEALTH_TIMEOUT_S = 10.0
+
+HEALTHY_MESSAGE = "Worker has completed startup and is ready to handle requests."
+STARTING_MESSAGE = "Worker is still starting up."
+
+
+@dataclass(frozen=True)
+class Health:
+    """KIP-1017's answer: ``status`` is ``healthy``, ``starting`` or ``unhealthy``; ``message`` says why."""
+
+    status: str
+    message: str
+
+    @property
+    def http_status(self) -> int:
+        """200 healthy, 503 starting, 500 unhealthy (Connect's codes)."""
+        return {"healthy": 200, "starting": 503}.get(self.status, 500)
+
+
+HEALTHY = Health("healthy", HEALTHY_MESSAGE)
+STARTING = Health("starting", STARTING_MESSAGE)
+
+
 @dataclass
 class ConnectorInfo:
     """Connect's ``ConnectorInfo``: name, config, task ids and type."""
@@ -163,6 +189,11 @@ class Herder(abc.ABC):
     @abc.abstractmethod
     def validate_connector_config(self, plugin: str, config: Mapping[str, Any]) -> dict[str, Any]:
         """Connect's ``ConfigInfos`` for ``config`` validated as a ``plugin`` connector."""
+
+    def health(self) -> Health:
+        """``GET /health`` (KIP-1017). Called on a REST thread; returns within about
+        :data:`HEALTH_TIMEOUT_S` even when the herder is stuck."""
+        return HEALTHY if getattr(self, "ready", True) else STARTING
 
     def worker_settings(self) -> Mapping[str, Any]:
         """The worker's raw configuration (the REST layer reads its ``rest.*``/``listeners.*`` keys)."""

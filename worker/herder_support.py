@@ -17,6 +17,7 @@ from worker.outages import DegradedNotice
 from worker.restarts import TaskRestarter
 from worker.runners import WorkerTask
 from worker.status import ConnectorTaskId, State, Status, StatusStore
+from worker.task_metrics import StartupCounters
 from worker.worker import Worker
 
 T = TypeVar("T")
@@ -76,11 +77,24 @@ class TaskStatusReporting(abc.ABC):
         """Whether this worker's view of the task is current enough to report it stopped."""
         return True
 
+    @property
+    def _startups(self) -> StartupCounters:
+        """The worker's startup counters (``GET /metrics``); a listener without a worker keeps its own."""
+        worker = getattr(self, "worker", None)
+        if worker is not None:
+            return worker.startups  # type: ignore[no-any-return]
+        own = self.__dict__.get("_own_startups")
+        if own is None:
+            own = self.__dict__["_own_startups"] = StartupCounters()
+        return own  # type: ignore[no-any-return]
+
     def on_startup(self, task_id: ConnectorTaskId) -> None:
         self.restarter.on_started(task_id)
+        self._startups.task_started(task_id)
         self.status.put_task(task_id, Status(State.RUNNING, self.worker_id))
 
     def on_pause(self, task_id: ConnectorTaskId) -> None:
+        self._startups.task_started(task_id)
         self.status.put_task(task_id, Status(State.PAUSED, self.worker_id))
 
     def on_resume(self, task_id: ConnectorTaskId) -> None:
@@ -88,6 +102,7 @@ class TaskStatusReporting(abc.ABC):
 
     def on_failure(self, task_id: ConnectorTaskId, error: BaseException) -> None:
         trace = self._trace(task_id.connector, error)
+        self._startups.task_failed(task_id)
         failed = self._live_runner(task_id)
         scheduled = None
         if self._restarts_allowed(task_id) and not (failed is not None and failed.stopping):

@@ -16,7 +16,9 @@ the thread executor does. Two pipes connect it to the worker:
   go down (the fence every half second: a task process that stops hearing it, its worker frozen,
   holds its writes); the task's state changes
   (startup, pause, resume, degraded with its trace, recovered, failure with its trace, shutdown)
-  and the topics it used come up and reach the herder's listener as if the task ran in-process.
+  and the topics it used come up and reach the herder's listener as if the task ran in-process;
+  so do its error counters (when they change) and its ``GET /metrics`` snapshot (once a
+  second, :data:`METRICS_RELAY_S`), which a scrape of the worker then reads.
 * **offsets**: the worker's offset store stays single-writer in the worker process (the file
   store's file, the distributed store's producer); the child reads and writes it through calls
   answered by a thread of the runner.
@@ -47,6 +49,7 @@ from worker.log_levels import LOGGER_LEVELS, apply_logger_levels, set_logger_lev
 from worker.runners.base import TaskStatusListener
 from worker.runtime import parent_death_signal
 from worker.status import ConnectorTaskId, TargetState
+from worker.task_metrics import register as register_task_metrics
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,8 @@ _SPAWN = multiprocessing.get_context("spawn")
 #: process that stops hearing it (its worker frozen or stuck) keeps writing.
 FENCE_REFRESH_S = 0.5
 FENCE_SILENCE_S = 3.0
+#: How often a task process sends its metrics snapshot (:mod:`worker.task_metrics`) up.
+METRICS_RELAY_S = 1.0
 
 
 class RemoteTaskError(ConnectError):
@@ -92,6 +97,8 @@ class ProcessTaskRunner:
         self._stopping = threading.Event()
         self._killed = False
         self._metrics = RelayedErrorMetrics(task_id)  # what the status shows under "errors"
+        self._snapshot: dict[str, Any] | None = None  # the child's last metrics snapshot
+        register_task_metrics(task_id, self)
         self._send_lock = threading.Lock()
         # Logger levels set over the API so far, filled in by start() (the child gets them as it spawns).
         self._log_levels: list[tuple[str, int]] = []
@@ -171,6 +178,12 @@ class ProcessTaskRunner:
     def failed(self) -> bool:
         return self._failed
 
+    def metrics_snapshot(self) -> dict[str, Any] | None:
+        """The task's metrics as its process last sent them; ``None`` once it has ended."""
+        if self._process.exitcode is not None:
+            return None
+        return self._snapshot
+
     @property
     def pid(self) -> int | None:
         return self._process.pid
@@ -220,6 +233,8 @@ class ProcessTaskRunner:
                 self.active_topics.update(args[0])
             elif event == "metrics":
                 self._metrics.latest = args[0]
+            elif event == "task_metrics":
+                self._snapshot = args[0]
             elif event == "failure":
                 ended = self._failed = True
                 listener.on_failure(task_id, RemoteTaskError(args[0], args[1]))
@@ -433,6 +448,7 @@ def _child_main(
     tune_gc()  # the worker's process-wide settings, in this process too
     reported: set[str] = set()
     last_metrics: dict[str, int] = {}
+    next_snapshot = 0.0
     while not runner.await_stop(0):
         try:
             if control.poll(0.2):
@@ -458,6 +474,9 @@ def _child_main(
             reported |= runner.active_topics
             send(("topics", sorted(reported)))
         last_metrics = _relay_metrics(runner, last_metrics, send)
+        if time.monotonic() >= next_snapshot:
+            next_snapshot = time.monotonic() + METRICS_RELAY_S
+            send(("task_metrics", runner.metrics_snapshot()))
     if runner.active_topics - reported:
         send(("topics", sorted(runner.active_topics)))
     _relay_metrics(runner, last_metrics, send)

@@ -22,9 +22,19 @@ from connectors.api import (
 )
 from offsets import StoreOffsetReader
 from plugins import PluginKind
+from worker.connect_task_configs import as_connect_task_configs
 from worker.connector_offsets import SinkOffsets, SourceOffsets, parse_changes, sink_changes
-from worker.distributed.connect_task_configs import as_connect_task_configs
-from worker.herder import BadRequest, ConnectorInfo, ConnectorStateInfo, Herder, TaskInfo
+from worker.herder import (
+    HEALTH_TIMEOUT_S,
+    HEALTHY,
+    STARTING,
+    BadRequest,
+    ConnectorInfo,
+    ConnectorStateInfo,
+    Health,
+    Herder,
+    TaskInfo,
+)
 from worker.herder_support import (
     NOT_STOPPED_MESSAGE,
     PluginQueries,
@@ -89,6 +99,8 @@ class StandaloneHerder(TaskStatusReporting, PluginQueries, Herder):
         self._started = threading.Event()
         self._stopped = False
         self.restarter = TaskRestarter(worker.config.restart_policy)
+        #: How long ``GET /health`` waits for the herder's lock before calling the worker unhealthy.
+        self.health_timeout_s = HEALTH_TIMEOUT_S
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -117,6 +129,21 @@ class StandaloneHerder(TaskStatusReporting, PluginQueries, Herder):
     @property
     def ready(self) -> bool:
         return self._started.is_set() and not self._stopped
+
+    def health(self) -> Health:
+        """KIP-1017 for a standalone worker: starting until the herder has started; unhealthy while
+        an operation has held the herder for longer than :attr:`health_timeout_s` (every change
+        waits behind it)."""
+        if not self.ready:
+            return STARTING
+        if not self._lock.acquire(timeout=self.health_timeout_s):
+            return Health(
+                "unhealthy",
+                f"Worker was unable to handle this request within {self.health_timeout_s:g} s: its herder is busy "
+                "with another operation and may be unable to handle other requests.",
+            )
+        self._lock.release()
+        return HEALTHY
 
     @property
     def worker_id(self) -> str:
@@ -439,6 +466,7 @@ class StandaloneHerder(TaskStatusReporting, PluginQueries, Herder):
             self._restart_tasks(name, handle)
 
     def _start_instance(self, name: str, handle: _ConnectorHandle) -> bool:
+        self.worker.startups.connector_attempts += 1
         instance = self.worker.new_connector(handle.validated)
         try:
             instance.initialize(_ConnectorContext(self, name))
@@ -452,6 +480,7 @@ class StandaloneHerder(TaskStatusReporting, PluginQueries, Herder):
                 )
         except Exception as exc:
             log.error("Connector %s failed to start: %s", name, exc, exc_info=exc)
+            self.worker.startups.connector_failures += 1
             handle.instance = instance
             handle.task_configs = []
             self._stop_instance(name, handle)

@@ -78,8 +78,9 @@ class StandaloneWorker:
         self.rest = RestServer(create_app(self.herder, rest_settings), host, port)
 
     def start(self) -> None:
-        self.herder.start()
+        # The REST server first, as Connect's: GET /health answers 503 "starting" meanwhile (KIP-1017).
         self.rest.start()
+        self.herder.start()
 
     def stop(self) -> None:
         try:

@@ -142,6 +142,11 @@ class StatusStore:
         with self._lock:
             return {tid: s for tid, s in self._tasks.items() if tid.connector == connector}
 
+    def snapshot(self) -> tuple[dict[str, Status], dict[ConnectorTaskId, Status]]:
+        """Copies of every connector's and task's status (``GET /metrics`` counts them)."""
+        with self._lock:
+            return dict(self._connectors), dict(self._tasks)
+
     def forget(self, connector: str) -> None:
         with self._lock:
             self._connectors.pop(connector, None)

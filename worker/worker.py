@@ -34,13 +34,14 @@ from worker.local_paths import allowed_roots, check_local_paths, warn_if_unconfi
 from worker.masking import mask_text, register_config_secrets
 from worker.runners import SinkTaskRunner, SourceTaskRunner, TaskStatusListener, WorkerTask
 from worker.status import ConnectorTaskId, TargetState
+from worker.task_metrics import StartupCounters
 from worker.topic_creation import TopicCreationConfig, TopicCreator, has_topic_creation_keys
 from worker.transform_chain import build_chain
 
 log = logging.getLogger(__name__)
 
 #: Keys stored with task configs only because a Kafka Connect worker needs them (see
-#: worker/distributed/connect_task_configs.py); tasks never see them.
+#: worker/connect_task_configs.py); tasks never see them.
 _CONNECT_ONLY_TASK_KEYS = frozenset({"task.class"})
 
 
@@ -94,6 +95,8 @@ class Worker:
         warn_if_unconfined(config, self.connector_path_roots)
         # The worker's own client secrets (producer.sasl.jaas.config, ssl.key.password, …).
         register_config_secrets(config.raw)
+        #: Connector and task startups for ``GET /metrics`` (``connect-worker-metrics``).
+        self.startups = StartupCounters()
 
     # -- config providers -------------------------------------------------------------------------
 
@@ -221,7 +224,10 @@ class Worker:
         so a task config model that refuses unknown keys works in every mode.
         """
         task_config = {k: v for k, v in task_config.items() if k not in _CONNECT_ONLY_TASK_KEYS}
+        self.startups.task_attempt(task_id)
         if self.config.task_executor == "process":
+            # Here, not at the top: process_executor imports this module (a known cycle, listed in
+            # pyproject.toml's acyclic contract, to be removed).
             from worker.process_executor import ProcessTaskRunner
 
             return ProcessTaskRunner(  # type: ignore[return-value]  # the same interface, another process

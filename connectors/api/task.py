@@ -182,7 +182,7 @@ class SinkTask(Task):
     #: :attr:`~connectors.api.SinkRecordBatch.raw_values` only when no transform runs and the
     #: converter allows; the batch's ``values`` are then decoded on first read. The runtime does
     #: not check raw bytes: the task parses what it writes (or checks it, e.g. with
-    #: :func:`converters.json.first_malformed`), and raises
+    #: :func:`converters.json_documents.first_malformed`), and raises
     #: :class:`~connectors.api.UnusableRawValues` for what it cannot use, which the runtime
     #: delivers again decoded. The runtime reads it after :meth:`start`, so a task may set it on
     #: itself there when only some configurations write raw values.

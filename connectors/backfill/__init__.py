@@ -70,6 +70,13 @@ def run_job(provider: SparkSessionProvider, spec: Any, ctx: JobContext, *, boots
 
 
 def _dispatch(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> dict[str, Any]:
+    # Each kind's module is imported when a job of that kind runs: they need optional extras
+    # (psycopg, SQLAlchemy, boto3/pyarrow) that a worker running other kinds may not have.
+    if spec.kind == "jdbc_to_topic" and getattr(spec.target, "cdc", None) is not None:
+        # The CDC connector's snapshot records; cdc_topic builds on jdbc_topic, so it is chosen here.
+        from connectors.backfill.cdc_topic import run_cdc_snapshot
+
+        return run_cdc_snapshot(spark, spec, ctx, bootstrap)
     if spec.kind == "jdbc_to_topic":
         from connectors.backfill.jdbc_topic import run_jdbc_to_topic
 

@@ -44,11 +44,13 @@ from connectors.backfill.cdc_snapshot import (
 )
 from connectors.backfill.context import JobContext
 from connectors.backfill.jdbc_topic import TablePlan, measure, read_position, read_table, write_records
+from connectors.backfill.kafka_admin import ensure_topic
 from connectors.backfill.pg_position import libpq_params
+from connectors.jdbc_common.connection import to_sqlalchemy_url
 from connectors.source.postgres_cdc import catalog
 from connectors.source.postgres_cdc import types as pg
 from connectors.source.postgres_cdc.config import PostgresCdcConfig, PublicationMode
-from connectors.source.postgres_cdc.decoder import CONNECTOR, VERSION
+from connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
 from connectors.source.postgres_cdc.tables import Table
 from converters.json import JsonConverter
 
@@ -155,8 +157,6 @@ def parse_handoff(target: Any) -> CdcHandoff:
 def describe(source: Any, handoff: CdcHandoff) -> tuple[Table, str]:
     """The table as the CDC connector describes it, and the database the source reads; creates or
     updates the connector's publication (before the read position's slot exists)."""
-    from connectors.jdbc_common.connection import to_sqlalchemy_url
-
     password = source.connection_password.get_secret_value() if source.connection_password else None
     params = libpq_params(to_sqlalchemy_url(source.connection_url, source.connection_user, password))
     cfg = handoff.config
@@ -315,8 +315,6 @@ def run_cdc_snapshot(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> 
     query = read_sql(table, conversions, partition)
     expected = target.partitions or source.num_partitions
     with ThreadPoolExecutor(1, thread_name_prefix="backfill-topic") as pool:
-        from connectors.backfill.kafka_admin import ensure_topic
-
         topic_future = pool.submit(ensure_topic, bootstrap, table.topic, expected, target.replication_factor)
         with read_position(source, plan) as point:
             assert point is not None  # cdc.position=required

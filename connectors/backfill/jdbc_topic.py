@@ -37,6 +37,9 @@ from connectors.backfill.pg_position import (
     libpq_params,
     logical_decoding_available,
 )
+from connectors.jdbc_common.connection import create_engine, to_sqlalchemy_url
+from connectors.jdbc_common.types import NumericMapping, column_schema, timezone
+from converters.json import JsonConverter
 
 logger = logging.getLogger(__name__)
 
@@ -78,9 +81,6 @@ def plan_table(source: Any) -> TablePlan:
     """Reflect ``source.table``: columns, schemas, key and partition column (no bounds or count yet)."""
     from sqlalchemy import MetaData, Table
     from sqlalchemy import types as t
-
-    from connectors.jdbc_common.connection import create_engine, to_sqlalchemy_url
-    from connectors.jdbc_common.types import NumericMapping, column_schema, timezone
 
     password = source.connection_password.get_secret_value() if source.connection_password else None
     url = to_sqlalchemy_url(source.connection_url, source.connection_user, password)
@@ -143,8 +143,6 @@ def measure(source: Any, plan: TablePlan, point: ConsistentPoint | None) -> Tabl
     """The partition column's bounds and the row count, read in ``point``'s snapshot when given."""
     from sqlalchemy import column, func, select, table
 
-    from connectors.jdbc_common.connection import create_engine, to_sqlalchemy_url
-
     password = source.connection_password.get_secret_value() if source.connection_password else None
     engine = create_engine(to_sqlalchemy_url(source.connection_url, source.connection_user, password), db_timezone=source.db_timezone)
     schema_name, _, name = plan.table.rpartition(".")
@@ -185,8 +183,6 @@ def read_position(source: Any, plan: TablePlan) -> Iterator[ConsistentPoint | No
             raise ConfigError("source.cdc.slot.name: cannot be used with cdc.position=off", key="source.cdc.slot.name")
         yield None
         return
-    from connectors.jdbc_common.connection import to_sqlalchemy_url
-
     password = source.connection_password.get_secret_value() if source.connection_password else None
     params = libpq_params(to_sqlalchemy_url(source.connection_url, source.connection_user, password))
     strict = mode == "required" or bool(source.cdc_slot_name)
@@ -221,8 +217,6 @@ def jdbc_url(connection_url: str) -> str:
     """The JDBC spelling Spark needs (a SQLAlchemy ``postgresql://`` URL is translated)."""
     if connection_url.startswith("jdbc:"):
         return connection_url
-    from connectors.jdbc_common.connection import to_sqlalchemy_url
-
     url = to_sqlalchemy_url(connection_url)
     backend = url.get_backend_name()
     if backend not in ("postgresql", "mysql"):
@@ -275,8 +269,6 @@ def read_table(
 
 def records_frame(df: Any, source: Any, target: Any, plan: TablePlan, partitions: int) -> Any:
     """``key``, ``value`` (and ``partition``) columns of Connect JSON bytes."""
-    from converters.json import JsonConverter
-
     value_conv = JsonConverter()
     value_conv.configure({"schemas.enable": target.value_converter_schemas_enable, "decimal.format": target.value_converter_decimal_format}, False)
     key_conv = JsonConverter()
@@ -299,11 +291,6 @@ def records_frame(df: Any, source: Any, target: Any, plan: TablePlan, partitions
 def run_jdbc_to_topic(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> dict[str, Any]:
     """Run one JDBC → topic backfill; return a summary for the status."""
     source, target = spec.source, spec.target
-    if getattr(target, "cdc", None) is not None:
-        # The CDC connector's snapshot records (see connectors.backfill.cdc_topic).
-        from connectors.backfill.cdc_topic import run_cdc_snapshot
-
-        return run_cdc_snapshot(spark, spec, ctx, bootstrap)
     plan = plan_table(source)
     # The table is valid: the topic is made while the read position and the bounds are taken.
     with ThreadPoolExecutor(1, thread_name_prefix="backfill-topic") as pool:

@@ -21,21 +21,20 @@ from typing import Any, cast
 from connectors.backfill.context import JobContext
 from connectors.backfill.errors import BackfillJobError
 from connectors.backfill.kafka_admin import ensure_topic
+from connectors.s3_common.formats import FormatSettings, make_format
+from connectors.s3_common.storage import S3Storage
+from connectors.source.s3.config import S3SourceConfig
+from connectors.source.s3.task import decode_headers
 
 logger = logging.getLogger(__name__)
 
 
 def _source_config(source: Any) -> Any:
-    from connectors.source.s3.config import S3SourceConfig
-
     return S3SourceConfig.parse({**source.config, "topics": ",".join(source.topics)})
 
 
 def list_archive(source: Any) -> list[tuple[str, int, list[str]]]:
     """``(topic, kafka partition, object keys in offset order)`` of every archived partition."""
-    from connectors.s3_common.formats import make_format
-    from connectors.s3_common.storage import S3Storage
-
     cfg = _source_config(source)
     layout = cfg.layout()
     extension = make_format(cfg.format_settings()).extension
@@ -65,11 +64,7 @@ def replay_partition_function(
     def run(groups: Iterable[tuple[str, int, list[str]]]) -> Iterator[tuple[int, int]]:
         from confluent_kafka import KafkaException, Producer
 
-        from connectors.s3_common.formats import FormatSettings, make_format
-        from connectors.s3_common.storage import S3Storage
-        from connectors.source.s3.config import S3SourceConfig
-        from connectors.source.s3.task import decode_headers
-        from plugins import PluginRegistry
+        from plugins import PluginRegistry  # the runtime's registry: see pyproject's layers contract
 
         cfg = S3SourceConfig.parse({**source_config, "topics": ",".join(topics)})
         layout = cfg.layout()

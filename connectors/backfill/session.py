@@ -108,6 +108,7 @@ class SparkSessionProvider:
     def _extra_jars(self) -> list[str]:
         if not self._fetch_jars:
             return []
+        # Only the CLI may import deploy: a breach listed in pyproject.toml's contracts, to be removed.
         from deploy.spark import SparkJarsError, ensure_spark_jars, spark_jars
 
         try:

@@ -60,6 +60,8 @@ class InProcessSink:
     """One task of the sink connector ``config`` (a ``POST /connectors`` config) over given records."""
 
     def __init__(self, name: str, config: Mapping[str, Any], bootstrap_servers: str) -> None:
+        # The runtime (a Worker validates the config and builds the task): a layer breach listed in
+        # pyproject.toml's contracts, to be removed when this runner moves to worker/backfill.
         from offsets import MemoryOffsetStore
         from plugins import PluginRegistry
         from worker.config import WorkerConfig

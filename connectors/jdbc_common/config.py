@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator
 
 from connectors.api import ConfigError, PluginConfig
+from connectors.jdbc_common.types import timezone
 
 
 def split_list(value: Any) -> Any:
@@ -51,8 +52,6 @@ class JdbcConnectionConfig(PluginConfig):
     @field_validator("db_timezone")
     @classmethod
     def _known_timezone(cls, value: str) -> str:
-        from connectors.jdbc_common.types import timezone
-
         try:
             timezone(value)
         except Exception:

@@ -618,7 +618,7 @@ def _read_native(pa: Any, raws: list[bytes], schema: Any) -> Any:
     Like pyarrow's reader given ``schema``: members the values lack are nulls, a member missing
     from ``schema`` refuses the batch, and integers in a double field become doubles (the nearest
     one, as parsing their digits as a double gives)."""
-    from converters import json_arrow
+    from converters import json_arrow  # here: importing it loads pyarrow (the s3 extra)
 
     table = json_arrow.read_flat_objects(raws)
     if table is None:

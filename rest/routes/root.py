@@ -25,7 +25,7 @@ def worker_info(herder: HerderDep) -> dict[str, Any]:
 
 @router.get("/health", summary="Readiness and liveness")
 def health(herder: HerderDep) -> JSONResponse:
-    ready = getattr(herder, "ready", True)
-    if ready:
-        return JSONResponse({"status": "healthy", "message": "Worker has completed startup and is ready to handle requests."})
-    return JSONResponse({"status": "starting", "message": "Worker is still starting up."}, status_code=503)
+    """KIP-1017: 200 healthy; 503 while the worker starts; 500 when its herder is stuck or it has
+    lost contact with the Kafka cluster, with the reason in ``message``."""
+    report = herder.health()
+    return JSONResponse({"status": report.status, "message": report.message}, status_code=report.http_status)

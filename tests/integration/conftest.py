@@ -22,6 +22,7 @@ from deploy.kafka_stack import DEFAULT_KAFKA_VERSION, KafkaBroker, KafkaStackErr
 from tests.integration.mariadb_fixtures import mariadb_db_fixture, mariadb_server_fixture  # noqa: F401
 from tests.integration.opensearch_fixtures import opensearch  # noqa: F401
 from tests.integration.postgres_fixtures import postgres_db_fixture, postgres_server_fixture  # noqa: F401
+from tests.integration.prometheus_fixtures import prometheus  # noqa: F401
 from tests.integration.s3_fixtures import s3, s3_bucket  # noqa: F401
 from tests.integration.schema_registry_fixtures import schema_registry  # noqa: F401
 from tests.integration.spark_fixtures import backfills, spark_provider  # noqa: F401

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from deploy.postgres import PostgresError, PostgresServer
@@ -41,9 +42,18 @@ def postgres_server_fixture() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture(name="postgres_db")
-def postgres_db_fixture(postgres: PostgresServer) -> str:
-    """A fresh, empty database of the session server; returns its SQLAlchemy URL."""
-    return postgres.create_database(f"test_{uuid.uuid4().hex[:10]}")
+def postgres_db_fixture(postgres: PostgresServer) -> Iterator[str]:
+    """A fresh, empty database of the session server; yields its SQLAlchemy URL.
+
+    Replication slots a test left in it (a CDC connector keeps its slot when it stops, as
+    Debezium's does) are dropped afterwards: the session server has a fixed number of them."""
+    name = f"test_{uuid.uuid4().hex[:10]}"
+    yield postgres.create_database(name)
+    with psycopg.connect(postgres.dsn("postgres"), autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = %s AND NOT active",
+            (name,),
+        )
 
 
 @pytest.fixture(name="private_postgres")

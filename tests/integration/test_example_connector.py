@@ -66,9 +66,9 @@ def test_the_package_passes_its_connector_kit_tests(example: tuple[Path, dict[st
     )
     assert run.returncode == 0, run.stdout[-5000:] + run.stderr[-2000:]
     summary = run.stdout.strip().splitlines()[-1]
-    # At least the kit's 6 source and 5 sink checks and the package's own test ran, none skipped.
+    # Every check of the kit ran on the package's connectors (6 for the source, 5 for the sink), none skipped.
     passed = re.match(r"(\d+) passed in ", summary)
-    assert passed is not None and int(passed.group(1)) >= 12, summary
+    assert passed is not None and int(passed.group(1)) >= 11, summary
 
 
 def _wait_for(probe: Any, timeout: float, what: str) -> Any:

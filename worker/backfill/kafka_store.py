@@ -9,7 +9,7 @@ is one record there::
 Not in the config topic: a Kafka Connect worker reading that topic logs every key it does not know
 as an error. An earlier Sluice did keep jobs there (``legacy_topic``): they are still read, a job
 written again moves to the new topic, and moving or deleting one tombstones its old record. Each
-worker follows the topic with its own :class:`~worker.distributed.kafka_log.KafkaLog` and keeps
+worker follows the topic with its own :class:`~offsets.kafka_log.KafkaLog` and keeps
 the jobs in memory; a write waits until the worker has read it back, so a ``GET`` after a
 ``POST`` on the same worker sees the job.
 
@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from offsets.kafka_log import KafkaLog
 from worker.backfill.store import JobMapReads, StoredJob
 
 log = logging.getLogger(__name__)
@@ -62,8 +63,6 @@ class KafkaBackfillStore(JobMapReads):
         legacy_topic: str | None = None,
     ) -> None:
         if log_factory is None:
-            from worker.distributed.kafka_log import KafkaLog
-
             log_factory = KafkaLog
         self.topic = topic
         self._timeout = timeout

@@ -29,9 +29,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from connectors.api import AlreadyExistsError, ConfigError, NotFoundError
+from connectors.backfill import cancel_job, run_job
+from connectors.backfill.errors import BackfillCancelled
+from connectors.backfill.session import SparkSessionProvider
+from worker.backfill.kafka_store import KafkaBackfillStore
 from worker.backfill.models import JobState, RunStatus, masked_spec, parse_spec, spec_to_json
 from worker.backfill.progress import RunTracker
-from worker.backfill.store import BackfillStore, MemoryBackfillStore, StoredJob
+from worker.backfill.store import BackfillStore, FileBackfillStore, MemoryBackfillStore, StoredJob
 from worker.herder import BadRequest, Conflict
 
 logger = logging.getLogger(__name__)
@@ -41,16 +45,12 @@ JobRunner = Callable[[Any, Any, RunTracker, str], dict[str, Any]]
 
 
 def spark_runner(provider: Any, spec: Any, tracker: RunTracker, bootstrap: str) -> dict[str, Any]:
-    from connectors.backfill import run_job
-
     return run_job(provider, spec, tracker, bootstrap_servers=bootstrap)
 
 
 def spark_canceller(provider: Any, job_group: str) -> None:
     if provider is None:
         return
-    from connectors.backfill import cancel_job
-
     cancel_job(provider, job_group)
 
 
@@ -90,8 +90,6 @@ class BackfillManager:
         and ``backfill.spark.*`` (Spark confs, e.g. ``backfill.spark.master=local[4]``)."""
         from pathlib import Path
 
-        from worker.backfill.store import FileBackfillStore
-
         path = settings.get("backfill.storage.file.filename")
         if not path and settings.get("offset.storage.file.filename"):
             path = str(Path(str(settings["offset.storage.file.filename"])).with_name("backfills.json"))
@@ -120,8 +118,6 @@ class BackfillManager:
     ) -> BackfillManager:
         """A member of a distributed cluster: jobs in ``topic`` (its ``sluice.storage.topic``; an
         earlier Sluice's in ``legacy_topic``, the config topic, are read too), schedules fired by the leader."""
-        from worker.backfill.kafka_store import KafkaBackfillStore
-
         store = KafkaBackfillStore(
             topic, bootstrap_servers, client_id=client_id, producer_overrides=producer_overrides, consumer_overrides=consumer_overrides,
             legacy_topic=legacy_topic,
@@ -361,8 +357,6 @@ class BackfillManager:
 
     def _provider_for_run(self) -> Any:
         if self._provider is None and self._runner is spark_runner:
-            from connectors.backfill.session import SparkSessionProvider
-
             self._provider = SparkSessionProvider(self._spark_confs)
         return self._provider
 
@@ -376,8 +370,6 @@ class BackfillManager:
         thread.start()
 
     def _run(self, job_id: str, spec: Any, tracker: RunTracker) -> None:
-        from connectors.backfill.errors import BackfillCancelled
-
         tracker.set_state(JobState.RUNNING)
         logger.info("Backfill %s (%s) started as run %s", job_id, spec.kind, tracker.run_id)
         try:

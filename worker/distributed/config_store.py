@@ -42,9 +42,9 @@ from typing import Any
 import orjson
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from offsets.kafka_log import KafkaLog, KafkaLogError
 from worker.distributed.assignor import CONNECTOR, Item
 from worker.distributed.forwarding import NoLeader
-from worker.distributed.kafka_log import KafkaLog, KafkaLogError
 from worker.log_levels import apply_cluster_logger_level
 from worker.status import TargetState
 

@@ -7,7 +7,7 @@ Three threads matter:
   topic or the group changes, it (1) stops everything if the worker lost contact with the group,
   (2) if this worker is the leader, plans the assignment and writes it, (3) makes the work running
   here match the latest assignment, configs and target states, and (4) performs restart requests;
-* the readers of the config, status and offset topics (:mod:`worker.distributed.kafka_log`);
+* the readers of the config, status and offset topics (:mod:`offsets.kafka_log`);
 * the group membership thread (:mod:`worker.distributed.membership`).
 
 REST calls run on the server's threads: reads come from this worker's copies of the topics;
@@ -35,10 +35,10 @@ from connectors.api import (
 from offsets import StoreOffsetReader
 from offsets.kafka import KafkaOffsetStore
 from plugins import PluginKind
+from worker.connect_task_configs import as_connect_task_configs
 from worker.distributed.assignor import CONNECTOR, Item, plan
 from worker.distributed.config import DistributedConfig
 from worker.distributed.config_store import Assignment, ConfigSnapshot, ConfigStore
-from worker.distributed.connect_task_configs import as_connect_task_configs
 from worker.distributed.forwarding import (
     ALGORITHM,
     ALGORITHM_HEADER,
@@ -50,7 +50,7 @@ from worker.distributed.forwarding import (
 from worker.distributed.membership import GroupMembership
 from worker.distributed.requests import ClusterRequests
 from worker.distributed.status_store import KafkaStatusStore
-from worker.herder import BadRequest, Herder
+from worker.herder import HEALTH_TIMEOUT_S, HEALTHY, STARTING, BadRequest, Health, Herder
 from worker.herder_support import (
     PluginQueries,
     TaskStatusReporting,
@@ -159,6 +159,11 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, ClusterRequests, Her
         self._last_seen: dict[str, float] = {}  # worker → wall-clock time it was last in the group
         self._next_deadline: float | None = None  # wall clock: when the leader must plan again
         self._cluster_id: str | None = None
+        #: ``GET /health``: when the tick thread last finished a tick, whether this worker has been
+        #: in contact with its group yet, and how long a tick may take before the worker is unhealthy.
+        self._ticked_at = time.monotonic()
+        self._joined = False
+        self.health_timeout_s = HEALTH_TIMEOUT_S
         #: Run once the stores are up / before they stop (the backfill manager: rest/routes/backfills.py).
         self.after_start: list[Callable[[], None]] = []
         self.before_stop: list[Callable[[], None]] = []
@@ -214,9 +219,41 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, ClusterRequests, Her
     def ready(self) -> bool:
         return self._started.is_set() and not self._stopping.is_set()
 
+    def health(self) -> Health:
+        """KIP-1017: starting until the worker has first been in contact with its group; unhealthy
+        when the tick thread has not finished a tick within :attr:`health_timeout_s`, or when the
+        worker has lost contact with the Kafka cluster (it then runs no work)."""
+        if not self.ready or not self._joined:
+            return STARTING
+        if not self.membership.in_contact:  # first: a tick that waits for Kafka is a symptom of this
+            return Health(
+                "unhealthy",
+                f"Worker {self._worker_id} has lost contact with the Kafka cluster at {self.config.bootstrap_servers}: "
+                f"it is not an active member of group {self.config.group_id}, so it runs no connectors or tasks.",
+            )
+        stalled = time.monotonic() - self._ticked_at
+        if stalled > self.health_timeout_s:
+            return Health(
+                "unhealthy",
+                f"The herder thread of worker {self._worker_id} has not completed a tick for {stalled:.1f} s "
+                f"(limit {self.health_timeout_s:g} s); the worker may be unable to handle other requests.",
+            )
+        return HEALTHY
+
     @property
     def worker_id(self) -> str:
         return self._worker_id
+
+    def rebalance_metrics(self) -> dict[str, float]:
+        """Connect's ``connect-worker-rebalance-metrics`` (numeric attributes) for ``GET /metrics``."""
+        membership = self.membership
+        assigned_at = membership.assigned_at
+        return {
+            "completed-rebalances-total": membership.completed_rebalances,
+            "rebalancing": 0 if membership.in_contact else 1,
+            "epoch": self._generation(),
+            "time-since-last-rebalance-ms": -1 if assigned_at is None else max(0.0, (time.time() - assigned_at) * 1000),
+        }
 
     def backfill_cluster(self) -> dict[str, Any]:
         """Where backfill jobs live in this cluster and who fires schedules (:meth:`BackfillManager.for_cluster`)."""
@@ -266,6 +303,7 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, ClusterRequests, Her
             except Exception:
                 log.exception("Herder tick failed; retrying")
                 time.sleep(TICK_S)
+            self._ticked_at = time.monotonic()
 
     def _tick(self) -> None:
         if not self.membership.in_contact:
@@ -283,6 +321,7 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, ClusterRequests, Her
             # (Re)joined: catch up before acting, so we never act on an assignment older than the group's.
             self.configs.read_to_end(self.config.worker_sync_timeout_ms / 1000)
             self._in_contact = True
+            self._joined = True
             log.info("In contact with group %s", self.config.group_id)
         if self.membership.is_leader:
             self._lead()
@@ -511,6 +550,7 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, ClusterRequests, Her
         running = _RunningConnector(version=snapshot.versions.get(name, 0), target=target)
         self._connectors[name] = running
         instance: Connector | None = None
+        self.worker.startups.connector_attempts += 1
         try:
             running.validated = self.worker.validate(snapshot.connectors[name])
             instance = self.worker.new_connector(running.validated)
@@ -519,6 +559,7 @@ class DistributedHerder(TaskStatusReporting, PluginQueries, ClusterRequests, Her
             call_with_timeout(lambda: instance.start(validated.own), f"start connector {name}", name)  # type: ignore[union-attr]
         except Exception as exc:
             log.error("Connector %s failed to start: %s", name, exc, exc_info=exc)
+            self.worker.startups.connector_failures += 1
             if instance is not None:
                 self._stop_instance(name, instance)
             self.status.put_connector(name, Status(State.FAILED, self._worker_id, trace=self._trace(name, exc)))

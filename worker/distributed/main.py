@@ -59,11 +59,13 @@ class DistributedWorker:
         self.rest = RestServer(create_app(self.herder, rest_settings), host, port)
 
     def start(self) -> None:
+        # The REST server first, as Connect's: GET /health answers 503 "starting" until the worker
+        # has joined its group (KIP-1017), and writes are refused until the herder is ready.
+        self._rest_started = True
+        self.rest.start()
         ensure_topics(self.admin, internal_topics(self.config))
         self._herder_started = True
         self.herder.start()
-        self._rest_started = True
-        self.rest.start()
 
     def stop(self) -> None:
         try:

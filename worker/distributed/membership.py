@@ -77,6 +77,8 @@ class GroupMembership:
         self._last_contact = time.monotonic()
         #: Wall-clock time of the last assignment (rebalance) this worker took part in, or None.
         self.assigned_at: float | None = None
+        #: Assignments received so far (``completed-rebalances-total``).
+        self.completed_rebalances = 0
         self._joined_as_leader = False
         self._last_stats: float | None = None
         # After this process was frozen (SIGSTOP, a long GC pause, a starved VM), librdkafka may
@@ -147,6 +149,7 @@ class GroupMembership:
             self._suspect_until = None
             self._last_contact = time.monotonic()
             self.assigned_at = time.time()
+            self.completed_rebalances += 1
         if changed:
             log.info("Joined group %s as %s", self.group_id, "the leader" if leader else "a follower")
         self._on_change()

@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from worker.distributed.kafka_log import KafkaLog
+from offsets.kafka_log import KafkaLog
 from worker.status import ConnectorTaskId, State, Status, StatusStore
 
 log = logging.getLogger(__name__)

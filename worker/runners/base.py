@@ -23,6 +23,7 @@ from worker.outages import (
     kafka_system,
 )
 from worker.status import ConnectorTaskId, TargetState
+from worker.task_metrics import TaskMetrics, register
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,9 @@ class WorkerTask(abc.ABC):
     itself does happens on the runner thread.
     """
 
+    #: Which Connect metric group the runner's counters are in (``source`` or ``sink``).
+    metrics_kind = "source"
+
     def __init__(
         self,
         task_id: ConnectorTaskId,
@@ -78,6 +82,9 @@ class WorkerTask(abc.ABC):
         self.outages = OutageTracker(degraded_after_ms / 1000, self._report_degraded, self._report_recovered)
         self._kafka = kafka_system("?")
         self._thread = threading.Thread(target=self._run, name=f"task-{task_id}", daemon=True)
+        #: Counters for ``GET /metrics``, bumped once per batch on the runner thread.
+        self.metrics = TaskMetrics(self.metrics_kind)
+        register(task_id, self)
 
     # -- control (herder thread) ------------------------------------------------------------------
 
@@ -113,6 +120,13 @@ class WorkerTask(abc.ABC):
     @property
     def stopping(self) -> bool:
         return self._stopping.is_set()
+
+    def metrics_snapshot(self) -> dict[str, Any] | None:
+        """The task's metrics (:mod:`worker.task_metrics`), or ``None`` once its thread has ended."""
+        if not self._thread.is_alive():
+            return None
+        retry = getattr(self, "retry", None)
+        return self.metrics.snapshot(retry.metrics() if retry is not None else None)
 
     @property
     def failed(self) -> bool:
@@ -163,6 +177,7 @@ class WorkerTask(abc.ABC):
         if self._target is not TargetState.PAUSED:
             return not self.stopping
         self._listener.on_pause(self.id)
+        self.metrics.paused(True)
         self._on_paused()
         with self._cond:
             while self._target is TargetState.PAUSED and not self.stopping:
@@ -175,6 +190,7 @@ class WorkerTask(abc.ABC):
                         self._cond.acquire()
         if self.stopping:
             return False
+        self.metrics.paused(False)
         self._on_resumed()
         self._listener.on_resume(self.id)
         trace = self.outages.trace

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
+import orjson
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
@@ -41,6 +42,7 @@ from worker.errors import (
 from worker.outages import DEFAULT_DEGRADED_AFTER_MS
 from worker.runners.base import TaskStatusListener, WorkerTask
 from worker.status import ConnectorTaskId, TargetState
+from worker.task_metrics import consumer_lag
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +136,8 @@ class SinkTaskRunner(WorkerTask):
     A crash between 4 and 6 re-delivers the records since the last commit: duplicates, never loss.
     """
 
+    metrics_kind = "sink"
+
     def __init__(
         self,
         task_id: ConnectorTaskId,
@@ -195,6 +199,7 @@ class SinkTaskRunner(WorkerTask):
         self._decode_until: dict[TopicPartition, int] = {}
         self._missing_topics: set[str] = set()  # subscribed topics reported missing (warned once each)
         self._sink_system = f"the system {type(task).__name__} writes to"
+        self._read_committed = str(self._consumer_config.get("isolation.level", "")).lower() == "read_committed"
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -227,6 +232,18 @@ class SinkTaskRunner(WorkerTask):
         if wanted is ValueFormat.CONNECT or self._transform is not None:
             return False
         return wanted is ValueFormat.RAW_BYTES or self._value_converter.wire_format().schemaless_json
+
+    def _on_kafka_stats(self, stats_json: str) -> None:
+        """Also the consumer lag for ``GET /metrics`` (once per statistics interval, not per batch)."""
+        super()._on_kafka_stats(stats_json)
+        if self._target is TargetState.PAUSED:
+            return  # paused partitions are not fetched, so their ends go stale: _while_paused asks
+        try:
+            stats = orjson.loads(stats_json)
+        except orjson.JSONDecodeError:
+            return
+        positions = {(tp.topic, tp.partition): offset for tp, offset in self._consumed.items()}
+        self.metrics.lag = consumer_lag(stats, positions, self._read_committed)
 
     def _on_client_error(self, err: KafkaError) -> None:
         if not self._kafka_unreachable(err):
@@ -261,6 +278,7 @@ class SinkTaskRunner(WorkerTask):
         self._assign_from_committed(consumer, partitions)
         tps = [TopicPartition(p.topic, p.partition) for p in partitions]
         self.assignment.update(tps)
+        self.metrics.partitions = len(self.assignment)
         log.info("Assigned partitions %s", ", ".join(f"{t.topic}-{t.partition}" for t in tps))
         self.task.open(tps)
 
@@ -299,6 +317,7 @@ class SinkTaskRunner(WorkerTask):
                 self._consumed.pop(tp, None)
                 self._committed.pop(tp, None)
                 self._decode_until.pop(tp, None)
+            self.metrics.partitions = len(self.assignment)
 
     def _on_lost(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
         tps = [TopicPartition(p.topic, p.partition) for p in partitions]
@@ -310,6 +329,7 @@ class SinkTaskRunner(WorkerTask):
             self.assignment.discard(tp)
             self._consumed.pop(tp, None)
             self._decode_until.pop(tp, None)
+        self.metrics.partitions = len(self.assignment)
 
     # -- task context support ---------------------------------------------------------------------
 
@@ -345,6 +365,22 @@ class SinkTaskRunner(WorkerTask):
         # Keep calling the consumer so the group does not evict us (max.poll.interval.ms).
         if self._consumer is not None:
             self._consumer.consume(num_messages=1, timeout=0)
+            self._paused_lag(self._consumer)
+
+    def _paused_lag(self, consumer: Consumer) -> None:
+        """The lag of paused partitions, whose ends librdkafka's statistics no longer follow: ask
+        the brokers (about once a second, only while the task is paused)."""
+        lag = []
+        for tp in sorted(self.assignment):
+            position = self._consumed.get(tp, self._committed.get(tp))
+            if position is None:
+                continue
+            try:
+                _, end = consumer.get_watermark_offsets(KafkaTopicPartition(tp.topic, tp.partition), timeout=1.0, cached=False)
+            except KafkaException:
+                return  # keep the last figures; the next second asks again
+            lag.append((tp.topic, tp.partition, max(0, end - position)))
+        self.metrics.lag = lag
 
     def _on_resumed(self) -> None:
         if self._consumer is not None:
@@ -390,6 +426,7 @@ class SinkTaskRunner(WorkerTask):
         except Exception:
             # Only now go record by record, to isolate the bad record(s) of this poll.
             batches = _batches(self._convert_each(good), good)
+        started, put_before = time.monotonic(), self.records_put
         for batch, consumed in batches:
             if self._rewinds and _rewound(batch, self._rewinds):
                 continue  # given back by UnusableRawValues: consumed again, decoded
@@ -400,6 +437,7 @@ class SinkTaskRunner(WorkerTask):
                 self._give_back(unusable, consumed)
             finally:
                 self._messages = []
+        self.metrics.batch(len(good), self.records_put - put_before, time.monotonic() - started)
 
     def _give_back(self, unusable: UnusableRawValues, consumed: list[Any]) -> None:
         """``put`` could not use raw values from ``unusable.offsets`` on. When those are all in the
@@ -737,10 +775,13 @@ class SinkTaskRunner(WorkerTask):
             if tp in current and self._committed.get(tp) != offset
         ]
         if not to_commit:
+            self.metrics.committed(True, 0.0, skipped=True)
             return
+        started = time.monotonic()
         # Skipped and reported records covered by these offsets must be in the DLQ first.
         if self.dlq is not None and not self.dlq.flush(30.0):
             log.warning("Dead letter queue records still pending; offsets not committed this time")
+            self.metrics.committed(False, time.monotonic() - started)
             return
         try:
             consumer.commit(offsets=to_commit, asynchronous=False)
@@ -750,9 +791,11 @@ class SinkTaskRunner(WorkerTask):
                 return
             # A failed commit only means more duplicates after a crash; the next interval retries.
             log.warning("Offset commit failed: %s", err.str())
+            self.metrics.committed(False, time.monotonic() - started)
             return
         for tp in to_commit:
             self._committed[TopicPartition(tp.topic, tp.partition)] = tp.offset
+        self.metrics.committed(True, time.monotonic() - started)
 
 
 #: ``auto.offset.reset`` → where a partition without a committed offset starts (others: librdkafka decides).

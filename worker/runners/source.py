@@ -23,6 +23,7 @@ from connectors.api import (
     SourceRecordBatch,
     SourceTask,
 )
+from connectors.api.metrics import ReportsMetrics
 from offsets import OffsetStore, StoreOffsetReader, offset_key
 from worker.errors import (
     SKIPPED,
@@ -159,6 +160,7 @@ class SourceTaskRunner(WorkerTask):
         self.dlq = dlq
         self.retry = RetryWithTolerance(self.errors, reporter=self._report_failed_record, stop_event=self._stopping, task_id=task_id, dlq=dlq)
         self._source_system = f"the system {type(task).__name__} reads from"
+        self._reports_metrics = isinstance(task, ReportsMetrics)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -193,6 +195,11 @@ class SourceTaskRunner(WorkerTask):
 
     def _on_stop_requested(self) -> None:
         self.task.stop()
+
+    def _while_paused(self) -> None:
+        # The task's own metrics (a CDC slot's growing lag, say) stay current while it is paused.
+        if self._reports_metrics:
+            self.metrics.ask_task(self.task, time.monotonic())
 
     def _close(self) -> None:
         try:
@@ -230,6 +237,7 @@ class SourceTaskRunner(WorkerTask):
         while not self.stopping:
             if not self._await_unpaused():
                 break
+            started = time.monotonic()
             try:
                 records = self.task.poll()
             except RetriableError as exc:
@@ -249,10 +257,15 @@ class SourceTaskRunner(WorkerTask):
                 # elsewhere. Drop the batch; its offsets were never stored, so its next owner polls it again.
                 continue
             if records:
+                poll_s = time.monotonic() - started
+                produced = self.records_produced
                 self.records_polled += len(records)
                 self._send(records)
+                self.metrics.batch(len(records), self.records_produced - produced, poll_s)
             else:
                 producer.poll(0)
+            if self._reports_metrics and started >= self.metrics.next_own:
+                self.metrics.ask_task(self.task, started)
             if time.monotonic() >= self._next_commit:
                 self._commit_offsets()
 
@@ -550,7 +563,8 @@ class SourceTaskRunner(WorkerTask):
         """Step 6: store the pending offsets once everything before them is acknowledged."""
         producer = self._producer
         assert producer is not None
-        self._next_commit = time.monotonic() + self._flush_interval_s
+        started = time.monotonic()
+        self._next_commit = started + self._flush_interval_s
         snapshot = self._pending
         self._pending = {}
         remaining = producer.flush(self._flush_timeout_s)
@@ -570,15 +584,18 @@ class SourceTaskRunner(WorkerTask):
                 "offsets not committed this time",
                 remaining,
             )
+            self.metrics.committed(False, time.monotonic() - started)
             return False
         if snapshot:
             self.outages.reached(self._kafka)  # everything delivered: Kafka answers
         if snapshot and not self._unfenced():
             log.warning("Not storing source offsets of %s: the worker is out of contact with its group", self.id)
+            self.metrics.committed(False, time.monotonic() - started)
             return False
         if snapshot:
             self._offset_store.put(self.id.connector, list(snapshot.values()))
             log.debug("Committed offsets for %d source partitions", len(snapshot))
+        self.metrics.committed(True, time.monotonic() - started, skipped=not snapshot)
         try:
             self.task.commit()
         except Exception:

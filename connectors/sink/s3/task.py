@@ -46,7 +46,7 @@ from connectors.s3_common.partitioners import Partitioner, extractor_reads_value
 from connectors.s3_common.storage import ObjectStorage, S3Storage
 from connectors.sink.s3.config import S3SinkConfig
 from connectors.sink.s3.writer import Columns, TopicPartitionWriter, WriterSettings, null_probe
-from converters.json import first_malformed
+from converters.json_documents import first_malformed
 
 logger = logging.getLogger(__name__)
 

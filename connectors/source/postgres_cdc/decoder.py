@@ -30,13 +30,12 @@ from collections.abc import Callable
 from typing import Any
 
 from connectors.api import Schema, Serialization, SourceRecord, SourceRecordBatch, Type
+from connectors.source.postgres_cdc.native import encoder_for
 from connectors.source.postgres_cdc.replication import pg_timestamp_to_unix_us
+from connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
 from connectors.source.postgres_cdc.tables import Table, TupleShapeError
 
 log = logging.getLogger(__name__)
-
-VERSION = "2.7.0.Final"  # the Debezium event format these events follow
-CONNECTOR = "postgresql"
 
 _Q = struct.Struct(">Q").unpack_from
 _I = struct.Struct(">I").unpack_from
@@ -203,8 +202,6 @@ class ChangeDecoder:
         if cached is not None and cached[0] is table:
             return cached[1]
         assert self.native is not None
-        from connectors.source.postgres_cdc.native import encoder_for
-
         encoder = encoder_for(
             table,
             prefix=self.prefix,

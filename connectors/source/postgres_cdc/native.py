@@ -20,6 +20,7 @@ from typing import Any
 
 from connectors.api import Schema, Serialization, WireFormat
 from connectors.source.postgres_cdc import types as pgtypes
+from connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
 from connectors.source.postgres_cdc.tables import Table
 from converters.json import JsonConverter
 from converters.json_text import dumps
@@ -114,8 +115,6 @@ def encoder_for(table: Table, *, prefix: str, database: str, tombstones: bool, s
         key_head, key_tail = b'{"schema":' + json_schema(table.key_schema) + b',"payload":', b"}"
     if serialization.value.schemas:
         value_head, value_tail = b'{"schema":' + json_schema(table.envelope_schema) + b',"payload":', b"}"
-    from connectors.source.postgres_cdc.decoder import CONNECTOR, VERSION
-
     source_head = (
         b',"source":{"version":'
         + dumps(VERSION)

@@ -33,7 +33,8 @@ import psycopg
 from psycopg import Connection, pq, sql
 
 from connectors.api import SourceRecordBatch
-from connectors.source.postgres_cdc.decoder import CONNECTOR, VERSION, ChangeDecoder
+from connectors.source.postgres_cdc.decoder import ChangeDecoder
+from connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
 from connectors.source.postgres_cdc.tables import Table, unescape_copy
 
 log = logging.getLogger(__name__)

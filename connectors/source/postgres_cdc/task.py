@@ -30,6 +30,7 @@ from connectors.api import (
     SourceTask,
     SourceTaskContext,
 )
+from connectors.api.metrics import TaskMetricGroup
 from connectors.source.postgres_cdc import catalog, native
 from connectors.source.postgres_cdc.config import PostgresCdcConfig, SnapshotMode, format_lsn, parse_lsn
 from connectors.source.postgres_cdc.decoder import ChangeDecoder, Relation
@@ -42,6 +43,8 @@ log = logging.getLogger(__name__)
 _RECONNECT_BACKOFF_S = (0.5, 1.0, 2.0, 5.0)
 #: Polls with at least this many events of one table (and no tombstones) go out as a columnar batch.
 _COLUMNAR_MIN = 32
+#: How often metrics() asks the server for the replication slot's lag, at most.
+SLOT_LAG_INTERVAL_S = 5.0
 
 
 def source_partition(config: PostgresCdcConfig) -> dict[str, Any]:
@@ -75,6 +78,13 @@ class PostgresCdcTask(SourceTask):
         self._slot_refusals = 0  # consecutive "slot is active for another PID" refusals
         self._closed = False
         self._streaming_enabled = True
+        # For metrics(): Debezium's streaming and snapshot figures, and the slot's lag (asked for
+        # every SLOT_LAG_INTERVAL_S at most).
+        self._events_seen = 0
+        self._last_event_at: float | None = None
+        self._snapshot_tables = 0
+        self._slot_lag: int | None = None
+        self._next_slot_lag = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -160,6 +170,7 @@ class PostgresCdcTask(SourceTask):
                 "Initial snapshot of %d tables in chunks of %d rows", len(snapshot.pending), cfg.snapshot_chunk_size
             )
         self._initial_only = mode is SnapshotMode.INITIAL_ONLY
+        self._snapshot_tables = len(snapshot.pending)  # TotalTableCount (metrics)
         self._stream = ReplicationStream(cfg.conninfo(replication=True), cfg.slot_name, cfg.publication_name)
         now = time.monotonic()
         self._next_status = now + cfg.status_update_interval_ms / 1000
@@ -298,6 +309,7 @@ class PostgresCdcTask(SourceTask):
         except (ReplicationLost, psycopg.OperationalError, psycopg.InterfaceError) as exc:
             return self._lost(exc)
         records = decoder.finish_batch()
+        self._seen(len(records) + sum(len(item) for item in decoder.outbox))  # change events; heartbeats are not
         if decoder.outbox:
             self._outbox = decoder.outbox + ([records] if records else [])
             decoder.outbox = []
@@ -321,6 +333,55 @@ class PostgresCdcTask(SourceTask):
         if len(records) >= _COLUMNAR_MIN:
             return as_batch(records)
         return records or None
+
+    def _seen(self, events: int) -> None:
+        if events:
+            self._events_seen += events
+            self._last_event_at = time.monotonic()
+
+    def metrics(self) -> list[TaskMetricGroup]:
+        """Debezium's streaming and snapshot metrics under its MBean attribute names, and the
+        replication slot's lag in bytes (:mod:`connectors.api.metrics`). Thread: the task thread."""
+        cfg, snapshot, stream = self._config, self._snapshot, self._stream
+        if cfg is None or snapshot is None:
+            return []
+        now = time.monotonic()
+        self._snapshot_tables = max(self._snapshot_tables, len(snapshot.pending))
+        labels = {"plugin": "postgres", "name": cfg.topic_prefix}
+        since = -1 if self._last_event_at is None else int((now - self._last_event_at) * 1000)
+        groups = [
+            TaskMetricGroup("debezium_metrics", {**labels, "context": "streaming"}, {
+                "TotalNumberOfEventsSeen": self._events_seen,
+                "MilliSecondsSinceLastEvent": since,
+                "Connected": 1 if stream is not None and stream.is_open else 0,
+            }),
+            TaskMetricGroup("debezium_metrics", {**labels, "context": "snapshot"}, {
+                "SnapshotRunning": 1 if snapshot.active else 0,
+                "SnapshotCompleted": 1 if self._snapshot_tables and not snapshot.active else 0,
+                "TotalTableCount": self._snapshot_tables,
+                "RemainingTableCount": len(snapshot.pending),
+            }),
+        ]
+        if now >= self._next_slot_lag:
+            self._next_slot_lag = now + SLOT_LAG_INTERVAL_S
+            self._slot_lag = self._query_slot_lag(cfg.slot_name)
+        if self._slot_lag is not None:
+            groups.append(TaskMetricGroup("sluice_postgres_replication_slot", {"slot": cfg.slot_name}, {"lag_bytes": self._slot_lag}))
+        return groups
+
+    def _query_slot_lag(self, slot: str) -> int | None:
+        """WAL bytes the server keeps for the slot: from what it confirmed to the current end."""
+        try:
+            row = self._connect_sql().execute(
+                "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint FROM pg_replication_slots "
+                "WHERE slot_name = %s",
+                (slot,),
+            ).fetchone()
+        except (psycopg.Error, RetriableError) as exc:
+            log.debug("Cannot read the lag of slot %s: %s", slot, exc)
+            self._sql = None
+            return None
+        return int(row[0]) if row and row[0] is not None else None
 
     def _next_from_outbox(self) -> list[SourceRecord] | SourceRecordBatch:
         item = self._outbox.pop(0)

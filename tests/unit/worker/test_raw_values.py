@@ -17,7 +17,8 @@ from connectors.api import (
     ValueFormat,
 )
 from converters.bytes import ByteArrayConverter
-from converters.json import JsonConverter, first_malformed
+from converters.json import JsonConverter
+from converters.json_documents import first_malformed
 from worker.runners.sink import SinkTaskRunner
 
 from .test_errors import CollectingSinkTask, FakeDLQ, FakeMessage, sink_runner

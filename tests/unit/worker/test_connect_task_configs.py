@@ -7,7 +7,7 @@ from typing import Any
 from connectors.sink.file import FileStreamSinkConfig
 from connectors.source.file import FileStreamSourceConfig
 from plugins import PluginRegistry
-from worker.distributed.connect_task_configs import as_connect_task_configs, task_class_name
+from worker.connect_task_configs import as_connect_task_configs, task_class_name
 
 REGISTRY = PluginRegistry()
 

@@ -1,0 +1,16 @@
+"""``GET /metrics``: the worker's metrics in the Prometheus text format (see :mod:`worker.metrics`)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from worker.metrics import CONTENT_TYPE, MetricsCollector
+
+router = APIRouter(tags=["worker"])
+
+
+@router.get("/metrics", summary="Metrics in the Prometheus text format", response_class=Response)
+def metrics(request: Request) -> Response:
+    collector: MetricsCollector = request.app.state.metrics
+    return Response(collector.render(getattr(request.app.state, "backfills", None)), media_type=CONTENT_TYPE)
