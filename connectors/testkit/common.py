@@ -96,8 +96,9 @@ class ConnectorChecks:
             self.start_and_stop_tasks(configs)
 
     def start_and_stop_tasks(self, configs: list[dict[str, Any]]) -> None:
-        """Start a task for each configuration (together, as a worker would), then stop them."""
-        raise NotImplementedError
+        """Start a task for each configuration (together, as a worker would), then stop them.
+        :class:`SourceConnectorChecks` and :class:`SinkConnectorChecks` define it."""
+        raise NotImplementedError(f"{type(self).__name__}: subclass SourceConnectorChecks or SinkConnectorChecks")
 
     def _derived_invalid_configs(self) -> list[InvalidConfig]:
         valid = self.valid_config()

@@ -62,7 +62,23 @@ class MemoryConnectorContext:
         self.errors.append(error)
 
 
-class MemorySourceTaskContext:
+class _TaskContext:
+    """What every task's context answers: the connector's name and the task's id."""
+
+    def __init__(self, connector_name: str, task_id: int) -> None:
+        self._connector_name = connector_name
+        self._task_id = task_id
+
+    @property
+    def connector_name(self) -> str:
+        return self._connector_name
+
+    @property
+    def task_id(self) -> int:
+        return self._task_id
+
+
+class MemorySourceTaskContext(_TaskContext):
     """A source task's context: its name, its id and an offset reader over a dict.
 
     ``serialization`` is ``None`` by default, as from a runtime that runs a transform: the task
@@ -77,22 +93,13 @@ class MemorySourceTaskContext:
         task_id: int = 0,
         serialization: Serialization | None = None,
     ) -> None:
-        self._connector_name = connector_name
-        self._task_id = task_id
+        super().__init__(connector_name, task_id)
         self._offset_reader = offset_reader or MemoryOffsetReader()
         self._serialization = serialization
 
     @property
     def serialization(self) -> Serialization | None:
         return self._serialization
-
-    @property
-    def connector_name(self) -> str:
-        return self._connector_name
-
-    @property
-    def task_id(self) -> int:
-        return self._task_id
 
     @property
     def offset_reader(self) -> MemoryOffsetReader:
@@ -111,7 +118,7 @@ class CollectingErrantRecordReporter:
             self.reported.append((record, error))
 
 
-class MemorySinkTaskContext:
+class MemorySinkTaskContext(_TaskContext):
     """A sink task's context: an assignment the test sets, and a log of what the task asked for.
 
     ``paused`` holds the partitions paused and not resumed; ``rewinds`` every rewind in order;
@@ -128,21 +135,12 @@ class MemorySinkTaskContext:
         task_id: int = 0,
         reporter: bool = True,
     ) -> None:
-        self._connector_name = connector_name
-        self._task_id = task_id
+        super().__init__(connector_name, task_id)
         self._assignment = set(assignment)
         self.paused: set[TopicPartition] = set()
         self.rewinds: list[dict[TopicPartition, int]] = []
         self.commit_requests = 0
         self.reporter = CollectingErrantRecordReporter() if reporter else None
-
-    @property
-    def connector_name(self) -> str:
-        return self._connector_name
-
-    @property
-    def task_id(self) -> int:
-        return self._task_id
 
     def assign(self, partitions: Sequence[TopicPartition]) -> None:
         """Set the assignment (the test plays the consumer's rebalance)."""

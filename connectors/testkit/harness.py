@@ -2,7 +2,7 @@
 
 The runtime's order is kept: ``validate`` → ``initialize`` → ``start`` → ``task_configs`` for the
 connector; task configurations reach the tasks as the runtime stores them (numbers and booleans as
-strings, plus ``task.class``; a sink's also carry ``topics``); a source's offsets are stored only
+strings; a sink's also carry ``topics``); a source's offsets are stored only
 for the records it delivered, by the last record of each source partition; a sink task is
 ``open``-ed before ``put`` and ``close``-d before ``stop``.
 """

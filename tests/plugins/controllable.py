@@ -32,7 +32,7 @@ class ControllableSourceTask(SourceTask):
     """Counts upwards from the stored offset; raises while the flag file exists."""
 
     def start(self, config: Mapping[str, Any], context: SourceTaskContext) -> None:
-        self.cfg = ControllableSourceConfig.parse(config, ignore={"name", "task.class"})
+        self.cfg = ControllableSourceConfig.parse(config, ignore={"name"})
         stored = context.offset_reader.offset(PARTITION)
         self.next = stored["n"] + 1 if stored else 0
         self.stopped = threading.Event()

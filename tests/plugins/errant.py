@@ -18,7 +18,7 @@ class ErrantSinkTask(SinkTask):
     """Appends each record's value to ``file``; a value containing ``reject`` is reported instead."""
 
     def start(self, config: Mapping[str, Any], context: SinkTaskContext) -> None:
-        self.cfg = ErrantSinkConfig.parse(config, ignore={"name", "task.class"})
+        self.cfg = ErrantSinkConfig.parse(config, ignore={"name"})
         self.context = context
 
     def put(self, records: Sequence[SinkRecord]) -> None:

@@ -31,7 +31,7 @@ class HangingSourceConfig(PluginConfig):
 class HangingSourceTask(SourceTask):
     def start(self, config: Mapping[str, Any], context: SourceTaskContext) -> None:
         self.task = int(config["task.id"])
-        self.cfg = HangingSourceConfig.parse({k: v for k, v in config.items() if k != "task.id"}, ignore={"name", "task.class"})
+        self.cfg = HangingSourceConfig.parse({k: v for k, v in config.items() if k != "task.id"}, ignore={"name"})
         self.partition = {"task": self.task}
         stored = context.offset_reader.offset(self.partition)
         self.next = stored["n"] + 1 if stored else 0

@@ -43,7 +43,7 @@ class ScriptedSourceTask(SourceTask):
     """Emits ``count`` records ``0..count-1`` once, each with offset ``{"n": i}``."""
 
     def start(self, config: Mapping[str, Any], context: SourceTaskContext) -> None:
-        self.cfg = ScriptedSourceConfig.parse(config, ignore={"name", "task.class"})
+        self.cfg = ScriptedSourceConfig.parse(config, ignore={"name"})
         stored = context.offset_reader.offset({"scripted": "main"})
         self.next = stored["n"] + 1 if stored else 0
         self.stopped = threading.Event()
@@ -89,7 +89,7 @@ class ScriptedSinkTask(SinkTask):
     """Writes nothing; ``pre_commit`` claims durability ``durable.lag`` records behind what it got."""
 
     def start(self, config: Mapping[str, Any], context: SinkTaskContext) -> None:
-        self.cfg = ScriptedSinkConfig.parse(config, ignore={"name", "task.class"})
+        self.cfg = ScriptedSinkConfig.parse(config, ignore={"name"})
         self.context = context
 
     def put(self, records: Sequence[SinkRecord]) -> None:

@@ -449,12 +449,7 @@ class SinkTaskRunner(WorkerTask):
         if any(tp not in first or offset < first[tp] for tp, offset in unusable.offsets.items()):
             self._redeliver_decoded(unusable)
             return
-        log.warning(
-            "%s could not use the raw values of %s (%s): delivering them again, decoded",
-            type(self.task).__name__,
-            ", ".join(f"{tp.topic}-{tp.partition} from offset {o}" for tp, o in sorted(unusable.offsets.items())),
-            unusable,
-        )
+        self._log_give_back(unusable, "delivering them again, decoded")
         offsets = unusable.offsets
         again = [m for m in consumed if m.offset() >= offsets.get(TopicPartition(m.topic(), m.partition()), 1 << 62)]
         self._messages = again
@@ -488,12 +483,11 @@ class SinkTaskRunner(WorkerTask):
             self._decode_until[tp] = max(consumed, self._decode_until.get(tp, 0))
             self._rewinds[tp] = min(offset, self._rewinds.get(tp, offset))
             self._consumed[tp] = min(offset, consumed)
-        log.warning(
-            "%s could not use the raw values of %s (%s): consuming them again, decoded",
-            type(self.task).__name__,
-            ", ".join(f"{tp.topic}-{tp.partition} from offset {o}" for tp, o in sorted(unusable.offsets.items())),
-            unusable,
-        )
+        self._log_give_back(unusable, "consuming them again, decoded")
+
+    def _log_give_back(self, unusable: UnusableRawValues, then: str) -> None:
+        where = ", ".join(f"{tp.topic}-{tp.partition} from offset {o}" for tp, o in sorted(unusable.offsets.items()))
+        log.warning("%s could not use the raw values of %s (%s): %s", type(self.task).__name__, where, unusable, then)
 
     def _topic_missing(self, topic: str | None, err: KafkaError) -> None:
         """A subscribed topic that does not exist (yet): wait for it, as Connect's consumer does.

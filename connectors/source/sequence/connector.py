@@ -49,7 +49,7 @@ class SequenceSourceTask(SourceTask):
     """Counts from the stored offset + 1 (or 0)."""
 
     def start(self, config: Mapping[str, Any], context: SourceTaskContext) -> None:
-        self.cfg = SequenceSourceConfig.parse(config, ignore={"name", "task.class", "task.id"})
+        self.cfg = SequenceSourceConfig.parse(config, ignore={"name", "task.id"})
         self.task = int(config.get("task.id", 0))
         self.partition = {"task": self.task}
         stored = context.offset_reader.offset(self.partition)

@@ -41,7 +41,7 @@ INBOXES: dict[str, list[str]] = {}
 
 class MemorySourceTask(SourceTask):
     def start(self, config: Mapping[str, Any], context: SourceTaskContext) -> None:
-        self.cfg = MemorySourceConfig.parse(config, ignore={"task.class"})
+        self.cfg = MemorySourceConfig.parse(config)
         self.stopped = threading.Event()
         stored = context.offset_reader.offset({"inbox": self.cfg.inbox})
         self.next = 0 if stored is None or self.cfg.fault == "ignores_offsets" else int(stored["next"])
@@ -86,7 +86,7 @@ STORES: dict[str, list[int]] = {}
 
 class MemorySinkTask(SinkTask):
     def start(self, config: Mapping[str, Any], context: SinkTaskContext) -> None:
-        self.cfg = MemorySinkConfig.parse(config, ignore={"task.class", "topics"})
+        self.cfg = MemorySinkConfig.parse(config, ignore={"topics"})
         self.buffer: list[int] = []
 
     def put(self, records: Sequence[SinkRecord]) -> None:

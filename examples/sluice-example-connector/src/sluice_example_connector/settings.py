@@ -13,8 +13,7 @@ C = TypeVar("C", bound=PluginConfig)
 def task_settings(config_class: type[C], raw: Mapping[str, Any]) -> C:
     """Parse a task configuration with the connector's model.
 
-    The runtime passes keys of its own beside the connector's (``task.class``, a sink's
-    ``topics``); the connector already refused unknown keys when it was created, so they are
+    The runtime passes keys of its own beside the connector's (a sink's ``topics``); the connector already refused unknown keys when it was created, so they are
     dropped here rather than failing the task.
     """
     known = {info.alias or name for name, info in config_class.model_fields.items()}
