@@ -26,28 +26,28 @@ $(NATIVE_STAMP): $(STAMP) native/Cargo.toml native/Cargo.lock native/pyproject.t
 	else echo "sluice: native/ not built (is cargo installed?); the sinks use pyarrow's slower JSON reader" >&2; fi
 
 kafka: setup
-	$(PY) -m deploy.kafka_stack fetch
+	$(PY) -m sluice.deploy.kafka_stack fetch
 
 # A real Kafka Connect worker (connect-runtime + connect-file), the peer of the migration tests.
 kafka-connect: setup
-	$(PY) -m deploy.kafka_stack fetch-connect
+	$(PY) -m sluice.deploy.kafka_stack fetch-connect
 
 s3: setup
-	$(PY) -m deploy.s3_server fetch
+	$(PY) -m sluice.deploy.s3_server fetch
 
 spark: setup
-	$(PY) -m deploy.spark fetch
+	$(PY) -m sluice.deploy.spark fetch
 
 opensearch: setup
-	$(PY) -m deploy.opensearch fetch
+	$(PY) -m sluice.deploy.opensearch fetch
 
 schema-registry: setup
-	$(PY) -m deploy.schema_registry fetch
+	$(PY) -m sluice.deploy.schema_registry fetch
 
 # Helm and kubeconform built with `go install` from the Go module proxy, and the Kubernetes API's JSON
 # schemas made from k8s.io/kubernetes's swagger.json, cached under ~/.cache/sluice (the chart's tests).
 helm-tools: setup
-	$(PY) -m deploy.helm_tools fetch
+	$(PY) -m sluice.deploy.helm_tools fetch
 
 quickstart: setup kafka
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash deploy/quickstart/run.sh
@@ -67,7 +67,7 @@ bench: setup kafka
 # ruff, mypy, and the layer contracts of pyproject.toml's [tool.importlinter] (DESIGN.md's layers).
 lint: setup
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy connectors converters offsets worker rest plugins deploy
+	$(VENV)/bin/mypy -p sluice
 	$(VENV)/bin/lint-imports
 
 clean:

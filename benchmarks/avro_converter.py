@@ -29,7 +29,7 @@ from typing import Any
 
 import fastavro
 
-from connectors.api.schema import (
+from sluice.connectors.api.schema import (
     BOOLEAN_SCHEMA,
     FLOAT64_SCHEMA,
     INT32_SCHEMA,
@@ -41,10 +41,10 @@ from connectors.api.schema import (
     Schema,
     Timestamp,
 )
-from converters.avro import AvroConverter
-from converters.avro_data import AvroData, strip_logical_types
-from converters.json import JsonConverter
-from deploy.schema_registry import SchemaRegistryServer
+from sluice.converters.avro import AvroConverter
+from sluice.converters.avro_data import AvroData, strip_logical_types
+from sluice.converters.json import JsonConverter
+from sluice.deploy.schema_registry import SchemaRegistryServer
 
 RECORDS = int(os.environ.get("SLUICE_BENCH_RECORDS", "200000"))
 ROUNDS = int(os.environ.get("SLUICE_BENCH_ROUNDS", "3"))

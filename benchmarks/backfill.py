@@ -9,7 +9,7 @@ warm SparkSession (``local[2]``, ``SLUICE_BENCH_BACKFILL_PARTITIONS`` JDBC parti
 * **bare Spark, same envelope** — the same job writing what Sluice writes by default, the
   JsonConverter ``{"schema": …, "payload": …}`` envelope, with the schema typed out by hand as a
   literal: the Kafka write of the same records, so the ratio against it is Sluice's own overhead;
-* **Sluice** — :func:`connectors.backfill.run_job` of a ``jdbc_to_topic`` spec (reflection, bounds
+* **Sluice** — :func:`sluice.connectors.backfill.run_job` of a ``jdbc_to_topic`` spec (reflection, bounds
   and count query, the CDC position (a temporary slot's exported snapshot), Connect JSON envelope, partitioning as the streaming producer);
 * **Sluice, schemas off** — the same without the JSON schema envelope, whose values are about the
   size of bare Spark's (the envelope makes each value several times larger);
@@ -36,7 +36,7 @@ bare job writing the same envelope; the ratio against plain ``to_json`` values i
 Sluice/noop (≥ 0.7, next to bare Spark's own ratio to noop and the bound above) and the
 speed-up over the streaming source. Figures on a shared 2-core machine are noisy; nothing is asserted.
 Bare Spark uses the producer settings the job defaults to
-(:data:`connectors.backfill.jdbc_topic.PRODUCER_DEFAULTS`), so the comparison is of everything else.
+(:data:`sluice.connectors.backfill.jdbc_topic.PRODUCER_DEFAULTS`), so the comparison is of everything else.
 
 Each line also shows the CPU seconds the run cost, split between Spark's JVM, the Kafka broker,
 PostgreSQL and this process (read from ``/proc`` for this process's children): on a machine whose
@@ -58,7 +58,7 @@ import orjson
 import psycopg
 
 from benchmarks.common import Result, broker, create_topic, high_watermark, producer_performance, wait_until
-from deploy.postgres import PostgresServer
+from sluice.deploy.postgres import PostgresServer
 
 SIZES = [int(s) for s in os.environ.get("SLUICE_BENCH_BACKFILL_ROWS", "1000000,5000000").split(",") if s]
 PARTITIONS = int(os.environ.get("SLUICE_BENCH_BACKFILL_PARTITIONS", "4"))
@@ -66,7 +66,7 @@ TOPIC_PARTITIONS = 4
 
 
 def _producer() -> dict[str, str]:
-    from connectors.backfill.jdbc_topic import PRODUCER_DEFAULTS
+    from sluice.connectors.backfill.jdbc_topic import PRODUCER_DEFAULTS
 
     return dict(PRODUCER_DEFAULTS)
 
@@ -256,7 +256,7 @@ class _Ctx:
 
 
 def _spec(pg: PostgresServer, bootstrap: str, table: str, topic: str, schemas: bool = True) -> Any:
-    from worker.backfill.models import parse_spec
+    from sluice.worker.backfill.models import parse_spec
 
     return parse_spec({
         "id": "bench",
@@ -272,7 +272,7 @@ def _spec(pg: PostgresServer, bootstrap: str, table: str, topic: str, schemas: b
 def sluice(
     provider: Any, pg: PostgresServer, bootstrap: str, table: str, rows: int, schemas: bool = True, topic: str | None = None
 ) -> Result:
-    from connectors.backfill import run_job
+    from sluice.connectors.backfill import run_job
 
     topic = topic or f"bench-sluice-{uuid.uuid4().hex[:8]}"
     spec = _spec(pg, bootstrap, table, topic, schemas)
@@ -286,8 +286,8 @@ def sluice(
 
 def sluice_cdc(provider: Any, pg: PostgresServer, bootstrap: str, table: str, rows: int) -> Result:
     """The same table as the PostgreSQL CDC connector's snapshot records (``target.cdc``)."""
-    from connectors.backfill import run_job
-    from worker.backfill.models import parse_spec
+    from sluice.connectors.backfill import run_job
+    from sluice.worker.backfill.models import parse_spec
 
     tag = uuid.uuid4().hex[:8]
     prefix = f"bench-cdc-{tag}"
@@ -319,7 +319,7 @@ def sluice_cdc(provider: Any, pg: PostgresServer, bootstrap: str, table: str, ro
 
 def sluice_serialization(spark: Any, pg: PostgresServer, bootstrap: str, table: str, rows: int) -> Result:
     """The key, value and partition columns the job writes, built by its own functions, into ``noop``."""
-    from connectors.backfill.jdbc_topic import measure, plan_table, read_table, records_frame
+    from sluice.connectors.backfill.jdbc_topic import measure, plan_table, read_table, records_frame
 
     spec = _spec(pg, bootstrap, table, "unused")
     start = time.perf_counter()
@@ -380,7 +380,7 @@ def _topic_rows(bootstrap: str, topic: str) -> int:
 
 
 def main() -> None:
-    from connectors.backfill import SparkSessionProvider
+    from sluice.connectors.backfill import SparkSessionProvider
 
     provider = SparkSessionProvider({"spark.master": "local[2]", "spark.driver.memory": "2g"})
     with broker() as bootstrap, PostgresServer(kill_with_parent=True) as pg:

@@ -18,13 +18,13 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from deploy.kafka_stack import KafkaBroker, ensure_kafka_jars, ensure_kafka_tools_jars, find_java
-from offsets import MemoryOffsetStore
-from plugins import PluginRegistry
-from worker.config import WorkerConfig
-from worker.runtime import tune_gc
-from worker.standalone import StandaloneHerder
-from worker.worker import Worker
+from sluice.deploy.kafka_stack import KafkaBroker, ensure_kafka_jars, ensure_kafka_tools_jars, find_java
+from sluice.offsets import MemoryOffsetStore
+from sluice.plugins import PluginRegistry
+from sluice.worker.config import WorkerConfig
+from sluice.worker.runtime import tune_gc
+from sluice.worker.standalone import StandaloneHerder
+from sluice.worker.worker import Worker
 
 RECORDS = int(os.environ.get("SLUICE_BENCH_RECORDS", "1000000"))
 ROUNDS = int(os.environ.get("SLUICE_BENCH_ROUNDS", "5"))

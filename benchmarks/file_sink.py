@@ -23,8 +23,8 @@ from benchmarks.common import (
     tmpdir,
     wait_until,
 )
-from worker.clients import SINK_CONSUMER_DEFAULTS
-from worker.runtime import tune_gc
+from sluice.worker.clients import SINK_CONSUMER_DEFAULTS
+from sluice.worker.runtime import tune_gc
 
 
 def fill_topic(bootstrap: str, lines: list[bytes]) -> str:

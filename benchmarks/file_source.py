@@ -25,8 +25,8 @@ from benchmarks.common import (
     wait_until,
     write_file,
 )
-from worker.clients import SOURCE_PRODUCER_DEFAULTS
-from worker.runtime import tune_gc
+from sluice.worker.clients import SOURCE_PRODUCER_DEFAULTS
+from sluice.worker.runtime import tune_gc
 
 
 def raw_produce(bootstrap: str, lines: list[bytes]) -> Result:

@@ -34,7 +34,7 @@ import orjson
 import psycopg
 from confluent_kafka import Producer
 
-import connectors.sink.jdbc.task  # noqa: F401 - imported before timing, as a running worker has it
+import sluice.connectors.sink.jdbc.task  # noqa: F401 - imported before timing, as a running worker has it
 from benchmarks.common import (
     RECORDS,
     ROUNDS,
@@ -46,19 +46,19 @@ from benchmarks.common import (
     thread_times,
     wait_until,
 )
-from connectors.jdbc_common.connection import import_sqlalchemy
-from deploy.postgres import PostgresServer
-from offsets import MemoryOffsetStore
-from plugins import PluginRegistry
-from worker.config import WorkerConfig
-from worker.runtime import tune_gc
-from worker.standalone import StandaloneHerder
-from worker.worker import Worker
+from sluice.connectors.jdbc_common.connection import import_sqlalchemy
+from sluice.deploy.postgres import PostgresServer
+from sluice.offsets import MemoryOffsetStore
+from sluice.plugins import PluginRegistry
+from sluice.worker.config import WorkerConfig
+from sluice.worker.runtime import tune_gc
+from sluice.worker.standalone import StandaloneHerder
+from sluice.worker.worker import Worker
 
 _REPO_ROOT = Path(__file__).resolve().parents[1]
 
 COLUMNS = "id bigint, name text, email text, amount double precision, qty integer, active boolean, city text, score double precision"
-SINK = "connectors.sink.jdbc.connector.JdbcSinkConnector"
+SINK = "sluice.connectors.sink.jdbc.connector.JdbcSinkConnector"
 
 
 def make_rows(count: int) -> list[tuple[object, ...]]:

@@ -22,17 +22,17 @@ import psycopg
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-import connectors.source.jdbc.task  # noqa: F401 - imported before timing, as a running worker has it
+import sluice.connectors.source.jdbc.task  # noqa: F401 - imported before timing, as a running worker has it
 from benchmarks.common import RECORDS, ROUNDS, Result, broker, create_topic, median_result, wait_until
 from benchmarks.jdbc_sink import COLUMNS, make_rows, median_round
-from connectors.jdbc_common.connection import import_sqlalchemy
-from deploy.postgres import PostgresServer
-from offsets import MemoryOffsetStore
-from plugins import PluginRegistry
-from worker.config import WorkerConfig
-from worker.runtime import tune_gc
-from worker.standalone import StandaloneHerder
-from worker.worker import Worker
+from sluice.connectors.jdbc_common.connection import import_sqlalchemy
+from sluice.deploy.postgres import PostgresServer
+from sluice.offsets import MemoryOffsetStore
+from sluice.plugins import PluginRegistry
+from sluice.worker.config import WorkerConfig
+from sluice.worker.runtime import tune_gc
+from sluice.worker.standalone import StandaloneHerder
+from sluice.worker.worker import Worker
 
 SOURCE = "io.confluent.connect.jdbc.JdbcSourceConnector"
 TABLE = "bench_source"

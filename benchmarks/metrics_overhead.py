@@ -25,10 +25,10 @@ from benchmarks.common import (
 )
 from benchmarks.file_sink import fill_topic, sluice_sink
 from benchmarks.file_source import sluice_source
-from worker.runners.base import WorkerTask
-from worker.runners.sink import SinkTaskRunner
-from worker.runtime import tune_gc
-from worker.task_metrics import TaskMetrics
+from sluice.worker.runners.base import WorkerTask
+from sluice.worker.runners.sink import SinkTaskRunner
+from sluice.worker.runtime import tune_gc
+from sluice.worker.task_metrics import TaskMetrics
 
 
 @contextmanager

@@ -6,7 +6,7 @@ import os
 
 from benchmarks import file_sink, file_source
 from benchmarks.common import broker
-from worker.runtime import tune_gc
+from sluice.worker.runtime import tune_gc
 
 
 def main() -> None:

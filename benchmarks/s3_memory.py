@@ -63,8 +63,8 @@ def sink_config(args: argparse.Namespace, max_open: int) -> dict[str, str]:
 
 
 def measure(args: argparse.Namespace, max_open: int) -> dict[str, Any]:
-    from connectors.api import SinkRecord, SinkRecordBatch, TopicPartition
-    from connectors.sink.s3 import S3SinkTask
+    from sluice.connectors.api import SinkRecord, SinkRecordBatch, TopicPartition
+    from sluice.connectors.sink.s3 import S3SinkTask
 
     task = S3SinkTask()
     task.start(sink_config(args, max_open), None)  # type: ignore[arg-type]
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         result = measure(args, args.max_open)
         print(orjson.dumps(result).decode() if args.json else result)
         return 0
-    from deploy.s3_server import S3Server
+    from sluice.deploy.s3_server import S3Server
 
     with S3Server(kill_with_parent=True) as s3:
         args.endpoint, args.access_key, args.secret_key, args.region = s3.endpoint_url, s3.access_key, s3.secret_key, s3.region

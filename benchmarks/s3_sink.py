@@ -37,17 +37,17 @@ import pyarrow.parquet as pq
 from confluent_kafka import Producer
 
 from benchmarks.common import RECORDS, ROUNDS, Result, broker, create_topic, median_result, wait_until
-from deploy.s3_server import S3Server
-from offsets import MemoryOffsetStore
-from plugins import PluginRegistry
-from worker.config import WorkerConfig
-from worker.runtime import tune_gc
-from worker.standalone import StandaloneHerder
-from worker.worker import Worker
+from sluice.deploy.s3_server import S3Server
+from sluice.offsets import MemoryOffsetStore
+from sluice.plugins import PluginRegistry
+from sluice.worker.config import WorkerConfig
+from sluice.worker.runtime import tune_gc
+from sluice.worker.standalone import StandaloneHerder
+from sluice.worker.worker import Worker
 
 FLUSH_SIZE = 100_000
 TOPICS_DIR = "topics/"  # the sink's default topics.dir
-CONNECTOR = "connectors.sink.s3.connector.S3SinkConnector"
+CONNECTOR = "sluice.connectors.sink.s3.connector.S3SinkConnector"
 
 
 def herder(bootstrap: str) -> StandaloneHerder:

@@ -26,8 +26,8 @@ import orjson
 from confluent_kafka import Producer
 
 from benchmarks.common import RECORDS, ROUNDS, Result, broker, create_topic, herder, tmpdir, wait_until
-from connectors.sink.file.task import render_value
-from worker.runtime import tune_gc
+from sluice.connectors.sink.file.task import render_value
+from sluice.worker.runtime import tune_gc
 
 CHAIN = {
     "transforms": "drop,add,route",

@@ -1,1 +1,1 @@
-"""Sluice connectors: the SPI (:mod:`connectors.api`) and the built-in sources and sinks."""
+"""Sluice connectors: the SPI (:mod:`sluice.connectors.api`) and the built-in sources and sinks."""

@@ -2,7 +2,7 @@
 
 Each value is written in Confluent's wire format: a zero byte, the schema's registry id as four
 big-endian bytes, then the Avro binary encoding. Schemas are mapped as Confluent's ``AvroData``
-maps them (:mod:`converters.avro_data`) and registered under the subject the configured
+maps them (:mod:`sluice.converters.avro_data`) and registered under the subject the configured
 strategy names (``<topic>-key`` / ``<topic>-value`` by default), so Java workers, Confluent's
 deserializers, ksqlDB and Sluice all read each other's records.
 
@@ -33,13 +33,13 @@ from typing import Any, ClassVar, Literal
 import orjson
 import pydantic
 
-from connectors.api.config import PluginConfig
-from connectors.api.converter import Converter
-from connectors.api.errors import ConfigError, DataError
-from connectors.api.records import Headers
-from connectors.api.schema import Schema, SchemaAndValue, infer_schema
-from converters.avro_data import AvroData, native_plan, native_read_plan, strip_logical_types
-from converters.schema_registry import SchemaRegistryClient
+from sluice.connectors.api.config import PluginConfig
+from sluice.connectors.api.converter import Converter
+from sluice.connectors.api.errors import ConfigError, DataError
+from sluice.connectors.api.records import Headers
+from sluice.connectors.api.schema import Schema, SchemaAndValue, infer_schema
+from sluice.converters.avro_data import AvroData, native_plan, native_read_plan, strip_logical_types
+from sluice.converters.schema_registry import SchemaRegistryClient
 
 try:
     import sluice_native

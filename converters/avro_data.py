@@ -23,7 +23,7 @@ Reading accepts any Avro schema: enums become strings (their symbols in paramete
 becomes bytes, ``null``-plus-one unions become optional schemas and other unions become
 ``io.confluent.connect.avro.Union`` structs with one field per branch.
 
-Logical values are converted by Connect's own rules (:mod:`connectors.api.schema`), and the Avro
+Logical values are converted by Connect's own rules (:mod:`sluice.connectors.api.schema`), and the Avro
 schema handed to fastavro has its logical types stripped: the bytes are the same, and fastavro
 then neither second-guesses nor converts them.
 """
@@ -37,8 +37,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from connectors.api.errors import DataError
-from connectors.api.schema import Date, Decimal, Schema, Time, Timestamp, Type
+from sluice.connectors.api.errors import DataError
+from sluice.connectors.api.schema import Date, Decimal, Schema, Time, Timestamp, Type
 
 __all__ = [
     "AVRO_NAMESPACE",

@@ -7,11 +7,11 @@ from typing import Any, ClassVar, Literal
 
 import pydantic
 
-from connectors.api.config import PluginConfig
-from connectors.api.converter import Converter, HeaderConverter, WireFormat
-from connectors.api.errors import DataError
-from connectors.api.records import Headers
-from connectors.api.schema import OPTIONAL_BYTES_SCHEMA, Schema, SchemaAndValue, Type
+from sluice.connectors.api.config import PluginConfig
+from sluice.connectors.api.converter import Converter, HeaderConverter, WireFormat
+from sluice.connectors.api.errors import DataError
+from sluice.connectors.api.records import Headers
+from sluice.connectors.api.schema import OPTIONAL_BYTES_SCHEMA, Schema, SchemaAndValue, Type
 
 __all__ = ["ByteArrayConverter", "ByteArrayConverterConfig"]
 

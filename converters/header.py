@@ -18,12 +18,12 @@ from typing import Any, ClassVar, Literal
 import orjson
 import pydantic
 
-from connectors.api.config import PluginConfig
-from connectors.api.converter import HeaderConverter
-from connectors.api.errors import DataError
-from connectors.api.schema import BYTES_SCHEMA, STRING_SCHEMA, Schema, SchemaAndValue, Type
-from converters.json import java_double_str, java_float_str
-from converters.string import java_to_string
+from sluice.connectors.api.config import PluginConfig
+from sluice.connectors.api.converter import HeaderConverter
+from sluice.connectors.api.errors import DataError
+from sluice.connectors.api.schema import BYTES_SCHEMA, STRING_SCHEMA, Schema, SchemaAndValue, Type
+from sluice.converters.json import java_double_str, java_float_str
+from sluice.converters.string import java_to_string
 
 __all__ = ["SimpleHeaderConverter", "SimpleHeaderConverterConfig"]
 

@@ -31,9 +31,9 @@ is checked inline and handed to orjson as it is, so a field costs a type check, 
 call or a copy. The envelope is assembled from bytes, and reading a known schema's envelope
 parses only the payload.
 
-Layout: :mod:`converters.json_text` writes numbers and strings as Java does,
-:mod:`converters.json_write` turns Connect values into what orjson writes,
-:mod:`converters.json_read` turns parsed JSON back into Connect values and schemas; this module
+Layout: :mod:`sluice.converters.json_text` writes numbers and strings as Java does,
+:mod:`sluice.converters.json_write` turns Connect values into what orjson writes,
+:mod:`sluice.converters.json_read` turns parsed JSON back into Connect values and schemas; this module
 holds the converter and its settings.
 """
 
@@ -48,13 +48,13 @@ from typing import Any, ClassVar, Literal
 import orjson
 import pydantic
 
-from connectors.api.config import PluginConfig
-from connectors.api.converter import Converter, HeaderConverter, WireFormat
-from connectors.api.errors import DataError
-from connectors.api.records import Headers
-from connectors.api.schema import Schema, SchemaAndValue
-from converters.json_read import _Decoders, _NeedExactNumbers, _reject_constant
-from converters.json_text import (
+from sluice.connectors.api.config import PluginConfig
+from sluice.connectors.api.converter import Converter, HeaderConverter, WireFormat
+from sluice.connectors.api.errors import DataError
+from sluice.connectors.api.records import Headers
+from sluice.connectors.api.schema import Schema, SchemaAndValue
+from sluice.converters.json_read import _Decoders, _NeedExactNumbers, _reject_constant
+from sluice.converters.json_text import (
     ENVELOPE_ERROR,
     REQUIRED_NULL_ERROR,
     _jackson_escapes,
@@ -64,7 +64,7 @@ from converters.json_text import (
     java_double_str,
     java_float_str,
 )
-from converters.json_write import _MAX_ID_CACHE, _Encoders, _schema_json, _schemaless_json
+from sluice.converters.json_write import _MAX_ID_CACHE, _Encoders, _schema_json, _schemaless_json
 
 __all__ = [
     "ENVELOPE_ERROR",

@@ -1,4 +1,4 @@
-"""Parsed JSON → Connect values and schemas, for :mod:`converters.json`: the per-schema readers
+"""Parsed JSON → Connect values and schemas, for :mod:`sluice.converters.json`: the per-schema readers
 and the parsing of JSON schemas."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from connectors.api.errors import DataError
-from connectors.api.schema import Date, Decimal, Field, Schema, Time, Timestamp, Type
-from converters.json_text import _INF
-from converters.json_write import (
+from sluice.connectors.api.errors import DataError
+from sluice.connectors.api.schema import Date, Decimal, Field, Schema, Time, Timestamp, Type
+from sluice.converters.json_text import _INF
+from sluice.converters.json_write import (
     _EPOCH,
     _EPOCH_ORDINAL,
     _EXACT,

@@ -1,5 +1,5 @@
 """How Java writes JSON text: ``Double.toString``/``Float.toString``/``BigDecimal`` numbers and
-Jackson's string escapes, for :mod:`converters.json` (see its docstring for why each matters)."""
+Jackson's string escapes, for :mod:`sluice.converters.json` (see its docstring for why each matters)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from connectors.api.errors import DataError
+from sluice.connectors.api.errors import DataError
 
 ENVELOPE_ERROR = (
     'JsonConverter with schemas.enable requires "schema" and "payload" fields and may not contain additional '

@@ -1,4 +1,4 @@
-"""Connect values → what orjson writes, per schema, for :mod:`converters.json`: the generated
+"""Connect values → what orjson writes, per schema, for :mod:`sluice.converters.json`: the generated
 struct writers, the per-type encoders and a schema's JSON form."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import decimal
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from connectors.api.errors import DataError
-from connectors.api.schema import Date, Decimal, Schema, Time, Timestamp, Type
-from converters.json_text import (
+from sluice.connectors.api.errors import DataError
+from sluice.connectors.api.schema import Date, Decimal, Schema, Time, Timestamp, Type
+from sluice.converters.json_text import (
     _INF,
     _NON_FINITE,
     _NON_FINITE_TEXT,

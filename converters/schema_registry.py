@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import orjson
 
-from connectors.api.errors import ConnectError, DataError, RetriableError
+from sluice.connectors.api.errors import ConnectError, DataError, RetriableError
 
 __all__ = ["RegisteredSchema", "SchemaRegistryClient", "SubjectNotFound"]
 

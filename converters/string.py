@@ -17,11 +17,11 @@ from typing import Any, ClassVar, Literal
 
 import pydantic
 
-from connectors.api.config import PluginConfig
-from connectors.api.converter import OPAQUE, Converter, HeaderConverter, WireFormat
-from connectors.api.records import Headers
-from connectors.api.schema import OPTIONAL_STRING_SCHEMA, Schema, SchemaAndValue, Type
-from converters.json import java_decimal_str, java_double_str, java_float_str
+from sluice.connectors.api.config import PluginConfig
+from sluice.connectors.api.converter import OPAQUE, Converter, HeaderConverter, WireFormat
+from sluice.connectors.api.records import Headers
+from sluice.connectors.api.schema import OPTIONAL_STRING_SCHEMA, Schema, SchemaAndValue, Type
+from sluice.converters.json import java_decimal_str, java_double_str, java_float_str
 
 __all__ = ["StringConverter", "StringConverterConfig", "java_to_string"]
 

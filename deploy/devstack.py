@@ -13,7 +13,7 @@ in-memory storage) detached the same way. Everything lives in the state director
 
 Data survive ``down`` and the next ``up``; ``down --purge`` deletes them.
 
-Try it without the main CLI: ``python -m deploy.devstack up``.
+Try it without the main CLI: ``python -m sluice.deploy.devstack up``.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from typing import Any
 
 import click
 
-from deploy import maven
-from deploy.kafka_stack import (
+from sluice.deploy import maven
+from sluice.deploy.kafka_stack import (
     DEFAULT_KAFKA_VERSION,
     KafkaBroker,
     KafkaStackError,
@@ -45,7 +45,7 @@ from deploy.kafka_stack import (
     is_port_open,
     signal_process_group,
 )
-from deploy.schema_registry import (
+from sluice.deploy.schema_registry import (
     ARTIFACT_ID,
     DEFAULT_APICURIO_VERSION,
     SchemaRegistryError,

@@ -1,14 +1,14 @@
 """Regenerate the reference tables in ``docs/`` from the config models, so the pages cannot drift.
 
-    .venv/bin/python -m deploy.docs_gen           # rewrite the generated blocks
-    .venv/bin/python -m deploy.docs_gen --check   # exit 1, naming the page, if one is stale
+    .venv/bin/python -m sluice.deploy.docs_gen           # rewrite the generated blocks
+    .venv/bin/python -m sluice.deploy.docs_gen --check   # exit 1, naming the page, if one is stale
 
 ``docs/worker-config.md``, ``docs/transforms.md`` and ``docs/moving-from-kafka-connect.md`` are
 hand-written prose around blocks between ``<!-- BEGIN GENERATED: <id> -->`` and
 ``<!-- END GENERATED -->``; only the blocks are rewritten.
-Key tables come from the pydantic models through :func:`worker.config_infos.key_info`, the function
+Key tables come from the pydantic models through :func:`sluice.worker.config_infos.key_info`, the function
 behind ``GET /connector-plugins/{plugin}/config``, so a page says what the REST API says. The REST
-listener keys are parsed by hand in :mod:`rest.settings`; their names and descriptions are read from
+listener keys are parsed by hand in :mod:`sluice.rest.settings`; their names and descriptions are read from
 that module's docstring, and their types and defaults from :data:`REST_KEY_TYPES` below, which the
 generator refuses to run without (a key added to the docstring must be added there too).
 """
@@ -25,37 +25,37 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-import rest.settings
-from connectors.api import dotted
-from plugins import PluginInfo, PluginKind, PluginRegistry
-from worker.config import ConnectorConfig, WorkerConfig, with_cli_defaults
-from worker.config_infos import key_info
-from worker.distributed.config import DistributedConfig
+from sluice.connectors.api import dotted
+from sluice.plugins import PluginInfo, PluginKind, PluginRegistry
+from sluice.rest import settings as rest_settings
+from sluice.worker.config import ConnectorConfig, WorkerConfig, with_cli_defaults
+from sluice.worker.config_infos import key_info
+from sluice.worker.distributed.config import DistributedConfig
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
-REGENERATE = ".venv/bin/python -m deploy.docs_gen"
+REGENERATE = ".venv/bin/python -m sluice.deploy.docs_gen"
 
 _BLOCK = re.compile(r"(<!-- BEGIN GENERATED: (?P<id>[^>]+?) -->\n)(?P<body>.*?)(<!-- END GENERATED -->)", re.S)
 
-#: Type and default of each key :mod:`rest.settings` documents (``None``: no default).
+#: Type and default of each key :mod:`sluice.rest.settings` documents (``None``: no default).
 REST_KEY_TYPES: dict[str, tuple[str, str | None]] = {
     "listeners.https.ssl.certfile": ("STRING", None),
     "listeners.https.ssl.keyfile": ("STRING", None),
     "listeners.https.ssl.keyfile.password": ("PASSWORD", None),
-    "listeners.https.ssl.client.authentication": ("STRING", rest.settings.CLIENT_AUTH_MODES[0]),
+    "listeners.https.ssl.client.authentication": ("STRING", rest_settings.CLIENT_AUTH_MODES[0]),
     "listeners.https.ssl.cafile": ("STRING", None),
     "rest.auth.basic.users": ("PASSWORD", None),
     "rest.auth.basic.users.file": ("STRING", None),
     "rest.auth.bearer.tokens": ("PASSWORD", None),
     "rest.auth.roles": ("LIST", None),
-    "rest.request.max.bytes": ("INT", str(rest.settings.DEFAULT_MAX_REQUEST_BYTES)),
-    "rest.request.header.timeout.ms": ("LONG", str(rest.settings.DEFAULT_HEADER_TIMEOUT_MS)),
-    "rest.request.body.timeout.ms": ("LONG", str(rest.settings.DEFAULT_BODY_TIMEOUT_MS)),
-    "rest.connections.per.client.max": ("INT", str(rest.settings.DEFAULT_CONNECTIONS_PER_CLIENT)),
+    "rest.request.max.bytes": ("INT", str(rest_settings.DEFAULT_MAX_REQUEST_BYTES)),
+    "rest.request.header.timeout.ms": ("LONG", str(rest_settings.DEFAULT_HEADER_TIMEOUT_MS)),
+    "rest.request.body.timeout.ms": ("LONG", str(rest_settings.DEFAULT_BODY_TIMEOUT_MS)),
+    "rest.connections.per.client.max": ("INT", str(rest_settings.DEFAULT_CONNECTIONS_PER_CLIENT)),
     "rest.auth.allow.unauthenticated": ("BOOLEAN", "false"),
 }
 
-#: Worker keys read outside the models and :mod:`rest.settings` (key, type, default, description).
+#: Worker keys read outside the models and :mod:`sluice.rest.settings` (key, type, default, description).
 #: ``tests/unit/deploy/test_docs_gen.py`` checks that each exact key still occurs in the code.
 OTHER_WORKER_KEYS: tuple[tuple[str, str, str | None, str], ...] = (
     ("topic.tracking.enable", "BOOLEAN", "true",
@@ -147,9 +147,9 @@ def _settings_table(model: type[BaseModel] | None) -> str:
 
 
 def rest_docstring_keys() -> list[tuple[list[str], str]]:
-    """``([keys], description)`` for each entry of :mod:`rest.settings`'s docstring."""
+    """``([keys], description)`` for each entry of :mod:`sluice.rest.settings`'s docstring."""
     entries: list[tuple[list[str], str]] = []
-    for line in (rest.settings.__doc__ or "").splitlines():
+    for line in (rest_settings.__doc__ or "").splitlines():
         if line.startswith("``"):
             entries.append((re.findall(r"``([^`]+)``", line), ""))
         elif line.startswith("    ") and entries:
@@ -278,7 +278,7 @@ def pages(registry: PluginRegistry | None = None) -> dict[Path, Callable[[str], 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deploy.docs_gen", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m sluice.deploy.docs_gen", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only report pages that differ")
     args = parser.parse_args(argv)
     stale = []

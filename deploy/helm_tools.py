@@ -7,7 +7,7 @@ Everything comes through the Go module proxy with the machine's ``go``:
 - ``go mod download k8s.io/kubernetes@v<version>`` brings the Kubernetes source, whose
   ``api/openapi-spec/swagger.json`` describes every built-in kind of that release, and the
   Prometheus Operator's module brings its ``ServiceMonitor`` CustomResourceDefinition;
-  :mod:`deploy.kube_schemas` turns both into the JSON schemas kubeconform reads offline.
+  :mod:`sluice.deploy.kube_schemas` turns both into the JSON schemas kubeconform reads offline.
 
 Layout under the cache (``$SLUICE_CACHE_DIR``, default ``~/.cache/sluice``)::
 
@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from deploy import kube_schemas
-from deploy.maven import COMPLETE_MARKER, cache_dir, exclusive_lock
+from sluice.deploy import kube_schemas
+from sluice.deploy.maven import COMPLETE_MARKER, cache_dir, exclusive_lock
 
 log = logging.getLogger(__name__)
 
@@ -159,8 +159,8 @@ def ensure_helm_tools() -> HelmTools:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m deploy.helm_tools fetch``: fetch once, print where everything is."""
-    parser = argparse.ArgumentParser(prog="python -m deploy.helm_tools", description=__doc__.split("\n\n")[0])
+    """``python -m sluice.deploy.helm_tools fetch``: fetch once, print where everything is."""
+    parser = argparse.ArgumentParser(prog="python -m sluice.deploy.helm_tools", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["fetch", "where"], help="fetch: build/download what is missing; where: only look")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)

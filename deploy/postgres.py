@@ -9,7 +9,7 @@ run as root, so when Sluice runs as root the server runs as the ``postgres`` use
 
 Command line::
 
-    python -m deploy.postgres run [--port 55432]    # foreground server, Ctrl-C stops it
+    python -m sluice.deploy.postgres run [--port 55432]    # foreground server, Ctrl-C stops it
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Final
 
-from deploy.processes import LOOPBACK, find_free_port, is_port_free
-from deploy.service_process import check_searchable, child_setup, server_env, service_user, tail
+from sluice.deploy.processes import LOOPBACK, find_free_port, is_port_free
+from sluice.deploy.service_process import check_searchable, child_setup, server_env, service_user, tail
 
 SERVICE_USER: Final = "postgres"
 SUPERUSER: Final = "postgres"
@@ -338,7 +338,7 @@ def _tail(text: str, lines: int = _LOG_TAIL_LINES) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deploy.postgres", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m sluice.deploy.postgres", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a server in the foreground until Ctrl-C")
     run.add_argument("--port", type=int, default=None)

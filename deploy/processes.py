@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
-from deploy import maven
-from worker.runtime import parent_death_signal
+from sluice.deploy import maven
+from sluice.worker.runtime import parent_death_signal
 
 LOOPBACK: Final = "127.0.0.1"
 LOG_TAIL_LINES: Final = 40

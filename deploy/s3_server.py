@@ -13,8 +13,8 @@
 
 Command line::
 
-    python -m deploy.s3_server fetch                 # prints the libs directory
-    python -m deploy.s3_server run [--port 9000]     # foreground server, Ctrl-C stops it
+    python -m sluice.deploy.s3_server fetch                 # prints the libs directory
+    python -m sluice.deploy.s3_server run [--port 9000]     # foreground server, Ctrl-C stops it
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Final
 
-from deploy import maven
-from deploy.managed_server import ManagedServer
-from deploy.processes import find_java
+from sluice.deploy import maven
+from sluice.deploy.managed_server import ManagedServer
+from sluice.deploy.processes import find_java
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def is_s3proxy_cached(version: str = DEFAULT_S3PROXY_VERSION) -> bool:
 
 def ensure_s3proxy_jars(version: str = DEFAULT_S3PROXY_VERSION, *, mvn: str | None = None) -> Path:
     """The directory of S3Proxy ``version``'s runtime jars, fetched with Maven on first use
-    (see :mod:`deploy.maven`). Raises :class:`S3ServerFetchError` with Maven's output tail."""
+    (see :mod:`sluice.deploy.maven`). Raises :class:`S3ServerFetchError` with Maven's output tail."""
     if not version.replace(".", "").replace("-", "").isalnum():
         raise ValueError(f"unsupported S3Proxy version {version!r}")
 
@@ -254,7 +254,7 @@ class S3Server(ManagedServer):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deploy.s3_server", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m sluice.deploy.s3_server", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     fetch = sub.add_parser("fetch", help="fetch S3Proxy's jars into the cache and print their directory")
     fetch.add_argument("--version", default=DEFAULT_S3PROXY_VERSION)

@@ -3,7 +3,7 @@
 * :func:`ensure_apicurio` fetches ``io.apicurio:apicurio-registry-app:<version>:tar.gz:all`` (a
   Quarkus application: the runner jar plus ``lib/``) with ``mvn dependency:copy``, once per version,
   and unpacks it into ``~/.cache/sluice/apicurio-registry-<version>/app`` under the cache's lock,
-  through a staging directory and a completion marker, as :mod:`deploy.maven` does for jars.
+  through a staging directory and a completion marker, as :mod:`sluice.deploy.maven` does for jars.
 * :class:`SchemaRegistryServer` runs it on a free loopback port with in-memory storage (H2; a
   restart starts empty) and no management interface, and waits until the Confluent API answers.
   Clients use :attr:`SchemaRegistryServer.url`, the ``/apis/ccompat/v7`` root, as
@@ -13,8 +13,8 @@
 
 Command line::
 
-    python -m deploy.schema_registry fetch                # prints the application directory
-    python -m deploy.schema_registry run [--port 8081]    # foreground server, Ctrl-C stops it
+    python -m sluice.deploy.schema_registry fetch                # prints the application directory
+    python -m sluice.deploy.schema_registry run [--port 8081]    # foreground server, Ctrl-C stops it
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Final
 
-from deploy import maven
-from deploy.managed_server import ManagedServer
-from deploy.processes import find_java
+from sluice.deploy import maven
+from sluice.deploy.managed_server import ManagedServer
+from sluice.deploy.processes import find_java
 
 logger = logging.getLogger(__name__)
 
@@ -282,7 +282,7 @@ class SchemaRegistryServer(ManagedServer):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deploy.schema_registry", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m sluice.deploy.schema_registry", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     fetch = sub.add_parser("fetch", help="fetch Apicurio Registry into the cache and print its directory")
     fetch.add_argument("--version", default=DEFAULT_APICURIO_VERSION)

@@ -13,7 +13,7 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from worker.runtime import parent_death_signal
+from sluice.worker.runtime import parent_death_signal
 
 LOG_TAIL_LINES = 40
 

@@ -3,7 +3,7 @@
 PySpark ships Spark's core jars but not its Kafka data source, S3A or a JDBC driver. They are
 resolved with ``mvn dependency:copy-dependencies`` (never ``spark.jars.packages``: Ivy fetching is
 not allowed everywhere Maven is) into ``~/.cache/sluice/spark-extra-<spark version>/libs`` through
-:mod:`deploy.maven`, once per Spark version:
+:mod:`sluice.deploy.maven`, once per Spark version:
 
 * ``org.apache.spark:spark-sql-kafka-0-10_<scala>:<spark>`` with the ``kafka-clients`` Spark pins. A
   PySpark release can reach PyPI before its Kafka connector reaches Maven Central (4.3.0 did); then
@@ -17,7 +17,7 @@ upgraded PySpark fetches a matching set instead of mixing Scala or Hadoop versio
 
 Command line::
 
-    python -m deploy.spark fetch        # prints the libs directory
+    python -m sluice.deploy.spark fetch        # prints the libs directory
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from deploy import maven
+from sluice.deploy import maven
 
 logger = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ def kafka_connector_version(v: SparkVersions, mvn: str | None = None) -> str:
 
 
 def ensure_spark_jars(versions: SparkVersions | None = None, *, mvn: str | None = None) -> Path:
-    """The directory of the extra jars, fetched with Maven on first use (see :mod:`deploy.maven`)."""
+    """The directory of the extra jars, fetched with Maven on first use (see :mod:`sluice.deploy.maven`)."""
     v = versions or installed_versions()
     version = _cache_version(v)
     home = maven.libs_dir("spark-extra", version).parent
@@ -238,7 +238,7 @@ def _artifact(jar_name: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deploy.spark", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m sluice.deploy.spark", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("fetch", help="fetch the jars matching the installed PySpark and print their directory")
     args = parser.parse_args(argv)
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(ensure_spark_jars())
         except SparkJarsError as exc:
-            print(f"deploy.spark: {exc}", file=sys.stderr)
+            print(f"sluice.deploy.spark: {exc}", file=sys.stderr)
             return 1
     return 0
 

@@ -6,7 +6,7 @@ interchangeable and a future Kafka-topic store shares the helpers.
 
 from __future__ import annotations
 
-from offsets.base import (
+from sluice.offsets.base import (
     OffsetStore,
     OffsetStoreError,
     StoreOffsetReader,
@@ -16,8 +16,8 @@ from offsets.base import (
     parse_offset_key,
     partition_identity,
 )
-from offsets.file import FileOffsetStore
-from offsets.memory import MemoryOffsetStore
+from sluice.offsets.file import FileOffsetStore
+from sluice.offsets.memory import MemoryOffsetStore
 
 __all__ = [
     "FileOffsetStore",

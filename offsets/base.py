@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
-from connectors.api.errors import ConnectError
+from sluice.connectors.api.errors import ConnectError
 
 #: A source partition or offset as tasks see it: a JSON-able mapping.
 JsonMap = Mapping[str, Any]

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import orjson
 
-from offsets.base import OffsetStoreError, parse_offset_key, partition_identity
-from offsets.memory import MemoryOffsetStore
+from sluice.offsets.base import OffsetStoreError, parse_offset_key, partition_identity
+from sluice.offsets.memory import MemoryOffsetStore
 
 logger = logging.getLogger(__name__)
 

@@ -12,9 +12,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from offsets.base import JsonMap, OffsetStoreError, encode_offset, offset_key, parse_offset_key, partition_identity
-from offsets.kafka_log import KafkaLog
-from offsets.memory import MemoryOffsetStore
+from sluice.offsets.base import (
+    JsonMap,
+    OffsetStoreError,
+    encode_offset,
+    offset_key,
+    parse_offset_key,
+    partition_identity,
+)
+from sluice.offsets.kafka_log import KafkaLog
+from sluice.offsets.memory import MemoryOffsetStore
 
 
 class KafkaOffsetStore(MemoryOffsetStore):

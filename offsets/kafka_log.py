@@ -17,7 +17,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from connectors.api import ConnectError
+from sluice.connectors.api import ConnectError
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from offsets.base import JsonMap, decode_offset, encode_offset, offset_key, parse_offset_key, partition_identity
+from sluice.offsets.base import JsonMap, decode_offset, encode_offset, offset_key, parse_offset_key, partition_identity
 
 # One stored entry: the exact key bytes first written for the partition and the offset's JSON.
 _Entry = tuple[bytes, bytes]

@@ -1,5 +1,5 @@
 """Plugin discovery: connectors, converters, transforms, predicates and config providers."""
 
-from plugins.registry import PluginInfo, PluginKind, PluginRegistry
+from sluice.plugins.registry import PluginInfo, PluginKind, PluginRegistry
 
 __all__ = ["PluginInfo", "PluginKind", "PluginRegistry"]

@@ -24,7 +24,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from connectors.api import (
+from sluice.connectors.api import (
     ConfigError,
     Converter,
     HeaderConverter,

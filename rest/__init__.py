@@ -1,5 +1,5 @@
 """The REST API: Kafka Connect's surface over the herder façade."""
 
-from rest.app import create_app
+from sluice.rest.app import create_app
 
 __all__ = ["create_app"]

@@ -4,23 +4,23 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from rest.audit import AuditTrail
-from rest.authn import Authenticator
-from rest.authz import AccessControlMiddleware, AccessPolicy
-from rest.errors import install_error_handlers
-from rest.logger_levels import LoggerLevels
-from rest.middleware import RequestHeadersMiddleware, RequestLimitsMiddleware
-from rest.routes import backfills, connectors, loggers, metrics, offsets, plugins, root
-from rest.settings import RestSettings
-from worker.herder import Herder
-from worker.metrics import MetricsCollector
+from sluice.rest.audit import AuditTrail
+from sluice.rest.authn import Authenticator
+from sluice.rest.authz import AccessControlMiddleware, AccessPolicy
+from sluice.rest.errors import install_error_handlers
+from sluice.rest.logger_levels import LoggerLevels
+from sluice.rest.middleware import RequestHeadersMiddleware, RequestLimitsMiddleware
+from sluice.rest.routes import backfills, connectors, loggers, metrics, offsets, plugins, root
+from sluice.rest.settings import RestSettings
+from sluice.worker.herder import Herder
+from sluice.worker.metrics import MetricsCollector
 
 
 def create_app(herder: Herder, settings: RestSettings | None = None) -> FastAPI:
     """The Kafka Connect REST surface over ``herder``.
 
-    ``settings`` default to those in the herder's worker configuration (see :mod:`rest.settings`);
-    roles (:mod:`rest.authz`) and the audit topic (:mod:`rest.audit`) are always read from it.
+    ``settings`` default to those in the herder's worker configuration (see :mod:`sluice.rest.settings`);
+    roles (:mod:`sluice.rest.authz`) and the audit topic (:mod:`sluice.rest.audit`) are always read from it.
     """
     raw = herder.worker_settings()
     settings = settings or RestSettings.from_worker_config(raw)

@@ -24,8 +24,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from connectors.api import ConfigError
-from worker.clients import translate
+from sluice.connectors.api import ConfigError
+from sluice.worker.clients import translate
 
 log = logging.getLogger(__name__)
 #: Operators route and keep the trail by this name, apart from the worker's diagnostics.
@@ -119,7 +119,7 @@ class AuditTopic:
 
 
 class AuditTrail:
-    """Writes the audit records of :mod:`rest.audit` (the log line always, the topic when configured)."""
+    """Writes the audit records of :mod:`sluice.rest.audit` (the log line always, the topic when configured)."""
 
     def __init__(self, topic: AuditTopic | None = None) -> None:
         self.topic = topic

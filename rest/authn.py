@@ -1,6 +1,6 @@
 """Who is calling: HTTP basic users, bearer tokens and TLS client certificates, as a principal name.
 
-A principal is a plain name that ``rest.auth.roles`` grants roles to (see :mod:`rest.authz`). The
+A principal is a plain name that ``rest.auth.roles`` grants roles to (see :mod:`sluice.rest.authz`). The
 three sources share one namespace on purpose: basic user ``alice``, the token entry
 ``alice:<token>`` and a client certificate with ``CN=alice`` are the same principal.
 """
@@ -17,8 +17,8 @@ from typing import Any
 from starlette.datastructures import Headers
 from starlette.types import Scope
 
-from connectors.api import ConfigError
-from rest.settings import RestSettings
+from sluice.connectors.api import ConfigError
+from sluice.rest.settings import RestSettings
 
 #: The principal of a ``rest.auth.bearer.tokens`` entry that names none (the pre-roles format).
 DEFAULT_BEARER_PRINCIPAL = "bearer"

@@ -7,7 +7,7 @@ app's routes the way the router will, looks the rule up and refuses before any r
 A route without a rule is refused for everyone, so a new route cannot ship open by accident (the
 role test in ``tests/unit/rest/test_authorization.py`` walks ``app.routes`` and fails first).
 
-Roles (``rest.auth.roles``, format in :mod:`rest.settings`):
+Roles (``rest.auth.roles``, format in :mod:`sluice.rest.settings`):
 
 ``viewer``
     every ``GET`` of the connectors its pattern matches;
@@ -40,10 +40,10 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from connectors.api import ConfigError
-from rest.audit import ANONYMOUS, AuditTrail, is_audited
-from rest.authn import Authenticator
-from rest.errors import error_response
+from sluice.connectors.api import ConfigError
+from sluice.rest.audit import ANONYMOUS, AuditTrail, is_audited
+from sluice.rest.authn import Authenticator
+from sluice.rest.errors import error_response
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from worker.herder import Herder
+from sluice.worker.herder import Herder
 
 
 def _herder(request: Request) -> Herder:

@@ -11,9 +11,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from connectors.api import AlreadyExistsError, ConfigError, ConnectError, NotFoundError
-from worker.distributed.forwarding import ForwardedError, NoLeader
-from worker.herder import BadRequest, Conflict, Forbidden
+from sluice.connectors.api import AlreadyExistsError, ConfigError, ConnectError, NotFoundError
+from sluice.worker.distributed.forwarding import ForwardedError, NoLeader
+from sluice.worker.herder import BadRequest, Conflict, Forbidden
 
 log = logging.getLogger(__name__)
 

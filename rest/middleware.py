@@ -1,8 +1,8 @@
 """ASGI middleware: request limits and request headers, ahead of routing.
 
-Authentication, authorization and the audit trail are :class:`rest.authz.AccessControlMiddleware`.
+Authentication, authorization and the audit trail are :class:`sluice.rest.authz.AccessControlMiddleware`.
 Refusals answer with Connect's ``{"error_code", "message"}`` body through
-:func:`rest.errors.error_response`, so a client sees one error shape whatever layer refused its request.
+:func:`sluice.rest.errors.error_response`, so a client sees one error shape whatever layer refused its request.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import asyncio
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rest.errors import error_response
-from worker.distributed.forwarding import request_headers
+from sluice.rest.errors import error_response
+from sluice.worker.distributed.forwarding import request_headers
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 

@@ -21,7 +21,7 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from rest.settings import RestSettings
+from sluice.rest.settings import RestSettings
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class GuardedH11Protocol(H11Protocol):
     keep-alive connection (an idle keep-alive connection is uvicorn's ``timeout_keep_alive``'s
     business), and for the rest of a body the app answered without reading. It stops when a
     request's headers are complete; the body has its own deadline in
-    :class:`rest.middleware.RequestLimitsMiddleware`.
+    :class:`sluice.rest.middleware.RequestLimitsMiddleware`.
 
     uvicorn builds a protocol with keyword arguments only, so the per-listener
     :class:`ConnectionLimits` travel as a class attribute: :meth:`bound_to` makes the subclass.

@@ -28,7 +28,7 @@ Keys (all optional, in ``worker.properties``):
     ``alice:admin,bob:operator:orders-*,carol:viewer``. A principal is a basic user name, the
     ``principal`` of a ``principal:token`` entry of ``rest.auth.bearer.tokens`` (a bare token's
     principal is ``bearer``) or the CN of a verified TLS client certificate. The role is
-    ``viewer``, ``operator`` or ``admin`` (see :mod:`rest.authz` for what each may do); the
+    ``viewer``, ``operator`` or ``admin`` (see :mod:`sluice.rest.authz` for what each may do); the
     pattern is an ``fnmatch`` glob on connector names (default ``*``, the only pattern that also
     opens the worker-wide routes); a principal may have several grants. Unset, every
     authenticated principal is admin; set, a principal without a grant gets 403. An unknown role
@@ -62,8 +62,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from connectors.api import ConfigError
-from worker.config import is_loopback_host
+from sluice.connectors.api import ConfigError
+from sluice.worker.config import is_loopback_host
 
 log = logging.getLogger(__name__)
 

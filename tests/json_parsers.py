@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from converters import json_arrow
+from sluice.converters import json_arrow
 
 
 def require_native() -> None:

@@ -8,9 +8,9 @@ below are the same name → class mapping for code and tests that want it withou
 
 from __future__ import annotations
 
-from connectors.api.transform import Predicate, Transformation
-from transforms.cast import Cast, CastKey, CastValue
-from transforms.field import (
+from sluice.connectors.api.transform import Predicate, Transformation
+from sluice.transforms.cast import Cast, CastKey, CastValue
+from sluice.transforms.field import (
     ExtractField,
     ExtractFieldKey,
     ExtractFieldValue,
@@ -28,15 +28,15 @@ from transforms.field import (
     ReplaceFieldValue,
     ValueToKey,
 )
-from transforms.filter import Filter
-from transforms.flatten import Flatten, FlattenKey, FlattenValue
-from transforms.headers import DropHeaders, HeaderFrom, HeaderFromKey, HeaderFromValue, InsertHeader
-from transforms.java_time import JavaDateFormat
-from transforms.metadata import SetSchemaMetadata, SetSchemaMetadataKey, SetSchemaMetadataValue
-from transforms.predicates import HasHeaderKey, RecordIsTombstone, TopicNameMatches
-from transforms.routing import RegexRouter, TimestampRouter
-from transforms.timestamp import TimestampConverter, TimestampConverterKey, TimestampConverterValue
-from transforms.unwrap import ExtractNewRecordState
+from sluice.transforms.filter import Filter
+from sluice.transforms.flatten import Flatten, FlattenKey, FlattenValue
+from sluice.transforms.headers import DropHeaders, HeaderFrom, HeaderFromKey, HeaderFromValue, InsertHeader
+from sluice.transforms.java_time import JavaDateFormat
+from sluice.transforms.metadata import SetSchemaMetadata, SetSchemaMetadataKey, SetSchemaMetadataValue
+from sluice.transforms.predicates import HasHeaderKey, RecordIsTombstone, TopicNameMatches
+from sluice.transforms.routing import RegexRouter, TimestampRouter
+from sluice.transforms.timestamp import TimestampConverter, TimestampConverterKey, TimestampConverterValue
+from sluice.transforms.unwrap import ExtractNewRecordState
 
 #: Entry-point name → transform class (only concrete classes; ``Cast`` itself is abstract over key/value).
 BUILTIN_TRANSFORMS: dict[str, type[Transformation]] = {

@@ -12,10 +12,10 @@ from typing import Annotated, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BeforeValidator
 
-from connectors.api.errors import ConfigError, DataError
-from connectors.api.records import SinkRecord, SinkRecordBatch, SourceRecord
-from connectors.api.schema import Schema, Type
-from connectors.api.transform import Predicate, R, Transformation
+from sluice.connectors.api.errors import ConfigError, DataError
+from sluice.connectors.api.records import SinkRecord, SinkRecordBatch, SourceRecord
+from sluice.connectors.api.schema import Schema, Type
+from sluice.connectors.api.transform import Predicate, R, Transformation
 
 __all__ = [
     "MIXED",

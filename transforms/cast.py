@@ -11,11 +11,17 @@ from typing import Any
 
 from pydantic import Field
 
-from connectors.api.config import PluginConfig
-from connectors.api.errors import ConfigError, DataError
-from connectors.api.schema import Date, Schema, Time, Timestamp, Type
-from connectors.api.transform import R
-from transforms._support import CommaList, KeyOrValueTransformation, SchemaCache, copy_struct_schema, require_struct
+from sluice.connectors.api.config import PluginConfig
+from sluice.connectors.api.errors import ConfigError, DataError
+from sluice.connectors.api.schema import Date, Schema, Time, Timestamp, Type
+from sluice.connectors.api.transform import R
+from sluice.transforms._support import (
+    CommaList,
+    KeyOrValueTransformation,
+    SchemaCache,
+    copy_struct_schema,
+    require_struct,
+)
 
 __all__ = ["Cast", "CastKey", "CastValue"]
 

@@ -9,10 +9,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from connectors.api.config import PluginConfig
-from connectors.api.errors import ConfigError, DataError
-from connectors.api.records import SinkRecord, SinkRecordBatch
-from connectors.api.schema import (
+from sluice.connectors.api.config import PluginConfig
+from sluice.connectors.api.errors import ConfigError, DataError
+from sluice.connectors.api.records import SinkRecord, SinkRecordBatch
+from sluice.connectors.api.schema import (
     INT32_SCHEMA,
     INT64_SCHEMA,
     OPTIONAL_INT32_SCHEMA,
@@ -23,8 +23,8 @@ from connectors.api.schema import (
     Timestamp,
     Type,
 )
-from connectors.api.transform import R
-from transforms._support import (
+from sluice.connectors.api.transform import R
+from sluice.transforms._support import (
     MIXED,
     BuiltinTransformation,
     CommaList,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from connectors.api.transform import R
-from transforms._support import BuiltinTransformation
+from sluice.connectors.api.transform import R
+from sluice.transforms._support import BuiltinTransformation
 
 __all__ = ["Filter"]
 

@@ -6,10 +6,16 @@ from typing import Any
 
 from pydantic import Field
 
-from connectors.api.config import PluginConfig
-from connectors.api.schema import Schema, Type
-from connectors.api.transform import R
-from transforms._support import KeyOrValueTransformation, SchemaCache, copy_struct_schema, require_map, require_struct
+from sluice.connectors.api.config import PluginConfig
+from sluice.connectors.api.schema import Schema, Type
+from sluice.connectors.api.transform import R
+from sluice.transforms._support import (
+    KeyOrValueTransformation,
+    SchemaCache,
+    copy_struct_schema,
+    require_map,
+    require_struct,
+)
 
 __all__ = ["Flatten", "FlattenKey", "FlattenValue"]
 

@@ -10,10 +10,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from connectors.api.config import PluginConfig
-from connectors.api.schema import Schema
-from connectors.api.transform import R
-from transforms._support import (
+from sluice.connectors.api.config import PluginConfig
+from sluice.connectors.api.schema import Schema
+from sluice.connectors.api.transform import R
+from sluice.transforms._support import (
     BuiltinTransformation,
     CommaList,
     KeyOrValueTransformation,

@@ -13,7 +13,7 @@ import datetime as _dt
 import re
 from collections.abc import Callable
 
-from connectors.api.errors import ConfigError, DataError
+from sluice.connectors.api.errors import ConfigError, DataError
 
 __all__ = ["JavaDateFormat"]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from connectors.api.config import PluginConfig
-from connectors.api.schema import Schema
-from connectors.api.transform import R
-from transforms._support import KeyOrValueTransformation, SchemaCache, require_schema
+from sluice.connectors.api.config import PluginConfig
+from sluice.connectors.api.schema import Schema
+from sluice.connectors.api.transform import R
+from sluice.transforms._support import KeyOrValueTransformation, SchemaCache, require_schema
 
 __all__ = ["SetSchemaMetadata", "SetSchemaMetadataKey", "SetSchemaMetadataValue"]
 

@@ -7,9 +7,9 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from connectors.api.config import PluginConfig
-from connectors.api.records import SinkRecord, SourceRecord
-from transforms._support import BuiltinPredicate
+from sluice.connectors.api.config import PluginConfig
+from sluice.connectors.api.records import SinkRecord, SourceRecord
+from sluice.transforms._support import BuiltinPredicate
 
 __all__ = ["HasHeaderKey", "RecordIsTombstone", "TopicNameMatches"]
 

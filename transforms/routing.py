@@ -8,13 +8,13 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from connectors.api.config import PluginConfig
-from connectors.api.errors import ConfigError, DataError
-from connectors.api.records import SinkRecordBatch
-from connectors.api.schema import Timestamp
-from connectors.api.transform import R
-from transforms._support import BuiltinTransformation, DerivedSinkRecordBatch, with_topic
-from transforms.java_time import JavaDateFormat
+from sluice.connectors.api.config import PluginConfig
+from sluice.connectors.api.errors import ConfigError, DataError
+from sluice.connectors.api.records import SinkRecordBatch
+from sluice.connectors.api.schema import Timestamp
+from sluice.connectors.api.transform import R
+from sluice.transforms._support import BuiltinTransformation, DerivedSinkRecordBatch, with_topic
+from sluice.transforms.java_time import JavaDateFormat
 
 __all__ = ["RegexRouter", "TimestampRouter", "java_replacement"]
 

@@ -7,12 +7,18 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from connectors.api.config import PluginConfig
-from connectors.api.errors import ConfigError, DataError
-from connectors.api.schema import INT64_SCHEMA, STRING_SCHEMA, Date, Schema, Time, Timestamp, Type
-from connectors.api.transform import R
-from transforms._support import KeyOrValueTransformation, SchemaCache, copy_struct_schema, require_map, require_struct
-from transforms.java_time import JavaDateFormat
+from sluice.connectors.api.config import PluginConfig
+from sluice.connectors.api.errors import ConfigError, DataError
+from sluice.connectors.api.schema import INT64_SCHEMA, STRING_SCHEMA, Date, Schema, Time, Timestamp, Type
+from sluice.connectors.api.transform import R
+from sluice.transforms._support import (
+    KeyOrValueTransformation,
+    SchemaCache,
+    copy_struct_schema,
+    require_map,
+    require_struct,
+)
+from sluice.transforms.java_time import JavaDateFormat
 
 __all__ = ["TimestampConverter", "TimestampConverterKey", "TimestampConverterValue"]
 

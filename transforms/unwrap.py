@@ -11,11 +11,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from connectors.api.config import PluginConfig
-from connectors.api.errors import DataError
-from connectors.api.schema import OPTIONAL_STRING_SCHEMA, Schema, Type
-from connectors.api.transform import R
-from transforms._support import BuiltinTransformation, CommaList, SchemaCache, copy_struct_schema
+from sluice.connectors.api.config import PluginConfig
+from sluice.connectors.api.errors import DataError
+from sluice.connectors.api.schema import OPTIONAL_STRING_SCHEMA, Schema, Type
+from sluice.connectors.api.transform import R
+from sluice.transforms._support import BuiltinTransformation, CommaList, SchemaCache, copy_struct_schema
 
 __all__ = ["ExtractNewRecordState"]
 

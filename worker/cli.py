@@ -6,10 +6,10 @@ import sys
 
 import click
 
-from worker.cli_apply import apply, export, test_command
-from worker.cli_backfill import backfill
-from worker.cli_connectors import connectors
-from worker.logcontext import configure_logging
+from sluice.worker.cli_apply import apply, export, test_command
+from sluice.worker.cli_backfill import backfill
+from sluice.worker.cli_connectors import connectors
+from sluice.worker.logcontext import configure_logging
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -46,7 +46,7 @@ def standalone(worker_config: str, connector_configs: tuple[str, ...], log_level
     SIGTERM or Ctrl-C stops the worker cleanly: tasks flush and commit their offsets.
     """
     # Here: the client commands start without loading the worker and its REST server.
-    from worker.standalone_main import run_standalone
+    from sluice.worker.standalone_main import run_standalone
 
     configure_logging(log_level)
     sys.exit(run_standalone(worker_config, list(connector_configs)))
@@ -69,7 +69,7 @@ def distributed(worker_config: str, log_level: str) -> None:
     group at once, so the others take over without waiting for the session timeout.
     """
     # Here: the client commands start without loading the worker and its REST server.
-    from worker.distributed.main import run_distributed
+    from sluice.worker.distributed.main import run_distributed
 
     configure_logging(log_level)
     sys.exit(run_distributed(worker_config))
@@ -80,7 +80,7 @@ def distributed(worker_config: str, log_level: str) -> None:
 @click.option("--plugin-path", default="", help="Comma-separated extra plugin directories.")
 def plugins(show_all: bool, plugin_path: str) -> None:
     """List installed plugins with their type and version."""
-    from plugins import PluginKind, PluginRegistry  # here: this command's name hides the package up top
+    from sluice.plugins import PluginKind, PluginRegistry  # here: only this command scans the plugins
 
     registry = PluginRegistry([p for p in plugin_path.split(",") if p])
     kinds = None if show_all else [PluginKind.SOURCE, PluginKind.SINK]
@@ -89,6 +89,28 @@ def plugins(show_all: bool, plugin_path: str) -> None:
     widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
     for row in [headers, *rows]:
         click.echo("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+@main.command()
+@click.option("--seconds", type=click.IntRange(min=1), help="Stop by itself after this many seconds.")
+@click.option("--kafka-port", default=9092, show_default=True, help="Port of the local broker.")
+@click.option("--rest-port", default=8083, show_default=True, help="Port of the worker's REST API.")
+def quickstart(seconds: int | None, kafka_port: int, rest_port: int) -> None:
+    """Run the quickstart: a local Kafka, a standalone worker and a file → topic → file pipeline.
+
+    State (input.txt, output.txt, the worker's log and offsets) goes to ./.sluice/quickstart.
+    Ctrl-C stops everything cleanly.
+    """
+    import os
+    from importlib.resources import files
+
+    script = files("sluice.deploy").joinpath("quickstart", "run.sh")
+    env = dict(os.environ, KAFKA_PORT=str(kafka_port), REST_PORT=str(rest_port))
+    # The script calls `sluice`: this installation's (beside its Python), whatever else is on PATH.
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    if seconds is not None:
+        env["QUICKSTART_SECONDS"] = str(seconds)
+    os.execvpe("bash", ["bash", str(script)], env)
 
 
 main.add_command(connectors)
@@ -100,7 +122,7 @@ main.add_command(test_command, name="test")
 
 def _attach_dev() -> None:
     try:
-        from deploy.devstack import dev
+        from sluice.deploy.devstack import dev
     except ImportError as exc:  # keep the rest of the CLI usable
         reason = str(exc)
 

@@ -1,9 +1,9 @@
 """``sluice apply``, ``sluice export`` and ``sluice test``: connectors as code.
 
-Connector configs live in files under version control (:mod:`worker.connector_files`); ``apply``
+Connector configs live in files under version control (:mod:`sluice.worker.connector_files`); ``apply``
 makes a cluster match them through Connect's REST API, ``export`` writes a cluster's connectors out
 as such files, and ``test`` runs a connector's transforms and converters over sample records
-without Kafka (:mod:`worker.offline_pipeline`). ``apply`` changes only what differs, so running it
+without Kafka (:mod:`sluice.worker.offline_pipeline`). ``apply`` changes only what differs, so running it
 again, from CI or from the Helm chart's hook, restarts nothing.
 """
 
@@ -16,13 +16,19 @@ from typing import Any, TypeVar
 
 import click
 
-from connectors.api import ConfigError
-from offsets.memory import MemoryOffsetStore
-from plugins import PluginRegistry
-from worker.cli_connectors import DEFAULT_URL, _wait_for
-from worker.config import WorkerConfig
-from worker.connector_diff import Action, ConnectorChange, hidden_values_without_source, plan_changes, render_plan
-from worker.connector_files import (
+from sluice.connectors.api import ConfigError
+from sluice.offsets.memory import MemoryOffsetStore
+from sluice.plugins import PluginRegistry
+from sluice.worker.cli_connectors import DEFAULT_URL, _wait_for
+from sluice.worker.config import WorkerConfig
+from sluice.worker.connector_diff import (
+    Action,
+    ConnectorChange,
+    hidden_values_without_source,
+    plan_changes,
+    render_plan,
+)
+from sluice.worker.connector_files import (
     ConnectorFile,
     ConnectorFileError,
     ConnectorFileErrors,
@@ -31,11 +37,11 @@ from worker.connector_files import (
     load_connector_files,
     read_connector_file,
 )
-from worker.masking import MASK
-from worker.offline_pipeline import CaseError, OfflinePipeline
-from worker.properties import load_properties
-from worker.rest_client import ConnectRestClient, WorkerRequestFailed, open_client, rest_path
-from worker.worker import Worker
+from sluice.worker.masking import MASK
+from sluice.worker.offline_pipeline import CaseError, OfflinePipeline
+from sluice.worker.properties import load_properties
+from sluice.worker.rest_client import ConnectRestClient, WorkerRequestFailed, open_client, rest_path
+from sluice.worker.worker import Worker
 
 F = TypeVar("F", bound=Callable[..., Any])
 _STATES = ("RUNNING", "PAUSED", "STOPPED")

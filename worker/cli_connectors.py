@@ -16,8 +16,8 @@ from typing import IO, Any
 import click
 import orjson
 
-from worker.properties import parse_properties
-from worker.rest_client import ConnectRestClient, WorkerRequestFailed, open_client, rest_path
+from sluice.worker.properties import parse_properties
+from sluice.worker.rest_client import ConnectRestClient, WorkerRequestFailed, open_client, rest_path
 
 DEFAULT_URL = "http://127.0.0.1:8083"
 _TARGET_STATES = ("RUNNING", "PAUSED", "STOPPED")

@@ -34,7 +34,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from connectors.api import ConfigError
+from sluice.connectors.api import ConfigError
 
 #: Connector-config prefixes whose keys go to a Kafka client, and the client each one reaches.
 OVERRIDE_PREFIXES: Mapping[str, str] = {

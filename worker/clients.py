@@ -12,8 +12,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from worker.client_policy import ClientOverridePolicy
-from worker.outages import LibrdkafkaLog
+from sluice.worker.client_policy import ClientOverridePolicy
+from sluice.worker.outages import LibrdkafkaLog
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ from urllib.parse import urlparse
 
 from pydantic import Field, field_validator, model_validator
 
-from connectors.api import ConfigError, PluginConfig
-from worker.restarts import RestartPolicy
+from sluice.connectors.api import ConfigError, PluginConfig
+from sluice.worker.restarts import RestartPolicy
 
 log = logging.getLogger(__name__)
 

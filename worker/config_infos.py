@@ -17,12 +17,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
 
-from connectors.api import ConfigError, Connector, config_problems, dotted
-from plugins import PluginInfo, PluginKind
-from worker.config import ConnectorConfig, split_connector_config
-from worker.config_providers import has_placeholder
-from worker.connector_keys import ignored_key_warnings, split_own_keys
-from worker.masking import MASK, mask_config, mask_text
+from sluice.connectors.api import ConfigError, Connector, config_problems, dotted
+from sluice.plugins import PluginInfo, PluginKind
+from sluice.worker.config import ConnectorConfig, split_connector_config
+from sluice.worker.config_providers import has_placeholder
+from sluice.worker.connector_keys import ignored_key_warnings, split_own_keys
+from sluice.worker.masking import MASK, mask_config, mask_text
 
 COMMON_GROUP = "Common"
 

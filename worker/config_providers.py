@@ -8,7 +8,7 @@ A connector config may hold placeholders instead of secrets::
 
 The herder stores and returns the placeholders; the worker resolves them (:class:`ConfigProviders`)
 only where a value is handed to a connector, a task, a converter or a Kafka client, and feeds every
-resolved value to :func:`worker.masking.register_secret` so that log lines never show it.
+resolved value to :func:`sluice.worker.masking.register_secret` so that log lines never show it.
 
 Worker configuration, with Connect's keys::
 
@@ -53,10 +53,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from connectors.api import ConfigError, PluginConfig
-from plugins import PluginKind, PluginRegistry
-from worker.masking import register_secret
-from worker.properties import parse_properties
+from sluice.connectors.api import ConfigError, PluginConfig
+from sluice.plugins import PluginKind, PluginRegistry
+from sluice.worker.masking import register_secret
+from sluice.worker.properties import parse_properties
 
 log = logging.getLogger(__name__)
 
@@ -266,7 +266,7 @@ class ConfigProviders:
         """A copy of ``config`` with every placeholder replaced by its value.
 
         Each (provider, path) is asked once, for all its keys. Every value found is registered
-        with :func:`worker.masking.register_secret`. Raises :class:`ConfigError` naming the config
+        with :func:`sluice.worker.masking.register_secret`. Raises :class:`ConfigError` naming the config
         key and the placeholder — never the value — when a placeholder cannot be resolved.
         """
         wanted: dict[tuple[str, str], dict[str, str]] = {}  # (provider, path) → {key: config key}

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from plugins import PluginInfo, PluginKind
+from sluice.plugins import PluginInfo, PluginKind
 
 TASK_CLASS_KEY: Final = "task.class"
 SINK_TOPIC_KEYS: Final = ("topics", "topics.regex")

@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from worker.config import connector_name_problem
-from worker.herder_support import stringify
+from sluice.worker.config import connector_name_problem
+from sluice.worker.herder_support import stringify
 
 SUFFIXES = (".json", ".yaml", ".yml")
 _TOP_LEVEL_KEYS = ("name", "config", "tests", "connector")

@@ -18,9 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from connectors.api import Connector, dotted
-from worker.config import ConnectorConfig
-from worker.errors import CONNECTOR_ERRORS_KEYS
+from sluice.connectors.api import Connector, dotted
+from sluice.worker.config import ConnectorConfig
+from sluice.worker.errors import CONNECTOR_ERRORS_KEYS
 
 #: Connect's own connector keys (``ConnectorConfig``, ``SourceConnectorConfig``) Sluice accepts and
 #: does not honour, with the reason.

@@ -17,9 +17,9 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from connectors.api import ConnectError, TopicPartition
-from offsets import OffsetStore
-from worker.herder import BadRequest
+from sluice.connectors.api import ConnectError, TopicPartition
+from sluice.offsets import OffsetStore
+from sluice.worker.herder import BadRequest
 
 ADMIN_TIMEOUT_S = 30.0
 

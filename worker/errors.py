@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from connectors.api import ConfigError, ConnectError, RetriableError
+from sluice.connectors.api import ConfigError, ConnectError, RetriableError
 
 log = logging.getLogger(__name__)
 

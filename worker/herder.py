@@ -3,7 +3,7 @@
 The REST API and the CLI are thin wrappers over :class:`Herder`. Domain errors
 (:class:`~connectors.api.NotFoundError`, :class:`~connectors.api.AlreadyExistsError`,
 :class:`~connectors.api.ConfigError`, :class:`Conflict`) are raised here and mapped to HTTP in one
-place (:mod:`rest.errors`).
+place (:mod:`sluice.rest.errors`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from connectors.api import ConnectError
-from plugins import PluginInfo
-from worker.log_levels import LOGGER_LEVELS, python_level
-from worker.status import TargetState
+from sluice.connectors.api import ConnectError
+from sluice.plugins import PluginInfo
+from sluice.worker.log_levels import LOGGER_LEVELS, python_level
+from sluice.worker.status import TargetState
 
 
 class Conflict(ConnectError):

@@ -7,18 +7,18 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from connectors.api import ConnectError, NotFoundError
-from plugins import PluginInfo, PluginKind
-from worker.config_infos import plugin_definitions, validate_config
-from worker.herder import BadRequest, Forbidden
-from worker.logcontext import set_context
-from worker.masking import MASK
-from worker.outages import DegradedNotice
-from worker.restarts import TaskRestarter
-from worker.runners import WorkerTask
-from worker.status import ConnectorTaskId, State, Status, StatusStore
-from worker.task_metrics import StartupCounters
-from worker.worker import Worker
+from sluice.connectors.api import ConnectError, NotFoundError
+from sluice.plugins import PluginInfo, PluginKind
+from sluice.worker.config_infos import plugin_definitions, validate_config
+from sluice.worker.herder import BadRequest, Forbidden
+from sluice.worker.logcontext import set_context
+from sluice.worker.masking import MASK
+from sluice.worker.outages import DegradedNotice
+from sluice.worker.restarts import TaskRestarter
+from sluice.worker.runners import WorkerTask
+from sluice.worker.status import ConnectorTaskId, State, Status, StatusStore
+from sluice.worker.task_metrics import StartupCounters
+from sluice.worker.worker import Worker
 
 T = TypeVar("T")
 

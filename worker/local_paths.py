@@ -1,7 +1,7 @@
 """Confinement of the local files and directories a connector config names (``connector.allowed.paths``).
 
 Whoever may create a connector decides which file a FileStreamSource copies into a topic and which
-file a FileStreamSink appends to. Connector keys typed :data:`connectors.api.LocalPath` (listed by
+file a FileStreamSink appends to. Connector keys typed :data:`sluice.connectors.api.LocalPath` (listed by
 ``PluginConfig.path_keys()``) are therefore checked when a config is validated: once made absolute
 against the worker's working directory and resolved with :func:`os.path.realpath` — so neither
 ``..`` nor a symlink leads out — the path must be one of the worker's ``connector.allowed.paths``
@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from connectors.api import ConfigError
-from worker.config import WorkerConfig
+from sluice.connectors.api import ConfigError
+from sluice.worker.config import WorkerConfig
 
 log = logging.getLogger(__name__)
 

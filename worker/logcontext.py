@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextvars
 import logging
 
-from worker.masking import SecretMaskingFilter
+from sluice.worker.masking import SecretMaskingFilter
 
 _context: contextvars.ContextVar[str] = contextvars.ContextVar("sluice_log_context", default="")
 

@@ -20,7 +20,7 @@ Connect's ``*-rate`` attributes are computed here from the totals over a sliding
 :data:`RATE_WINDOW_S`, as Connect's own sampled rates are.
 
 Nothing here runs on a task's hot path: a scrape reads the snapshots tasks keep (see
-:mod:`worker.task_metrics`).
+:mod:`sluice.worker.task_metrics`).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
-from worker.status import ConnectorTaskId, State, Status
-from worker.task_metrics import live_snapshots
+from sluice.worker.status import ConnectorTaskId, State, Status
+from sluice.worker.task_metrics import live_snapshots
 
 #: Connect samples its rates over two 30 s windows; this is the span a rate here covers.
 RATE_WINDOW_S = 30.0

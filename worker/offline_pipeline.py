@@ -10,7 +10,7 @@ each with ``input`` records and the ``expected`` output::
         expected:
           - {topic: people, key: "7", value: {id: 7}}
 
-The pieces are the runtime's own: :func:`worker.transform_chain.build_chain` and the converters the
+The pieces are the runtime's own: :func:`sluice.worker.transform_chain.build_chain` and the converters the
 worker would configure (the connector's ``key.converter``/``value.converter`` or the worker
 defaults). The direction follows the connector's kind:
 
@@ -37,12 +37,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.api import ConfigError, Converter, HeaderConverter, Schema, SinkRecord, SourceRecord
-from converters.json import JsonConverter
-from plugins import PluginKind
-from worker.config import ConnectorConfig
-from worker.transform_chain import TransformChain, build_chain
-from worker.worker import Worker
+from sluice.connectors.api import ConfigError, Converter, HeaderConverter, Schema, SinkRecord, SourceRecord
+from sluice.converters.json import JsonConverter
+from sluice.plugins import PluginKind
+from sluice.worker.config import ConnectorConfig
+from sluice.worker.transform_chain import TransformChain, build_chain
+from sluice.worker.worker import Worker
 
 _SOURCE_INPUT = frozenset({"topic", "key", "value", "key_schema", "value_schema", "headers", "partition", "timestamp"})
 _SINK_INPUT = frozenset({"topic", "partition", "offset", "key", "value", "headers", "timestamp"})

@@ -42,14 +42,14 @@ from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
-from connectors.api import ConnectError
-from offsets import OffsetStore
-from worker.errors import RelayedErrorMetrics
-from worker.log_levels import LOGGER_LEVELS, apply_logger_levels, set_logger_level
-from worker.runners.base import TaskStatusListener
-from worker.runtime import parent_death_signal
-from worker.status import ConnectorTaskId, TargetState
-from worker.task_metrics import register as register_task_metrics
+from sluice.connectors.api import ConnectError
+from sluice.offsets import OffsetStore
+from sluice.worker.errors import RelayedErrorMetrics
+from sluice.worker.log_levels import LOGGER_LEVELS, apply_logger_levels, set_logger_level
+from sluice.worker.runners.base import TaskStatusListener
+from sluice.worker.runtime import parent_death_signal
+from sluice.worker.status import ConnectorTaskId, TargetState
+from sluice.worker.task_metrics import register as register_task_metrics
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ _SPAWN = multiprocessing.get_context("spawn")
 #: process that stops hearing it (its worker frozen or stuck) keeps writing.
 FENCE_REFRESH_S = 0.5
 FENCE_SILENCE_S = 3.0
-#: How often a task process sends its metrics snapshot (:mod:`worker.task_metrics`) up.
+#: How often a task process sends its metrics snapshot (:mod:`sluice.worker.task_metrics`) up.
 METRICS_RELAY_S = 1.0
 
 
@@ -377,7 +377,7 @@ class _PipeListener:
         self._send(("resume",))
 
     def on_failure(self, task_id: ConnectorTaskId, error: BaseException) -> None:
-        from worker.status import format_trace
+        from sluice.worker.status import format_trace
 
         self._send(("failure", str(error), format_trace(error)))
 
@@ -406,10 +406,10 @@ def _child_main(
 ) -> None:
     """Entry point of a task process: build the task's runner as the worker would, run it, and
     relay between it and the worker until it ends."""
-    from plugins import PluginRegistry
-    from worker.logcontext import configure_logging, set_context
-    from worker.runtime import tune_gc
-    from worker.worker import Worker
+    from sluice.plugins import PluginRegistry
+    from sluice.worker.logcontext import configure_logging, set_context
+    from sluice.worker.runtime import tune_gc
+    from sluice.worker.worker import Worker
 
     _die_with_worker(worker_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the worker's to handle, then it stops us

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from worker.status import ConnectorTaskId
+from sluice.worker.status import ConnectorTaskId
 
 log = logging.getLogger(__name__)
 

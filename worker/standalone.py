@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka.admin import AdminClient
 
-from connectors.api import (
+from sluice.connectors.api import (
     AlreadyExistsError,
     ConfigError,
     ConnectError,
@@ -20,11 +20,11 @@ from connectors.api import (
     SinkConnector,
     SourceConnector,
 )
-from offsets import StoreOffsetReader
-from plugins import PluginKind
-from worker.connect_task_configs import as_connect_task_configs
-from worker.connector_offsets import SinkOffsets, SourceOffsets, parse_changes, sink_changes
-from worker.herder import (
+from sluice.offsets import StoreOffsetReader
+from sluice.plugins import PluginKind
+from sluice.worker.connect_task_configs import as_connect_task_configs
+from sluice.worker.connector_offsets import SinkOffsets, SourceOffsets, parse_changes, sink_changes
+from sluice.worker.herder import (
     HEALTH_TIMEOUT_S,
     HEALTHY,
     STARTING,
@@ -35,7 +35,7 @@ from worker.herder import (
     Herder,
     TaskInfo,
 )
-from worker.herder_support import (
+from sluice.worker.herder_support import (
     NOT_STOPPED_MESSAGE,
     PluginQueries,
     TaskStatusReporting,
@@ -45,12 +45,12 @@ from worker.herder_support import (
     restore_masked_secrets,
     stringify,
 )
-from worker.logcontext import set_context
-from worker.masking import mask_config, mask_text
-from worker.restarts import TaskRestarter
-from worker.runners import WorkerTask
-from worker.status import ConnectorTaskId, State, Status, StatusStore, TargetState, format_trace, scrub_secrets
-from worker.worker import ValidatedConnector, Worker
+from sluice.worker.logcontext import set_context
+from sluice.worker.masking import mask_config, mask_text
+from sluice.worker.restarts import TaskRestarter
+from sluice.worker.runners import WorkerTask
+from sluice.worker.status import ConnectorTaskId, State, Status, StatusStore, TargetState, format_trace, scrub_secrets
+from sluice.worker.worker import ValidatedConnector, Worker
 
 log = logging.getLogger(__name__)
 

@@ -13,17 +13,17 @@ from typing import Any, Protocol
 
 import orjson
 
-from connectors.api import ConfigError, ConnectError
-from offsets import FileOffsetStore, MemoryOffsetStore, OffsetStore
-from plugins import PluginRegistry
-from rest import create_app
-from rest.server import RestServer
-from rest.settings import RestSettings
-from worker.config import WorkerConfig, with_cli_defaults
-from worker.properties import load_properties
-from worker.runtime import tune_gc
-from worker.standalone import StandaloneHerder
-from worker.worker import Worker
+from sluice.connectors.api import ConfigError, ConnectError
+from sluice.offsets import FileOffsetStore, MemoryOffsetStore, OffsetStore
+from sluice.plugins import PluginRegistry
+from sluice.rest import create_app
+from sluice.rest.server import RestServer
+from sluice.rest.settings import RestSettings
+from sluice.worker.config import WorkerConfig, with_cli_defaults
+from sluice.worker.properties import load_properties
+from sluice.worker.runtime import tune_gc
+from sluice.worker.standalone import StandaloneHerder
+from sluice.worker.worker import Worker
 
 log = logging.getLogger(__name__)
 

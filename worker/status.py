@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from worker.errors import task_error_metrics
-from worker.masking import MASK, is_secret_key
+from sluice.worker.errors import task_error_metrics
+from sluice.worker.masking import MASK, is_secret_key
 
 
 class State(enum.StrEnum):
@@ -55,7 +55,7 @@ class Status:
     trace: str | None = None
     generation: int = 0
     updated_ms: int = field(default_factory=lambda: int(time.time() * 1000))
-    #: Automatic restarts (``worker.restarts``): the attempt scheduled and the budget.
+    #: Automatic restarts (``sluice.worker.restarts``): the attempt scheduled and the budget.
     restart_attempt: int | None = None
     restart_attempts_max: int | None = None
     #: Set by :meth:`StatusStore.put_task`: the REST body then carries the task's error metrics.

@@ -6,7 +6,7 @@ task process sends the snapshot up its control pipe). Nothing here takes a lock 
 record: a batch costs a few integer additions and two clock reads.
 
 The snapshot uses Kafka Connect's group and attribute names (``source-task-metrics``,
-``sink-task-metrics``, ``connector-task-metrics``, ``task-error-metrics``); :mod:`worker.metrics`
+``sink-task-metrics``, ``connector-task-metrics``, ``task-error-metrics``); :mod:`sluice.worker.metrics`
 turns them into Prometheus names the way the common JMX exporter rules for Connect do.
 """
 
@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from connectors.api.metrics import METRICS_INTERVAL_S
+from sluice.connectors.api.metrics import METRICS_INTERVAL_S
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class TaskMetrics:
             self.commit_time_max_s = seconds
 
     def ask_task(self, task: Any, now: float) -> None:
-        """Refresh the task's own metrics (``connectors.api.metrics``) when they are due; a task
+        """Refresh the task's own metrics (``sluice.connectors.api.metrics``) when they are due; a task
         whose ``metrics()`` fails is logged, never failed, for it."""
         self.next_own = now + METRICS_INTERVAL_S
         try:

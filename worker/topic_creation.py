@@ -30,7 +30,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from connectors.api import ConfigError, ConnectError
+from sluice.connectors.api import ConfigError, ConnectError
 
 log = logging.getLogger(__name__)
 

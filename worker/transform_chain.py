@@ -27,9 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from connectors.api import ConfigError, Predicate, SinkRecord, SinkRecordBatch, SourceRecord, Transformation
-from plugins import PluginKind, PluginRegistry
-from worker.config import sub_config
+from sluice.connectors.api import ConfigError, Predicate, SinkRecord, SinkRecordBatch, SourceRecord, Transformation
+from sluice.plugins import PluginKind, PluginRegistry
+from sluice.worker.config import sub_config
 
 log = logging.getLogger(__name__)
 

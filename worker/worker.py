@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.api import (
+from sluice.connectors.api import (
     ConfigError,
     Connector,
     Converter,
@@ -22,21 +22,21 @@ from connectors.api import (
     SinkConnector,
     SourceConnector,
 )
-from offsets import OffsetStore
-from plugins import PluginInfo, PluginKind, PluginRegistry
-from worker.client_policy import ClientOverridePolicy, override_policy
-from worker.clients import SINK_CONSUMER_DEFAULTS, SOURCE_PRODUCER_DEFAULTS, client_config
-from worker.config import ConnectorConfig, WorkerConfig, split_connector_config, sub_config
-from worker.config_providers import ConfigProviders, has_placeholder, reverse_transform
-from worker.connector_keys import ignored_key_warnings, split_own_keys
-from worker.errors import DeadLetterQueue, ErrorHandlingConfig
-from worker.local_paths import allowed_roots, check_local_paths, warn_if_unconfined
-from worker.masking import mask_text, register_config_secrets
-from worker.runners import SinkTaskRunner, SourceTaskRunner, TaskStatusListener, WorkerTask
-from worker.status import ConnectorTaskId, TargetState
-from worker.task_metrics import StartupCounters
-from worker.topic_creation import TopicCreationConfig, TopicCreator, has_topic_creation_keys
-from worker.transform_chain import build_chain
+from sluice.offsets import OffsetStore
+from sluice.plugins import PluginInfo, PluginKind, PluginRegistry
+from sluice.worker.client_policy import ClientOverridePolicy, override_policy
+from sluice.worker.clients import SINK_CONSUMER_DEFAULTS, SOURCE_PRODUCER_DEFAULTS, client_config
+from sluice.worker.config import ConnectorConfig, WorkerConfig, split_connector_config, sub_config
+from sluice.worker.config_providers import ConfigProviders, has_placeholder, reverse_transform
+from sluice.worker.connector_keys import ignored_key_warnings, split_own_keys
+from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig
+from sluice.worker.local_paths import allowed_roots, check_local_paths, warn_if_unconfined
+from sluice.worker.masking import mask_text, register_config_secrets
+from sluice.worker.runners import SinkTaskRunner, SourceTaskRunner, TaskStatusListener, WorkerTask
+from sluice.worker.status import ConnectorTaskId, TargetState
+from sluice.worker.task_metrics import StartupCounters
+from sluice.worker.topic_creation import TopicCreationConfig, TopicCreator, has_topic_creation_keys
+from sluice.worker.transform_chain import build_chain
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +228,7 @@ class Worker:
         if self.config.task_executor == "process":
             # Here, not at the top: process_executor imports this module (a known cycle, listed in
             # pyproject.toml's acyclic contract, to be removed).
-            from worker.process_executor import ProcessTaskRunner
+            from sluice.worker.process_executor import ProcessTaskRunner
 
             return ProcessTaskRunner(  # type: ignore[return-value]  # the same interface, another process
                 task_id,

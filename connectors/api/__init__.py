@@ -6,16 +6,16 @@ imports only the standard library and pydantic (a test enforces it).
 
 from __future__ import annotations
 
-from connectors.api.config import LocalPath, PluginConfig, config_problems, dotted
-from connectors.api.connector import (
+from sluice.connectors.api.config import LocalPath, PluginConfig, config_problems, dotted
+from sluice.connectors.api.connector import (
     Connector,
     ConnectorContext,
     SinkConnector,
     SourceConnector,
     SourceConnectorContext,
 )
-from connectors.api.converter import Converter, HeaderConverter, WireFormat
-from connectors.api.errors import (
+from sluice.connectors.api.converter import Converter, HeaderConverter, WireFormat
+from sluice.connectors.api.errors import (
     AlreadyExistsError,
     ConfigError,
     ConnectError,
@@ -25,7 +25,7 @@ from connectors.api.errors import (
     UnusableRawValues,
     UnwritableRecordError,
 )
-from connectors.api.records import (
+from sluice.connectors.api.records import (
     Headers,
     RecordMetadata,
     SinkRecord,
@@ -34,7 +34,7 @@ from connectors.api.records import (
     SourceRecordBatch,
     TopicPartition,
 )
-from connectors.api.schema import (
+from sluice.connectors.api.schema import (
     BOOLEAN_SCHEMA,
     BYTES_SCHEMA,
     FLOAT32_SCHEMA,
@@ -64,7 +64,7 @@ from connectors.api.schema import (
     infer_schema,
     validate_value,
 )
-from connectors.api.task import (
+from sluice.connectors.api.task import (
     ErrantRecordReporter,
     OffsetReader,
     Serialization,
@@ -76,7 +76,7 @@ from connectors.api.task import (
     TaskContext,
     ValueFormat,
 )
-from connectors.api.transform import Predicate, Transformation
+from sluice.connectors.api.transform import Predicate, Transformation
 
 __all__ = [
     "AlreadyExistsError",

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
 
-from connectors.api.errors import ConfigError
+from sluice.connectors.api.errors import ConfigError
 
 
 class LocalPathKey:

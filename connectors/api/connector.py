@@ -2,7 +2,7 @@
 
 A connector does no data movement itself. The runtime instantiates it on one worker, calls
 :meth:`Connector.start` with its validated configuration and asks :meth:`Connector.task_configs`
-how to split the work; the tasks (:mod:`connectors.api.task`) move the data.
+how to split the work; the tasks (:mod:`sluice.connectors.api.task`) move the data.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import abc
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from connectors.api.config import PluginConfig
+from sluice.connectors.api.config import PluginConfig
 
 if TYPE_CHECKING:
-    from connectors.api.task import OffsetReader, SinkTask, SourceTask, Task
+    from sluice.connectors.api.task import OffsetReader, SinkTask, SourceTask, Task
 
 
 class ConnectorContext(Protocol):

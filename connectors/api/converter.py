@@ -6,9 +6,9 @@ import abc
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
-from connectors.api.config import PluginConfig
-from connectors.api.records import Headers
-from connectors.api.schema import Schema, SchemaAndValue
+from sluice.connectors.api.config import PluginConfig
+from sluice.connectors.api.records import Headers
+from sluice.connectors.api.schema import Schema, SchemaAndValue
 
 
 class Converter(abc.ABC):

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from connectors.api.records import SinkRecord, TopicPartition
+    from sluice.connectors.api.records import SinkRecord, TopicPartition
 
 
 class ConnectError(Exception):

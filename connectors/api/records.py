@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import repeat
 from typing import Any, NamedTuple, overload
 
-from connectors.api.errors import UnusableRawValues
-from connectors.api.schema import Schema
+from sluice.connectors.api.errors import UnusableRawValues
+from sluice.connectors.api.schema import Schema
 
 #: Headers travel as a tuple of ``(key, value)`` pairs; keys repeat as Kafka allows. Values are the
 #: header converter's business: ``bytes`` on the wire, plain data after conversion.

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from connectors.api.errors import DataError
+from sluice.connectors.api.errors import DataError
 
 
 class Type(enum.StrEnum):

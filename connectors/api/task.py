@@ -12,8 +12,8 @@ import enum
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, Protocol
 
-from connectors.api.converter import WireFormat
-from connectors.api.records import (
+from sluice.connectors.api.converter import WireFormat
+from sluice.connectors.api.records import (
     RecordMetadata,
     SinkRecord,
     SinkRecordBatch,
@@ -182,7 +182,7 @@ class SinkTask(Task):
     #: :attr:`~connectors.api.SinkRecordBatch.raw_values` only when no transform runs and the
     #: converter allows; the batch's ``values`` are then decoded on first read. The runtime does
     #: not check raw bytes: the task parses what it writes (or checks it, e.g. with
-    #: :func:`converters.json_documents.first_malformed`), and raises
+    #: :func:`sluice.converters.json_documents.first_malformed`), and raises
     #: :class:`~connectors.api.UnusableRawValues` for what it cannot use, which the runtime
     #: delivers again decoded. The runtime reads it after :meth:`start`, so a task may set it on
     #: itself there when only some configurations write raw values.

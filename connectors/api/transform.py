@@ -6,8 +6,8 @@ import abc
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
-from connectors.api.config import PluginConfig
-from connectors.api.records import SinkRecord, SinkRecordBatch, SourceRecord
+from sluice.connectors.api.config import PluginConfig
+from sluice.connectors.api.records import SinkRecord, SinkRecordBatch, SourceRecord
 
 R = TypeVar("R", SourceRecord, SinkRecord)
 

@@ -1,9 +1,9 @@
 """Bulk loads and reprocessing on Spark: the only Sluice package that imports PySpark.
 
-:func:`run_job` runs one backfill spec (see :mod:`worker.backfill.models`) on the process's shared
+:func:`run_job` runs one backfill spec (see :mod:`sluice.worker.backfill.models`) on the process's shared
 SparkSession (:class:`~connectors.backfill.session.SparkSessionProvider`), inside a Spark job
 group named after the run so :func:`cancel_job` can stop it. Failures come out as
-:class:`BackfillJobError` carrying Spark's own error message (:mod:`connectors.backfill.errors`).
+:class:`BackfillJobError` carrying Spark's own error message (:mod:`sluice.connectors.backfill.errors`).
 
 Job kinds: ``jdbc_to_topic`` (:mod:`~connectors.backfill.jdbc_topic`; with ``target.cdc``, the CDC
 connector's snapshot records, :mod:`~connectors.backfill.cdc_topic`), ``s3_to_topic``
@@ -16,10 +16,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from connectors.api import ConfigError
-from connectors.backfill.context import JobContext
-from connectors.backfill.errors import BackfillCancelled, BackfillJobError, spark_error_message
-from connectors.backfill.session import SparkSessionProvider, SparkUnavailable
+from sluice.connectors.api import ConfigError
+from sluice.connectors.backfill.context import JobContext
+from sluice.connectors.backfill.errors import BackfillCancelled, BackfillJobError, spark_error_message
+from sluice.connectors.backfill.session import SparkSessionProvider, SparkUnavailable
 
 __all__ = [
     "BackfillCancelled",
@@ -74,18 +74,18 @@ def _dispatch(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> dict[st
     # (psycopg, SQLAlchemy, boto3/pyarrow) that a worker running other kinds may not have.
     if spec.kind == "jdbc_to_topic" and getattr(spec.target, "cdc", None) is not None:
         # The CDC connector's snapshot records; cdc_topic builds on jdbc_topic, so it is chosen here.
-        from connectors.backfill.cdc_topic import run_cdc_snapshot
+        from sluice.connectors.backfill.cdc_topic import run_cdc_snapshot
 
         return run_cdc_snapshot(spark, spec, ctx, bootstrap)
     if spec.kind == "jdbc_to_topic":
-        from connectors.backfill.jdbc_topic import run_jdbc_to_topic
+        from sluice.connectors.backfill.jdbc_topic import run_jdbc_to_topic
 
         return run_jdbc_to_topic(spark, spec, ctx, bootstrap)
     if spec.kind == "s3_to_topic":
-        from connectors.backfill.s3_topic import run_s3_to_topic
+        from sluice.connectors.backfill.s3_topic import run_s3_to_topic
 
         return run_s3_to_topic(spark, spec, ctx, bootstrap)
-    from connectors.backfill.topic_sink import run_topic_to_sink, s3_sink_config
+    from sluice.connectors.backfill.topic_sink import run_topic_to_sink, s3_sink_config
 
     if spec.kind == "topic_to_s3":
         return run_topic_to_sink(spark, spec, ctx, bootstrap, s3_sink_config(spec.target.config))

@@ -3,7 +3,7 @@
 A backfill that hands off to the CDC connector (``target.cdc``) must write what that connector's
 own initial snapshot would: Debezium read events (``op: r``) keyed by the connector's key struct,
 with its schema names, ``source`` block and type conversions, serialized by its converters. The
-table is described with the CDC source's own code (:func:`connectors.source.postgres_cdc.catalog.load_table`
+table is described with the CDC source's own code (:func:`sluice.connectors.source.postgres_cdc.catalog.load_table`
 under the connector's config: the same column list, key, schemas, topic), and the constant parts
 of each record (the schemas, the envelope around ``after``, the ``source`` block) are rendered once
 in Python by the converter the connector would use. What varies per row is built in two steps:
@@ -28,11 +28,11 @@ from dataclasses import dataclass
 
 import orjson
 
-from connectors.api import ConfigError, Schema, Type
-from connectors.api.schema import Date, Decimal, Time, Timestamp
-from connectors.backfill.connect_json import MAX_BASE64_PRECISION, quote_identifier, sql_string
-from connectors.source.postgres_cdc import types as pg
-from connectors.source.postgres_cdc.tables import Column, Table
+from sluice.connectors.api import ConfigError, Schema, Type
+from sluice.connectors.api.schema import Date, Decimal, Time, Timestamp
+from sluice.connectors.backfill.connect_json import MAX_BASE64_PRECISION, quote_identifier, sql_string
+from sluice.connectors.source.postgres_cdc import types as pg
+from sluice.connectors.source.postgres_cdc.tables import Column, Table
 
 #: The widest decimal Spark holds (``DECIMAL(38, s)``).
 MAX_SPARK_PRECISION = 38

@@ -13,12 +13,12 @@ Steps of a run:
 
 1. Parse the connector config with the CDC source's own model, refuse what the backfill cannot
    reproduce (transforms, non-JSON converters), and check the table is captured.
-2. Describe the table with the CDC source's catalog code (:mod:`connectors.source.postgres_cdc.catalog`),
+2. Describe the table with the CDC source's catalog code (:mod:`sluice.connectors.source.postgres_cdc.catalog`),
    create or update its publication (``publication.autocreate.mode``) *before* the slot, so
    pgoutput finds it at every position the connector decodes.
-3. Take the read position at the connector's slot (:mod:`connectors.backfill.pg_position`; required),
+3. Take the read position at the connector's slot (:mod:`sluice.connectors.backfill.pg_position`; required),
    count the rows and find the bounds in that snapshot.
-4. Read with Spark's JDBC reader over the converting query of :mod:`connectors.backfill.cdc_snapshot`,
+4. Read with Spark's JDBC reader over the converting query of :mod:`sluice.connectors.backfill.cdc_snapshot`,
    build key and value bytes in the JVM around the constant parts the connector's converters
    rendered, and write them to the partition the connector's producer would choose.
 """
@@ -33,8 +33,8 @@ from typing import Any
 
 import psycopg
 
-from connectors.api import ConfigError
-from connectors.backfill.cdc_snapshot import (
+from sluice.connectors.api import ConfigError
+from sluice.connectors.backfill.cdc_snapshot import (
     PARTITION_ALIAS,
     column_conversion,
     key_json,
@@ -42,17 +42,17 @@ from connectors.backfill.cdc_snapshot import (
     struct_json,
     wrap,
 )
-from connectors.backfill.context import JobContext
-from connectors.backfill.jdbc_topic import TablePlan, measure, read_position, read_table, write_records
-from connectors.backfill.kafka_admin import ensure_topic
-from connectors.backfill.pg_position import libpq_params
-from connectors.jdbc_common.connection import to_sqlalchemy_url
-from connectors.source.postgres_cdc import catalog
-from connectors.source.postgres_cdc import types as pg
-from connectors.source.postgres_cdc.config import PostgresCdcConfig, PublicationMode
-from connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
-from connectors.source.postgres_cdc.tables import Table
-from converters.json import JsonConverter
+from sluice.connectors.backfill.context import JobContext
+from sluice.connectors.backfill.jdbc_topic import TablePlan, measure, read_position, read_table, write_records
+from sluice.connectors.backfill.kafka_admin import ensure_topic
+from sluice.connectors.backfill.pg_position import libpq_params
+from sluice.connectors.jdbc_common.connection import to_sqlalchemy_url
+from sluice.connectors.source.postgres_cdc import catalog
+from sluice.connectors.source.postgres_cdc import types as pg
+from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig, PublicationMode
+from sluice.connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
+from sluice.connectors.source.postgres_cdc.tables import Table
+from sluice.converters.json import JsonConverter
 
 logger = logging.getLogger(__name__)
 

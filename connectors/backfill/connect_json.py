@@ -1,6 +1,6 @@
 """Spark SQL expressions that serialize rows exactly as Connect's ``JsonConverter`` would.
 
-The backfill builds the JSON schema of a table once in Python (with :mod:`converters.json`, the
+The backfill builds the JSON schema of a table once in Python (with :mod:`sluice.converters.json`, the
 same code the streaming connectors use), and the payload of every row in the JVM with Spark's
 ``to_json``: each column is first turned into what Connect writes for its schema, then the row
 struct is written with nulls kept (Connect writes ``"field":null``) and wrapped in the
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import orjson
 
-from connectors.api import ConfigError, Schema, Type
-from connectors.api.schema import Date, Decimal, Time, Timestamp
+from sluice.connectors.api import ConfigError, Schema, Type
+from sluice.connectors.api.schema import Date, Decimal, Time, Timestamp
 
 #: The largest precision whose unscaled value fits a BIGINT, which the BASE64 encoding needs.
 MAX_BASE64_PRECISION = 18

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 
 class JobContext(Protocol):
-    """Handed to a job kind by the runner (``worker.backfill``). Methods may be called from any thread."""
+    """Handed to a job kind by the runner (``sluice.worker.backfill``). Methods may be called from any thread."""
 
     @property
     def job_group(self) -> str:

@@ -3,16 +3,16 @@
 Steps of a run:
 
 1. Reflect the table with SQLAlchemy and map its columns to Connect schemas with the same code as
-   the streaming JDBC source (:func:`connectors.jdbc_common.types.column_schema`); the value
+   the streaming JDBC source (:func:`sluice.connectors.jdbc_common.types.column_schema`); the value
    schema is a struct named after the table, the key a struct of the key columns (what the
-   ``ValueToKey`` transform gives the stream). Their JSON is built once by :mod:`converters.json`.
+   ``ValueToKey`` transform gives the stream). Their JSON is built once by :mod:`sluice.converters.json`.
 2. On PostgreSQL with logical decoding, take the read's position from a logical slot's exported
-   snapshot (:mod:`connectors.backfill.pg_position`): every partition reads in that one snapshot,
+   snapshot (:mod:`sluice.connectors.backfill.pg_position`): every partition reads in that one snapshot,
    and the slot's consistent point is the LSN a CDC connector continues from with no gap.
 3. Find the partition column's bounds and the row count with one query (in the same snapshot);
    the count is the total progress is measured against.
 4. Read with ``partitionColumn``/``lowerBound``/``upperBound``/``numPartitions``, build key and
-   value bytes with Spark SQL (:mod:`connectors.backfill.connect_json`), choose the partition the
+   value bytes with Spark SQL (:mod:`sluice.connectors.backfill.connect_json`), choose the partition the
    way the streaming producer would, and write with the ``kafka`` data source.
 """
 
@@ -25,21 +25,21 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from connectors.api import ConfigError, Schema
-from connectors.backfill.connect_json import ColumnSpec, quote_identifier, record_expression
-from connectors.backfill.context import JobContext
-from connectors.backfill.errors import BackfillJobError
-from connectors.backfill.kafka_admin import TopicGrowthMonitor, ensure_topic
-from connectors.backfill.pg_position import (
+from sluice.connectors.api import ConfigError, Schema
+from sluice.connectors.backfill.connect_json import ColumnSpec, quote_identifier, record_expression
+from sluice.connectors.backfill.context import JobContext
+from sluice.connectors.backfill.errors import BackfillJobError
+from sluice.connectors.backfill.kafka_admin import TopicGrowthMonitor, ensure_topic
+from sluice.connectors.backfill.pg_position import (
     ConsistentPoint,
     consistent_point,
     drop_slot,
     libpq_params,
     logical_decoding_available,
 )
-from connectors.jdbc_common.connection import create_engine, to_sqlalchemy_url
-from connectors.jdbc_common.types import NumericMapping, column_schema, timezone
-from converters.json import JsonConverter
+from sluice.connectors.jdbc_common.connection import create_engine, to_sqlalchemy_url
+from sluice.connectors.jdbc_common.types import NumericMapping, column_schema, timezone
+from sluice.converters.json import JsonConverter
 
 logger = logging.getLogger(__name__)
 

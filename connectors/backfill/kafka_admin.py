@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from connectors.backfill.errors import BackfillJobError
+from sluice.connectors.backfill.errors import BackfillJobError
 
 logger = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.api import ConfigError
+from sluice.connectors.api import ConfigError
 
 logger = logging.getLogger(__name__)
 

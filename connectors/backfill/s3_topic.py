@@ -18,13 +18,13 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, cast
 
-from connectors.backfill.context import JobContext
-from connectors.backfill.errors import BackfillJobError
-from connectors.backfill.kafka_admin import ensure_topic
-from connectors.s3_common.formats import FormatSettings, make_format
-from connectors.s3_common.storage import S3Storage
-from connectors.source.s3.config import S3SourceConfig
-from connectors.source.s3.task import decode_headers
+from sluice.connectors.backfill.context import JobContext
+from sluice.connectors.backfill.errors import BackfillJobError
+from sluice.connectors.backfill.kafka_admin import ensure_topic
+from sluice.connectors.s3_common.formats import FormatSettings, make_format
+from sluice.connectors.s3_common.storage import S3Storage
+from sluice.connectors.source.s3.config import S3SourceConfig
+from sluice.connectors.source.s3.task import decode_headers
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def replay_partition_function(
     def run(groups: Iterable[tuple[str, int, list[str]]]) -> Iterator[tuple[int, int]]:
         from confluent_kafka import KafkaException, Producer
 
-        from plugins import PluginRegistry  # the runtime's registry: see pyproject's layers contract
+        from sluice.plugins import PluginRegistry  # the runtime's registry: see pyproject's layers contract
 
         cfg = S3SourceConfig.parse({**source_config, "topics": ",".join(topics)})
         layout = cfg.layout()

@@ -2,7 +2,7 @@
 
 Starting Spark's JVM costs 10-20 s on a small machine, so every backfill of a worker shares one
 session (jobs are told apart by Spark job groups, which also make them cancellable). The session
-gets the extra jars :mod:`deploy.spark` fetched (Kafka data source, S3A, PostgreSQL JDBC) on
+gets the extra jars :mod:`sluice.deploy.spark` fetched (Kafka data source, S3A, PostgreSQL JDBC) on
 ``spark.jars`` — never ``spark.jars.packages``, whose Ivy resolution is not allowed everywhere —
 and stays on loopback with the UI off unless the configuration says otherwise.
 
@@ -109,7 +109,7 @@ class SparkSessionProvider:
         if not self._fetch_jars:
             return []
         # Only the CLI may import deploy: a breach listed in pyproject.toml's contracts, to be removed.
-        from deploy.spark import SparkJarsError, ensure_spark_jars, spark_jars
+        from sluice.deploy.spark import SparkJarsError, ensure_spark_jars, spark_jars
 
         try:
             return spark_jars(ensure_spark_jars())

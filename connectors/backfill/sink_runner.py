@@ -16,7 +16,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from connectors.api import ConnectError, SinkRecordBatch, SinkTask, TopicPartition
+from sluice.connectors.api import ConnectError, SinkRecordBatch, SinkTask, TopicPartition
 
 logger = logging.getLogger(__name__)
 
@@ -62,11 +62,11 @@ class InProcessSink:
     def __init__(self, name: str, config: Mapping[str, Any], bootstrap_servers: str) -> None:
         # The runtime (a Worker validates the config and builds the task): a layer breach listed in
         # pyproject.toml's contracts, to be removed when this runner moves to worker/backfill.
-        from offsets import MemoryOffsetStore
-        from plugins import PluginRegistry
-        from worker.config import WorkerConfig
-        from worker.transform_chain import build_chain
-        from worker.worker import Worker
+        from sluice.offsets import MemoryOffsetStore
+        from sluice.plugins import PluginRegistry
+        from sluice.worker.config import WorkerConfig
+        from sluice.worker.transform_chain import build_chain
+        from sluice.worker.worker import Worker
 
         worker = Worker(WorkerConfig.from_mapping({"bootstrap.servers": bootstrap_servers}), PluginRegistry([]), MemoryOffsetStore())
         validated = worker.validate(dict(config))

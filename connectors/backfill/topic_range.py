@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.backfill.errors import BackfillJobError
-from connectors.backfill.kafka_admin import offsets_for_times, partition_count, watermarks
+from sluice.connectors.backfill.errors import BackfillJobError
+from sluice.connectors.backfill.kafka_admin import offsets_for_times, partition_count, watermarks
 
 
 @dataclass(frozen=True)

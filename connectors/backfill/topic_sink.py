@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from connectors.backfill.context import JobContext
-from connectors.backfill.sink_runner import InProcessSink, sink_partition_function
-from connectors.backfill.topic_range import read_range, resolve_range
+from sluice.connectors.backfill.context import JobContext
+from sluice.connectors.backfill.sink_runner import InProcessSink, sink_partition_function
+from sluice.connectors.backfill.topic_range import read_range, resolve_range
 
 logger = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import Field, SecretStr, field_validator
 
-from connectors.api import ConfigError, PluginConfig
-from connectors.jdbc_common.types import timezone
+from sluice.connectors.api import ConfigError, PluginConfig
+from sluice.connectors.jdbc_common.types import timezone
 
 
 def split_list(value: Any) -> Any:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
-from connectors.api import ConfigError, ConnectError
+from sluice.connectors.api import ConfigError, ConnectError
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL, Engine

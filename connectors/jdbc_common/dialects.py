@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.api import ConfigError, Date, Decimal, Schema, Time, Timestamp, Type
+from sluice.connectors.api import ConfigError, Date, Decimal, Schema, Time, Timestamp, Type
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from connectors.api import (
+from sluice.connectors.api import (
     BOOLEAN_SCHEMA,
     BYTES_SCHEMA,
     FLOAT32_SCHEMA,

@@ -1,6 +1,6 @@
 """Pieces shared by the S3 sink and the S3 source: storage, formats, partitioners, object layout.
 
-Depends only on :mod:`connectors.api` plus the ``s3`` extra (boto3, pyarrow, fastavro), and imports
+Depends only on :mod:`sluice.connectors.api` plus the ``s3`` extra (boto3, pyarrow, fastavro), and imports
 those lazily with an error that names the ``pip install`` to run.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from connectors.api import ConfigError
+from sluice.connectors.api import ConfigError
 
 INSTALL_HINT = "pip install 'sluice[s3]'"
 

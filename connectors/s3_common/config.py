@@ -9,11 +9,11 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from connectors.api import ConfigError, PluginConfig
-from connectors.s3_common.formats import FormatSettings, short_format_name
-from connectors.s3_common.layout import ObjectLayout
-from connectors.s3_common.partitioners import PartitionerSettings, short_partitioner_name
-from connectors.s3_common.storage import S3Connection
+from sluice.connectors.api import ConfigError, PluginConfig
+from sluice.connectors.s3_common.formats import FormatSettings, short_format_name
+from sluice.connectors.s3_common.layout import ObjectLayout
+from sluice.connectors.s3_common.partitioners import PartitionerSettings, short_partitioner_name
+from sluice.connectors.s3_common.storage import S3Connection
 
 
 def _split_list(value: Any) -> Any:

@@ -37,11 +37,11 @@ from typing import Any, Protocol
 
 import orjson
 
-from connectors.api import ConfigError, DataError, Schema, Type
-from connectors.api.schema import Date, Decimal, Time, Timestamp
-from connectors.s3_common import require_module
-from connectors.s3_common.parquet_rows import RowShape, UnfitValue
-from converters.avro_data import AvroData
+from sluice.connectors.api import ConfigError, DataError, Schema, Type
+from sluice.connectors.api.schema import Date, Decimal, Time, Timestamp
+from sluice.connectors.s3_common import require_module
+from sluice.connectors.s3_common.parquet_rows import RowShape, UnfitValue
+from sluice.converters.avro_data import AvroData
 
 _FORMAT_PREFIX = "io.confluent.connect.s3.format."
 FORMAT_NAMES = {
@@ -394,7 +394,7 @@ class ParquetObjectWriter(ObjectWriter):
     an object depend only on its records (a replay after a crash rewrites it identically).
 
     Values that arrive as raw JSON (:meth:`write_raw_json`) are parsed straight into Arrow columns,
-    with no Python object per value: by the native parser (:mod:`converters.json_arrow`) when it is
+    with no Python object per value: by the native parser (:mod:`sluice.converters.json_arrow`) when it is
     installed and the values are flat objects, else by pyarrow's JSON reader (about 30 % less CPU
     than decoding them and building columns from dicts; the native parser takes a quarter of
     that). The schema is the one the decoded path would use: the object's schema once it has one; for the first row group, the schema Arrow infers
@@ -612,13 +612,13 @@ def _read_json_rows(raws: list[bytes], schema: Any) -> Any:
 
 
 def _read_native(pa: Any, raws: list[bytes], schema: Any) -> Any:
-    """``raws`` as a table of ``schema`` by the native parser (:mod:`converters.json_arrow`), or
+    """``raws`` as a table of ``schema`` by the native parser (:mod:`sluice.converters.json_arrow`), or
     ``None`` if it is not installed, refuses the batch, or reads a member with another type.
 
     Like pyarrow's reader given ``schema``: members the values lack are nulls, a member missing
     from ``schema`` refuses the batch, and integers in a double field become doubles (the nearest
     one, as parsing their digits as a double gives)."""
-    from converters import json_arrow  # here: importing it loads pyarrow (the s3 extra)
+    from sluice.converters import json_arrow  # here: importing it loads pyarrow (the s3 extra)
 
     table = json_arrow.read_flat_objects(raws)
     if table is None:
@@ -686,7 +686,7 @@ _AVRO_DATA = AvroData(scrub_invalid_names=True)
 
 
 def avro_schema(schema: Schema) -> Any:
-    """The Avro schema of a Connect schema (see :mod:`converters.avro_data`)."""
+    """The Avro schema of a Connect schema (see :mod:`sluice.converters.avro_data`)."""
     return _AVRO_DATA.avro_schema(schema)
 
 

@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from itertools import repeat
 from typing import Any
 
-from connectors.api import DataError
-from connectors.s3_common import require_module
+from sluice.connectors.api import DataError
+from sluice.connectors.s3_common import require_module
 
 #: The kind of a decoded JSON value, looked up by exact type (``True`` is a boolean, not an integer).
 _KINDS: dict[type, str] = {

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from connectors.api import ConfigError, DataError
+from sluice.connectors.api import ConfigError, DataError
 
 _PREFIX = "io.confluent.connect.storage.partitioner."
 DAILY_PATH_FORMAT = "'year'=YYYY/'month'=MM/'day'=dd"

@@ -22,8 +22,8 @@ from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from connectors.api import ConnectError, RetriableError
-from connectors.s3_common import require_module
+from sluice.connectors.api import ConnectError, RetriableError
+from sluice.connectors.s3_common import require_module
 
 logger = logging.getLogger(__name__)
 

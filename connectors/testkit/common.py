@@ -6,8 +6,8 @@ import json
 from collections.abc import Hashable
 from typing import Any, ClassVar
 
-from connectors.api import ConfigError, Connector
-from connectors.testkit.harness import own_keys, runtime_task_configs, stringified
+from sluice.connectors.api import ConfigError, Connector
+from sluice.connectors.testkit.harness import own_keys, runtime_task_configs, stringified
 
 #: A key no connector defines, for the unknown-key check.
 UNKNOWN_KEY = "sluice.testkit.unknown.key"

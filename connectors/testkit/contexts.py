@@ -12,7 +12,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from connectors.api import Serialization, SinkRecord, TopicPartition
+from sluice.connectors.api import Serialization, SinkRecord, TopicPartition
 
 
 def partition_key(partition: Mapping[str, Any]) -> str:

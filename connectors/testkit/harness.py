@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from connectors.api import (
+from sluice.connectors.api import (
     Connector,
     RecordMetadata,
     SinkConnector,
@@ -24,7 +24,7 @@ from connectors.api import (
     SourceTask,
     TopicPartition,
 )
-from connectors.testkit.contexts import (
+from sluice.connectors.testkit.contexts import (
     MemoryConnectorContext,
     MemoryOffsetReader,
     MemorySinkTaskContext,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Hashable, Sequence
 from typing import Any, ClassVar
 
-from connectors.api import (
+from sluice.connectors.api import (
     INT64_SCHEMA,
     STRING_SCHEMA,
     DataError,
@@ -16,8 +16,8 @@ from connectors.api import (
     TopicPartition,
     UnwritableRecordError,
 )
-from connectors.testkit.common import ConnectorChecks
-from connectors.testkit.harness import SinkTaskHarness, runtime_task_configs
+from sluice.connectors.testkit.common import ConnectorChecks
+from sluice.connectors.testkit.harness import SinkTaskHarness, runtime_task_configs
 
 #: The value schema of :meth:`SinkConnectorChecks.make_record`'s default records.
 KIT_VALUE_SCHEMA = Schema.struct([("id", INT64_SCHEMA), ("name", STRING_SCHEMA)], name="sluice.testkit.Item")

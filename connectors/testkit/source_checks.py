@@ -8,10 +8,10 @@ import time
 from collections.abc import Hashable
 from typing import Any, ClassVar
 
-from connectors.api import SourceConnector, SourceRecord
-from connectors.testkit.common import ConnectorChecks, frozen
-from connectors.testkit.contexts import MemoryOffsetReader
-from connectors.testkit.harness import SourceTaskHarness, runtime_task_configs
+from sluice.connectors.api import SourceConnector, SourceRecord
+from sluice.connectors.testkit.common import ConnectorChecks, frozen
+from sluice.connectors.testkit.contexts import MemoryOffsetReader
+from sluice.connectors.testkit.harness import SourceTaskHarness, runtime_task_configs
 
 
 class SourceConnectorChecks(ConnectorChecks):

@@ -3,7 +3,7 @@
 # Ctrl-C stops everything cleanly. QUICKSTART_SECONDS=N stops by itself after N seconds.
 set -euo pipefail
 
-cd "$(dirname "$0")/../.."
+# State goes under the directory it is started from (`make quickstart`: the checkout).
 DIR=.sluice/quickstart
 KAFKA_PORT=${KAFKA_PORT:-9092}
 REST_PORT=${REST_PORT:-8083}

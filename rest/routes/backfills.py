@@ -1,7 +1,7 @@
-"""``/backfills``: bulk loads and reprocessing jobs on Spark (see :mod:`worker.backfill`).
+"""``/backfills``: bulk loads and reprocessing jobs on Spark (see :mod:`sluice.worker.backfill`).
 
 The routes are thin: the :class:`~worker.backfill.BackfillManager` on ``app.state.backfills``
-validates, runs and reports; its domain errors become HTTP statuses in :mod:`rest.errors`
+validates, runs and reports; its domain errors become HTTP statuses in :mod:`sluice.rest.errors`
 (a bad spec is a 400 naming the key, an unknown job a 404, a job already running a 409).
 """
 
@@ -14,9 +14,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, FastAPI, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from rest.errors import ERROR_RESPONSES
-from worker.backfill import BackfillManager
-from worker.herder import Herder
+from sluice.rest.errors import ERROR_RESPONSES
+from sluice.worker.backfill import BackfillManager
+from sluice.worker.herder import Herder
 
 logger = logging.getLogger(__name__)
 

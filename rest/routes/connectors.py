@@ -10,12 +10,12 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from connectors.api import NotFoundError
-from rest.authz import visible_connectors
-from rest.deps import HerderDep
-from rest.errors import ERROR_RESPONSES
-from worker.herder import BadRequest
-from worker.status import TargetState
+from sluice.connectors.api import NotFoundError
+from sluice.rest.authz import visible_connectors
+from sluice.rest.deps import HerderDep
+from sluice.rest.errors import ERROR_RESPONSES
+from sluice.worker.herder import BadRequest
+from sluice.worker.status import TargetState
 
 router = APIRouter(prefix="/connectors", tags=["connectors"], responses=ERROR_RESPONSES)
 

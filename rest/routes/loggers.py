@@ -7,9 +7,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, Field
 
-from rest.deps import HerderDep
-from rest.errors import ERROR_RESPONSES
-from rest.logger_levels import LoggerLevels
+from sluice.rest.deps import HerderDep
+from sluice.rest.errors import ERROR_RESPONSES
+from sluice.rest.logger_levels import LoggerLevels
 
 router = APIRouter(prefix="/admin/loggers", tags=["admin"], responses=ERROR_RESPONSES)
 

@@ -7,8 +7,8 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from rest.deps import HerderDep
-from rest.errors import ERROR_RESPONSES
+from sluice.rest.deps import HerderDep
+from sluice.rest.errors import ERROR_RESPONSES
 
 router = APIRouter(prefix="/connectors", tags=["offsets"], responses=ERROR_RESPONSES)
 

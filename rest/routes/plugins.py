@@ -6,9 +6,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 
-from plugins import PluginKind
-from rest.deps import HerderDep
-from rest.errors import ERROR_RESPONSES
+from sluice.plugins import PluginKind
+from sluice.rest.deps import HerderDep
+from sluice.rest.errors import ERROR_RESPONSES
 
 router = APIRouter(prefix="/connector-plugins", tags=["plugins"], responses=ERROR_RESPONSES)
 

@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from rest.deps import HerderDep
+from sluice.rest.deps import HerderDep
 
 try:
     SLUICE_VERSION = version("sluice")

@@ -1,7 +1,7 @@
 """Fixtures for integration tests: a real Kafka broker on free loopback ports.
 
 The ``kafka`` fixture starts one broker per test session (about 4 s after the first jar
-fetch) with :class:`deploy.kafka_stack.KafkaBroker`, the same code ``sluice dev up`` runs.
+fetch) with :class:`sluice.deploy.kafka_stack.KafkaBroker`, the same code ``sluice dev up`` runs.
 If it cannot start, every test using it errors with the reason and the broker log's tail;
 it never skips, in CI or locally, so a missing Java or Maven cannot pass unnoticed.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from deploy.kafka_stack import DEFAULT_KAFKA_VERSION, KafkaBroker, KafkaStackError
+from sluice.deploy.kafka_stack import DEFAULT_KAFKA_VERSION, KafkaBroker, KafkaStackError
 from tests.integration.mariadb_fixtures import mariadb_db_fixture, mariadb_server_fixture  # noqa: F401
 from tests.integration.opensearch_fixtures import opensearch  # noqa: F401
 from tests.integration.postgres_fixtures import postgres_db_fixture, postgres_server_fixture  # noqa: F401

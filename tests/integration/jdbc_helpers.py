@@ -22,12 +22,12 @@ _INSTALLED = {ep.name for ep in entry_points(group="sluice.connectors")}
 JDBC_SOURCE = (
     "io.confluent.connect.jdbc.JdbcSourceConnector"
     if "JdbcSource" in _INSTALLED
-    else "connectors.source.jdbc.connector.JdbcSourceConnector"
+    else "sluice.connectors.source.jdbc.connector.JdbcSourceConnector"
 )
 JDBC_SINK = (
     "io.confluent.connect.jdbc.JdbcSinkConnector"
     if "JdbcSink" in _INSTALLED
-    else "connectors.sink.jdbc.connector.JdbcSinkConnector"
+    else "sluice.connectors.sink.jdbc.connector.JdbcSinkConnector"
 )
 #: Worker settings every JDBC integration test's worker needs.
 WORKER_SETTINGS: dict[str, str] = {} if {"JdbcSource", "JdbcSink"} <= _INSTALLED else {"plugin.path": str(_REPO_ROOT)}

@@ -5,7 +5,7 @@ Import them from ``tests/integration/conftest.py``::
     from tests.integration.mariadb_fixtures import mariadb_db_fixture, mariadb_server_fixture  # noqa: F401
 
 ``mariadb`` starts one private server per session (about 1–3 s) with
-:class:`deploy.mariadb.MariaDbServer`; ``mariadb_db`` gives each test a fresh database and returns
+:class:`sluice.deploy.mariadb.MariaDbServer`; ``mariadb_db`` gives each test a fresh database and returns
 its SQLAlchemy URL. Like the ``kafka`` and ``postgres`` fixtures they never skip: a server that
 cannot start fails the tests that need it, with the reason (and the install command).
 """
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from deploy.mariadb import MariaDbError, MariaDbServer
+from sluice.deploy.mariadb import MariaDbError, MariaDbServer
 
 
 @pytest.fixture(scope="session", name="mariadb")

@@ -1,6 +1,6 @@
 """Fixture for tests that need a real search node (OpenSearch, from the integ-test zip on Maven Central).
 
-``opensearch`` starts one :class:`deploy.opensearch.OpenSearchNode` per session on a free loopback
+``opensearch`` starts one :class:`sluice.deploy.opensearch.OpenSearchNode` per session on a free loopback
 port (about 10 s; the first run also fetches the zip with Maven). Like the ``kafka`` fixture it
 never skips: a node that cannot start is a test error, in CI (``CI=true``) and locally, so a
 missing Java or Maven cannot pass unnoticed. Tests give their indices unique names (the topic's).
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from deploy.opensearch import DEFAULT_OPENSEARCH_VERSION, OpenSearchError, OpenSearchNode
+from sluice.deploy.opensearch import DEFAULT_OPENSEARCH_VERSION, OpenSearchError, OpenSearchNode
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ Import them from ``tests/integration/conftest.py``::
 
 (The functions have other names than the fixtures, so a test's ``postgres`` argument does not
 shadow an imported name.) ``postgres`` starts one private cluster per session (about 1.5 s) with
-:class:`deploy.postgres.PostgresServer`. Like the ``kafka`` fixture it never skips: a server that
+:class:`sluice.deploy.postgres.PostgresServer`. Like the ``kafka`` fixture it never skips: a server that
 cannot start fails the tests that need it, with the reason (and the install command).
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from deploy.postgres import PostgresError, PostgresServer
+from sluice.deploy.postgres import PostgresError, PostgresServer
 
 
 @pytest.fixture(scope="session", name="postgres")

@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from sluice.worker.runtime import parent_death_signal
 from tests.integration.worker_process import free_port
-from worker.runtime import parent_death_signal
 
 SCRAPE_INTERVAL = "1s"
 

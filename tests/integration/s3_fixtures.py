@@ -1,6 +1,6 @@
 """Fixtures for tests that need a real S3-compatible server (S3Proxy; moto only as a fallback).
 
-``s3`` starts one :class:`deploy.s3_server.S3Server` per session on a free loopback port; the
+``s3`` starts one :class:`sluice.deploy.s3_server.S3Server` per session on a free loopback port; the
 first run fetches S3Proxy's jars with Maven (about 10 s), later runs start in about 3 s. Like the
 ``kafka`` fixture it never skips: a server that cannot start is a test error, in CI
 (``CI=true``) and locally, so a missing Java or Maven cannot pass unnoticed.
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from deploy.s3_server import S3Server, S3ServerError
+from sluice.deploy.s3_server import S3Server, S3ServerError
 
 
 @pytest.fixture(scope="session")

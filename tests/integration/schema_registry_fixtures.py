@@ -1,6 +1,6 @@
 """Fixtures for tests that need a real Confluent-compatible Schema Registry (Apicurio Registry).
 
-``schema_registry`` starts one :class:`deploy.schema_registry.SchemaRegistryServer` per session on
+``schema_registry`` starts one :class:`sluice.deploy.schema_registry.SchemaRegistryServer` per session on
 a free loopback port; the first run fetches Apicurio with Maven (about 110 MB), later runs start
 in about 3 s. Storage is in memory and shared by the session's tests: use subjects of your own.
 Like the ``kafka`` fixture it never skips: a registry that cannot start is a test error, in CI
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from deploy.schema_registry import SchemaRegistryError, SchemaRegistryServer
+from sluice.deploy.schema_registry import SchemaRegistryError, SchemaRegistryServer
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from deploy.kafka_stack import KafkaBroker
-from worker.backfill import BackfillManager, MemoryBackfillStore
+from sluice.deploy.kafka_stack import KafkaBroker
+from sluice.worker.backfill import BackfillManager, MemoryBackfillStore
 
 SPARK_TEST_CONFS = {
     "spark.master": "local[2]",
@@ -26,12 +26,12 @@ SPARK_TEST_CONFS = {
 def spark_provider() -> Iterator[Any]:
     """The session's shared, lazily started SparkSession provider."""
     try:
-        from connectors.backfill import SparkSessionProvider
-        from deploy.spark import SparkJarsError, ensure_spark_jars
+        from sluice.connectors.backfill import SparkSessionProvider
+        from sluice.deploy.spark import SparkJarsError, ensure_spark_jars
 
         ensure_spark_jars()
     except (ImportError, SparkJarsError) as exc:
-        pytest.fail(f"Spark is not usable for the backfill tests ({exc}); run `make setup` and `python -m deploy.spark fetch`", pytrace=False)
+        pytest.fail(f"Spark is not usable for the backfill tests ({exc}); run `make setup` and `python -m sluice.deploy.spark fetch`", pytrace=False)
     provider = SparkSessionProvider(SPARK_TEST_CONFS)
     try:
         yield provider

@@ -20,8 +20,8 @@ import httpx
 import orjson
 import pytest
 
-from connectors.api.errors import DataError, RetriableError
-from connectors.api.schema import (
+from sluice.connectors.api.errors import DataError, RetriableError
+from sluice.connectors.api.schema import (
     INT64_SCHEMA,
     OPTIONAL_STRING_SCHEMA,
     STRING_SCHEMA,
@@ -30,8 +30,8 @@ from connectors.api.schema import (
     Schema,
     Timestamp,
 )
-from converters.avro import AvroConverter
-from deploy.schema_registry import SchemaRegistryServer
+from sluice.converters.avro import AvroConverter
+from sluice.deploy.schema_registry import SchemaRegistryServer
 from tests.integration.cdc_helpers import cdc_config, dbname, read_events, run_sql, write_connector
 from tests.integration.cdc_helpers import worker as cdc_worker
 from tests.integration.jdbc_helpers import (

@@ -22,8 +22,9 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from deploy.kafka_stack import KafkaBroker
-from deploy.postgres import PostgresServer
+from sluice.deploy.kafka_stack import KafkaBroker
+from sluice.deploy.postgres import PostgresServer
+from sluice.worker.backfill import BackfillManager, JobState
 from tests.integration.cdc_helpers import (
     BackgroundWriter,
     cdc_config,
@@ -35,7 +36,6 @@ from tests.integration.cdc_helpers import (
     write_connector,
 )
 from tests.integration.kafka_helpers import ConsumedRecord, consume_all, unique_topic_name
-from worker.backfill import BackfillManager, JobState
 
 pytestmark = pytest.mark.integration
 

@@ -33,12 +33,14 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from connectors.source.postgres_cdc import catalog
-from connectors.source.postgres_cdc.config import PostgresCdcConfig
-from connectors.source.postgres_cdc.snapshot import copy_out
-from connectors.source.postgres_cdc.tables import Table
-from deploy.kafka_stack import KafkaBroker
-from deploy.postgres import PostgresServer
+from sluice.connectors.source.postgres_cdc import catalog
+from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
+from sluice.connectors.source.postgres_cdc.snapshot import copy_out
+from sluice.connectors.source.postgres_cdc.tables import Table
+from sluice.deploy.kafka_stack import KafkaBroker
+from sluice.deploy.postgres import PostgresServer
+from sluice.worker.backfill import BackfillManager, JobState
+from sluice.worker.cli_backfill import handoff_connector
 from tests.integration.cdc_helpers import (
     JSON,
     BackgroundWriter,
@@ -52,8 +54,6 @@ from tests.integration.cdc_helpers import (
 )
 from tests.integration.jdbc_helpers import JDBC_SINK, WORKER_SETTINGS
 from tests.integration.kafka_helpers import ConsumedRecord, unique_topic_name
-from worker.backfill import BackfillManager, JobState
-from worker.cli_backfill import handoff_connector
 
 pytestmark = pytest.mark.integration
 

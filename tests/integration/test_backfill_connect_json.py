@@ -1,7 +1,7 @@
 """The backfill's Spark SQL serialization, run on real Spark, against the streaming JsonConverter.
 
-Each value goes through both: the expression :mod:`connectors.backfill.connect_json` builds,
-evaluated by Spark, and :class:`converters.json.JsonConverter` on the same Connect value. The bytes
+Each value goes through both: the expression :mod:`sluice.connectors.backfill.connect_json` builds,
+evaluated by Spark, and :class:`sluice.converters.json.JsonConverter` on the same Connect value. The bytes
 must be equal. The cases are the ones where an encoding can go wrong: every byte width of a
 decimal's two's-complement unscaled value, both sides of each boundary, and nulls.
 """
@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from connectors.api import BOOLEAN_SCHEMA, INT32_SCHEMA, INT64_SCHEMA, Schema
-from connectors.api.schema import Date, Decimal, Timestamp
-from connectors.backfill.connect_json import ColumnSpec, record_expression
-from converters.json import JsonConverter
+from sluice.connectors.api import BOOLEAN_SCHEMA, INT32_SCHEMA, INT64_SCHEMA, Schema
+from sluice.connectors.api.schema import Date, Decimal, Timestamp
+from sluice.connectors.backfill.connect_json import ColumnSpec, record_expression
+from sluice.converters.json import JsonConverter
 
 pytestmark = pytest.mark.integration
 

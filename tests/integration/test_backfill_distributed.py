@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from deploy.kafka_stack import KafkaBroker
-from deploy.postgres import PostgresServer
+from sluice.deploy.kafka_stack import KafkaBroker
+from sluice.deploy.postgres import PostgresServer
 from tests.integration.distributed_helpers import Cluster, wait_for
 
 pytestmark = pytest.mark.integration

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from deploy.kafka_stack import KafkaBroker
-from deploy.postgres import PostgresServer
+from sluice.deploy.kafka_stack import KafkaBroker
+from sluice.deploy.postgres import PostgresServer
+from sluice.worker.backfill import BackfillManager, JobState
 from tests.integration.jdbc_helpers import sql
 from tests.integration.kafka_helpers import unique_topic_name
-from worker.backfill import BackfillManager, JobState
 
 pytestmark = pytest.mark.integration
 

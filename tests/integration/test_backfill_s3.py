@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from deploy.kafka_stack import KafkaBroker
-from deploy.s3_server import S3Server
+from sluice.deploy.kafka_stack import KafkaBroker
+from sluice.deploy.s3_server import S3Server
+from sluice.worker.backfill import BackfillManager, JobState
 from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce, unique_topic_name
-from worker.backfill import BackfillManager, JobState
 
 pytestmark = pytest.mark.integration
 

@@ -8,14 +8,14 @@ import json
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from connectors.api.schema import INT64_SCHEMA, OPTIONAL_STRING_SCHEMA, Decimal, Schema
-from converters.avro import AvroConverter
-from deploy.kafka_stack import KafkaBroker
-from deploy.postgres import PostgresServer
-from deploy.schema_registry import SchemaRegistryServer
+from sluice.connectors.api.schema import INT64_SCHEMA, OPTIONAL_STRING_SCHEMA, Decimal, Schema
+from sluice.converters.avro import AvroConverter
+from sluice.deploy.kafka_stack import KafkaBroker
+from sluice.deploy.postgres import PostgresServer
+from sluice.deploy.schema_registry import SchemaRegistryServer
+from sluice.worker.backfill import BackfillManager, JobState
 from tests.integration.jdbc_helpers import sql
 from tests.integration.kafka_helpers import OutgoingRecord, create_topic, produce, unique_topic_name
-from worker.backfill import BackfillManager, JobState
 
 pytestmark = pytest.mark.integration
 

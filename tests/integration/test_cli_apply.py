@@ -18,9 +18,9 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
+from sluice.worker.cli import main
 from tests.integration.kafka_helpers import unique_topic_name
 from tests.integration.worker_process import WorkerProcess
-from worker.cli import main
 
 COUNTING = "tests.plugins.counting.CountingSequenceSource"
 #: Rewriting a file must not change its topic: one topic name per connector for this run.

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from sluice.worker.cli import main
 from tests.integration.kafka_helpers import consume_all, create_topic, unique_topic_name
 from tests.integration.worker_process import WorkerProcess
-from worker.cli import main
 
 pytestmark = pytest.mark.integration
 
@@ -116,7 +116,7 @@ def test_the_server_message_reaches_the_user(worker: WorkerProcess, tmp_path: Pa
 
 def test_plugins_come_from_the_worker(worker: WorkerProcess) -> None:
     rows = table(ok(worker, "plugins"))
-    assert ["source", "connectors.source.file.connector.FileStreamSourceConnector"] in [r[:2] for r in rows]
+    assert ["source", "sluice.connectors.source.file.connector.FileStreamSourceConnector"] in [r[:2] for r in rows]
 
 
 def test_validate_names_the_bad_keys(worker: WorkerProcess, tmp_path: Path) -> None:

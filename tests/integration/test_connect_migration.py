@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import orjson
 
-from deploy.kafka_stack import KafkaBroker
+from sluice.deploy.kafka_stack import KafkaBroker
 from tests.integration.distributed_helpers import cluster_settings, wait_for
 from tests.integration.kafka_connect_peer import KafkaConnectWorker
 from tests.integration.kafka_helpers import consume_all, create_topic, unique_topic_name

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from connectors.api import SourceRecord
-from connectors.sink.file.connector import FileStreamSinkConnector
-from connectors.source.file.connector import FileStreamSourceConnector
-from connectors.source.sequence.connector import SequenceSourceConnector
-from connectors.testkit import InvalidConfig, SinkConnectorChecks, SourceConnectorChecks
+from sluice.connectors.api import SourceRecord
+from sluice.connectors.sink.file.connector import FileStreamSinkConnector
+from sluice.connectors.source.file.connector import FileStreamSourceConnector
+from sluice.connectors.source.sequence.connector import SequenceSourceConnector
+from sluice.connectors.testkit import InvalidConfig, SinkConnectorChecks, SourceConnectorChecks
 
 
 class TestFileStreamSource(SourceConnectorChecks):

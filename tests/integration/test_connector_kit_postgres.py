@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from connectors.api import STRING_SCHEMA, SinkRecord, SourceRecord
-from connectors.sink.jdbc.connector import JdbcSinkConnector
-from connectors.source.jdbc.connector import JdbcSourceConnector
-from connectors.source.postgres_cdc.connector import PostgresCdcSourceConnector
-from connectors.testkit import InvalidConfig, SinkConnectorChecks, SourceConnectorChecks
-from deploy.postgres import PostgresServer
+from sluice.connectors.api import STRING_SCHEMA, SinkRecord, SourceRecord
+from sluice.connectors.sink.jdbc.connector import JdbcSinkConnector
+from sluice.connectors.source.jdbc.connector import JdbcSourceConnector
+from sluice.connectors.source.postgres_cdc.connector import PostgresCdcSourceConnector
+from sluice.connectors.testkit import InvalidConfig, SinkConnectorChecks, SourceConnectorChecks
+from sluice.deploy.postgres import PostgresServer
 from tests.integration.cdc_helpers import cdc_config, dbname
 from tests.integration.jdbc_helpers import sql
 

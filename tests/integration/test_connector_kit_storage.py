@@ -10,13 +10,13 @@ from typing import Any
 import orjson
 import pytest
 
-from connectors.api import SinkRecord, SourceRecord
-from connectors.sink.elasticsearch.connector import ElasticsearchSinkConnector
-from connectors.sink.s3.connector import S3SinkConnector
-from connectors.source.s3.connector import S3SourceConnector
-from connectors.testkit import InvalidConfig, SinkConnectorChecks, SourceConnectorChecks
-from deploy.opensearch import OpenSearchNode
-from deploy.s3_server import S3Server
+from sluice.connectors.api import SinkRecord, SourceRecord
+from sluice.connectors.sink.elasticsearch.connector import ElasticsearchSinkConnector
+from sluice.connectors.sink.s3.connector import S3SinkConnector
+from sluice.connectors.source.s3.connector import S3SourceConnector
+from sluice.connectors.testkit import InvalidConfig, SinkConnectorChecks, SourceConnectorChecks
+from sluice.deploy.opensearch import OpenSearchNode
+from sluice.deploy.s3_server import S3Server
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ import httpx
 import orjson
 import pytest
 
-from offsets import FileOffsetStore
+from sluice.offsets import FileOffsetStore
 from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce
 from tests.integration.worker_process import WorkerProcess
 

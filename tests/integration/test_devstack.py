@@ -21,9 +21,9 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
-import deploy
-from deploy.devstack import DevStack, _pid_alive
-from deploy.kafka_stack import (
+import sluice.deploy as deploy
+from sluice.deploy.devstack import DevStack, _pid_alive
+from sluice.deploy.kafka_stack import (
     DEFAULT_KAFKA_VERSION,
     KafkaBroker,
     KafkaFetchError,
@@ -35,7 +35,7 @@ from deploy.kafka_stack import (
     is_port_free,
     is_port_open,
 )
-from deploy.schema_registry import CONTENT_TYPE
+from sluice.deploy.schema_registry import CONTENT_TYPE
 from tests.integration.kafka_helpers import (
     OutgoingRecord,
     consume_all,
@@ -273,7 +273,7 @@ def dev_state_dir(tmp_path: Path) -> Iterator[Path]:
 
 def _dev(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "deploy.devstack", *args, "--state-dir", str(state_dir)],
+        [sys.executable, "-m", "sluice.deploy.devstack", *args, "--state-dir", str(state_dir)],
         cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))},
         capture_output=True,

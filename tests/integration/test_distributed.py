@@ -19,7 +19,7 @@ import httpx
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from deploy.kafka_stack import KafkaBroker
+from sluice.deploy.kafka_stack import KafkaBroker
 from tests.integration.distributed_helpers import REBALANCE_DELAY_MS, SESSION_TIMEOUT_MS, Cluster, wait_for
 from tests.integration.jdbc_helpers import sql
 from tests.integration.kafka_helpers import consume_all, create_topic, unique_topic_name
@@ -259,7 +259,7 @@ def test_a_misconfigured_internal_topic_stops_the_worker_with_a_clear_error(kafk
         )
     )
     done = subprocess.run(
-        [sys.executable, "-m", "worker.cli", "distributed", str(props)], cwd=REPO, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "sluice.worker.cli", "distributed", str(props)], cwd=REPO, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 2, done.stderr
     assert f"Topic '{group}-configs' supplied via the 'config.storage.topic' property" in done.stderr

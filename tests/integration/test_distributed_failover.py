@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from deploy.kafka_stack import KafkaBroker
+from sluice.deploy.kafka_stack import KafkaBroker
 from tests.integration.distributed_helpers import REBALANCE_DELAY_MS, SESSION_TIMEOUT_MS, Cluster, wait_for
 from tests.integration.kafka_helpers import create_topic, unique_topic_name
 

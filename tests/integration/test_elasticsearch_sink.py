@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from deploy.opensearch import OpenSearchNode
+from sluice.deploy.opensearch import OpenSearchNode
 from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce, unique_topic_name
 from tests.integration.worker_process import WorkerProcess
 
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.integration
 
 # By Python path through plugin.path = the repository, so the tests do not depend on the installed
 # entry points being up to date.
-ES_SINK = "connectors.sink.elasticsearch.connector.ElasticsearchSinkConnector"
+ES_SINK = "sluice.connectors.sink.elasticsearch.connector.ElasticsearchSinkConnector"
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
 SCHEMALESS_JSON = {
     "value.converter": "org.apache.kafka.connect.json.JsonConverter",

@@ -208,7 +208,7 @@ def test_source_records_failing_a_transform_go_to_the_source_dlq(worker: WorkerP
     assert [r.value for r in dead] == [b'"three"', b'"five"']  # the record as the value converter writes it
     headers = dict(dead[0].headers)
     assert headers["__connect.errors.stage"] == b"TRANSFORMATION"
-    assert headers["__connect.errors.class.name"] == b"transforms.cast.CastValue"
+    assert headers["__connect.errors.class.name"] == b"sluice.transforms.cast.CastValue"
     assert headers["__connect.errors.connector.name"] == name.encode()
     assert headers["__connect.errors.task.id"] == b"0"
     assert headers["__connect.errors.topic"] == topic.encode()
@@ -233,7 +233,7 @@ def test_source_records_failing_conversion_go_to_the_source_dlq(worker: WorkerPr
     worker.wait_running(name)  # the DLQ topic exists once the task runs
     dead = consume_all(kafka.bootstrap_servers, dlq, 2)
     assert [dict(r.headers)["__connect.errors.stage"] for r in dead] == [b"VALUE_CONVERTER"] * 2
-    assert [dict(r.headers)["__connect.errors.class.name"] for r in dead] == [b"converters.bytes.ByteArrayConverter"] * 2
+    assert [dict(r.headers)["__connect.errors.class.name"] for r in dead] == [b"sluice.converters.bytes.ByteArrayConverter"] * 2
     assert [r.value for r in dead] == [b'"alpha"', b'"beta"']  # the converter failed: a JSON rendering
     assert consume_all(kafka.bootstrap_servers, topic, 0, timeout=3) == []
     status = httpx.get(f"{worker.url}/connectors/{name}/tasks/0/status", timeout=5).json()

@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
-from deploy.kafka_stack import DEFAULT_KAFKA_VERSION, KafkaBroker
+from sluice.deploy.kafka_stack import DEFAULT_KAFKA_VERSION, KafkaBroker
+from sluice.worker.distributed.main import DistributedWorker
 from tests.integration.distributed_helpers import cluster_settings
 from tests.integration.worker_process import free_port
-from worker.distributed.main import DistributedWorker
 
 pytestmark = pytest.mark.integration
 

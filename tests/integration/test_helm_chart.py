@@ -4,7 +4,9 @@ Kubernetes API schema of a named release (deploy.helm_tools.KUBERNETES_VERSION).
 
 Beyond the schema, what the chart renders is checked with Sluice's own parsers: the worker
 properties are a valid distributed config whose listener is allowed to start, and the connectors
-declared in values are files that ``sluice apply`` reads.
+declared in values are files that ``sluice apply`` reads. The dashboard ConfigMap and the
+PrometheusRule carry the files under the chart's ``files/`` (which deploy/grafana and
+deploy/prometheus link to); tests/integration/test_dashboards.py checks their content.
 
 The tools come from ``make helm-tools`` (part of ``make test``). Without them this module is
 skipped, except under ``CI=true``, where that is a failure.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 import os
 import signal
 import subprocess
@@ -27,16 +30,22 @@ import httpx
 import pytest
 import yaml
 
-from deploy.helm_tools import HelmTools, cached_tools
-from rest.settings import RestSettings
+from sluice.deploy import kube_schemas
+from sluice.deploy.helm_tools import PROMETHEUS_OPERATOR_VERSION, HelmTools, _module_dir, cached_tools
+from sluice.rest.settings import RestSettings
+from sluice.worker.config import with_cli_defaults
+from sluice.worker.connector_files import load_connector_files
+from sluice.worker.distributed.config import DistributedConfig
+from sluice.worker.properties import parse_properties
 from tests.integration.worker_process import free_port
-from worker.config import with_cli_defaults
-from worker.connector_files import load_connector_files
-from worker.distributed.config import DistributedConfig
-from worker.properties import parse_properties
 
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "sluice"
 ALL_ON = CHART / "ci" / "all-on-values.yaml"
+DASHBOARD = CHART / "files" / "sluice-dashboard.json"
+ALERTS = CHART / "files" / "sluice-alerts.yaml"
+#: What a cluster running the Prometheus Operator serves; `helm template` knows of no CRDs unless told.
+OPERATOR_APIS = ("monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule")
+_RULE_CRD = "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -50,21 +59,39 @@ def tools() -> HelmTools:
     return found
 
 
+@pytest.fixture(scope="module")
+def rule_schemas(tools: HelmTools, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A schema directory with the PrometheusRule CRD's schema, for kubeconform's second
+    ``-schema-location``. ``make helm-tools`` caches only the ServiceMonitor's; the PrometheusRule
+    CRD comes from the same Prometheus Operator module, already in Go's module cache."""
+    name = kube_schemas.schema_file_name("PrometheusRule", "monitoring.coreos.com", "v1")
+    if (kube_schemas.layout_dir(tools.schemas, tools.kubernetes_version) / name).is_file():
+        return tools.schemas
+    crd_path = _module_dir("github.com/prometheus-operator/prometheus-operator", PROMETHEUS_OPERATOR_VERSION) / _RULE_CRD
+    root = tmp_path_factory.mktemp("rule-schemas")
+    kube_schemas.write_schemas(kube_schemas.schemas_from_crd(yaml.safe_load(crd_path.read_text())),
+                               kube_schemas.layout_dir(root, tools.kubernetes_version))
+    return root
+
+
 def run(args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, input=stdin, capture_output=True, text=True, timeout=120)
 
 
-def render(tools: HelmTools, *values: Path) -> str:
-    args = [str(tools.helm), "template", "rel", str(CHART), "--namespace", "data", "--kube-version", tools.kubernetes_version]
+def render(tools: HelmTools, *values: Path, api_versions: tuple[str, ...] = (), chart: Path = CHART) -> str:
+    args = [str(tools.helm), "template", "rel", str(chart), "--namespace", "data", "--kube-version", tools.kubernetes_version]
     for path in values:
         args += ["-f", str(path)]
+    for api in api_versions:
+        args += ["--api-versions", api]
     done = run(args)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
-def validate(tools: HelmTools, manifests: str) -> subprocess.CompletedProcess[str]:
-    return run([*tools.kubeconform_args(), "-"], stdin=manifests)
+def validate(tools: HelmTools, manifests: str, extra_schemas: Path | None = None) -> subprocess.CompletedProcess[str]:
+    extra = ["-schema-location", str(extra_schemas)] if extra_schemas is not None else []
+    return run([*tools.kubeconform_args(), *extra, "-"], stdin=manifests)
 
 
 def by_kind(manifests: str) -> dict[str, list[dict[str, Any]]]:
@@ -104,14 +131,30 @@ def test_default_values_render_valid_manifests(tools: HelmTools) -> None:
     assert kinds["Deployment"][0]["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
 
 
-def test_every_option_renders_valid_manifests(tools: HelmTools) -> None:
-    manifests = render(tools, ALL_ON)
+def test_default_values_add_a_service_monitor_where_the_operator_runs(tools: HelmTools) -> None:
+    """The ServiceMonitor is on by default, and rendered only where the cluster serves its API (so
+    the default values install on a cluster without the Prometheus Operator)."""
+    manifests = render(tools, api_versions=OPERATOR_APIS)
     done = validate(tools, manifests)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Valid: 10, Invalid: 0, Errors: 0, Skipped: 0" in done.stdout  # the ServiceMonitor included
+    assert "Valid: 7, Invalid: 0, Errors: 0, Skipped: 0" in done.stdout
+    kinds = by_kind(manifests)
+    [monitor], [service] = kinds["ServiceMonitor"], kinds["Service"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
+    assert "PrometheusRule" not in kinds  # the rules and the dashboard are opt-in
+    assert [c["metadata"]["name"] for c in kinds["ConfigMap"]] == ["rel-sluice-worker"]
+
+
+def test_every_option_renders_valid_manifests(tools: HelmTools, rule_schemas: Path) -> None:
+    manifests = render(tools, ALL_ON, api_versions=OPERATOR_APIS)
+    done = validate(tools, manifests, rule_schemas)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Valid: 12, Invalid: 0, Errors: 0, Skipped: 0" in done.stdout  # the ServiceMonitor and PrometheusRule included
     kinds = by_kind(manifests)
     assert sorted(kinds) == [
-        "ConfigMap", "Deployment", "Job", "PodDisruptionBudget", "Secret", "Service", "ServiceAccount", "ServiceMonitor",
+        "ConfigMap", "Deployment", "Job", "PodDisruptionBudget", "PrometheusRule", "Secret", "Service", "ServiceAccount",
+        "ServiceMonitor",
     ]
     [job] = kinds["Job"]
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
@@ -119,6 +162,29 @@ def test_every_option_renders_valid_manifests(tools: HelmTools) -> None:
     assert command[:3] == ["sluice", "apply", "/etc/sluice/connectors"] and "--prune" in command
     mounts = kinds["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
     assert {"name": "secret-db", "mountPath": "/etc/sluice/secrets/db", "readOnly": True} in mounts
+
+
+def test_the_dashboard_and_rules_are_the_files_deploy_links_to(tools: HelmTools, tmp_path: Path) -> None:
+    """The dashboard ConfigMap and the PrometheusRule hold the chart's files/ unchanged (but for
+    the worker-down rule's job, which becomes the ServiceMonitor's), also from the packaged chart;
+    deploy/grafana and deploy/prometheus are links to the same files, not copies."""
+    root = CHART.parents[2]
+    assert (root / "deploy" / "grafana" / "sluice-dashboard.json").resolve() == DASHBOARD.resolve()
+    assert (root / "deploy" / "prometheus" / "sluice-alerts.yaml").resolve() == ALERTS.resolve()
+    packaged = run([str(tools.helm), "package", str(CHART), "--destination", str(tmp_path)])
+    assert packaged.returncode == 0, packaged.stderr
+    [archive] = tmp_path.glob("sluice-*.tgz")
+    for chart in (CHART, archive):
+        kinds = by_kind(render(tools, ALL_ON, api_versions=OPERATOR_APIS, chart=chart))
+        [dashboard] = [c for c in kinds["ConfigMap"] if c["metadata"]["name"] == "sluice-all-dashboard"]
+        assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+        assert dashboard["metadata"]["namespace"] == "monitoring"
+        assert json.loads(dashboard["data"]["sluice-dashboard.json"]) == json.loads(DASHBOARD.read_text())
+        [rule] = kinds["PrometheusRule"]
+        assert rule["metadata"]["labels"]["release"] == "prometheus"
+        generic = yaml.safe_load(ALERTS.read_text())
+        assert rule["spec"] != generic  # the worker-down matcher was found and replaced
+        assert rule["spec"] == yaml.safe_load(ALERTS.read_text().replace('up{job=~".*sluice.*"}', 'up{job="sluice-all"}'))
 
 
 def worker_properties(manifests: str, *, pod_ip: str, token: str | None) -> dict[str, str]:

@@ -24,9 +24,9 @@ from typing import Any
 import orjson
 import pytest
 
-from connectors.api import SinkRecordBatch, TopicPartition, UnusableRawValues
-from connectors.sink.jdbc.task import JdbcSinkTask
-from converters.json import JsonConverter
+from sluice.connectors.api import SinkRecordBatch, TopicPartition, UnusableRawValues
+from sluice.connectors.sink.jdbc.task import JdbcSinkTask
+from sluice.converters.json import JsonConverter
 from tests.integration.jdbc_helpers import sql
 from tests.integration.postgres_fixtures import postgres_db_fixture, postgres_server_fixture  # noqa: F401
 from tests.json_parsers import parser_fixture  # noqa: F401 - every test runs with each parser
@@ -346,7 +346,7 @@ def test_stop_leaves_the_connection_to_a_helper_that_is_still_busy(
     waits for the helper, and one that stays busy keeps its connection."""
     import threading
 
-    from connectors.sink.jdbc import task as task_module
+    from sluice.connectors.sink.jdbc import task as task_module
 
     table = f"t_{uuid.uuid4().hex[:8]}"
     sql(postgres_db, f'CREATE TABLE "{table}" (id bigint, v double precision)')

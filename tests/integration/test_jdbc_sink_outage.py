@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from deploy.postgres import PostgresServer
+from sluice.deploy.postgres import PostgresServer
 from tests.integration.jdbc_helpers import (
     JDBC_SINK,
     JSON_CONVERTER,

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from connectors.api import Schema, Type
-from connectors.jdbc_common.connection import create_engine, to_sqlalchemy_url
-from connectors.jdbc_common.dialects import Column, dialect_for
-from connectors.sink.jdbc.tables import TableManager
+from sluice.connectors.api import Schema, Type
+from sluice.connectors.jdbc_common.connection import create_engine, to_sqlalchemy_url
+from sluice.connectors.jdbc_common.dialects import Column, dialect_for
+from sluice.connectors.sink.jdbc.tables import TableManager
 from tests.integration.jdbc_helpers import Database, connector_url, database_fixture
 
 pytestmark = pytest.mark.integration

@@ -17,8 +17,8 @@ from types import ModuleType
 
 import pytest
 
-from connectors.api.errors import DataError
-from converters.json import JsonConverter
+from sluice.connectors.api.errors import DataError
+from sluice.converters.json import JsonConverter
 from tests.unit.converters.test_json_converter import CASES
 
 pytestmark = pytest.mark.integration

@@ -22,7 +22,7 @@ import httpx
 import orjson
 import pytest
 
-from deploy.postgres import PostgresServer
+from sluice.deploy.postgres import PostgresServer
 from tests.integration.cdc_helpers import (
     cdc_config,
     confirmed_flush_lsn,

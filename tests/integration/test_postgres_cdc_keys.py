@@ -18,8 +18,8 @@ import httpx
 import orjson
 import pytest
 
-from connectors.source.postgres_cdc.replication import ReplicationStream
-from deploy.postgres import PostgresServer
+from sluice.connectors.source.postgres_cdc.replication import ReplicationStream
+from sluice.deploy.postgres import PostgresServer
 from tests.integration.cdc_helpers import cdc_config, dbname, key, read_events, run_sql, value, worker, write_connector
 from tests.integration.kafka_helpers import unique_topic_name
 from tests.integration.worker_process import WorkerProcess

@@ -41,7 +41,7 @@ import schemathesis
 from hypothesis.configuration import set_hypothesis_home_dir
 from schemathesis.engine import Status, events, from_schema
 
-from rest.authz import ACCESS_RULES, Permission
+from sluice.rest.authz import ACCESS_RULES, Permission
 from tests.integration.kafka_helpers import create_topic, unique_topic_name
 from tests.integration.worker_process import WorkerProcess
 
@@ -410,7 +410,7 @@ def test_unknown_task_is_404(live: WorkerProcess) -> None:
 
 
 def test_unknown_plugin_is_404(live: WorkerProcess) -> None:
-    for plugin in ("NoSuchConnector", "no.such.module.Connector", "worker.herder.Herder"):
+    for plugin in ("NoSuchConnector", "no.such.module.Connector", "sluice.worker.herder.Herder"):
         quoted = quote(plugin, safe="")
         _assert_error(httpx.get(f"{live.url}/connector-plugins/{quoted}/config", timeout=TIMEOUT_S), 404, mentions=plugin)
         r = httpx.put(f"{live.url}/connector-plugins/{quoted}/config/validate", json={"connector.class": plugin}, timeout=TIMEOUT_S)

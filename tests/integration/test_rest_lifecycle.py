@@ -117,8 +117,8 @@ def test_errors_name_the_problem(worker: WorkerProcess, tmp_path: Path) -> None:
 def test_connector_plugins_lists_the_file_connectors(worker: WorkerProcess) -> None:
     plugins = httpx.get(f"{worker.url}/connector-plugins").json()
     by_class = {p["class"]: p for p in plugins}
-    assert by_class["connectors.source.file.connector.FileStreamSourceConnector"]["type"] == "source"
-    assert by_class["connectors.sink.file.connector.FileStreamSinkConnector"]["type"] == "sink"
+    assert by_class["sluice.connectors.source.file.connector.FileStreamSourceConnector"]["type"] == "source"
+    assert by_class["sluice.connectors.sink.file.connector.FileStreamSinkConnector"]["type"] == "sink"
     everything = httpx.get(f"{worker.url}/connector-plugins", params={"connectorsOnly": "false"}).json()
     assert {"converter", "header_converter"} <= {p["type"] for p in everything}
 

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from deploy.kafka_stack import KafkaBroker
+from sluice.deploy.kafka_stack import KafkaBroker
 from tests.integration.worker_process import WorkerProcess
 from tests.tls_certs import TlsFiles, make_tls_files
 

@@ -13,7 +13,7 @@ import httpx
 import orjson
 import pytest
 
-from deploy.s3_server import S3Server
+from sluice.deploy.s3_server import S3Server
 from tests.integration.kafka_helpers import consume_all, create_topic, unique_topic_name
 from tests.integration.worker_process import WorkerProcess
 
@@ -52,7 +52,7 @@ def test_generic_mode_reads_matching_objects_and_resumes_per_object_position(
     name = "generic-source"
     try:
         config = {
-            "connector.class": "connectors.source.s3.connector.S3SourceConnector",
+            "connector.class": "sluice.connectors.source.s3.connector.S3SourceConnector",
             **s3.connector_config(s3_bucket),
             "mode": "GENERIC",
             "format.class": "json",

@@ -14,7 +14,7 @@ import httpx
 import orjson
 import pytest
 
-from deploy.s3_server import S3Server
+from sluice.deploy.s3_server import S3Server
 from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce, unique_topic_name
 from tests.integration.worker_process import WorkerProcess
 
@@ -62,7 +62,7 @@ def test_round_trip_restores_partitions_order_keys_values_headers_and_timestamps
             worker,
             "archive",
             {
-                "connector.class": "connectors.sink.s3.connector.S3SinkConnector",
+                "connector.class": "sluice.connectors.sink.s3.connector.S3SinkConnector",
                 "topics": topic,
                 **common,
                 "flush.size": "25",
@@ -84,12 +84,12 @@ def test_round_trip_restores_partitions_order_keys_values_headers_and_timestamps
             worker,
             "restore",
             {
-                "connector.class": "connectors.source.s3.connector.S3SourceConnector",
+                "connector.class": "sluice.connectors.source.s3.connector.S3SourceConnector",
                 **common,
                 "topics": topic,
                 "s3.poll.interval.ms": "500",
                 "transforms": "rename",
-                "transforms.rename.type": "transforms.routing.RegexRouter",
+                "transforms.rename.type": "sluice.transforms.routing.RegexRouter",
                 "transforms.rename.regex": "(.*)",
                 "transforms.rename.replacement": "$1-restored",
             },
@@ -137,7 +137,7 @@ def test_restore_merges_interleaved_objects_back_into_offset_order(
             "partition.field.name": "kind",
         }
         _deploy(worker, "archive-mix", {
-            "connector.class": "connectors.sink.s3.connector.S3SinkConnector",
+            "connector.class": "sluice.connectors.sink.s3.connector.S3SinkConnector",
             "topics": topic,
             **common,
             "flush.size": "10",
@@ -156,12 +156,12 @@ def test_restore_merges_interleaved_objects_back_into_offset_order(
         assert starts[:3] == [0, 1, 2], names  # the first flush's three objects interleave 0..9
         httpx.delete(f"{worker.url}/connectors/archive-mix", timeout=30)
         _deploy(worker, "restore-mix", {
-            "connector.class": "connectors.source.s3.connector.S3SourceConnector",
+            "connector.class": "sluice.connectors.source.s3.connector.S3SourceConnector",
             **common,
             "topics": topic,
             "s3.poll.interval.ms": "500",
             "transforms": "rename",
-            "transforms.rename.type": "transforms.routing.RegexRouter",
+            "transforms.rename.type": "sluice.transforms.routing.RegexRouter",
             "transforms.rename.regex": "(.*)",
             "transforms.rename.replacement": "$1-restored",
         })

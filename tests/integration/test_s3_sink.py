@@ -22,10 +22,10 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from connectors.api.schema import INT64_SCHEMA, OPTIONAL_STRING_SCHEMA, Decimal, Schema, Timestamp
-from converters.avro import AvroConverter
-from deploy.s3_server import S3Server
-from deploy.schema_registry import SchemaRegistryServer
+from sluice.connectors.api.schema import INT64_SCHEMA, OPTIONAL_STRING_SCHEMA, Decimal, Schema, Timestamp
+from sluice.converters.avro import AvroConverter
+from sluice.deploy.s3_server import S3Server
+from sluice.deploy.schema_registry import SchemaRegistryServer
 from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce, unique_topic_name
 from tests.integration.worker_process import WorkerProcess
 
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.integration
 
 # Named by Python path, found through plugin.path = the repository, so the tests do not depend on
 # the installed entry points (alias io.confluent.connect.s3.S3SinkConnector) being up to date.
-S3_SINK = "connectors.sink.s3.connector.S3SinkConnector"
+S3_SINK = "sluice.connectors.sink.s3.connector.S3SinkConnector"
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
 JSON_VALUES: dict[str, Any] = {
     "value.converter": "org.apache.kafka.connect.json.JsonConverter",

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from deploy.schema_registry import SchemaRegistryServer
+from sluice.deploy.schema_registry import SchemaRegistryServer
 
 pytestmark = pytest.mark.integration
 

@@ -37,7 +37,7 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from connectors.sink.elasticsearch.mapping import index_name
+from sluice.connectors.sink.elasticsearch.mapping import index_name
 from tests.integration.jdbc_helpers import JDBC_SINK, Database
 from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce
 from tests.integration.worker_process import WorkerProcess
@@ -45,8 +45,8 @@ from tests.integration.worker_process import WorkerProcess
 pytestmark = pytest.mark.integration
 
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
-S3_SINK = "connectors.sink.s3.connector.S3SinkConnector"
-ES_SINK = "connectors.sink.elasticsearch.connector.ElasticsearchSinkConnector"
+S3_SINK = "sluice.connectors.sink.s3.connector.S3SinkConnector"
+ES_SINK = "sluice.connectors.sink.elasticsearch.connector.ElasticsearchSinkConnector"
 SCHEMALESS_JSON = {
     "value.converter": "org.apache.kafka.connect.json.JsonConverter",
     "value.converter.schemas.enable": "false",

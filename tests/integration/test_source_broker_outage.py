@@ -18,7 +18,7 @@ import httpx
 import orjson
 import pytest
 
-from deploy.kafka_stack import KafkaBroker
+from sluice.deploy.kafka_stack import KafkaBroker
 from tests.integration.kafka_helpers import consume_all, create_topic, unique_topic_name
 from tests.integration.worker_process import WorkerProcess
 

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from offsets import FileOffsetStore
+from sluice.offsets import FileOffsetStore
 from tests.integration.kafka_helpers import committed_offset
 from tests.integration.worker_process import WorkerProcess
 

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from deploy.kafka_stack import KafkaBroker
+from sluice.deploy.kafka_stack import KafkaBroker
 from tests.integration.distributed_helpers import cluster_settings, wait_for
 from tests.integration.kafka_helpers import consume_all, create_topic, unique_topic_name
 from tests.integration.worker_process import WorkerProcess

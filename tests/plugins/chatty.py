@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 
-from connectors.api import SourceRecordBatch
-from connectors.source.sequence.connector import SequenceSourceConnector, SequenceSourceTask
+from sluice.connectors.api import SourceRecordBatch
+from sluice.connectors.source.sequence.connector import SequenceSourceConnector, SequenceSourceTask
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,14 @@ from typing import Any
 
 from pydantic import Field, SecretStr
 
-from connectors.api import STRING_SCHEMA, PluginConfig, SourceConnector, SourceRecord, SourceTask, SourceTaskContext
+from sluice.connectors.api import (
+    STRING_SCHEMA,
+    PluginConfig,
+    SourceConnector,
+    SourceRecord,
+    SourceTask,
+    SourceTaskContext,
+)
 
 PARTITION = {"controllable": "main"}
 

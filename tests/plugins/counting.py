@@ -12,8 +12,12 @@ from typing import Any
 
 from pydantic import Field
 
-from connectors.api import SourceTaskContext
-from connectors.source.sequence.connector import SequenceSourceConfig, SequenceSourceConnector, SequenceSourceTask
+from sluice.connectors.api import SourceTaskContext
+from sluice.connectors.source.sequence.connector import (
+    SequenceSourceConfig,
+    SequenceSourceConnector,
+    SequenceSourceTask,
+)
 
 
 class CountingSequenceConfig(SequenceSourceConfig):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from connectors.api import DataError, PluginConfig, SinkConnector, SinkRecord, SinkTask, SinkTaskContext
+from sluice.connectors.api import DataError, PluginConfig, SinkConnector, SinkRecord, SinkTask, SinkTaskContext
 
 
 class ErrantSinkConfig(PluginConfig):

@@ -16,7 +16,14 @@ from typing import Any
 
 from pydantic import Field
 
-from connectors.api import STRING_SCHEMA, PluginConfig, SourceConnector, SourceRecord, SourceTask, SourceTaskContext
+from sluice.connectors.api import (
+    STRING_SCHEMA,
+    PluginConfig,
+    SourceConnector,
+    SourceRecord,
+    SourceTask,
+    SourceTaskContext,
+)
 
 
 class HangingSourceConfig(PluginConfig):

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from connectors.api import PluginConfig, SinkConnector, SinkRecordBatch, SinkTask, SinkTaskContext, ValueFormat
+from sluice.connectors.api import PluginConfig, SinkConnector, SinkRecordBatch, SinkTask, SinkTaskContext, ValueFormat
 
 
 class RawJsonSinkConfig(PluginConfig):

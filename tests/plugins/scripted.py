@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from connectors.api import (
+from sluice.connectors.api import (
     STRING_SCHEMA,
     PluginConfig,
     SinkConnector,

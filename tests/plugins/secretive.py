@@ -10,7 +10,14 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from connectors.api import ConnectError, PluginConfig, SourceConnector, SourceRecord, SourceTask, SourceTaskContext
+from sluice.connectors.api import (
+    ConnectError,
+    PluginConfig,
+    SourceConnector,
+    SourceRecord,
+    SourceTask,
+    SourceTaskContext,
+)
 
 
 class SecretiveSourceConfig(PluginConfig):

@@ -37,8 +37,10 @@ def _python_files_only(directory: str, names: list[str]) -> set[str]:
 @pytest.fixture(scope="module")
 def project_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("layers")
+    (root / "sluice").mkdir()
+    shutil.copy(ROOT / "sluice" / "__init__.py", root / "sluice" / "__init__.py")
     for package in PACKAGES:
-        shutil.copytree(ROOT / package, root / package, ignore=_python_files_only)
+        shutil.copytree(ROOT / package, root / "sluice" / package, ignore=_python_files_only)
     shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")
     return root
 
@@ -54,20 +56,20 @@ def test_the_tree_keeps_every_contract() -> None:
     [
         (
             "connectors/api/breach.py",
-            "import worker\n",
+            "import sluice.worker\n",
             ["Layers: a layer imports only the layers below it", "connectors.api (the SPI) imports nothing else"],
         ),
         (
             "worker/breach.py",
-            "from connectors.source.file import connector\n",
+            "from sluice.connectors.source.file import connector\n",
             ["The runtime never imports a concrete connector"],
         ),
-        ("offsets/breach.py", "import deploy\n", ["Only the CLI (and the tests) import deploy"]),
-        ("converters/breach.py", "import transforms.cast\n", ["Layers: a layer imports only the layers below it"]),
+        ("offsets/breach.py", "import sluice.deploy\n", ["Only the CLI (and the tests) import deploy"]),
+        ("converters/breach.py", "import sluice.transforms.cast\n", ["Layers: a layer imports only the layers below it"]),
     ],
 )
 def test_a_breach_fails_naming_its_contract(project_copy: Path, module: str, source: str, broken: list[str]) -> None:
-    planted = project_copy / module
+    planted = project_copy / "sluice" / module
     planted.write_text(source)
     try:
         result = _lint_imports(project_copy)
@@ -78,4 +80,4 @@ def test_a_breach_fails_naming_its_contract(project_copy: Path, module: str, sou
     broken_section = result.stdout.split("Broken contracts", 1)[1]
     for name in broken:
         assert name in broken_section, result.stdout
-    assert module.removesuffix(".py").replace("/", ".") in broken_section
+    assert "sluice." + module.removesuffix(".py").replace("/", ".") in broken_section

@@ -28,8 +28,8 @@ from typing import Any
 
 import orjson
 
-from offsets.kafka_log import KafkaLog
-from worker.backfill.store import JobMapReads, StoredJob
+from sluice.offsets.kafka_log import KafkaLog
+from sluice.worker.backfill.store import JobMapReads, StoredJob
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@
 app's state next to the herder). It owns:
 
 * the :class:`~worker.backfill.store.BackfillStore` (specs, schedules, last state);
-* one runner thread per active run, calling :func:`connectors.backfill.run_job` — imported lazily,
+* one runner thread per active run, calling :func:`sluice.connectors.backfill.run_job` — imported lazily,
   so a worker that never backfills never imports PySpark;
 * an apscheduler ``BackgroundScheduler`` with one cron trigger per scheduled job. Schedules come
   back from the store when the worker restarts; a run whose worker died is marked FAILED;
@@ -12,7 +12,7 @@ app's state next to the herder). It owns:
   start that finds the job running is skipped and logged).
 
 In a distributed cluster (:meth:`BackfillManager.for_cluster`) the store is the config topic
-(:mod:`worker.backfill.kafka_store`) and every worker keeps every schedule, but a schedule fires
+(:mod:`sluice.worker.backfill.kafka_store`) and every worker keeps every schedule, but a schedule fires
 only on the current leader (``is_leader``), so each firing runs once in the cluster and moves with
 leadership when a worker fails. A run records the worker it runs on; another worker refuses to
 start the job while that run is in progress, and a restarted worker marks only its own cut-off
@@ -28,19 +28,19 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from connectors.api import AlreadyExistsError, ConfigError, NotFoundError
-from connectors.backfill import cancel_job, run_job
-from connectors.backfill.errors import BackfillCancelled
-from connectors.backfill.session import SparkSessionProvider
-from worker.backfill.kafka_store import KafkaBackfillStore
-from worker.backfill.models import JobState, RunStatus, masked_spec, parse_spec, spec_to_json
-from worker.backfill.progress import RunTracker
-from worker.backfill.store import BackfillStore, FileBackfillStore, MemoryBackfillStore, StoredJob
-from worker.herder import BadRequest, Conflict
+from sluice.connectors.api import AlreadyExistsError, ConfigError, NotFoundError
+from sluice.connectors.backfill import cancel_job, run_job
+from sluice.connectors.backfill.errors import BackfillCancelled
+from sluice.connectors.backfill.session import SparkSessionProvider
+from sluice.worker.backfill.kafka_store import KafkaBackfillStore
+from sluice.worker.backfill.models import JobState, RunStatus, masked_spec, parse_spec, spec_to_json
+from sluice.worker.backfill.progress import RunTracker
+from sluice.worker.backfill.store import BackfillStore, FileBackfillStore, MemoryBackfillStore, StoredJob
+from sluice.worker.herder import BadRequest, Conflict
 
 logger = logging.getLogger(__name__)
 
-#: What runs a spec; tests swap it for a fake. Signature of :func:`connectors.backfill.run_job`.
+#: What runs a spec; tests swap it for a fake. Signature of :func:`sluice.connectors.backfill.run_job`.
 JobRunner = Callable[[Any, Any, RunTracker, str], dict[str, Any]]
 
 

@@ -26,8 +26,8 @@ from pydantic import (
     model_validator,
 )
 
-from connectors.api import ConfigError
-from worker.backfill.conf_policy import kafka_option_problem, master_problem, spark_conf_problem
+from sluice.connectors.api import ConfigError
+from sluice.worker.backfill.conf_policy import kafka_option_problem, master_problem, spark_conf_problem
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -37,7 +37,7 @@ def _dotted(name: str) -> str:
 
 
 def _checked_client_options(options: dict[str, str]) -> dict[str, str]:
-    """Refuse Kafka client options a REST caller may not set (see :mod:`worker.backfill.conf_policy`)."""
+    """Refuse Kafka client options a REST caller may not set (see :mod:`sluice.worker.backfill.conf_policy`)."""
     for key, value in options.items():
         problem = kafka_option_problem(key, value)
         if problem is not None:

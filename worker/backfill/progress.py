@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from worker.backfill.models import JobState, RunStatus
+from sluice.worker.backfill.models import JobState, RunStatus
 
 
 class RunTracker:

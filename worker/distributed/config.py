@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from worker.config import WorkerConfig
+from sluice.worker.config import WorkerConfig
 
 
 class DistributedConfig(WorkerConfig):

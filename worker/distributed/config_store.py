@@ -14,7 +14,7 @@ Keys and values are Connect's (JSON without schemas, one partition, compacted):
 
 Nothing else goes there: a Connect worker reading the topic logs every other key as an error
 (``Discarding config update record with invalid key``). What only Sluice needs — the leader's
-current assignment (see :mod:`worker.distributed.assignor`) with the leader's REST URL — lives in
+current assignment (see :mod:`sluice.worker.distributed.assignor`) with the leader's REST URL — lives in
 a topic of its own, ``sluice.storage.topic`` (key ``assignment``), which the leader writes in the
 same fenced transactions. Clusters that ran an earlier Sluice have their assignment in the config
 topic as ``sluice-assignment``: it is read until an assignment appears in the new topic, and the
@@ -42,11 +42,11 @@ from typing import Any
 import orjson
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from offsets.kafka_log import KafkaLog, KafkaLogError
-from worker.distributed.assignor import CONNECTOR, Item
-from worker.distributed.forwarding import NoLeader
-from worker.log_levels import apply_cluster_logger_level
-from worker.status import TargetState
+from sluice.offsets.kafka_log import KafkaLog, KafkaLogError
+from sluice.worker.distributed.assignor import CONNECTOR, Item
+from sluice.worker.distributed.forwarding import NoLeader
+from sluice.worker.log_levels import apply_cluster_logger_level
+from sluice.worker.status import TargetState
 
 log = logging.getLogger(__name__)
 

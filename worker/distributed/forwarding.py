@@ -25,8 +25,8 @@ from typing import Any
 import httpx
 import orjson
 
-from connectors.api import ConnectError
-from worker.herder import Conflict
+from sluice.connectors.api import ConnectError
+from sluice.worker.herder import Conflict
 
 log = logging.getLogger(__name__)
 

@@ -7,11 +7,11 @@ Three threads matter:
   topic or the group changes, it (1) stops everything if the worker lost contact with the group,
   (2) if this worker is the leader, plans the assignment and writes it, (3) makes the work running
   here match the latest assignment, configs and target states, and (4) performs restart requests;
-* the readers of the config, status and offset topics (:mod:`offsets.kafka_log`);
-* the group membership thread (:mod:`worker.distributed.membership`).
+* the readers of the config, status and offset topics (:mod:`sluice.offsets.kafka_log`);
+* the group membership thread (:mod:`sluice.worker.distributed.membership`).
 
 REST calls run on the server's threads: reads come from this worker's copies of the topics;
-writes are performed by the leader, so a follower forwards them (:mod:`worker.distributed.forwarding`).
+writes are performed by the leader, so a follower forwards them (:mod:`sluice.worker.distributed.forwarding`).
 """
 
 from __future__ import annotations
@@ -27,19 +27,19 @@ from urllib.parse import quote
 import orjson
 from confluent_kafka.admin import AdminClient
 
-from connectors.api import (
+from sluice.connectors.api import (
     ConfigError,
     ConnectError,
     Connector,
 )
-from offsets import StoreOffsetReader
-from offsets.kafka import KafkaOffsetStore
-from plugins import PluginKind
-from worker.connect_task_configs import as_connect_task_configs
-from worker.distributed.assignor import CONNECTOR, Item, plan
-from worker.distributed.config import DistributedConfig
-from worker.distributed.config_store import Assignment, ConfigSnapshot, ConfigStore
-from worker.distributed.forwarding import (
+from sluice.offsets import StoreOffsetReader
+from sluice.offsets.kafka import KafkaOffsetStore
+from sluice.plugins import PluginKind
+from sluice.worker.connect_task_configs import as_connect_task_configs
+from sluice.worker.distributed.assignor import CONNECTOR, Item, plan
+from sluice.worker.distributed.config import DistributedConfig
+from sluice.worker.distributed.config_store import Assignment, ConfigSnapshot, ConfigStore
+from sluice.worker.distributed.forwarding import (
     ALGORITHM,
     ALGORITHM_HEADER,
     SIGNATURE_HEADER,
@@ -47,23 +47,23 @@ from worker.distributed.forwarding import (
     NoLeader,
     sign,
 )
-from worker.distributed.membership import GroupMembership
-from worker.distributed.requests import ClusterRequests
-from worker.distributed.status_store import KafkaStatusStore
-from worker.herder import HEALTH_TIMEOUT_S, HEALTHY, STARTING, BadRequest, Health, Herder
-from worker.herder_support import (
+from sluice.worker.distributed.membership import GroupMembership
+from sluice.worker.distributed.requests import ClusterRequests
+from sluice.worker.distributed.status_store import KafkaStatusStore
+from sluice.worker.herder import HEALTH_TIMEOUT_S, HEALTHY, STARTING, BadRequest, Health, Herder
+from sluice.worker.herder_support import (
     PluginQueries,
     TaskStatusReporting,
     call_with_timeout,
     stringify,
 )
-from worker.log_levels import python_level
-from worker.logcontext import clear_context, set_context
-from worker.masking import mask_text
-from worker.restarts import TaskRestarter
-from worker.runners import WorkerTask
-from worker.status import ConnectorTaskId, State, Status, TargetState, format_trace, scrub_secrets
-from worker.worker import ValidatedConnector, Worker
+from sluice.worker.log_levels import python_level
+from sluice.worker.logcontext import clear_context, set_context
+from sluice.worker.masking import mask_text
+from sluice.worker.restarts import TaskRestarter
+from sluice.worker.runners import WorkerTask
+from sluice.worker.status import ConnectorTaskId, State, Status, TargetState, format_trace, scrub_secrets
+from sluice.worker.worker import ValidatedConnector, Worker
 
 log = logging.getLogger(__name__)
 

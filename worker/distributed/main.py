@@ -8,18 +8,18 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from connectors.api import ConfigError
-from offsets.kafka import KafkaOffsetStore
-from plugins import PluginRegistry
-from rest import create_app
-from rest.server import RestServer
-from rest.settings import RestSettings
-from worker.config import with_cli_defaults
-from worker.distributed.config import DistributedConfig
-from worker.distributed.herder import DistributedHerder
-from worker.distributed.topics import InternalTopic, ensure_topics
-from worker.standalone_main import load_config_file, serve
-from worker.worker import Worker
+from sluice.connectors.api import ConfigError
+from sluice.offsets.kafka import KafkaOffsetStore
+from sluice.plugins import PluginRegistry
+from sluice.rest import create_app
+from sluice.rest.server import RestServer
+from sluice.rest.settings import RestSettings
+from sluice.worker.config import with_cli_defaults
+from sluice.worker.distributed.config import DistributedConfig
+from sluice.worker.distributed.herder import DistributedHerder
+from sluice.worker.distributed.topics import InternalTopic, ensure_topics
+from sluice.worker.standalone_main import load_config_file, serve
+from sluice.worker.worker import Worker
 
 log = logging.getLogger(__name__)
 

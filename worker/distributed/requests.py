@@ -2,8 +2,8 @@
 
 Reads are answered from this worker's copy of the config, status and offset topics; writes are
 performed by the leader, so a follower forwards them with the caller's credentials
-(:mod:`worker.distributed.forwarding`). The tick thread and everything that starts and stops
-work stay in :mod:`worker.distributed.herder`; this mixin only reads its state and asks it.
+(:mod:`sluice.worker.distributed.forwarding`). The tick thread and everything that starts and stops
+work stay in :mod:`sluice.worker.distributed.herder`; this mixin only reads its state and asks it.
 """
 
 from __future__ import annotations
@@ -16,20 +16,20 @@ from urllib.parse import quote
 
 import orjson
 
-from connectors.api import (
+from sluice.connectors.api import (
     AlreadyExistsError,
     ConfigError,
     NotFoundError,
     SinkConnector,
     SourceConnector,
 )
-from offsets.kafka import KafkaOffsetStore
-from plugins import PluginKind
-from worker.connector_offsets import SinkOffsets, SourceOffsets, parse_changes, sink_changes
-from worker.distributed.assignor import CONNECTOR, Item
-from worker.distributed.config import DistributedConfig
-from worker.distributed.config_store import ConfigSnapshot, ConfigStore
-from worker.distributed.forwarding import (
+from sluice.offsets.kafka import KafkaOffsetStore
+from sluice.plugins import PluginKind
+from sluice.worker.connector_offsets import SinkOffsets, SourceOffsets, parse_changes, sink_changes
+from sluice.worker.distributed.assignor import CONNECTOR, Item
+from sluice.worker.distributed.config import DistributedConfig
+from sluice.worker.distributed.config_store import ConfigSnapshot, ConfigStore
+from sluice.worker.distributed.forwarding import (
     ALGORITHM,
     ForwardedError,
     Forwarder,
@@ -37,19 +37,19 @@ from worker.distributed.forwarding import (
     is_forwarded,
     verify,
 )
-from worker.distributed.status_store import KafkaStatusStore
-from worker.herder import BadRequest, ConnectorInfo, ConnectorStateInfo, Forbidden, TaskInfo
-from worker.herder_support import (
+from sluice.worker.distributed.status_store import KafkaStatusStore
+from sluice.worker.herder import BadRequest, ConnectorInfo, ConnectorStateInfo, Forbidden, TaskInfo
+from sluice.worker.herder_support import (
     NOT_STOPPED_MESSAGE,
     call_with_timeout,
     offsets_message,
     request_config,
     restore_masked_secrets,
 )
-from worker.masking import mask_config
-from worker.restarts import TaskRestarter
-from worker.status import ConnectorTaskId, State, Status, TargetState
-from worker.worker import ValidatedConnector, Worker
+from sluice.worker.masking import mask_config
+from sluice.worker.restarts import TaskRestarter
+from sluice.worker.status import ConnectorTaskId, State, Status, TargetState
+from sluice.worker.worker import ValidatedConnector, Worker
 
 log = logging.getLogger(__name__)
 

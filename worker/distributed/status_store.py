@@ -33,8 +33,8 @@ from typing import Any
 
 import orjson
 
-from offsets.kafka_log import KafkaLog
-from worker.status import ConnectorTaskId, State, Status, StatusStore
+from sluice.offsets.kafka_log import KafkaLog
+from sluice.worker.status import ConnectorTaskId, State, Status, StatusStore
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-from connectors.api import ConfigError
+from sluice.connectors.api import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from typing import Any, Protocol
 import orjson
 from confluent_kafka import KafkaError
 
-from worker.logcontext import set_context
-from worker.outages import (
+from sluice.worker.logcontext import set_context
+from sluice.worker.outages import (
     DEFAULT_DEGRADED_AFTER_MS,
     KAFKA_STATS_INTERVAL_MS,
     KAFKA_UNREACHABLE_CODES,
@@ -22,8 +22,8 @@ from worker.outages import (
     kafka_reason,
     kafka_system,
 )
-from worker.status import ConnectorTaskId, TargetState
-from worker.task_metrics import TaskMetrics, register
+from sluice.worker.status import ConnectorTaskId, TargetState
+from sluice.worker.task_metrics import TaskMetrics, register
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class WorkerTask(abc.ABC):
         return self._stopping.is_set()
 
     def metrics_snapshot(self) -> dict[str, Any] | None:
-        """The task's metrics (:mod:`worker.task_metrics`), or ``None`` once its thread has ended."""
+        """The task's metrics (:mod:`sluice.worker.task_metrics`), or ``None`` once its thread has ended."""
         if not self._thread.is_alive():
             return None
         retry = getattr(self, "retry", None)

@@ -13,7 +13,7 @@ import orjson
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from connectors.api import (
+from sluice.connectors.api import (
     ConnectError,
     Converter,
     DataError,
@@ -28,7 +28,7 @@ from connectors.api import (
     UnwritableRecordError,
     ValueFormat,
 )
-from worker.errors import (
+from sluice.worker.errors import (
     SKIPPED,
     DeadLetterQueue,
     ErrorContext,
@@ -39,10 +39,10 @@ from worker.errors import (
     context_headers,
     transform_each,
 )
-from worker.outages import DEFAULT_DEGRADED_AFTER_MS
-from worker.runners.base import TaskStatusListener, WorkerTask
-from worker.status import ConnectorTaskId, TargetState
-from worker.task_metrics import consumer_lag
+from sluice.worker.outages import DEFAULT_DEGRADED_AFTER_MS
+from sluice.worker.runners.base import TaskStatusListener, WorkerTask
+from sluice.worker.status import ConnectorTaskId, TargetState
+from sluice.worker.task_metrics import consumer_lag
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from connectors.api import (
+from sluice.connectors.api import (
     ConnectError,
     Converter,
     DataError,
@@ -23,9 +23,9 @@ from connectors.api import (
     SourceRecordBatch,
     SourceTask,
 )
-from connectors.api.metrics import ReportsMetrics
-from offsets import OffsetStore, StoreOffsetReader, offset_key
-from worker.errors import (
+from sluice.connectors.api.metrics import ReportsMetrics
+from sluice.offsets import OffsetStore, StoreOffsetReader, offset_key
+from sluice.worker.errors import (
     SKIPPED,
     DeadLetterQueue,
     ErrorContext,
@@ -35,10 +35,10 @@ from worker.errors import (
     context_headers,
     transform_each,
 )
-from worker.outages import DEFAULT_DEGRADED_AFTER_MS
-from worker.runners.base import TaskStatusListener, WorkerTask
-from worker.status import ConnectorTaskId, TargetState
-from worker.topic_creation import TopicCreator
+from sluice.worker.outages import DEFAULT_DEGRADED_AFTER_MS
+from sluice.worker.runners.base import TaskStatusListener, WorkerTask
+from sluice.worker.status import ConnectorTaskId, TargetState
+from sluice.worker.topic_creation import TopicCreator
 
 log = logging.getLogger(__name__)
 

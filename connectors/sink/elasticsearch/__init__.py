@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from connectors.sink.elasticsearch.config import ElasticsearchSinkConfig
-from connectors.sink.elasticsearch.connector import ElasticsearchSinkConnector
-from connectors.sink.elasticsearch.task import ElasticsearchSinkTask
+from sluice.connectors.sink.elasticsearch.config import ElasticsearchSinkConfig
+from sluice.connectors.sink.elasticsearch.connector import ElasticsearchSinkConnector
+from sluice.connectors.sink.elasticsearch.task import ElasticsearchSinkTask
 
 __all__ = ["ElasticsearchSinkConfig", "ElasticsearchSinkConnector", "ElasticsearchSinkTask"]

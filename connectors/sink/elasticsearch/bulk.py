@@ -33,10 +33,10 @@ from collections.abc import Callable, Iterable, Mapping
 from itertools import accumulate
 from typing import Any
 
-from connectors.api import ConnectError, TopicPartition
-from connectors.sink.elasticsearch.client import FatalHttpError, SearchClient, TransientHttpError
-from connectors.sink.elasticsearch.config import ElasticsearchSinkConfig, MalformedDocBehavior
-from connectors.sink.elasticsearch.documents import Built, Chunk
+from sluice.connectors.api import ConnectError, TopicPartition
+from sluice.connectors.sink.elasticsearch.client import FatalHttpError, SearchClient, TransientHttpError
+from sluice.connectors.sink.elasticsearch.config import ElasticsearchSinkConfig, MalformedDocBehavior
+from sluice.connectors.sink.elasticsearch.documents import Built, Chunk
 
 logger = logging.getLogger(__name__)
 

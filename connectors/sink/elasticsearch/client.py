@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 import orjson
 
-from connectors.api import ConfigError
-from connectors.sink.elasticsearch.config import ElasticsearchSinkConfig, SecurityProtocol
+from sluice.connectors.api import ConfigError
+from sluice.connectors.sink.elasticsearch.config import ElasticsearchSinkConfig, SecurityProtocol
 
 logger = logging.getLogger(__name__)
 

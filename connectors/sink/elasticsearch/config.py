@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from connectors.api import ConfigError, LocalPath, PluginConfig
+from sluice.connectors.api import ConfigError, LocalPath, PluginConfig
 
 
 def split_list(value: Any) -> Any:

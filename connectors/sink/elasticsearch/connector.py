@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from connectors.api import ConfigError, SinkConnector
-from connectors.sink.elasticsearch.client import FatalHttpError, SearchClient, TransientHttpError, ssl_context
-from connectors.sink.elasticsearch.config import ELASTICSEARCH_UNIMPLEMENTED_KEYS, ElasticsearchSinkConfig
-from connectors.sink.elasticsearch.task import ElasticsearchSinkTask
+from sluice.connectors.api import ConfigError, SinkConnector
+from sluice.connectors.sink.elasticsearch.client import FatalHttpError, SearchClient, TransientHttpError, ssl_context
+from sluice.connectors.sink.elasticsearch.config import ELASTICSEARCH_UNIMPLEMENTED_KEYS, ElasticsearchSinkConfig
+from sluice.connectors.sink.elasticsearch.task import ElasticsearchSinkTask
 
 
 class ElasticsearchSinkConnector(SinkConnector):

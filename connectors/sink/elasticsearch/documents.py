@@ -26,8 +26,8 @@ from typing import Any
 
 import orjson
 
-from connectors.api import SinkRecord, SinkRecordBatch, TopicPartition
-from connectors.sink.elasticsearch.config import ElasticsearchSinkConfig, NullValueBehavior, WriteMethod
+from sluice.connectors.api import SinkRecord, SinkRecordBatch, TopicPartition
+from sluice.connectors.sink.elasticsearch.config import ElasticsearchSinkConfig, NullValueBehavior, WriteMethod
 
 
 class Chunk:

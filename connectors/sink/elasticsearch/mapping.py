@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from connectors.api import Date, Decimal, Schema, Time, Timestamp, Type
+from sluice.connectors.api import Date, Decimal, Schema, Time, Timestamp, Type
 
 #: Connect's Time values are written as ``HH:mm:ss`` with microseconds when there are some.
 TIME_FORMAT = "HH:mm:ss.SSSSSS||HH:mm:ss||strict_date_optional_time||epoch_millis"

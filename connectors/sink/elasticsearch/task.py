@@ -26,7 +26,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from connectors.api import (
+from sluice.connectors.api import (
     ConnectError,
     DataError,
     RetriableError,
@@ -36,11 +36,11 @@ from connectors.api import (
     TopicPartition,
     UnwritableRecordError,
 )
-from connectors.sink.elasticsearch.bulk import BulkProcessor
-from connectors.sink.elasticsearch.client import FatalHttpError, SearchClient, TransientHttpError
-from connectors.sink.elasticsearch.config import DataStreamType, ElasticsearchSinkConfig
-from connectors.sink.elasticsearch.documents import ActionBuilder, Chunk, Rejected, Target
-from connectors.sink.elasticsearch.mapping import index_name, mapping_for
+from sluice.connectors.sink.elasticsearch.bulk import BulkProcessor
+from sluice.connectors.sink.elasticsearch.client import FatalHttpError, SearchClient, TransientHttpError
+from sluice.connectors.sink.elasticsearch.config import DataStreamType, ElasticsearchSinkConfig
+from sluice.connectors.sink.elasticsearch.documents import ActionBuilder, Chunk, Rejected, Target
+from sluice.connectors.sink.elasticsearch.mapping import index_name, mapping_for
 
 logger = logging.getLogger(__name__)
 

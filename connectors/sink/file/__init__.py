@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from connectors.sink.file.config import FileStreamSinkConfig
-from connectors.sink.file.connector import FileStreamSinkConnector
-from connectors.sink.file.task import FileStreamSinkTask
+from sluice.connectors.sink.file.config import FileStreamSinkConfig
+from sluice.connectors.sink.file.connector import FileStreamSinkConnector
+from sluice.connectors.sink.file.task import FileStreamSinkTask
 
 __all__ = ["FileStreamSinkConfig", "FileStreamSinkConnector", "FileStreamSinkTask"]

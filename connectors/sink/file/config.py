@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field, field_serializer, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from connectors.api import ConfigError, LocalPath, PluginConfig
+from sluice.connectors.api import ConfigError, LocalPath, PluginConfig
 
 
 class FileStreamSinkConfig(PluginConfig):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from connectors.api import ConfigError, SinkConnector
-from connectors.sink.file.config import FileStreamSinkConfig
-from connectors.sink.file.task import FileStreamSinkTask
+from sluice.connectors.api import ConfigError, SinkConnector
+from sluice.connectors.sink.file.config import FileStreamSinkConfig
+from sluice.connectors.sink.file.task import FileStreamSinkTask
 
 
 class FileStreamSinkConnector(SinkConnector):

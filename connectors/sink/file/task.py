@@ -14,8 +14,8 @@ from typing import IO, Any
 
 import orjson
 
-from connectors.api import ConnectError, SinkRecordBatch, SinkTask, SinkTaskContext, TopicPartition
-from connectors.sink.file.config import FileStreamSinkConfig
+from sluice.connectors.api import ConnectError, SinkRecordBatch, SinkTask, SinkTaskContext, TopicPartition
+from sluice.connectors.sink.file.config import FileStreamSinkConfig
 
 logger = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from connectors.sink.jdbc.config import JdbcSinkConfig
-from connectors.sink.jdbc.connector import JdbcSinkConnector
-from connectors.sink.jdbc.task import JdbcSinkTask
+from sluice.connectors.sink.jdbc.config import JdbcSinkConfig
+from sluice.connectors.sink.jdbc.connector import JdbcSinkConnector
+from sluice.connectors.sink.jdbc.task import JdbcSinkTask
 
 __all__ = ["JdbcSinkConfig", "JdbcSinkConnector", "JdbcSinkTask"]

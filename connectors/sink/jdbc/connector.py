@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from connectors.api import ConfigError, SinkConnector
-from connectors.jdbc_common.config import JDBC_SINK_UNIMPLEMENTED_KEYS
-from connectors.jdbc_common.connection import connectivity_problems, to_sqlalchemy_url
-from connectors.sink.jdbc.config import JdbcSinkConfig
-from connectors.sink.jdbc.task import JdbcSinkTask
+from sluice.connectors.api import ConfigError, SinkConnector
+from sluice.connectors.jdbc_common.config import JDBC_SINK_UNIMPLEMENTED_KEYS
+from sluice.connectors.jdbc_common.connection import connectivity_problems, to_sqlalchemy_url
+from sluice.connectors.sink.jdbc.config import JdbcSinkConfig
+from sluice.connectors.sink.jdbc.task import JdbcSinkTask
 
 
 class JdbcSinkConnector(SinkConnector):

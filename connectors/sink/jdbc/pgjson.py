@@ -3,7 +3,7 @@
 The ordinary path decodes every value into a dict (orjson), splits the dicts into columns and
 renders those as COPY text: three passes that each build or visit Python objects per record,
 about two thirds of the sink's Python time on the benchmark's flat 8-field rows. Here the
-consumed bytes are parsed into Arrow columns by Sluice's native parser (:mod:`converters.json_arrow`;
+consumed bytes are parsed into Arrow columns by Sluice's native parser (:mod:`sluice.converters.json_arrow`;
 without it installed, joined with newlines and parsed by Arrow's C++ JSON reader) and written back
 out, all without touching the interpreter per record: as COPY's binary
 format (:meth:`JsonColumns.binary`) when every field's column takes it, else by Arrow's CSV writer
@@ -56,7 +56,7 @@ try:  # imported up front: pyarrow.compute takes a noticeable time to import, no
     import pyarrow.json as pj
 except ImportError:  # pragma: no cover - pyarrow comes with the jdbc extra; without it every batch goes the ordinary way
     pa = None
-from converters import json_arrow
+from sluice.converters import json_arrow
 
 #: The ``COPY … FROM STDIN`` options of the two kinds of data :meth:`JsonColumns.copy_data` renders.
 COPY_BINARY, COPY_CSV = " (FORMAT binary)", " (FORMAT csv)"

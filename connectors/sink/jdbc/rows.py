@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from connectors.api import (
+from sluice.connectors.api import (
     INT32_SCHEMA,
     INT64_SCHEMA,
     STRING_SCHEMA,
@@ -24,9 +24,9 @@ from connectors.api import (
     Type,
     UnwritableRecordError,
 )
-from connectors.jdbc_common.dialects import Column
-from connectors.jdbc_common.types import infer_field_schema, value_adapter
-from connectors.sink.jdbc.config import DEFAULT_KEY_FIELD, KAFKA_PK_FIELDS, JdbcSinkConfig, PkMode
+from sluice.connectors.jdbc_common.dialects import Column
+from sluice.connectors.jdbc_common.types import infer_field_schema, value_adapter
+from sluice.connectors.sink.jdbc.config import DEFAULT_KEY_FIELD, KAFKA_PK_FIELDS, JdbcSinkConfig, PkMode
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 

@@ -11,8 +11,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from connectors.api import ConnectError
-from connectors.jdbc_common.dialects import Column, SqlDialect, split_table_name
+from sluice.connectors.api import ConnectError
+from sluice.connectors.jdbc_common.dialects import Column, SqlDialect, split_table_name
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 Delivery: every chunk of records is written and committed in one transaction. On PostgreSQL the
 last chunk of a :meth:`JdbcSinkTask.put` is sent as a whole transaction without waiting for the
-server (:mod:`connectors.sink.jdbc.pgsend`), which works on it while the runtime consumes the
+server (:mod:`sluice.connectors.sink.jdbc.pgsend`), which works on it while the runtime consumes the
 next batch and the next ``put`` renders its rows; that ``put`` (or ``flush``, ``pre_commit``)
 then reads the outcome before sending anything else (and on failure writes the chunk again with
 the full handling below), so :meth:`pre_commit` hands back only offsets of committed records:
@@ -36,7 +36,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
-from connectors.api import (
+from sluice.connectors.api import (
     ConnectError,
     DataError,
     RetriableError,
@@ -48,16 +48,16 @@ from connectors.api import (
     UnwritableRecordError,
     ValueFormat,
 )
-from connectors.jdbc_common.connection import create_engine, safe_url, to_sqlalchemy_url
-from connectors.jdbc_common.dialects import dialect_for
-from connectors.jdbc_common.errors import Failure, classify, describe
-from connectors.jdbc_common.types import timezone
-from connectors.sink.jdbc.config import InsertMode, JdbcSinkConfig, PkMode
-from connectors.sink.jdbc.pgjson import COPY_BINARY, read_json_lines
-from connectors.sink.jdbc.pgsend import InFlight
-from connectors.sink.jdbc.rows import RowBuilder, TopicRecords, segments
-from connectors.sink.jdbc.tables import TableManager
-from connectors.sink.jdbc.writer import writer_for
+from sluice.connectors.jdbc_common.connection import create_engine, safe_url, to_sqlalchemy_url
+from sluice.connectors.jdbc_common.dialects import dialect_for
+from sluice.connectors.jdbc_common.errors import Failure, classify, describe
+from sluice.connectors.jdbc_common.types import timezone
+from sluice.connectors.sink.jdbc.config import InsertMode, JdbcSinkConfig, PkMode
+from sluice.connectors.sink.jdbc.pgjson import COPY_BINARY, read_json_lines
+from sluice.connectors.sink.jdbc.pgsend import InFlight
+from sluice.connectors.sink.jdbc.rows import RowBuilder, TopicRecords, segments
+from sluice.connectors.sink.jdbc.tables import TableManager
+from sluice.connectors.sink.jdbc.writer import writer_for
 
 logger = logging.getLogger(__name__)
 

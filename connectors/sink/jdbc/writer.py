@@ -15,13 +15,13 @@ import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from connectors.jdbc_common.dialects import PostgresDialect, SqlDialect
-from connectors.sink.jdbc import pgcopy
-from connectors.sink.jdbc.config import InsertMode
-from connectors.sink.jdbc.pgsend import InFlight, send_copy_transaction
+from sluice.connectors.jdbc_common.dialects import PostgresDialect, SqlDialect
+from sluice.connectors.sink.jdbc import pgcopy
+from sluice.connectors.sink.jdbc.config import InsertMode
+from sluice.connectors.sink.jdbc.pgsend import InFlight, send_copy_transaction
 
 if TYPE_CHECKING:
-    from connectors.sink.jdbc.rows import Rows
+    from sluice.connectors.sink.jdbc.rows import Rows
 
 
 class RowWriter:

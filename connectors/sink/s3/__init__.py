@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from connectors.sink.s3.config import S3SinkConfig
-from connectors.sink.s3.connector import S3SinkConnector
-from connectors.sink.s3.task import S3SinkTask
+from sluice.connectors.sink.s3.config import S3SinkConfig
+from sluice.connectors.sink.s3.connector import S3SinkConnector
+from sluice.connectors.sink.s3.task import S3SinkTask
 
 __all__ = ["S3SinkConfig", "S3SinkConnector", "S3SinkTask"]

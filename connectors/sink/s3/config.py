@@ -7,10 +7,10 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from connectors.api import ConfigError
-from connectors.s3_common.config import S3CommonConfig
-from connectors.s3_common.formats import short_format_name
-from connectors.s3_common.storage import MIN_PART_SIZE
+from sluice.connectors.api import ConfigError
+from sluice.connectors.s3_common.config import S3CommonConfig
+from sluice.connectors.s3_common.formats import short_format_name
+from sluice.connectors.s3_common.storage import MIN_PART_SIZE
 
 
 class S3SinkConfig(S3CommonConfig):

@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from connectors.api import ConfigError, SinkConnector
-from connectors.s3_common.formats import make_format
-from connectors.s3_common.partitioners import make_partitioner
-from connectors.s3_common.storage import bucket_problems
-from connectors.sink.s3.config import S3_SINK_UNIMPLEMENTED_KEYS, S3SinkConfig
-from connectors.sink.s3.task import S3SinkTask
+from sluice.connectors.api import ConfigError, SinkConnector
+from sluice.connectors.s3_common.formats import make_format
+from sluice.connectors.s3_common.partitioners import make_partitioner
+from sluice.connectors.s3_common.storage import bucket_problems
+from sluice.connectors.sink.s3.config import S3_SINK_UNIMPLEMENTED_KEYS, S3SinkConfig
+from sluice.connectors.sink.s3.task import S3SinkTask
 
 
 class S3SinkConnector(SinkConnector):
-    """Archives topics to an S3 bucket; see :mod:`connectors.sink.s3.task` for the guarantees.
+    """Archives topics to an S3 bucket; see :mod:`sluice.connectors.sink.s3.task` for the guarantees.
 
     Every task gets the same configuration; Kafka's consumer group spreads the partitions over
     them, and each partition's objects are written by the one task that owns it.

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
-from connectors.api import (
+from sluice.connectors.api import (
     ConnectError,
     Headers,
     SinkRecord,
@@ -39,14 +39,14 @@ from connectors.api import (
     UnwritableRecordError,
     ValueFormat,
 )
-from connectors.s3_common.formats import FormatSettings, InvalidRawJson, ParquetFormat, RecordFormat, make_format
-from connectors.s3_common.layout import ObjectLayout
-from connectors.s3_common.parquet_rows import UnfitValue
-from connectors.s3_common.partitioners import Partitioner, extractor_reads_values, make_partitioner
-from connectors.s3_common.storage import ObjectStorage, S3Storage
-from connectors.sink.s3.config import S3SinkConfig
-from connectors.sink.s3.writer import Columns, TopicPartitionWriter, WriterSettings, null_probe
-from converters.json_documents import first_malformed
+from sluice.connectors.s3_common.formats import FormatSettings, InvalidRawJson, ParquetFormat, RecordFormat, make_format
+from sluice.connectors.s3_common.layout import ObjectLayout
+from sluice.connectors.s3_common.parquet_rows import UnfitValue
+from sluice.connectors.s3_common.partitioners import Partitioner, extractor_reads_values, make_partitioner
+from sluice.connectors.s3_common.storage import ObjectStorage, S3Storage
+from sluice.connectors.sink.s3.config import S3SinkConfig
+from sluice.connectors.sink.s3.writer import Columns, TopicPartitionWriter, WriterSettings, null_probe
+from sluice.converters.json_documents import first_malformed
 
 logger = logging.getLogger(__name__)
 

@@ -34,18 +34,18 @@ from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from connectors.api import DataError, Headers, Schema
-from connectors.s3_common.formats import JsonFormat, ObjectWriter, RecordFormat, json_default
-from connectors.s3_common.layout import ObjectLayout, sidecar_key
-from connectors.s3_common.parquet_rows import UnfitValue
-from connectors.s3_common.partitioners import (
+from sluice.connectors.api import DataError, Headers, Schema
+from sluice.connectors.s3_common.formats import JsonFormat, ObjectWriter, RecordFormat, json_default
+from sluice.connectors.s3_common.layout import ObjectLayout, sidecar_key
+from sluice.connectors.s3_common.parquet_rows import UnfitValue
+from sluice.connectors.s3_common.partitioners import (
     DefaultPartitioner,
     Extractor,
     Partitioner,
     TimeBasedPartitioner,
     make_extractor,
 )
-from connectors.s3_common.storage import ObjectStorage, ObjectUpload
+from sluice.connectors.s3_common.storage import ObjectStorage, ObjectUpload
 
 logger = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from connectors.source.file.config import FileStreamSourceConfig
-from connectors.source.file.connector import FileStreamSourceConnector
-from connectors.source.file.task import FileStreamSourceTask
+from sluice.connectors.source.file.config import FileStreamSourceConfig
+from sluice.connectors.source.file.connector import FileStreamSourceConnector
+from sluice.connectors.source.file.task import FileStreamSourceTask
 
 __all__ = ["FileStreamSourceConfig", "FileStreamSourceConnector", "FileStreamSourceTask"]

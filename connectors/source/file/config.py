@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
-from connectors.api import LocalPath, PluginConfig
+from sluice.connectors.api import LocalPath, PluginConfig
 
 # Kafka's own rule for topic names (``org.apache.kafka.common.internals.Topic.validate``).
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")

@@ -6,9 +6,9 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
-from connectors.api import ConfigError, SourceConnector
-from connectors.source.file.config import FileStreamSourceConfig
-from connectors.source.file.task import FILENAME_FIELD, POSITION_FIELD, FileStreamSourceTask
+from sluice.connectors.api import ConfigError, SourceConnector
+from sluice.connectors.source.file.config import FileStreamSourceConfig
+from sluice.connectors.source.file.task import FILENAME_FIELD, POSITION_FIELD, FileStreamSourceTask
 
 logger = logging.getLogger(__name__)
 

@@ -28,8 +28,15 @@ from collections.abc import Mapping
 from itertools import accumulate, count
 from typing import IO, Any
 
-from connectors.api import STRING_SCHEMA, ConnectError, SourceRecord, SourceRecordBatch, SourceTask, SourceTaskContext
-from connectors.source.file.config import FileStreamSourceConfig
+from sluice.connectors.api import (
+    STRING_SCHEMA,
+    ConnectError,
+    SourceRecord,
+    SourceRecordBatch,
+    SourceTask,
+    SourceTaskContext,
+)
+from sluice.connectors.source.file.config import FileStreamSourceConfig
 
 logger = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from connectors.source.jdbc.config import JdbcSourceConfig
-from connectors.source.jdbc.connector import JdbcSourceConnector
-from connectors.source.jdbc.task import JdbcSourceTask
+from sluice.connectors.source.jdbc.config import JdbcSourceConfig
+from sluice.connectors.source.jdbc.connector import JdbcSourceConnector
+from sluice.connectors.source.jdbc.task import JdbcSourceTask
 
 __all__ = ["JdbcSourceConfig", "JdbcSourceConnector", "JdbcSourceTask"]

@@ -8,8 +8,8 @@ import re
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from connectors.jdbc_common.config import JdbcConnectionConfig, split_list
-from connectors.jdbc_common.types import NumericMapping
+from sluice.connectors.jdbc_common.config import JdbcConnectionConfig, split_list
+from sluice.connectors.jdbc_common.types import NumericMapping
 
 
 class Mode(enum.StrEnum):

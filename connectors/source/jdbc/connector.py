@@ -7,18 +7,18 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
-from connectors.api import ConfigError, ConnectError, SourceConnector
-from connectors.jdbc_common.config import JDBC_SOURCE_UNIMPLEMENTED_KEYS
-from connectors.jdbc_common.connection import (
+from sluice.connectors.api import ConfigError, ConnectError, SourceConnector
+from sluice.connectors.jdbc_common.config import JDBC_SOURCE_UNIMPLEMENTED_KEYS
+from sluice.connectors.jdbc_common.connection import (
     connect_with_retries,
     connectivity_problems,
     create_engine,
     safe_url,
     to_sqlalchemy_url,
 )
-from connectors.source.jdbc.config import JdbcSourceConfig
-from connectors.source.jdbc.tables import catalog_name, group_tables, list_tables
-from connectors.source.jdbc.task import JdbcSourceTask
+from sluice.connectors.source.jdbc.config import JdbcSourceConfig
+from sluice.connectors.source.jdbc.tables import catalog_name, group_tables, list_tables
+from sluice.connectors.source.jdbc.task import JdbcSourceTask
 
 logger = logging.getLogger(__name__)
 

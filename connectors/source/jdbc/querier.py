@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import chain, islice, repeat
 from typing import Any
 
-from connectors.api import ConnectError, Schema, SourceRecordBatch
-from connectors.jdbc_common.dialects import SqlDialect
-from connectors.jdbc_common.types import column_schema, converter_for_schema, value_schema_from_python
-from connectors.source.jdbc.config import JdbcSourceConfig, Mode
-from connectors.source.jdbc.tables import TableRef
+from sluice.connectors.api import ConnectError, Schema, SourceRecordBatch
+from sluice.connectors.jdbc_common.dialects import SqlDialect
+from sluice.connectors.jdbc_common.types import column_schema, converter_for_schema, value_schema_from_python
+from sluice.connectors.source.jdbc.config import JdbcSourceConfig, Mode
+from sluice.connectors.source.jdbc.tables import TableRef
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.source.jdbc.config import JdbcSourceConfig
+from sluice.connectors.source.jdbc.config import JdbcSourceConfig
 
 #: Schemas that hold the database's own catalog, never user tables.
 _SYSTEM_SCHEMAS = {"information_schema", "pg_catalog", "pg_toast", "mysql", "performance_schema", "sys"}

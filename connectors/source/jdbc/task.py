@@ -15,14 +15,14 @@ import time
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
-from connectors.api import ConnectError, RetriableError, SourceRecordBatch, SourceTask, SourceTaskContext
-from connectors.jdbc_common.connection import connect_with_retries, create_engine, safe_url, to_sqlalchemy_url
-from connectors.jdbc_common.dialects import dialect_for
-from connectors.jdbc_common.errors import Failure, classify, describe
-from connectors.jdbc_common.types import timezone
-from connectors.source.jdbc.config import JdbcSourceTaskConfig
-from connectors.source.jdbc.querier import Querier
-from connectors.source.jdbc.tables import TableRef, catalog_name
+from sluice.connectors.api import ConnectError, RetriableError, SourceRecordBatch, SourceTask, SourceTaskContext
+from sluice.connectors.jdbc_common.connection import connect_with_retries, create_engine, safe_url, to_sqlalchemy_url
+from sluice.connectors.jdbc_common.dialects import dialect_for
+from sluice.connectors.jdbc_common.errors import Failure, classify, describe
+from sluice.connectors.jdbc_common.types import timezone
+from sluice.connectors.source.jdbc.config import JdbcSourceTaskConfig
+from sluice.connectors.source.jdbc.querier import Querier
+from sluice.connectors.source.jdbc.tables import TableRef, catalog_name
 
 logger = logging.getLogger(__name__)
 

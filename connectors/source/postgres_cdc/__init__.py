@@ -7,8 +7,8 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("The PostgreSQL CDC source needs psycopg 3: pip install 'sluice[postgres]'") from exc
 
-from connectors.source.postgres_cdc.config import PostgresCdcConfig
-from connectors.source.postgres_cdc.connector import PostgresCdcSourceConnector
-from connectors.source.postgres_cdc.task import PostgresCdcTask
+from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
+from sluice.connectors.source.postgres_cdc.connector import PostgresCdcSourceConnector
+from sluice.connectors.source.postgres_cdc.task import PostgresCdcTask
 
 __all__ = ["PostgresCdcConfig", "PostgresCdcSourceConnector", "PostgresCdcTask"]

@@ -12,11 +12,11 @@ from typing import Any
 
 from psycopg import Connection, sql
 
-from connectors.api import ConfigError
-from connectors.source.postgres_cdc.config import PostgresCdcConfig, PublicationMode, parse_message_key_columns
-from connectors.source.postgres_cdc.tables import Column, Table
-from connectors.source.postgres_cdc.type_registry import TypeResolver, unknown_type
-from connectors.source.postgres_cdc.types import TypeModes
+from sluice.connectors.api import ConfigError
+from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig, PublicationMode, parse_message_key_columns
+from sluice.connectors.source.postgres_cdc.tables import Column, Table
+from sluice.connectors.source.postgres_cdc.type_registry import TypeResolver, unknown_type
+from sluice.connectors.source.postgres_cdc.types import TypeModes
 
 log = logging.getLogger(__name__)
 

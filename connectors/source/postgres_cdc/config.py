@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from connectors.api import ConfigError, PluginConfig
+from sluice.connectors.api import ConfigError, PluginConfig
 
 
 def split_list(value: Any) -> Any:

@@ -7,10 +7,10 @@ from typing import Any, ClassVar
 
 import psycopg
 
-from connectors.api import ConfigError, SourceConnector
-from connectors.source.postgres_cdc import catalog
-from connectors.source.postgres_cdc.config import POSTGRES_CDC_UNIMPLEMENTED_KEYS, PostgresCdcConfig, parse_lsn
-from connectors.source.postgres_cdc.task import PostgresCdcTask
+from sluice.connectors.api import ConfigError, SourceConnector
+from sluice.connectors.source.postgres_cdc import catalog
+from sluice.connectors.source.postgres_cdc.config import POSTGRES_CDC_UNIMPLEMENTED_KEYS, PostgresCdcConfig, parse_lsn
+from sluice.connectors.source.postgres_cdc.task import PostgresCdcTask
 
 _OFFSET_INTS = ("lsn", "lsn_proc", "lsn_commit", "txId", "ts_usec")
 

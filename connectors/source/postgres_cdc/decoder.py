@@ -7,7 +7,7 @@ the ``source`` block copied from a per-transaction template (two fields set per 
 envelope's processing time taken per transaction and per poll, and records built without
 NamedTuple's Python-level constructor.
 
-When the task serializes natively (:mod:`connectors.source.postgres_cdc.native`), row changes of a
+When the task serializes natively (:mod:`sluice.connectors.source.postgres_cdc.native`), row changes of a
 table the encoder covers skip all of that: the message goes to the table's ``CdcEncoder``, which
 appends the record's key and value bytes to :attr:`ChangeDecoder.encoded`, handed out as a
 serialized :class:`SourceRecordBatch`; what it declines (an
@@ -29,11 +29,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from connectors.api import Schema, Serialization, SourceRecord, SourceRecordBatch, Type
-from connectors.source.postgres_cdc.native import encoder_for
-from connectors.source.postgres_cdc.replication import pg_timestamp_to_unix_us
-from connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
-from connectors.source.postgres_cdc.tables import Table, TupleShapeError
+from sluice.connectors.api import Schema, Serialization, SourceRecord, SourceRecordBatch, Type
+from sluice.connectors.source.postgres_cdc.native import encoder_for
+from sluice.connectors.source.postgres_cdc.replication import pg_timestamp_to_unix_us
+from sluice.connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
+from sluice.connectors.source.postgres_cdc.tables import Table, TupleShapeError
 
 log = logging.getLogger(__name__)
 

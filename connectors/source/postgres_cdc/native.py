@@ -18,13 +18,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from connectors.api import Schema, Serialization, WireFormat
-from connectors.source.postgres_cdc import types as pgtypes
-from connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
-from connectors.source.postgres_cdc.tables import Table
-from converters.json import JsonConverter
-from converters.json_text import dumps
-from converters.json_write import json_schema
+from sluice.connectors.api import Schema, Serialization, WireFormat
+from sluice.connectors.source.postgres_cdc import types as pgtypes
+from sluice.connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
+from sluice.connectors.source.postgres_cdc.tables import Table
+from sluice.converters.json import JsonConverter
+from sluice.converters.json_text import dumps
+from sluice.converters.json_write import json_schema
 
 log = logging.getLogger(__name__)
 

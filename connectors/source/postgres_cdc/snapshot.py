@@ -32,10 +32,10 @@ from typing import Any
 import psycopg
 from psycopg import Connection, pq, sql
 
-from connectors.api import SourceRecordBatch
-from connectors.source.postgres_cdc.decoder import ChangeDecoder
-from connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
-from connectors.source.postgres_cdc.tables import Table, unescape_copy
+from sluice.connectors.api import SourceRecordBatch
+from sluice.connectors.source.postgres_cdc.decoder import ChangeDecoder
+from sluice.connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
+from sluice.connectors.source.postgres_cdc.tables import Table, unescape_copy
 
 log = logging.getLogger(__name__)
 

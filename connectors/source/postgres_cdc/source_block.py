@@ -1,8 +1,8 @@
 """What every event's ``source`` block says about its producer, as Debezium's PostgreSQL connector writes it.
 
 Its own module because both serializers need it: the Python path
-(:mod:`connectors.source.postgres_cdc.decoder`) and the native one
-(:mod:`connectors.source.postgres_cdc.native`), which the decoder uses.
+(:mod:`sluice.connectors.source.postgres_cdc.decoder`) and the native one
+(:mod:`sluice.connectors.source.postgres_cdc.native`), which the decoder uses.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from connectors.api import Schema, Type
-from connectors.source.postgres_cdc.types import UNAVAILABLE, ColumnType
+from sluice.connectors.api import Schema, Type
+from sluice.connectors.source.postgres_cdc.types import UNAVAILABLE, ColumnType
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._\-]")
 

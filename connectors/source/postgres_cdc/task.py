@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import psycopg
 
-from connectors.api import (
+from sluice.connectors.api import (
     ConnectError,
     RetriableError,
     Serialization,
@@ -30,13 +30,13 @@ from connectors.api import (
     SourceTask,
     SourceTaskContext,
 )
-from connectors.api.metrics import TaskMetricGroup
-from connectors.source.postgres_cdc import catalog, native
-from connectors.source.postgres_cdc.config import PostgresCdcConfig, SnapshotMode, format_lsn, parse_lsn
-from connectors.source.postgres_cdc.decoder import ChangeDecoder, Relation
-from connectors.source.postgres_cdc.replication import ReplicationLost, ReplicationStream, SlotInUse
-from connectors.source.postgres_cdc.snapshot import INCREMENTAL, INITIAL, ChunkedSnapshot
-from connectors.source.postgres_cdc.tables import Table
+from sluice.connectors.api.metrics import TaskMetricGroup
+from sluice.connectors.source.postgres_cdc import catalog, native
+from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig, SnapshotMode, format_lsn, parse_lsn
+from sluice.connectors.source.postgres_cdc.decoder import ChangeDecoder, Relation
+from sluice.connectors.source.postgres_cdc.replication import ReplicationLost, ReplicationStream, SlotInUse
+from sluice.connectors.source.postgres_cdc.snapshot import INCREMENTAL, INITIAL, ChunkedSnapshot
+from sluice.connectors.source.postgres_cdc.tables import Table
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ class PostgresCdcTask(SourceTask):
     @staticmethod
     def _choose_serialization(cfg: PostgresCdcConfig, decoder: ChangeDecoder, offered: Serialization | None) -> None:
         """Serialize row changes natively when the runtime offers to produce the task's own bytes in
-        wire formats the encoder writes (:mod:`connectors.source.postgres_cdc.native`);
+        wire formats the encoder writes (:mod:`sluice.connectors.source.postgres_cdc.native`);
         ``native.encoding=false`` declines."""
         if cfg.native_encoding and native.serializes_for(offered):
             decoder.native = offered
@@ -341,7 +341,7 @@ class PostgresCdcTask(SourceTask):
 
     def metrics(self) -> list[TaskMetricGroup]:
         """Debezium's streaming and snapshot metrics under its MBean attribute names, and the
-        replication slot's lag in bytes (:mod:`connectors.api.metrics`). Thread: the task thread."""
+        replication slot's lag in bytes (:mod:`sluice.connectors.api.metrics`). Thread: the task thread."""
         cfg, snapshot, stream = self._config, self._snapshot, self._stream
         if cfg is None or snapshot is None:
             return []

@@ -19,9 +19,9 @@ from typing import Any
 import orjson
 from psycopg import Connection
 
-from connectors.api import Schema, Type
-from connectors.source.postgres_cdc import types as pg
-from connectors.source.postgres_cdc.types import ColumnType, TypeModes, column_type, semantic
+from sluice.connectors.api import Schema, Type
+from sluice.connectors.source.postgres_cdc import types as pg
+from sluice.connectors.source.postgres_cdc.types import ColumnType, TypeModes, column_type, semantic
 
 #: Built-in types with a representation of their own in ``column_type``.
 MAPPED_OIDS = frozenset({

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.api import Date, Decimal, Schema, Time, Timestamp, Type
+from sluice.connectors.api import Date, Decimal, Schema, Time, Timestamp, Type
 
 #: What Debezium writes for an unchanged TOASTed column it did not receive.
 UNAVAILABLE = "__debezium_unavailable_value"

@@ -7,9 +7,9 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from connectors.api import ConfigError
-from connectors.s3_common.config import S3CommonConfig
-from connectors.source.s3.generic import parse_topic_regex_list
+from sluice.connectors.api import ConfigError
+from sluice.connectors.s3_common.config import S3CommonConfig
+from sluice.connectors.source.s3.generic import parse_topic_regex_list
 
 #: Task-only key: the topics one task restores (the connector splits ``topics`` over its tasks).
 TASK_TOPICS_KEY = "s3.source.task.topics"

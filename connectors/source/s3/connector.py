@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from connectors.api import ConfigError, SourceConnector
-from connectors.s3_common.formats import make_format
-from connectors.s3_common.storage import S3Storage, bucket_problems
-from connectors.source.s3.config import TASK_COUNT_KEY, TASK_INDEX_KEY, TASK_TOPICS_KEY, S3SourceConfig
-from connectors.source.s3.task import S3SourceTask
+from sluice.connectors.api import ConfigError, SourceConnector
+from sluice.connectors.s3_common.formats import make_format
+from sluice.connectors.s3_common.storage import S3Storage, bucket_problems
+from sluice.connectors.source.s3.config import TASK_COUNT_KEY, TASK_INDEX_KEY, TASK_TOPICS_KEY, S3SourceConfig
+from sluice.connectors.source.s3.task import S3SourceTask
 
 
 class S3SourceConnector(SourceConnector):

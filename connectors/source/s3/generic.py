@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.api import ConfigError, OffsetReader, SourceRecord
-from connectors.s3_common.formats import RecordFormat
-from connectors.s3_common.storage import ObjectStorage
+from sluice.connectors.api import ConfigError, OffsetReader, SourceRecord
+from sluice.connectors.s3_common.formats import RecordFormat
+from sluice.connectors.s3_common.storage import ObjectStorage
 
 
 def parse_topic_regex_list(entries: list[str], key: str = "topic.regex.list") -> list[tuple[str, re.Pattern[str]]]:

@@ -19,7 +19,7 @@ for merged partitions. A restart resumes mid-object: it skips the objects before
 and the first ``position`` records of it, or, for merged partitions, every record at or below the
 stored Kafka offset.
 
-**Generic mode** (``mode=GENERIC``): see :mod:`connectors.source.s3.generic`.
+**Generic mode** (``mode=GENERIC``): see :mod:`sluice.connectors.source.s3.generic`.
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ from collections.abc import Callable, Iterator, Mapping
 from itertools import islice
 from typing import Any, ClassVar
 
-from connectors.api import SourceRecord, SourceTask, SourceTaskContext
-from connectors.s3_common.formats import FormatSettings, JsonFormat, RecordFormat, make_format
-from connectors.s3_common.layout import ObjectLayout, ParsedKey
-from connectors.s3_common.storage import ObjectStorage, S3Storage
-from connectors.source.s3.config import TASK_COUNT_KEY, TASK_INDEX_KEY, TASK_TOPICS_KEY, S3SourceConfig
-from connectors.source.s3.generic import GenericScan, parse_topic_regex_list
+from sluice.connectors.api import SourceRecord, SourceTask, SourceTaskContext
+from sluice.connectors.s3_common.formats import FormatSettings, JsonFormat, RecordFormat, make_format
+from sluice.connectors.s3_common.layout import ObjectLayout, ParsedKey
+from sluice.connectors.s3_common.storage import ObjectStorage, S3Storage
+from sluice.connectors.source.s3.config import TASK_COUNT_KEY, TASK_INDEX_KEY, TASK_TOPICS_KEY, S3SourceConfig
+from sluice.connectors.source.s3.generic import GenericScan, parse_topic_regex_list
 
 logger = logging.getLogger(__name__)
 

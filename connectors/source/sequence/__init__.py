@@ -1,5 +1,5 @@
 """A source that counts: deterministic records for demos, benchmarks and failover drills."""
 
-from connectors.source.sequence.connector import SequenceSourceConnector, SequenceSourceTask
+from sluice.connectors.source.sequence.connector import SequenceSourceConnector, SequenceSourceTask
 
 __all__ = ["SequenceSourceConnector", "SequenceSourceTask"]

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from connectors.api import (
+from sluice.connectors.api import (
     INT32_SCHEMA,
     INT64_SCHEMA,
     STRING_SCHEMA,

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from sluice_example_connector import InboxSourceConnector, JsonLinesSinkConnector
 
-from connectors.api import SinkRecord
-from connectors.testkit import InvalidConfig, SinkConnectorChecks, SourceConnectorChecks
+from sluice.connectors.api import SinkRecord
+from sluice.connectors.testkit import InvalidConfig, SinkConnectorChecks, SourceConnectorChecks
 
 
 class TestInboxSource(SourceConnectorChecks):

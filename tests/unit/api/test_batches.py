@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.api import STRING_SCHEMA, SinkRecord, SinkRecordBatch, SourceRecord, SourceRecordBatch
+from sluice.connectors.api import STRING_SCHEMA, SinkRecord, SinkRecordBatch, SourceRecord, SourceRecordBatch
 
 
 def test_source_batch_is_a_sequence_of_ordinary_records() -> None:

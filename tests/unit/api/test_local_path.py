@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr
 
-from connectors.api import LocalPath, PluginConfig
-from connectors.sink.elasticsearch.config import ElasticsearchSinkConfig
-from connectors.sink.file.config import FileStreamSinkConfig
-from connectors.source.file.config import FileStreamSourceConfig
+from sluice.connectors.api import LocalPath, PluginConfig
+from sluice.connectors.sink.elasticsearch.config import ElasticsearchSinkConfig
+from sluice.connectors.sink.file.config import FileStreamSinkConfig
+from sluice.connectors.source.file.config import FileStreamSourceConfig
 
 
 class SpoolingConfig(PluginConfig):

@@ -5,7 +5,7 @@ import decimal
 
 import pytest
 
-from connectors.api import (
+from sluice.connectors.api import (
     INT32_SCHEMA,
     INT64_SCHEMA,
     OPTIONAL_STRING_SCHEMA,

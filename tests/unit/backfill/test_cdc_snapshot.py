@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from connectors.api import ConfigError
-from connectors.backfill.cdc_snapshot import (
+from sluice.connectors.api import ConfigError
+from sluice.connectors.backfill.cdc_snapshot import (
     PARTITION_ALIAS,
     column_conversion,
     key_json,
@@ -19,10 +19,10 @@ from connectors.backfill.cdc_snapshot import (
     struct_json,
     wrap,
 )
-from connectors.backfill.cdc_topic import key_parts, parse_handoff, record_parts
-from connectors.source.postgres_cdc import types as pg
-from connectors.source.postgres_cdc.tables import Column, Table
-from worker.backfill.models import masked_spec, parse_spec
+from sluice.connectors.backfill.cdc_topic import key_parts, parse_handoff, record_parts
+from sluice.connectors.source.postgres_cdc import types as pg
+from sluice.connectors.source.postgres_cdc.tables import Column, Table
+from sluice.worker.backfill.models import masked_spec, parse_spec
 
 BASE = {
     "connector.class": "io.debezium.connector.postgresql.PostgresConnector",

@@ -11,15 +11,15 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from offsets import MemoryOffsetStore
-from plugins import PluginRegistry
-from rest import create_app
+from sluice.offsets import MemoryOffsetStore
+from sluice.plugins import PluginRegistry
+from sluice.rest import create_app
+from sluice.worker.backfill import BackfillManager, MemoryBackfillStore
+from sluice.worker.cli import main
+from sluice.worker.config import WorkerConfig
+from sluice.worker.standalone import StandaloneHerder
+from sluice.worker.worker import Worker
 from tests.unit.backfill.test_rest_and_cli import PositionRunner
-from worker.backfill import BackfillManager, MemoryBackfillStore
-from worker.cli import main
-from worker.config import WorkerConfig
-from worker.standalone import StandaloneHerder
-from worker.worker import Worker
 
 CDC = {
     "connector.class": "io.debezium.connector.postgresql.PostgresConnector",

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from connectors.api import ConfigError
-from worker.backfill.models import parse_spec
+from sluice.connectors.api import ConfigError
+from sluice.worker.backfill.models import parse_spec
 
 
 def job(**overrides: Any) -> dict[str, Any]:

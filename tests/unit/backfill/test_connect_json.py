@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.api import BOOLEAN_SCHEMA, INT32_SCHEMA, INT64_SCHEMA, STRING_SCHEMA, ConfigError, Schema
-from connectors.api.schema import Date, Decimal, Timestamp
-from connectors.backfill.connect_json import ColumnSpec, column_expression, payload_expression, record_expression
+from sluice.connectors.api import BOOLEAN_SCHEMA, INT32_SCHEMA, INT64_SCHEMA, STRING_SCHEMA, ConfigError, Schema
+from sluice.connectors.api.schema import Date, Decimal, Timestamp
+from sluice.connectors.backfill.connect_json import ColumnSpec, column_expression, payload_expression, record_expression
 
 
 def test_logical_types_become_what_connect_writes() -> None:

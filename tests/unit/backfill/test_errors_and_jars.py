@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from connectors.backfill.errors import spark_error_message
-from deploy import spark as deploy_spark
+from sluice.connectors.backfill.errors import spark_error_message
+from sluice.deploy import spark as deploy_spark
 
 
 class JavaThrowable:
@@ -48,7 +48,7 @@ def test_python_worker_tracebacks_are_reduced_to_their_last_line() -> None:
     text = (
         "An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
         '  File "x.py", line 1, in run\n    raise\n'
-        "connectors.api.errors.ConfigError: connection.url: no host\n SQLSTATE: 38000)"
+        "sluice.connectors.api.errors.ConfigError: connection.url: no host\n SQLSTATE: 38000)"
     )
     assert spark_error_message(RuntimeError(text)) == "connection.url: no host"
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from connectors.backfill.errors import spark_error_message
+from sluice.connectors.backfill.errors import spark_error_message
 from tests.unit.backfill.test_errors_and_jars import JavaThrowable
 
 TASK_FAILURE = (

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from connectors.backfill import kafka_admin
-from connectors.backfill.errors import BackfillJobError
+from sluice.connectors.backfill import kafka_admin
+from sluice.connectors.backfill.errors import BackfillJobError
 
 
 class FlakyConsumer:

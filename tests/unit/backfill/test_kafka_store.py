@@ -14,11 +14,11 @@ from typing import Any
 import orjson
 import pytest
 
-from connectors.api import AlreadyExistsError
+from sluice.connectors.api import AlreadyExistsError
+from sluice.worker.backfill import BackfillManager, JobState, StoredJob
+from sluice.worker.backfill.kafka_store import KafkaBackfillStore, job_key
+from sluice.worker.herder import Conflict
 from tests.unit.backfill.test_manager import FakeRunner, spec
-from worker.backfill import BackfillManager, JobState, StoredJob
-from worker.backfill.kafka_store import KafkaBackfillStore, job_key
-from worker.herder import Conflict
 
 
 class FakeTopic:
@@ -207,7 +207,7 @@ def test_a_restarted_worker_fails_only_its_own_cut_off_runs() -> None:
 
 
 def test_the_config_store_skips_backfill_records() -> None:
-    from worker.distributed.config_store import ConfigStore
+    from sluice.worker.distributed.config_store import ConfigStore
 
     changes: list[int] = []
     configs = ConfigStore("connect-configs", "127.0.0.1:1", "g", client_id="c", on_change=lambda: changes.append(1))

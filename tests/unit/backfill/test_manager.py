@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from connectors.api import NotFoundError
-from connectors.backfill.errors import BackfillJobError
-from worker.backfill import BackfillManager, FileBackfillStore, JobState, MemoryBackfillStore, StoredJob
-from worker.backfill.progress import RunTracker
-from worker.herder import BadRequest, Conflict
+from sluice.connectors.api import NotFoundError
+from sluice.connectors.backfill.errors import BackfillJobError
+from sluice.worker.backfill import BackfillManager, FileBackfillStore, JobState, MemoryBackfillStore, StoredJob
+from sluice.worker.backfill.progress import RunTracker
+from sluice.worker.herder import BadRequest, Conflict
 
 
 def spec(job_id: str = "job", **extra: Any) -> dict[str, Any]:

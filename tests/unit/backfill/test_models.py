@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from connectors.api import ConfigError
-from worker.backfill.models import JdbcToTopicSpec, masked_spec, parse_spec, spec_to_json
+from sluice.connectors.api import ConfigError
+from sluice.worker.backfill.models import JdbcToTopicSpec, masked_spec, parse_spec, spec_to_json
 
 
 def jdbc_spec(**changes: Any) -> dict[str, Any]:

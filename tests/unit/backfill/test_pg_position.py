@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.api import ConfigError
-from connectors.backfill.pg_position import ConsistentPoint, format_lsn, libpq_params, parse_lsn
-from connectors.jdbc_common.connection import to_sqlalchemy_url
-from worker.backfill.models import parse_spec
+from sluice.connectors.api import ConfigError
+from sluice.connectors.backfill.pg_position import ConsistentPoint, format_lsn, libpq_params, parse_lsn
+from sluice.connectors.jdbc_common.connection import to_sqlalchemy_url
+from sluice.worker.backfill.models import parse_spec
 
 
 def test_lsn_text_round_trips() -> None:

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from connectors.api import ConfigError, ConnectError, SinkRecord, SinkRecordBatch, TopicPartition
-from connectors.sink.file import FileStreamSinkConnector, FileStreamSinkTask
+from sluice.connectors.api import ConfigError, ConnectError, SinkRecord, SinkRecordBatch, TopicPartition
+from sluice.connectors.sink.file import FileStreamSinkConnector, FileStreamSinkTask
 
 
 @dataclass

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from connectors.api import STRING_SCHEMA, ConfigError, ConnectError, OffsetReader, SourceRecord
-from connectors.source.file import FileStreamSourceConnector, FileStreamSourceTask
-from offsets import MemoryOffsetStore, StoreOffsetReader
+from sluice.connectors.api import STRING_SCHEMA, ConfigError, ConnectError, OffsetReader, SourceRecord
+from sluice.connectors.source.file import FileStreamSourceConnector, FileStreamSourceTask
+from sluice.offsets import MemoryOffsetStore, StoreOffsetReader
 
 CONNECTOR = "file-source"
 

@@ -13,11 +13,11 @@ import logging
 import httpx
 import pytest
 
-from connectors.api.errors import ConfigError, ConnectError, DataError, RetriableError
-from connectors.api.schema import STRING_SCHEMA
-from converters.avro import AvroConverter
-from converters.schema_registry import SchemaRegistryClient, SubjectNotFound
-from plugins.registry import PluginRegistry
+from sluice.connectors.api.errors import ConfigError, ConnectError, DataError, RetriableError
+from sluice.connectors.api.schema import STRING_SCHEMA
+from sluice.converters.avro import AvroConverter
+from sluice.converters.schema_registry import SchemaRegistryClient, SubjectNotFound
+from sluice.plugins.registry import PluginRegistry
 
 URL = "http://127.0.0.1:1/apis/ccompat/v7"
 
@@ -54,7 +54,7 @@ def test_user_info_credentials_are_required_when_chosen() -> None:
 
 
 def test_unknown_settings_are_logged_and_ignored(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="converters.avro"):
+    with caplog.at_level(logging.WARNING, logger="sluice.converters.avro"):
         AvroConverter().configure({"schema.registry.url": URL, "schemas.enable": "false"}, False)
     assert "ignores the settings it does not know: schemas.enable" in caplog.text
 

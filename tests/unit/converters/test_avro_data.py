@@ -1,4 +1,4 @@
-"""Connect ↔ Avro schema and value mapping (``converters.avro_data``), without a registry.
+"""Connect ↔ Avro schema and value mapping (``sluice.converters.avro_data``), without a registry.
 
 The expected Avro schemas are the ones Confluent's ``AvroData`` produces for the same Connect
 schemas (its documented conventions: ``connect.type`` for int8/int16, ``connect.*`` metadata,
@@ -16,8 +16,8 @@ from typing import Any
 import fastavro
 import pytest
 
-from connectors.api.errors import DataError
-from connectors.api.schema import (
+from sluice.connectors.api.errors import DataError
+from sluice.connectors.api.schema import (
     BOOLEAN_SCHEMA,
     BYTES_SCHEMA,
     FLOAT32_SCHEMA,
@@ -36,7 +36,7 @@ from connectors.api.schema import (
     Timestamp,
     Type,
 )
-from converters.avro_data import UNION_NAME, AvroData, strip_logical_types
+from sluice.converters.avro_data import UNION_NAME, AvroData, strip_logical_types
 
 DATA = AvroData()
 

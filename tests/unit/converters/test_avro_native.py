@@ -17,7 +17,7 @@ from typing import Any
 import fastavro
 import pytest
 
-from connectors.api.schema import (
+from sluice.connectors.api.schema import (
     BOOLEAN_SCHEMA,
     BYTES_SCHEMA,
     FLOAT32_SCHEMA,
@@ -33,7 +33,7 @@ from connectors.api.schema import (
     Timestamp,
     Type,
 )
-from converters.avro_data import AvroData, native_plan, native_read_plan, strip_logical_types
+from sluice.converters.avro_data import AvroData, native_plan, native_read_plan, strip_logical_types
 
 try:
     import sluice_native

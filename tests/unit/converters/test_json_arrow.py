@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
-from converters import json_arrow
+from sluice.converters import json_arrow
 from tests.json_parsers import require_native
 
 

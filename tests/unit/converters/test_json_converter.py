@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from connectors.api.errors import ConfigError, DataError
-from connectors.api.schema import (
+from sluice.connectors.api.errors import ConfigError, DataError
+from sluice.connectors.api.schema import (
     BOOLEAN_SCHEMA,
     BYTES_SCHEMA,
     FLOAT32_SCHEMA,
@@ -43,7 +43,7 @@ from connectors.api.schema import (
     Timestamp,
     Type,
 )
-from converters.json import (
+from sluice.converters.json import (
     ENVELOPE_ERROR,
     REQUIRED_NULL_ERROR,
     JsonConverter,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from connectors.api.errors import ConfigError, DataError
-from connectors.api.schema import (
+from sluice.connectors.api.errors import ConfigError, DataError
+from sluice.connectors.api.schema import (
     BYTES_SCHEMA,
     FLOAT32_SCHEMA,
     INT32_SCHEMA,
@@ -20,9 +20,9 @@ from connectors.api.schema import (
     Schema,
     SchemaAndValue,
 )
-from converters.bytes import ByteArrayConverter
-from converters.header import SimpleHeaderConverter
-from converters.string import StringConverter
+from sluice.converters.bytes import ByteArrayConverter
+from sluice.converters.header import SimpleHeaderConverter
+from sluice.converters.string import StringConverter
 
 UTC = dt.UTC
 

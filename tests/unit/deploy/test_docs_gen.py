@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from connectors.api import ConfigError
-from deploy import docs_gen
-from plugins import PluginRegistry
-from rest.settings import RestSettings
-from transforms import BUILTIN_PREDICATES, BUILTIN_TRANSFORMS
-from worker.config import WorkerConfig
-from worker.transform_chain import build_chain
+from sluice.connectors.api import ConfigError
+from sluice.deploy import docs_gen
+from sluice.plugins import PluginRegistry
+from sluice.rest.settings import RestSettings
+from sluice.transforms import BUILTIN_PREDICATES, BUILTIN_TRANSFORMS
+from sluice.worker.config import WorkerConfig
+from sluice.worker.transform_chain import build_chain
 
 ROOT = Path(docs_gen.__file__).resolve().parent.parent
 TRANSFORMS_PAGE = docs_gen.DOCS / "transforms.md"

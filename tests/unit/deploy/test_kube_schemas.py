@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from deploy.kube_schemas import schema_file_name, schemas_from_crd, schemas_from_openapi
+from sluice.deploy.kube_schemas import schema_file_name, schemas_from_crd, schemas_from_openapi
 
 DOCUMENT: dict[str, Any] = {
     "definitions": {

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from deploy import managed_server
-from deploy.managed_server import ManagedServer
-from deploy.opensearch import OpenSearchNode
-from deploy.s3_server import S3Server
-from deploy.schema_registry import SchemaRegistryServer
+from sluice.deploy import managed_server
+from sluice.deploy.managed_server import ManagedServer
+from sluice.deploy.opensearch import OpenSearchNode
+from sluice.deploy.s3_server import S3Server
+from sluice.deploy.schema_registry import SchemaRegistryServer
 
 
 class StartError(RuntimeError):

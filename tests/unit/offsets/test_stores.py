@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from connectors.api import OffsetReader
-from offsets import (
+from sluice.connectors.api import OffsetReader
+from sluice.offsets import (
     FileOffsetStore,
     MemoryOffsetStore,
     OffsetStore,

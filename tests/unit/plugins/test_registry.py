@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.api import ConfigError
-from plugins import PluginKind, PluginRegistry
+from sluice.connectors.api import ConfigError
+from sluice.plugins import PluginKind, PluginRegistry
 
 
 @pytest.fixture(scope="module")
@@ -17,8 +17,8 @@ def registry() -> PluginRegistry:
         "FileStreamSource",
         "FileStreamSourceConnector",
         "org.apache.kafka.connect.file.FileStreamSourceConnector",
-        "connectors.source.file.connector.FileStreamSourceConnector",
-        "connectors.source.file.connector:FileStreamSourceConnector",
+        "sluice.connectors.source.file.connector.FileStreamSourceConnector",
+        "sluice.connectors.source.file.connector:FileStreamSourceConnector",
     ],
 )
 def test_connectors_resolve_by_every_name_connect_users_write(registry: PluginRegistry, name: str) -> None:
@@ -62,7 +62,7 @@ def test_listing_has_types_and_versions(registry: PluginRegistry) -> None:
 
 def test_plugin_path_directories_are_importable(tmp_path) -> None:
     (tmp_path / "my_plugin.py").write_text(
-        "from connectors.api import SourceConnector, SourceTask\n"
+        "from sluice.connectors.api import SourceConnector, SourceTask\n"
         "class T(SourceTask):\n"
         "    def start(self, c, ctx): pass\n"
         "    def poll(self): return None\n"

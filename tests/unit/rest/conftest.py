@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from offsets import MemoryOffsetStore
-from plugins import PluginRegistry
-from rest import create_app
-from worker.backfill import BackfillManager
-from worker.config import WorkerConfig
-from worker.standalone import StandaloneHerder
-from worker.worker import Worker
+from sluice.offsets import MemoryOffsetStore
+from sluice.plugins import PluginRegistry
+from sluice.rest import create_app
+from sluice.worker.backfill import BackfillManager
+from sluice.worker.config import WorkerConfig
+from sluice.worker.standalone import StandaloneHerder
+from sluice.worker.worker import Worker
 
 AppFactory = Callable[..., TestClient]
 

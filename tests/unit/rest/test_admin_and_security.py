@@ -8,9 +8,9 @@ import logging
 import pytest
 from fastapi.testclient import TestClient
 
-from connectors.api import ConfigError
-from rest.settings import RestSettings
-from worker.status import scrub_secrets
+from sluice.connectors.api import ConfigError
+from sluice.rest.settings import RestSettings
+from sluice.worker.status import scrub_secrets
 
 
 def test_loggers_can_be_listed_read_and_set(client: TestClient) -> None:

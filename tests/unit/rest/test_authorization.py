@@ -1,7 +1,7 @@
 """Roles per connector pattern, enforced from the route table, and the audit trail.
 
 The role test walks the app's own routes (``app.routes``), so a route added without an entry in
-``rest.authz.ACCESS_RULES`` is refused for every role and fails here before it ships.
+``sluice.rest.authz.ACCESS_RULES`` is refused for every role and fails here before it ships.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from starlette.types import Receive, Scope, Send
 
-from connectors.api import ConfigError
-from rest.audit import AuditTopic, AuditTrail
-from rest.authn import common_name
-from rest.authz import ACCESS_RULES, Permission, effective_routes
-from worker.standalone import StandaloneHerder
+from sluice.connectors.api import ConfigError
+from sluice.rest.audit import AuditTopic, AuditTrail
+from sluice.rest.authn import common_name
+from sluice.rest.authz import ACCESS_RULES, Permission, effective_routes
+from sluice.worker.standalone import StandaloneHerder
 
 CONTROLLABLE = "tests.plugins.controllable.ControllableSource"
 BILLING, ORDERS = "billing", "orders-1"
@@ -283,7 +283,7 @@ def test_without_roles_every_authenticated_principal_is_admin(make_client: Calla
 
 
 def test_roles_without_authentication_leave_the_api_open(make_client: Callable[..., TestClient], caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="rest.authz"):
+    with caplog.at_level(logging.WARNING, logger="sluice.rest.authz"):
         client = make_client(**{"rest.auth.roles": "alice:viewer"})
     assert "no authentication" in caplog.text
     assert client.put(f"/connectors/{BILLING}/config", json=_config()).status_code == 201
@@ -357,7 +357,7 @@ def test_an_unreachable_audit_topic_neither_blocks_nor_fails_a_request(caplog: p
         "audit", {"bootstrap.servers": "127.0.0.1:1", "producer.security.protocol": "PLAINTEXT", "producer.linger.ms": "x"}
     )
     trail = AuditTrail(topic)
-    with caplog.at_level(logging.WARNING, logger="rest.audit"):
+    with caplog.at_level(logging.WARNING, logger="sluice.rest.audit"):
         for _ in range(100):  # queued for librdkafka's thread; nothing here waits for the broker
             trail.record(principal="alice", client="127.0.0.1", method="PUT", path="/connectors/c/pause", connector="c", status=202)
         topic.close(timeout_s=0.1)

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from rest import create_app
-from worker.distributed.forwarding import NO_LEADER_MESSAGE, ForwardedError, NoLeader, request_headers
-from worker.standalone import StandaloneHerder
+from sluice.rest import create_app
+from sluice.worker.distributed.forwarding import NO_LEADER_MESSAGE, ForwardedError, NoLeader, request_headers
+from sluice.worker.standalone import StandaloneHerder
 
 
 class _ClusterLike(StandaloneHerder):
@@ -71,7 +71,7 @@ def test_a_leader_that_stepped_down_answers_retry_after_through_the_follower() -
     (a CI run failed on exactly this while a new cluster settled)."""
     import httpx
 
-    from worker.distributed.forwarding import Forwarder
+    from sluice.worker.distributed.forwarding import Forwarder
 
     def leader(request: httpx.Request) -> httpx.Response:
         body = {"error_code": 409, "message": "This worker is not the leader (any more); retry the request"}

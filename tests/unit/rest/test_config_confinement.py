@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from sluice.worker.masking import SECRETS
 from tests.host_files import passwd_root
 from tests.unit.rest.conftest import AppFactory
-from worker.masking import SECRETS
 
 VALIDATE = "/connector-plugins/FileStreamSource/config/validate"
 

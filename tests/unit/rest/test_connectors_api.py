@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from sluice.worker.standalone import StandaloneHerder
 from tests.unit.rest.conftest import AppFactory
-from worker.standalone import StandaloneHerder
 
 CONTROLLABLE = "tests.plugins.controllable.ControllableSource"
 

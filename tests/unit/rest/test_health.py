@@ -6,12 +6,12 @@ import threading
 
 from fastapi.testclient import TestClient
 
-from offsets import MemoryOffsetStore
-from plugins import PluginRegistry
-from rest import create_app
-from worker.config import WorkerConfig
-from worker.standalone import StandaloneHerder
-from worker.worker import Worker
+from sluice.offsets import MemoryOffsetStore
+from sluice.plugins import PluginRegistry
+from sluice.rest import create_app
+from sluice.worker.config import WorkerConfig
+from sluice.worker.standalone import StandaloneHerder
+from sluice.worker.worker import Worker
 
 
 def test_starting_healthy_and_stuck(registry: PluginRegistry) -> None:

@@ -34,7 +34,7 @@ def test_sink_definitions_include_topics_and_password_type(client: TestClient) -
 @pytest.mark.parametrize(
     "name",
     ["FileStreamSource", "FileStreamSourceConnector", "org.apache.kafka.connect.file.FileStreamSourceConnector",
-     "connectors.source.file.connector.FileStreamSourceConnector"],
+     "sluice.connectors.source.file.connector.FileStreamSourceConnector"],
 )
 def test_plugins_are_found_by_every_name(client: TestClient, name: str) -> None:
     assert client.get(f"/connector-plugins/{name}/config").status_code == 200

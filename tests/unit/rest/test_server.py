@@ -17,9 +17,9 @@ import orjson
 import pytest
 from fastapi import FastAPI, Request
 
-from rest.middleware import RequestLimitsMiddleware
-from rest.server import RestServer, rfc4514_name
-from rest.settings import RestSettings
+from sluice.rest.middleware import RequestLimitsMiddleware
+from sluice.rest.server import RestServer, rfc4514_name
+from sluice.rest.settings import RestSettings
 from tests.tls_certs import TlsFiles, make_tls_files
 
 #: Added to every configured timeout before a test gives up waiting: slack for a loaded machine.

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from connectors.api import ConfigError
-from rest.settings import RestSettings
+from sluice.connectors.api import ConfigError
+from sluice.rest.settings import RestSettings
 
 
 def _https(**keys: str) -> dict[str, str]:

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 import pytest
 from pydantic import Field
 
-from connectors.api import (
+from sluice.connectors.api import (
     PluginConfig,
     SinkConnector,
     SinkRecord,
@@ -24,7 +24,7 @@ from connectors.api import (
     TopicPartition,
     UnwritableRecordError,
 )
-from connectors.testkit import SinkConnectorChecks, SourceConnectorChecks
+from sluice.connectors.testkit import SinkConnectorChecks, SourceConnectorChecks
 
 SourceFault = Literal["none", "ignores_offsets", "deaf_to_stop", "skips_one", "slow_poll"]
 SinkFault = Literal["none", "overcommits", "commits_unwritten", "writes_then_refuses", "drops_bad_silently"]
@@ -221,7 +221,7 @@ def test_validate_that_names_the_wrong_key_fails() -> None:
     class WrongKey(MemorySource):
         @classmethod
         def validate(cls, raw: Mapping[str, Any]) -> Any:
-            from connectors.api import ConfigError
+            from sluice.connectors.api import ConfigError
 
             if "inbox" not in raw:
                 raise ConfigError("something is missing", key="topic")

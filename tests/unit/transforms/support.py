@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from connectors.api import SinkRecord, SourceRecord
-from connectors.api.transform import Predicate, Transformation
+from sluice.connectors.api import SinkRecord, SourceRecord
+from sluice.connectors.api.transform import Predicate, Transformation
 
 
 def configured(cls: type[Transformation] | type[Predicate], **config: Any) -> Any:

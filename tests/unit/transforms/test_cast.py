@@ -5,7 +5,7 @@ import decimal
 
 import pytest
 
-from connectors.api import (
+from sluice.connectors.api import (
     BOOLEAN_SCHEMA,
     BYTES_SCHEMA,
     FLOAT64_SCHEMA,
@@ -21,7 +21,7 @@ from connectors.api import (
     Timestamp,
     Type,
 )
-from transforms import CastKey, CastValue
+from sluice.transforms import CastKey, CastValue
 
 from .support import configured, sink
 

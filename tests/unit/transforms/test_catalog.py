@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from connectors.api import STRING_SCHEMA, PluginConfig, SinkRecord, SourceRecord
-from transforms import BUILTIN_PREDICATES, BUILTIN_TRANSFORMS, CastValue, ExtractNewRecordState
-from transforms._support import with_key, with_topic, with_value
+from sluice.connectors.api import STRING_SCHEMA, PluginConfig, SinkRecord, SourceRecord
+from sluice.transforms import BUILTIN_PREDICATES, BUILTIN_TRANSFORMS, CastValue, ExtractNewRecordState
+from sluice.transforms._support import with_key, with_topic, with_value
 
 ENTRY_POINT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 CONNECT_SMTS = {

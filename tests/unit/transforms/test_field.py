@@ -5,7 +5,7 @@ import decimal
 
 import pytest
 
-from connectors.api import (
+from sluice.connectors.api import (
     INT32_SCHEMA,
     INT64_SCHEMA,
     OPTIONAL_INT32_SCHEMA,
@@ -17,7 +17,7 @@ from connectors.api import (
     Schema,
     Timestamp,
 )
-from transforms import (
+from sluice.transforms import (
     ExtractFieldKey,
     ExtractFieldValue,
     HoistFieldKey,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.api import (
+from sluice.connectors.api import (
     INT32_SCHEMA,
     INT64_SCHEMA,
     OPTIONAL_INT64_SCHEMA,
@@ -11,7 +11,7 @@ from connectors.api import (
     DataError,
     Schema,
 )
-from transforms import FlattenKey, FlattenValue
+from sluice.transforms import FlattenKey, FlattenValue
 
 from .support import configured, sink
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.api import INT64_SCHEMA, STRING_SCHEMA, ConfigError, Schema
-from transforms import DropHeaders, HeaderFromKey, HeaderFromValue, InsertHeader
+from sluice.connectors.api import INT64_SCHEMA, STRING_SCHEMA, ConfigError, Schema
+from sluice.transforms import DropHeaders, HeaderFromKey, HeaderFromValue, InsertHeader
 
 from .support import configured, sink
 

@@ -4,8 +4,8 @@ import datetime as dt
 
 import pytest
 
-from connectors.api import ConfigError, DataError
-from transforms import JavaDateFormat
+from sluice.connectors.api import ConfigError, DataError
+from sluice.transforms import JavaDateFormat
 
 INSTANT = dt.datetime(2024, 3, 5, 7, 8, 9, 45000, tzinfo=dt.UTC)
 

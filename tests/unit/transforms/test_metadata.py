@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.api import INT64_SCHEMA, ConfigError, DataError, Schema
-from transforms import SetSchemaMetadataKey, SetSchemaMetadataValue
+from sluice.connectors.api import INT64_SCHEMA, ConfigError, DataError, Schema
+from sluice.transforms import SetSchemaMetadataKey, SetSchemaMetadataValue
 
 from .support import configured, sink
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.api import ConfigError
-from transforms import Filter, HasHeaderKey, RecordIsTombstone, TopicNameMatches
+from sluice.connectors.api import ConfigError
+from sluice.transforms import Filter, HasHeaderKey, RecordIsTombstone, TopicNameMatches
 
 from .support import configured, sink, source
 

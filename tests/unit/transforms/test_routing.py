@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.api import ConfigError, DataError
-from transforms import RegexRouter, TimestampRouter
-from transforms.routing import java_replacement
+from sluice.connectors.api import ConfigError, DataError
+from sluice.transforms import RegexRouter, TimestampRouter
+from sluice.transforms.routing import java_replacement
 
 from .support import configured, sink, source
 

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from connectors.api import (
+from sluice.connectors.api import (
     INT64_SCHEMA,
     OPTIONAL_STRING_SCHEMA,
     STRING_SCHEMA,
@@ -17,7 +17,7 @@ from connectors.api import (
     Timestamp,
     Type,
 )
-from transforms import TimestampConverterKey, TimestampConverterValue
+from sluice.transforms import TimestampConverterKey, TimestampConverterValue
 
 from .support import configured, sink
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from worker.cli import main
+from sluice.worker.cli import main
 
 
 def test_help_names_the_commands() -> None:

@@ -11,7 +11,7 @@ from urllib.parse import unquote
 import httpx
 from click.testing import CliRunner, Result
 
-from worker.cli import main
+from sluice.worker.cli import main
 
 
 class FakeCluster:

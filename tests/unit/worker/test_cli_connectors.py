@@ -13,8 +13,8 @@ import httpx
 import pytest
 from click.testing import CliRunner, Result
 
-from worker.cli import main
-from worker.cli_connectors import trace_summary
+from sluice.worker.cli import main
+from sluice.worker.cli_connectors import trace_summary
 
 PYTHON_TRACE = """Traceback (most recent call last):
   File "/app/worker/runners/source.py", line 10, in run
@@ -143,10 +143,10 @@ class FakeWorker:
     def _plugins(self, request: httpx.Request, path: list[str], body: Any) -> httpx.Response:
         if len(path) == 1:
             plugins = [
-                {"class": "connectors.source.file.FileStreamSourceConnector", "type": "source", "version": "0.1.0"}
+                {"class": "sluice.connectors.source.file.FileStreamSourceConnector", "type": "source", "version": "0.1.0"}
             ]
             if request.url.params.get("connectorsOnly") == "false":
-                plugins.append({"class": "converters.json.JsonConverter", "type": "converter", "version": "0.1.0"})
+                plugins.append({"class": "sluice.converters.json.JsonConverter", "type": "converter", "version": "0.1.0"})
             return _json(200, plugins)
         errors = {
             "topic": [] if body.get("topic") else ['Missing required configuration "topic" which has no default value.']
@@ -583,12 +583,12 @@ def test_plugins_lists_what_the_worker_has(fake: FakeWorker) -> None:
     result = run(fake, "plugins")
     assert result.stdout.splitlines()[1].split() == [
         "source",
-        "connectors.source.file.FileStreamSourceConnector",
+        "sluice.connectors.source.file.FileStreamSourceConnector",
         "0.1.0",
     ]
     everything = run(fake, "plugins", "--all")
     assert fake.last().url.params["connectorsOnly"] == "false"
-    assert "converters.json.JsonConverter" in everything.stdout
+    assert "sluice.converters.json.JsonConverter" in everything.stdout
 
 
 # --- connection, auth, errors --------------------------------------------------------------------

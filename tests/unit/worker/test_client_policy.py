@@ -5,8 +5,8 @@ from typing import Any
 
 import pytest
 
-from connectors.api import ConfigError
-from worker.client_policy import (
+from sluice.connectors.api import ConfigError
+from sluice.worker.client_policy import (
     AllowlistOverridePolicy,
     ClientOverridePolicy,
     denied_reason,

@@ -8,13 +8,12 @@ from typing import Any
 
 import pytest
 
-from connectors.api import ConfigError, PluginConfig
-from offsets import MemoryOffsetStore
-from plugins import PluginKind, PluginRegistry
-from plugins.registry import kind_of
-from tests.host_files import passwd_root
-from worker.config import WorkerConfig
-from worker.config_providers import (
+from sluice.connectors.api import ConfigError, PluginConfig
+from sluice.offsets import MemoryOffsetStore
+from sluice.plugins import PluginKind, PluginRegistry
+from sluice.plugins.registry import kind_of
+from sluice.worker.config import WorkerConfig
+from sluice.worker.config_providers import (
     ConfigProvider,
     ConfigProviders,
     DirectoryConfigProvider,
@@ -22,8 +21,9 @@ from worker.config_providers import (
     FileConfigProvider,
     reverse_transform,
 )
-from worker.masking import SECRETS, mask_text
-from worker.worker import Worker
+from sluice.worker.masking import SECRETS, mask_text
+from sluice.worker.worker import Worker
+from tests.host_files import passwd_root
 
 # Classes named by Python path are imported only from the plugin path: here, the repository.
 _REPO_PLUGINS = PluginRegistry([str(Path(__file__).resolve().parents[3])])
@@ -240,7 +240,7 @@ def test_settings_of_an_undeclared_provider_are_ignored_with_a_warning(
 ) -> None:
     """A worker file written when env, file and dir existed by default must not look as if it enabled them."""
     (tmp_path / "k").write_text("v")
-    with caplog.at_level("WARNING", logger="worker.config_providers"):
+    with caplog.at_level("WARNING", logger="sluice.worker.config_providers"):
         built = ConfigProviders.from_worker_config({"config.providers.dir.param.allowed.paths": str(tmp_path)})
     assert built.names == []
     assert "config.providers.dir.*" in caplog.text and "not declared" in caplog.text

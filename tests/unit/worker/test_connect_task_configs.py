@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from connectors.sink.file import FileStreamSinkConfig
-from connectors.source.file import FileStreamSourceConfig
-from plugins import PluginRegistry
-from worker.connect_task_configs import as_connect_task_configs, task_class_name
+from sluice.connectors.sink.file import FileStreamSinkConfig
+from sluice.connectors.source.file import FileStreamSourceConfig
+from sluice.plugins import PluginRegistry
+from sluice.worker.connect_task_configs import as_connect_task_configs, task_class_name
 
 REGISTRY = PluginRegistry()
 
@@ -62,6 +62,6 @@ def test_a_stand_in_keeps_the_keys_its_own_task_configs_add() -> None:
 
 def test_a_sluice_only_connector_names_its_python_task_class() -> None:
     plugin = REGISTRY.connector("SequenceSource")
-    assert task_class_name(plugin) == "connectors.source.sequence.connector.SequenceSourceTask"
+    assert task_class_name(plugin) == "sluice.connectors.source.sequence.connector.SequenceSourceTask"
     stored = as_connect_task_configs(plugin, {"connector.class": "SequenceSource", "topic": "n"}, [{"topic": "n", "task.id": "0"}])
-    assert stored == [{"topic": "n", "task.id": "0", "task.class": "connectors.source.sequence.connector.SequenceSourceTask"}]
+    assert stored == [{"topic": "n", "task.id": "0", "task.class": "sluice.connectors.source.sequence.connector.SequenceSourceTask"}]

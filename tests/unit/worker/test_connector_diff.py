@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from worker.connector_diff import (
+from sluice.worker.connector_diff import (
     Action,
     KeyChange,
     diff_config,
@@ -10,7 +10,7 @@ from worker.connector_diff import (
     plan_changes,
     render_plan,
 )
-from worker.masking import MASK
+from sluice.worker.masking import MASK
 
 
 def test_a_plan_creates_updates_leaves_and_prunes() -> None:

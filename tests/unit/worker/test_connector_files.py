@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.connector_files import (
+from sluice.worker.connector_files import (
     ConnectorFileError,
     ConnectorFileErrors,
     dump_document,

@@ -9,19 +9,19 @@ from typing import Any, ClassVar
 
 import pytest
 
-from connectors.api import ConfigError
-from connectors.sink.elasticsearch.connector import ElasticsearchSinkConnector
-from connectors.sink.jdbc.connector import JdbcSinkConnector
-from connectors.sink.s3.connector import S3SinkConnector
-from connectors.source.file.connector import FileStreamSourceConnector
-from connectors.source.jdbc.connector import JdbcSourceConnector
-from connectors.source.postgres_cdc.connector import PostgresCdcSourceConnector
-from offsets import MemoryOffsetStore
-from plugins import PluginKind, PluginRegistry
-from worker.config import WorkerConfig
-from worker.config_infos import check_connectivity
-from worker.connector_keys import ignored_key_warnings, split_own_keys
-from worker.worker import Worker
+from sluice.connectors.api import ConfigError
+from sluice.connectors.sink.elasticsearch.connector import ElasticsearchSinkConnector
+from sluice.connectors.sink.jdbc.connector import JdbcSinkConnector
+from sluice.connectors.sink.s3.connector import S3SinkConnector
+from sluice.connectors.source.file.connector import FileStreamSourceConnector
+from sluice.connectors.source.jdbc.connector import JdbcSourceConnector
+from sluice.connectors.source.postgres_cdc.connector import PostgresCdcSourceConnector
+from sluice.offsets import MemoryOffsetStore
+from sluice.plugins import PluginKind, PluginRegistry
+from sluice.worker.config import WorkerConfig
+from sluice.worker.config_infos import check_connectivity
+from sluice.worker.connector_keys import ignored_key_warnings, split_own_keys
+from sluice.worker.worker import Worker
 
 SOURCE = {"name": "f", "connector.class": "FileStreamSource", "file": "", "topic": "t"}
 
@@ -73,7 +73,7 @@ def test_split_own_keys_accepts_attribute_names_as_the_model_does() -> None:
 
 def test_create_logs_one_warning_naming_the_ignored_keys(caplog: pytest.LogCaptureFixture) -> None:
     worker = make_worker()
-    with caplog.at_level(logging.WARNING, logger="worker.worker"):
+    with caplog.at_level(logging.WARNING, logger="sluice.worker.worker"):
         worker.warn_ignored_keys(worker.validate({**SOURCE, "tpoic": "x"}))
         worker.warn_ignored_keys(worker.validate(SOURCE))
     lines = [r.getMessage() for r in caplog.records if "ignores" in r.getMessage()]

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from connectors.api import (
+from sluice.connectors.api import (
     STRING_SCHEMA,
     ConfigError,
     ConnectError,
@@ -19,10 +19,10 @@ from connectors.api import (
     SourceRecord,
     SourceTask,
 )
-from converters.header import SimpleHeaderConverter
-from converters.json import JsonConverter
-from converters.string import StringConverter
-from worker.errors import (
+from sluice.converters.header import SimpleHeaderConverter
+from sluice.converters.json import JsonConverter
+from sluice.converters.string import StringConverter
+from sluice.worker.errors import (
     HEADER_STAGE,
     SKIPPED,
     ErrorContext,
@@ -31,9 +31,9 @@ from worker.errors import (
     Stage,
     context_headers,
 )
-from worker.runners.sink import SinkErrantRecordReporter, SinkTaskRunner
-from worker.runners.source import SourceTaskRunner
-from worker.status import ConnectorTaskId, TargetState
+from sluice.worker.runners.sink import SinkErrantRecordReporter, SinkTaskRunner
+from sluice.worker.runners.source import SourceTaskRunner
+from sluice.worker.status import ConnectorTaskId, TargetState
 
 # -- config -----------------------------------------------------------------------------------------
 
@@ -189,7 +189,7 @@ def test_context_headers_are_connects() -> None:
     try:
         raise DataError("boom")
     except DataError as exc:
-        ctx = ErrorContext(Stage.VALUE_CONVERTER, "converters.json.JsonConverter", exc)
+        ctx = ErrorContext(Stage.VALUE_CONVERTER, "sluice.converters.json.JsonConverter", exc)
     headers = dict(context_headers(ctx, "conn", 2, "in", 0, 7))
     assert headers["__connect.errors.topic"] == b"in"
     assert headers["__connect.errors.partition"] == b"0"
@@ -197,8 +197,8 @@ def test_context_headers_are_connects() -> None:
     assert headers["__connect.errors.connector.name"] == b"conn"
     assert headers["__connect.errors.task.id"] == b"2"
     assert headers[HEADER_STAGE] == b"VALUE_CONVERTER"
-    assert headers["__connect.errors.class.name"] == b"converters.json.JsonConverter"
-    assert headers["__connect.errors.exception.class.name"] == b"connectors.api.errors.DataError"
+    assert headers["__connect.errors.class.name"] == b"sluice.converters.json.JsonConverter"
+    assert headers["__connect.errors.exception.class.name"] == b"sluice.connectors.api.errors.DataError"
     assert headers["__connect.errors.exception.message"] == b"boom"
     assert b"DataError: boom" in (headers["__connect.errors.exception.stacktrace"] or b"")
     assert "__connect.errors.offset" not in dict(context_headers(ctx, "conn", 2, "in"))
@@ -295,7 +295,7 @@ def test_sink_batch_fallback_isolates_the_bad_record_and_keeps_the_good_ones() -
     context = dict(headers[1:])
     assert context["__connect.errors.stage"] == b"VALUE_CONVERTER"
     assert context["__connect.errors.offset"] == b"1"
-    assert context["__connect.errors.class.name"] == b"converters.json.JsonConverter"
+    assert context["__connect.errors.class.name"] == b"sluice.converters.json.JsonConverter"
     assert runner._consumed  # the consumer position moves past the skipped record
 
 
@@ -418,7 +418,7 @@ def test_a_stopping_task_does_not_skip_a_record_it_was_retrying() -> None:
 
 
 def test_relayed_metrics_start_at_zero_under_the_names_a_live_task_reports() -> None:
-    from worker.errors import RelayedErrorMetrics, task_error_metrics
+    from sluice.worker.errors import RelayedErrorMetrics, task_error_metrics
 
     relayed = RelayedErrorMetrics(("relayed", 0))
     live = RetryWithTolerance(ErrorHandlingConfig(), task_id=("live", 0))

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from connectors.api import (
+from sluice.connectors.api import (
     STRING_SCHEMA,
     ConnectError,
     RetriableError,
@@ -19,12 +19,12 @@ from connectors.api import (
     SourceRecordBatch,
     SourceTask,
 )
-from converters.header import SimpleHeaderConverter
-from converters.string import StringConverter
-from offsets import MemoryOffsetStore
-from worker.errors import ErrorHandlingConfig, RetryWithTolerance, Stage, ToleranceExceeded
-from worker.runners.source import SourceTaskRunner
-from worker.status import ConnectorTaskId, TargetState
+from sluice.converters.header import SimpleHeaderConverter
+from sluice.converters.string import StringConverter
+from sluice.offsets import MemoryOffsetStore
+from sluice.worker.errors import ErrorHandlingConfig, RetryWithTolerance, Stage, ToleranceExceeded
+from sluice.worker.runners.source import SourceTaskRunner
+from sluice.worker.status import ConnectorTaskId, TargetState
 
 from .test_errors import CollectingSinkTask, FakeMessage, sink_runner
 
@@ -291,7 +291,7 @@ def test_a_bad_conversion_still_uses_the_converter_stage() -> None:
 def test_task_status_carries_the_error_metrics_while_the_runner_lives() -> None:
     import gc
 
-    from worker.status import State, Status, StatusStore
+    from sluice.worker.status import State, Status, StatusStore
 
     store = StatusStore()
     task_id = ConnectorTaskId("metered", 0)

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from connectors.api import ConfigError
-from offsets import MemoryOffsetStore
-from plugins import PluginRegistry
-from worker.config import WorkerConfig
-from worker.local_paths import allowed_roots, check_local_paths, warn_if_unconfined
-from worker.masking import SECRETS
-from worker.worker import Worker
+from sluice.connectors.api import ConfigError
+from sluice.offsets import MemoryOffsetStore
+from sluice.plugins import PluginRegistry
+from sluice.worker.config import WorkerConfig
+from sluice.worker.local_paths import allowed_roots, check_local_paths, warn_if_unconfined
+from sluice.worker.masking import SECRETS
+from sluice.worker.worker import Worker
 
 
 @pytest.fixture(autouse=True)
@@ -142,7 +142,7 @@ def test_warning_when_unconfined_and_reachable_from_other_hosts(
     settings: dict[str, str], warns: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = WorkerConfig.from_mapping(settings)
-    with caplog.at_level(logging.WARNING, logger="worker.local_paths"):
+    with caplog.at_level(logging.WARNING, logger="sluice.worker.local_paths"):
         warn_if_unconfined(config, allowed_roots(config.connector_allowed_paths))
     assert ("connector.allowed.paths is not set" in caplog.text) is warns
 
@@ -196,7 +196,7 @@ def test_worker_refuses_a_relative_connector_allowed_paths_at_startup() -> None:
 
 
 def test_worker_warns_once_at_construction_when_unconfined_on_a_public_listener(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="worker.local_paths"):
+    with caplog.at_level(logging.WARNING, logger="sluice.worker.local_paths"):
         worker = make_worker(listeners="http://0.0.0.0:8083")
         worker.validate(source("/etc/hostname"))
     assert caplog.text.count("connector.allowed.paths is not set") == 1

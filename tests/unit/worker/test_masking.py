@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from pydantic import SecretStr
 
-from worker.logcontext import LOG_FORMAT, ContextFilter
-from worker.masking import (
+from sluice.worker.logcontext import LOG_FORMAT, ContextFilter
+from sluice.worker.masking import (
     MASK,
     SECRETS,
     SecretMaskingFilter,

@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from worker.metrics import Exposition, MetricsCollector, RateWindow
-from worker.status import ConnectorTaskId, State, Status, StatusStore
-from worker.task_metrics import StartupCounters, TaskMetrics, consumer_lag, register
+from sluice.worker.metrics import Exposition, MetricsCollector, RateWindow
+from sluice.worker.status import ConnectorTaskId, State, Status, StatusStore
+from sluice.worker.task_metrics import StartupCounters, TaskMetrics, consumer_lag, register
 
 
 class _Clock:

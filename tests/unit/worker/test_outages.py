@@ -12,18 +12,18 @@ from typing import Any
 import orjson
 import pytest
 
-from connectors.api import RetriableError, SourceRecord, SourceTask
-from converters.header import SimpleHeaderConverter
-from converters.string import StringConverter
-from offsets import MemoryOffsetStore
-from worker.distributed.status_store import decode_status, encode_status
-from worker.herder_support import TaskStatusReporting
-from worker.outages import LibrdkafkaLog, OutageTracker, any_broker_up, kafka_reason
-from worker.process_executor import _PipeListener
-from worker.restarts import RestartPolicy, TaskRestarter
-from worker.runners import WorkerTask
-from worker.runners.source import SourceTaskRunner
-from worker.status import ConnectorTaskId, State, Status, StatusStore, TargetState
+from sluice.connectors.api import RetriableError, SourceRecord, SourceTask
+from sluice.converters.header import SimpleHeaderConverter
+from sluice.converters.string import StringConverter
+from sluice.offsets import MemoryOffsetStore
+from sluice.worker.distributed.status_store import decode_status, encode_status
+from sluice.worker.herder_support import TaskStatusReporting
+from sluice.worker.outages import LibrdkafkaLog, OutageTracker, any_broker_up, kafka_reason
+from sluice.worker.process_executor import _PipeListener
+from sluice.worker.restarts import RestartPolicy, TaskRestarter
+from sluice.worker.runners import WorkerTask
+from sluice.worker.runners.source import SourceTaskRunner
+from sluice.worker.status import ConnectorTaskId, State, Status, StatusStore, TargetState
 
 from .test_errors import CollectingSinkTask, sink_runner
 
@@ -58,11 +58,11 @@ def tracker(bound_s: float = 10.0) -> tuple[OutageTracker, Clock, Reports]:
 
 
 def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == "worker.outages"]
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == "sluice.worker.outages"]
 
 
 def infos(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and r.name == "worker.outages"]
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and r.name == "sluice.worker.outages"]
 
 
 def test_an_outage_is_logged_once_then_degrades_the_status_after_the_bound_and_recovery_clears_it(
@@ -207,7 +207,7 @@ class Reporting(TaskStatusReporting):
         return "w:8083"
 
     def _trace(self, name: str, error: BaseException) -> str:
-        from worker.status import format_trace
+        from sluice.worker.status import format_trace
 
         return format_trace(error).replace("s3cret", "[hidden]")
 

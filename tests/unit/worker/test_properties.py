@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from worker.properties import parse_properties
+from sluice.worker.properties import parse_properties
 
 
 def test_properties_syntax() -> None:

@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-from connectors.api import (
+from sluice.connectors.api import (
     ConnectError,
     SinkRecordBatch,
     TopicPartition,
     UnusableRawValues,
     ValueFormat,
 )
-from converters.bytes import ByteArrayConverter
-from converters.json import JsonConverter
-from converters.json_documents import first_malformed
-from worker.runners.sink import SinkTaskRunner
+from sluice.converters.bytes import ByteArrayConverter
+from sluice.converters.json import JsonConverter
+from sluice.converters.json_documents import first_malformed
+from sluice.worker.runners.sink import SinkTaskRunner
 
 from .test_errors import CollectingSinkTask, FakeDLQ, FakeMessage, sink_runner
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 import threading
 
-from worker.restarts import RestartPolicy, TaskRestarter
-from worker.status import ConnectorTaskId
+from sluice.worker.restarts import RestartPolicy, TaskRestarter
+from sluice.worker.status import ConnectorTaskId
 
 TASK = ConnectorTaskId("c", 0)
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from worker.standalone_main import serve
+from sluice.worker.standalone_main import serve
 
 
 class SlowToStop:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from connectors.api import ConnectError, DataError, SinkRecord, SinkTask, UnwritableRecordError
+from sluice.connectors.api import ConnectError, DataError, SinkRecord, SinkTask, UnwritableRecordError
 from tests.unit.worker.test_errors import FakeDLQ, FakeMessage, envelope, sink_runner
 
 

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from connectors.api import ConfigError
-from offsets import MemoryOffsetStore
-from plugins import PluginRegistry
-from worker.config import WorkerConfig
-from worker.runners.source import SourceTaskRunner
-from worker.status import ConnectorTaskId, TargetState
-from worker.topic_creation import TopicCreationConfig
-from worker.worker import Worker
+from sluice.connectors.api import ConfigError
+from sluice.offsets import MemoryOffsetStore
+from sluice.plugins import PluginRegistry
+from sluice.worker.config import WorkerConfig
+from sluice.worker.runners.source import SourceTaskRunner
+from sluice.worker.status import ConnectorTaskId, TargetState
+from sluice.worker.topic_creation import TopicCreationConfig
+from sluice.worker.worker import Worker
 
 DEFAULTS = {"topic.creation.default.partitions": "3", "topic.creation.default.replication.factor": "-1"}
 
@@ -96,7 +96,7 @@ def test_invalid_keys_are_refused_by_name(keys: dict[str, str], bad_key: str) ->
 
 
 def test_a_key_of_an_unlisted_group_is_logged(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="worker.topic_creation"):
+    with caplog.at_level(logging.WARNING, logger="sluice.worker.topic_creation"):
         TopicCreationConfig.parse({**DEFAULTS, "topic.creation.typo.partitions": "4"})
     assert "topic.creation.typo.partitions belongs to no group" in caplog.text
 
@@ -138,6 +138,6 @@ def test_a_source_task_gets_a_topic_creator_only_when_enabled_and_asked_for(capl
 
     disabled = make_worker(**{"topic.creation.enable": "false"})
     assert creator(disabled, SOURCE) is None
-    with caplog.at_level(logging.WARNING, logger="worker.worker"):
+    with caplog.at_level(logging.WARNING, logger="sluice.worker.worker"):
         disabled.warn_ignored_keys(disabled.validate(SOURCE))  # what create and update call, once
     assert len([r for r in caplog.records if "topic.creation.enable=false" in r.message]) == 1

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import Field
 
-from connectors.api import (
+from sluice.connectors.api import (
     ConnectError,
     LocalPath,
     PluginConfig,

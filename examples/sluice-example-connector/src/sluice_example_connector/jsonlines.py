@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from pydantic import Field
 
-from connectors.api import (
+from sluice.connectors.api import (
     ConnectError,
     LocalPath,
     PluginConfig,

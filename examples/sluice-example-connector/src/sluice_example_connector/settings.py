@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from connectors.api import PluginConfig
+from sluice.connectors.api import PluginConfig
 
 C = TypeVar("C", bound=PluginConfig)
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import orjson
 
-from connectors.api import SinkRecord, TopicPartition
-from connectors.sink.elasticsearch.client import TransientHttpError
+from sluice.connectors.api import SinkRecord, TopicPartition
+from sluice.connectors.sink.elasticsearch.client import TransientHttpError
 
 
 class FakeCluster:

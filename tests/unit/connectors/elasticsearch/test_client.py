@@ -17,8 +17,8 @@ from typing import Any
 import orjson
 import pytest
 
-from connectors.sink.elasticsearch.client import FatalHttpError, SearchClient, TransientHttpError
-from connectors.sink.elasticsearch.config import ElasticsearchSinkConfig
+from sluice.connectors.sink.elasticsearch.client import FatalHttpError, SearchClient, TransientHttpError
+from sluice.connectors.sink.elasticsearch.config import ElasticsearchSinkConfig
 
 AUTH = "Basic " + base64.b64encode(b"elastic:s3cret").decode()
 

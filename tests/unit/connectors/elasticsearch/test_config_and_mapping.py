@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from connectors.api import ConfigError, Date, Decimal, Schema, Time, Timestamp, Type
-from connectors.api.schema import BOOLEAN_SCHEMA, FLOAT32_SCHEMA, INT8_SCHEMA, INT64_SCHEMA, STRING_SCHEMA
-from connectors.sink.elasticsearch import ElasticsearchSinkConfig, ElasticsearchSinkConnector
-from connectors.sink.elasticsearch.config import MalformedDocBehavior, NullValueBehavior, WriteMethod
-from connectors.sink.elasticsearch.mapping import TIME_FORMAT, index_name, mapping_for
+from sluice.connectors.api import ConfigError, Date, Decimal, Schema, Time, Timestamp, Type
+from sluice.connectors.api.schema import BOOLEAN_SCHEMA, FLOAT32_SCHEMA, INT8_SCHEMA, INT64_SCHEMA, STRING_SCHEMA
+from sluice.connectors.sink.elasticsearch import ElasticsearchSinkConfig, ElasticsearchSinkConnector
+from sluice.connectors.sink.elasticsearch.config import MalformedDocBehavior, NullValueBehavior, WriteMethod
+from sluice.connectors.sink.elasticsearch.mapping import TIME_FORMAT, index_name, mapping_for
 
 URL = {"connection.url": "http://127.0.0.1:9200"}
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import orjson
 
-from connectors.api import SinkRecord, SinkRecordBatch
-from connectors.sink.elasticsearch.config import ElasticsearchSinkConfig
-from connectors.sink.elasticsearch.documents import ActionBuilder, Built, Target, document_bytes
+from sluice.connectors.api import SinkRecord, SinkRecordBatch
+from sluice.connectors.sink.elasticsearch.config import ElasticsearchSinkConfig
+from sluice.connectors.sink.elasticsearch.documents import ActionBuilder, Built, Target, document_bytes
 
 
 def _builder(lanes: int = 1, **extra: Any) -> ActionBuilder:

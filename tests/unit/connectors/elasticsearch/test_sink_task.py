@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from connectors.api import ConnectError, DataError, RetriableError, SinkRecord, SinkRecordBatch, TopicPartition
-from connectors.sink.elasticsearch import ElasticsearchSinkTask
+from sluice.connectors.api import ConnectError, DataError, RetriableError, SinkRecord, SinkRecordBatch, TopicPartition
+from sluice.connectors.sink.elasticsearch import ElasticsearchSinkTask
 from tests.unit.connectors.elasticsearch.fakes import FakeCluster, RecordingContext
 
 TP0 = TopicPartition("t", 0)

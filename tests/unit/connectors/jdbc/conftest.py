@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from connectors.api import SinkRecord, TopicPartition
+from sluice.connectors.api import SinkRecord, TopicPartition
 
 
 class FakeOffsetReader:

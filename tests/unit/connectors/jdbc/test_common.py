@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import types as t
 from sqlalchemy.dialects import postgresql
 
-from connectors.api import (
+from sluice.connectors.api import (
     INT32_SCHEMA,
     INT64_SCHEMA,
     OPTIONAL_STRING_SCHEMA,
@@ -22,10 +22,10 @@ from connectors.api import (
     Timestamp,
     Type,
 )
-from connectors.jdbc_common.connection import to_sqlalchemy_url
-from connectors.jdbc_common.dialects import Column, MySqlDialect, PostgresDialect, SqlDialect, SqliteDialect
-from connectors.jdbc_common.errors import Failure, classify
-from connectors.jdbc_common.types import NumericMapping, column_schema, value_adapter
+from sluice.connectors.jdbc_common.connection import to_sqlalchemy_url
+from sluice.connectors.jdbc_common.dialects import Column, MySqlDialect, PostgresDialect, SqlDialect, SqliteDialect
+from sluice.connectors.jdbc_common.errors import Failure, classify
+from sluice.connectors.jdbc_common.types import NumericMapping, column_schema, value_adapter
 
 
 @pytest.mark.parametrize(

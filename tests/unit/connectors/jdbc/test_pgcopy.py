@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 
-from connectors.sink.jdbc.pgcopy import render
+from sluice.connectors.sink.jdbc.pgcopy import render
 
 
 def _lines(columns: list[list[object]]) -> list[list[str]]:

@@ -13,7 +13,7 @@ import struct
 import orjson
 import pytest
 
-from connectors.sink.jdbc.pgjson import read_json_lines
+from sluice.connectors.sink.jdbc.pgjson import read_json_lines
 from tests.json_parsers import parser_fixture  # noqa: F401 - every test runs with each parser
 
 TEXT = {"a": "text", "b": "text"}

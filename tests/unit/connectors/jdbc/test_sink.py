@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from connectors.api import (
+from sluice.connectors.api import (
     INT32_SCHEMA,
     INT64_SCHEMA,
     OPTIONAL_FLOAT64_SCHEMA,
@@ -28,7 +28,7 @@ from connectors.api import (
     TopicPartition,
     UnwritableRecordError,
 )
-from connectors.sink.jdbc import JdbcSinkConnector, JdbcSinkTask
+from sluice.connectors.sink.jdbc import JdbcSinkConnector, JdbcSinkTask
 from tests.unit.connectors.jdbc.conftest import FakeReporter, FakeSinkContext
 
 VALUE = Schema.struct(
@@ -279,7 +279,7 @@ def test_tombstones_that_are_not_applied_are_counted_and_logged_once_per_batch(
     make_task: Any, db_url: str, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     task = make_task(**{"insert.mode": mode, "pk.mode": "record_value", "pk.fields": "id"})
-    with caplog.at_level("WARNING", logger="connectors.sink.jdbc.task"):
+    with caplog.at_level("WARNING", logger="sluice.connectors.sink.jdbc.task"):
         task.put(SinkRecordBatch.of([rec(0, 1, "a"), tombstone(1, 2), rec(2, 3, "c"), tombstone(3, 4)]))
         task.put(SinkRecordBatch.of([rec(4, 5, "e"), tombstone(5, 6)]))
     assert [r[0] for r in rows(db_url)] == [1, 3, 5]

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from connectors.api import ConfigError
-from connectors.source.postgres_cdc import PostgresCdcSourceConnector
-from plugins import PluginRegistry
+from sluice.connectors.api import ConfigError
+from sluice.connectors.source.postgres_cdc import PostgresCdcSourceConnector
+from sluice.plugins import PluginRegistry
 
 BASE = {"database.dbname": "inventory", "topic.prefix": "dbserver1", "database.password": "pw"}
 
@@ -45,8 +45,8 @@ def test_offsets_can_be_set_to_an_lsn() -> None:
 
 
 def test_include_and_exclude_lists_are_anchored_regexes() -> None:
-    from connectors.source.postgres_cdc.catalog import TableFilter
-    from connectors.source.postgres_cdc.config import PostgresCdcConfig
+    from sluice.connectors.source.postgres_cdc.catalog import TableFilter
+    from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
 
     f = TableFilter(
         PostgresCdcConfig.parse(
@@ -66,8 +66,8 @@ def test_include_and_exclude_lists_are_anchored_regexes() -> None:
 
 
 def test_schema_name_adjustment_makes_debezium_schema_names_avro_names() -> None:
-    from connectors.source.postgres_cdc.tables import Column, Table, adjust_schema_name
-    from connectors.source.postgres_cdc.types import INT4, TypeModes, column_type
+    from sluice.connectors.source.postgres_cdc.tables import Column, Table, adjust_schema_name
+    from sluice.connectors.source.postgres_cdc.types import INT4, TypeModes, column_type
 
     assert adjust_schema_name("my-server.public.items.Value", "none") == "my-server.public.items.Value"
     assert adjust_schema_name("my-server.public.items.Value", "avro") == "my_server.public.items.Value"

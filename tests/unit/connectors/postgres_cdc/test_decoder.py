@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from connectors.source.postgres_cdc.config import PostgresCdcConfig
-from connectors.source.postgres_cdc.decoder import ChangeDecoder, Relation, TableLoader
-from connectors.source.postgres_cdc.snapshot import WATERMARK_PREFIX, ChunkedSnapshot, ChunkWindow
-from connectors.source.postgres_cdc.tables import Column, Table
-from connectors.source.postgres_cdc.types import INT4, NUMERIC, TEXT, UNAVAILABLE, TypeModes, column_type
+from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
+from sluice.connectors.source.postgres_cdc.decoder import ChangeDecoder, Relation, TableLoader
+from sluice.connectors.source.postgres_cdc.snapshot import WATERMARK_PREFIX, ChunkedSnapshot, ChunkWindow
+from sluice.connectors.source.postgres_cdc.tables import Column, Table
+from sluice.connectors.source.postgres_cdc.types import INT4, NUMERIC, TEXT, UNAVAILABLE, TypeModes, column_type
 from tests.unit.connectors.postgres_cdc import pgoutput_messages as pg
 
 MODES = TypeModes()
@@ -95,7 +95,7 @@ def test_insert_update_delete_become_debezium_events_with_tombstone() -> None:
 def test_events_serialize_to_debezium_json_through_the_json_converter() -> None:
     """What lands in the topic with ``JsonConverter`` (schemas disabled): null ``before`` and
     ``transaction`` blocks, the decimal as Connect's base64, the sequence's quotes escaped."""
-    from converters.json import JsonConverter
+    from sluice.converters.json import JsonConverter
 
     d = decoder()
     records = feed(
@@ -285,7 +285,7 @@ def test_config_accepts_debezium_keys_and_names_bad_ones() -> None:
     )
     assert cfg.snapshot_mode == "no_data" and cfg.table_include_list == ["public.a", "public.b"]
     assert PostgresCdcConfig.from_task_config(cfg.to_task_config() | {"name": "x"}) == cfg
-    from connectors.api import ConfigError
+    from sluice.connectors.api import ConfigError
 
     with pytest.raises(ConfigError, match="plugin.name"):
         PostgresCdcConfig.parse({"database.dbname": "d", "topic.prefix": "p", "plugin.name": "decoderbufs"})

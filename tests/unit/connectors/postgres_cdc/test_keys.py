@@ -6,12 +6,12 @@ import decimal
 
 import pytest
 
-from connectors.api import ConfigError, Type
-from connectors.source.postgres_cdc import catalog
-from connectors.source.postgres_cdc import type_registry as registry
-from connectors.source.postgres_cdc import types as t
-from connectors.source.postgres_cdc.config import POSTGRES_CDC_UNIMPLEMENTED_KEYS, PostgresCdcConfig
-from connectors.source.postgres_cdc.tables import Column, Table
+from sluice.connectors.api import ConfigError, Type
+from sluice.connectors.source.postgres_cdc import catalog
+from sluice.connectors.source.postgres_cdc import type_registry as registry
+from sluice.connectors.source.postgres_cdc import types as t
+from sluice.connectors.source.postgres_cdc.config import POSTGRES_CDC_UNIMPLEMENTED_KEYS, PostgresCdcConfig
+from sluice.connectors.source.postgres_cdc.tables import Column, Table
 
 HONOURED = (
     "hstore.handling.mode", "include.unknown.datatypes", "message.key.columns", "slot.max.retries",

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from connectors.api import DataError, Serialization, SourceRecordBatch, WireFormat
-from connectors.source.postgres_cdc import decoder as decoder_module
-from connectors.source.postgres_cdc import native
-from connectors.source.postgres_cdc.decoder import ChangeDecoder, Relation
-from connectors.source.postgres_cdc.tables import Column, Table
-from connectors.source.postgres_cdc.types import (
+from sluice.connectors.api import DataError, Serialization, SourceRecordBatch, WireFormat
+from sluice.connectors.source.postgres_cdc import decoder as decoder_module
+from sluice.connectors.source.postgres_cdc import native
+from sluice.connectors.source.postgres_cdc.decoder import ChangeDecoder, Relation
+from sluice.connectors.source.postgres_cdc.tables import Column, Table
+from sluice.connectors.source.postgres_cdc.types import (
     BOOL,
     BYTEA,
     DATE,
@@ -37,7 +37,7 @@ from connectors.source.postgres_cdc.types import (
     TypeModes,
     column_type,
 )
-from converters.json import JsonConverter
+from sluice.converters.json import JsonConverter
 from tests.unit.connectors.postgres_cdc import pgoutput_messages as pg
 from tests.unit.connectors.postgres_cdc.test_decoder import decoder
 
@@ -485,7 +485,7 @@ def emit_chunk(
     monkeypatch: pytest.MonkeyPatch, conv: Any, text: bytes, modes: TypeModes, optional: dict[str, bool], *, last: bool
 ) -> list[Any]:
     """What ``ChunkedSnapshot`` hands out for one chunk whose COPY returned ``text``."""
-    from connectors.source.postgres_cdc import snapshot as snapshot_module
+    from sluice.connectors.source.postgres_cdc import snapshot as snapshot_module
 
     d = make_decoder(modes, COLUMNS, optional, key=["id"], tombstones=True)
     d.native = offered(conv) if conv is not None else None
@@ -546,9 +546,9 @@ def test_snapshot_chunks_serialize_identically(monkeypatch: pytest.MonkeyPatch, 
 
 
 def test_binary_and_interval_modes_that_change_the_encoding_take_the_python_path() -> None:
-    from connectors.source.postgres_cdc import native
-    from connectors.source.postgres_cdc import types as pgtypes
-    from connectors.source.postgres_cdc.tables import Column
+    from sluice.connectors.source.postgres_cdc import native
+    from sluice.connectors.source.postgres_cdc import types as pgtypes
+    from sluice.connectors.source.postgres_cdc.tables import Column
 
     def kind(oid: int, modes: pgtypes.TypeModes) -> str | None:
         return native.column_kind(Column("c", oid, -1, True, pgtypes.column_type(oid, -1, modes)))

@@ -7,9 +7,9 @@ import decimal
 
 import pytest
 
-from connectors.source.postgres_cdc import types as t
-from connectors.source.postgres_cdc.config import format_lsn, parse_lsn
-from connectors.source.postgres_cdc.tables import Column, Table, unescape_copy
+from sluice.connectors.source.postgres_cdc import types as t
+from sluice.connectors.source.postgres_cdc.config import format_lsn, parse_lsn
+from sluice.connectors.source.postgres_cdc.tables import Column, Table, unescape_copy
 
 ADAPTIVE = t.TypeModes()
 

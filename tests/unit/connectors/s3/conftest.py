@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from connectors.s3_common.storage import MemoryStorage
-from connectors.sink.s3 import S3SinkTask
+from sluice.connectors.s3_common.storage import MemoryStorage
+from sluice.connectors.sink.s3 import S3SinkTask
 
 
 @pytest.fixture

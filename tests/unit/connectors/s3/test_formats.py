@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from connectors.api import (
+from sluice.connectors.api import (
     INT64_SCHEMA,
     OPTIONAL_STRING_SCHEMA,
     STRING_SCHEMA,
@@ -24,14 +24,14 @@ from connectors.api import (
     Schema,
     Timestamp,
 )
-from connectors.s3_common.formats import (
+from sluice.connectors.s3_common.formats import (
     FormatSettings,
     arrow_schema,
     avro_schema,
     make_format,
     short_format_name,
 )
-from connectors.s3_common.storage import MemoryStorage, ObjectUpload
+from sluice.connectors.s3_common.storage import MemoryStorage, ObjectUpload
 
 ROWS = [{"id": i, "name": f"n{i}", "score": i / 4, "ok": i % 2 == 0} for i in range(20)]
 
@@ -220,8 +220,8 @@ def test_avro_sync_marker_depends_on_the_key() -> None:
 def test_s3_errors_map_to_retriable_or_fatal_errors_naming_bucket_and_operation() -> None:
     from botocore.exceptions import ClientError, EndpointConnectionError
 
-    from connectors.api import ConnectError, RetriableError
-    from connectors.s3_common.storage import translate_error
+    from sluice.connectors.api import ConnectError, RetriableError
+    from sluice.connectors.s3_common.storage import translate_error
 
     def client_error(code: str, status: int) -> ClientError:
         return ClientError(

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from connectors.api import DataError
-from connectors.s3_common.formats import InvalidRawJson, ParquetObjectWriter, _rows_to_table
-from connectors.s3_common.parquet_rows import RowShape, UnfitValue
+from sluice.connectors.api import DataError
+from sluice.connectors.s3_common.formats import InvalidRawJson, ParquetObjectWriter, _rows_to_table
+from sluice.connectors.s3_common.parquet_rows import RowShape, UnfitValue
 
 ROWS = [{"id": i, "n": i, "s": f"v{i}"} for i in range(6)]
 

@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
-from connectors.api import ConfigError, DataError
-from connectors.s3_common.layout import ObjectLayout, sidecar_key
-from connectors.s3_common.partitioners import (
+from sluice.connectors.api import ConfigError, DataError
+from sluice.connectors.s3_common.layout import ObjectLayout, sidecar_key
+from sluice.connectors.s3_common.partitioners import (
     JodaFormatter,
     PartitionerSettings,
     TimeBasedPartitioner,

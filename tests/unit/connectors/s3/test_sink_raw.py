@@ -18,7 +18,7 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from connectors.api import (
+from sluice.connectors.api import (
     DataError,
     RetriableError,
     SinkRecord,
@@ -28,8 +28,8 @@ from connectors.api import (
     UnwritableRecordError,
     ValueFormat,
 )
-from connectors.s3_common.formats import ParquetObjectWriter, _read_json_rows
-from connectors.s3_common.storage import MemoryStorage, ObjectUpload
+from sluice.connectors.s3_common.formats import ParquetObjectWriter, _read_json_rows
+from sluice.connectors.s3_common.storage import MemoryStorage, ObjectUpload
 from tests.json_parsers import parser_fixture  # noqa: F401 - every test runs with each parser
 
 from .test_sink_task import _task  # the same task set-up (the bucket fixture is in conftest.py)

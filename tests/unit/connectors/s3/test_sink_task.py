@@ -10,7 +10,7 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from connectors.api import (
+from sluice.connectors.api import (
     DataError,
     RetriableError,
     SinkRecord,
@@ -18,9 +18,9 @@ from connectors.api import (
     TopicPartition,
     UnwritableRecordError,
 )
-from connectors.s3_common.storage import MemoryStorage
-from connectors.sink.s3 import S3SinkConnector, S3SinkTask
-from connectors.sink.s3.writer import TopicPartitionWriter
+from sluice.connectors.s3_common.storage import MemoryStorage
+from sluice.connectors.sink.s3 import S3SinkConnector, S3SinkTask
+from sluice.connectors.sink.s3.writer import TopicPartitionWriter
 
 TP = TopicPartition("t", 0)
 T0 = 1_700_000_000_000
@@ -253,7 +253,7 @@ def test_sidecars_hold_keys_headers_and_timestamps(bucket: MemoryStorage) -> Non
 
 
 def test_connector_config_validation_names_the_key() -> None:
-    from connectors.api import ConfigError
+    from sluice.connectors.api import ConfigError
 
     good = {
         "s3.bucket.name": "bkt",

@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from connectors.api import ConfigError, SinkRecord, SinkRecordBatch, SourceRecord
-from connectors.s3_common.storage import MemoryStorage
-from connectors.sink.s3 import S3SinkTask
-from connectors.source.s3 import S3SourceConnector, S3SourceTask
-from connectors.source.s3.config import S3SourceConfig
+from sluice.connectors.api import ConfigError, SinkRecord, SinkRecordBatch, SourceRecord
+from sluice.connectors.s3_common.storage import MemoryStorage
+from sluice.connectors.sink.s3 import S3SinkTask
+from sluice.connectors.source.s3 import S3SourceConnector, S3SourceTask
+from sluice.connectors.source.s3.config import S3SourceConfig
 
 T0 = 1_700_000_000_000
 HOUR = 3_600_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from worker.distributed.assignor import CONNECTOR, Item, plan
+from sluice.worker.distributed.assignor import CONNECTOR, Item, plan
 
 
 def _connector(name: str, tasks: int) -> set[Item]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from worker.distributed import membership as membership_module
-from worker.distributed.membership import GroupMembership, decode_client_id, encode_client_id
+from sluice.worker.distributed import membership as membership_module
+from sluice.worker.distributed.membership import GroupMembership, decode_client_id, encode_client_id
 
 
 @pytest.fixture

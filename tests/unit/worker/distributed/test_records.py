@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import orjson
 
-from worker.distributed.assignor import CONNECTOR
-from worker.distributed.config_store import ASSIGNMENT_KEY, LEGACY_ASSIGNMENT_KEY, Assignment, ConfigStore
-from worker.distributed.forwarding import sign, verify
-from worker.distributed.status_store import decode_status, encode_status
-from worker.status import State, Status, TargetState
+from sluice.worker.distributed.assignor import CONNECTOR
+from sluice.worker.distributed.config_store import ASSIGNMENT_KEY, LEGACY_ASSIGNMENT_KEY, Assignment, ConfigStore
+from sluice.worker.distributed.forwarding import sign, verify
+from sluice.worker.distributed.status_store import decode_status, encode_status
+from sluice.worker.status import State, Status, TargetState
 
 
 class _Reader(ConfigStore):
@@ -17,7 +17,7 @@ class _Reader(ConfigStore):
     def __init__(self) -> None:  # noqa: D107 - no super(): no consumer
         import threading
 
-        from worker.distributed.config_store import ConfigSnapshot
+        from sluice.worker.distributed.config_store import ConfigSnapshot
 
         self._lock = threading.Lock()
         self._snapshot = ConfigSnapshot()
