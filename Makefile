@@ -28,9 +28,11 @@ $(NATIVE_STAMP): $(STAMP) native/Cargo.toml native/Cargo.lock native/pyproject.t
 kafka: setup
 	$(PY) -m sluice.deploy.kafka_stack fetch
 
-# A real Kafka Connect worker (connect-runtime + connect-file), the peer of the migration tests.
+# A real Kafka Connect worker (connect-runtime + connect-file), the peer of the migration tests, and
+# Debezium's PostgreSQL connector as its plugin, the peer of the CDC differential test.
 kafka-connect: setup
 	$(PY) -m sluice.deploy.kafka_stack fetch-connect
+	$(PY) -m sluice.deploy.debezium fetch
 
 s3: setup
 	$(PY) -m sluice.deploy.s3_server fetch

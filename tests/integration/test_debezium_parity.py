@@ -1,0 +1,299 @@
+"""Sluice's PostgreSQL CDC source against real Debezium (issue #29): the same tables, the same
+database and broker, Debezium 3.6 in a real Kafka Connect worker beside a Sluice worker, one slot
+and publication each, JsonConverter with schemas on both. Every record of every table topic is
+compared field by field, keys, values and schemas, for the default options and for the other
+value of each handling option.
+
+A difference is either *allowed* (it is not data: capture times, the connector's version) or
+*known* (a divergence issue #29 lists and has not fixed yet, named here by item); anything else
+fails the test, and so does a known divergence that no longer shows (it was fixed: take it off).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psycopg
+import pytest
+
+from sluice.deploy.debezium import DebeziumFetchError, plugin_path
+from sluice.deploy.kafka_stack import KafkaBroker
+from tests.integration.cdc_helpers import JSON, cdc_config, dbname, libpq, read_events, run_sql, write_connector
+from tests.integration.cdc_helpers import worker as sluice_worker
+from tests.integration.distributed_helpers import cluster_settings, wait_for
+from tests.integration.kafka_connect_peer import KafkaConnectWorker
+from tests.integration.kafka_helpers import ConsumedRecord, unique_topic_name
+
+pytestmark = pytest.mark.integration
+
+TABLES = ["types_all", "toast_full", "toast_default", "pk_change", "truncated"]
+
+SCHEMA_SQL = [
+    "CREATE EXTENSION IF NOT EXISTS hstore",
+    "CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy')",
+    "CREATE DOMAIN posint AS integer CHECK (VALUE > 0)",
+    """CREATE TABLE types_all (
+        id serial PRIMARY KEY,
+        c_smallint smallint, c_int integer, c_bigint bigint, c_real real, c_double double precision,
+        c_num numeric(12,3), c_num_free numeric, c_money money, c_bool boolean,
+        c_char char(3), c_varchar varchar(20), c_text text,
+        c_date date, c_time time, c_time3 time(3), c_timetz timetz, c_ts timestamp, c_ts3 timestamp(3),
+        c_tstz timestamptz, c_interval interval,
+        c_json json, c_jsonb jsonb, c_xml xml, c_uuid uuid, c_bytea bytea, c_bit bit(4), c_varbit varbit(8),
+        c_inet inet, c_cidr cidr, c_macaddr macaddr,
+        c_int_arr integer[], c_text_arr text[], c_int4range int4range, c_tsrange tsrange,
+        c_mood mood, c_posint posint, c_point point, c_hstore hstore)""",
+    "CREATE TABLE toast_full (id integer PRIMARY KEY, n integer, big_text text, big_bytes bytea)",
+    "ALTER TABLE toast_full REPLICA IDENTITY FULL",
+    "CREATE TABLE toast_default (id integer PRIMARY KEY, n integer, big_text text, big_bytes bytea)",
+    "CREATE TABLE pk_change (id integer PRIMARY KEY, label text)",
+    "CREATE TABLE truncated (id integer PRIMARY KEY, label text)",
+]
+
+TYPES_COLUMNS = (
+    "c_smallint, c_int, c_bigint, c_real, c_double, c_num, c_num_free, c_money, c_bool, c_char, c_varchar, c_text, "
+    "c_date, c_time, c_time3, c_timetz, c_ts, c_ts3, c_tstz, c_interval, c_json, c_jsonb, c_xml, c_uuid, c_bytea, "
+    "c_bit, c_varbit, c_inet, c_cidr, c_macaddr, c_int_arr, c_text_arr, c_int4range, c_tsrange, c_mood, c_posint, "
+    "c_point, c_hstore"
+)
+TYPES_ROWS = [
+    # Ordinary values.
+    "(12, 123456, 9000000000, 1.5, 2.25, 12345.678, 3.14159265358979, 12.34, true, 'abc', 'varchar', 'text', "
+    "'2024-02-29', '13:45:30.123456', '13:45:30.123', '13:45:30+02', '2024-02-29 13:45:30.123456', "
+    "'2024-02-29 13:45:30.123', '2024-02-29 13:45:30.123456+00', '1 year 2 mons 3 days 04:05:06.789', "
+    "'{\"a\": 1}', '{\"b\": [1, 2]}', '<a>x</a>', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '\\x00ff10', "
+    "B'1010', B'101', '192.168.0.1', '10.0.0.0/8', '08:00:2b:01:02:03', '{1,2,3}', '{\"x\",\"y z\"}', "
+    "'[1,10)', '[2024-01-01 00:00,2024-02-01 00:00)', 'happy', 42, '(1.5,2.5)', 'k1=>v1, k2=>NULL')",
+    # Extremes, before 1970, negative and fractional edges.
+    "(-32768, -2147483648, -9223372036854775808, -0.5, 1e300, -999999999.999, -0.000001, -92233720368547758.08, "
+    "false, 'x', '', '', '1900-01-01', '23:59:59.999999', '00:00:00', '00:00:00-11', '1969-12-31 23:59:59.999999', "
+    "'1950-06-15 12:00:00.5', '1960-01-01 00:00:00+05:30', '-1 years -2 days -00:00:01.5', '[]', 'null', '<b/>', "
+    "'00000000-0000-0000-0000-000000000000', '\\x', B'0000', B'', '::1', '2001:db8::/32', '00:00:00:00:00:00', "
+    "'{}', '{NULL}', 'empty', '(,)', 'sad', 1, '(-1,-1)', '')",
+    # Nulls everywhere.
+    "(" + ", ".join(["NULL"] * 38) + ")",
+]
+BIG_TEXT = "toast-" * 4000  # > 2 kB compressed poorly enough to be stored out of line
+OPTIONS = {
+    "defaults": {},
+    "other": {
+        "decimal.handling.mode": "string",
+        "time.precision.mode": "connect",
+        "binary.handling.mode": "hex",
+        "interval.handling.mode": "string",
+        "hstore.handling.mode": "map",
+    },
+}
+
+# Not data: when each system captured a change, and which software it was.
+ALLOWED = {
+    r"payload\.ts_(ms|us|ns)": "capture time of the event (each system's clock)",
+    r"payload\.source\.version": "the connector's version string",
+    r"payload\.source\.ts_(ms|us|ns)@r": "snapshot rows: the time each system read the table",
+}
+# Divergences not fixed yet: issue #29's items, and what this test found beyond them. Each must
+# still show, or it leaves this list.
+_SIDES = r"(payload\.(before|after)|schema\.fields\.(before|after)\.fields)"
+KNOWN: dict[str, str] = {
+    _SIDES + r"\.c_interval": "#29.1 interval: Sluice counts a month as 30 days, Debezium as 30.4375",
+    r"payload\.after\.big_(text|bytes)": "#29.2 REPLICA IDENTITY FULL: unchanged TOAST values not filled from the old tuple",
+    r"(payload|schema\.fields)\.source\.(fields\.)?origin(_lsn)?": "#29.3 source block: no origin, origin_lsn",
+    r"schema\.fields\.source\.version": "#29.3 source block schema: no version 1",
+    r"(payload\.source\.snapshot|schema\.fields\.source\.fields\.snapshot\.parameters\.allowed)":
+        "#29.4 source.snapshot: Debezium's enum and first/first_in_data_collection/last_in_data_collection markers",
+    r"payload\.source\.(lsn|txId|sequence)@r": "#29.5 snapshot rows: one snapshot point (lsn, txId, sequence) for every table",
+    r"payload\.source\.sequence@[cudt]": "#29.6 streaming sequence[0]: the last commit LSN is 48 bytes lower",
+    _SIDES + r"\.c_(bit|varbit)(\..+)?": "found: bit(n)/varbit are io.debezium.data.Bits bytes with a length parameter",
+    _SIDES + r"\.c_point(\..+)?": "found: point is the io.debezium.data.geometry.Point struct (x, y, wkb, srid)",
+    r"(key\.)?schema\.fields\.((before|after)\.fields\.)?id\.default":
+        "found: Debezium gives a serial primary key's schema the default 0",
+}
+
+
+def _setup_database(url: str) -> None:
+    run_sql(url, *SCHEMA_SQL)
+    run_sql(url, *(f"INSERT INTO types_all ({TYPES_COLUMNS}) VALUES {row}" for row in TYPES_ROWS))
+    with psycopg.connect(libpq(url)) as conn:
+        for table in ("toast_full", "toast_default"):
+            conn.execute(f"ALTER TABLE {table} ALTER COLUMN big_text SET STORAGE EXTERNAL")
+            conn.execute(f"ALTER TABLE {table} ALTER COLUMN big_bytes SET STORAGE EXTERNAL")
+            conn.execute(f"INSERT INTO {table} VALUES (1, 0, %s, %s)", (BIG_TEXT, BIG_TEXT.encode() * 2))
+    run_sql(url, "INSERT INTO pk_change VALUES (1, 'one')", "INSERT INTO truncated VALUES (1, 'gone soon')")
+
+
+def _stream_changes(url: str) -> None:
+    run_sql(url, f"INSERT INTO types_all ({TYPES_COLUMNS}) VALUES {TYPES_ROWS[0]}")
+    run_sql(url, "UPDATE types_all SET c_text = 'changed', c_interval = '2 mons 1 day', c_num = 0.5 WHERE id = 1")
+    run_sql(url, "DELETE FROM types_all WHERE id = 2")
+    run_sql(url, "UPDATE toast_full SET n = 1", "UPDATE toast_default SET n = 1")  # TOASTed columns unchanged
+    run_sql(url, "UPDATE pk_change SET id = 100 WHERE id = 1")
+    run_sql(url, "TRUNCATE truncated")
+
+
+# Records per topic: the snapshot, then the streamed changes (a delete brings its tombstone; a
+# primary-key change is a delete, its tombstone and a create; a truncate is one event).
+EXPECTED = {"types_all": 3 + 1 + 1 + 2, "toast_full": 2, "toast_default": 2, "pk_change": 1 + 3, "truncated": 2}
+
+
+@pytest.fixture(scope="module")
+def debezium_plugins() -> Path:
+    try:
+        return plugin_path()
+    except DebeziumFetchError as exc:
+        pytest.fail(f"Debezium's jars could not be fetched: {exc}", pytrace=False)
+
+
+def _config(port: int, database: str, prefix: str, options: dict[str, str]) -> dict[str, str]:
+    config = cdc_config(port, database, prefix, **options)
+    config.update({
+        "table.include.list": ",".join(f"public.{t}" for t in TABLES),
+        "skipped.operations": "none",  # truncates too
+        "key.converter": JSON,
+        "value.converter": JSON,
+        "key.converter.schemas.enable": "true",
+        "value.converter.schemas.enable": "true",
+        "snapshot.mode": "initial",
+    })
+    return config
+
+
+@pytest.fixture
+def both_systems(tmp_path: Path, kafka: KafkaBroker, postgres_db: str, postgres: Any,
+                 debezium_plugins: Path) -> Iterator[dict[str, tuple[str, str]]]:
+    """Runs, for each options set, Debezium and Sluice on the database; yields the topic prefixes."""
+    bootstrap = kafka.bootstrap_servers
+    _setup_database(postgres_db)
+    database = dbname(postgres_db)
+    group = unique_topic_name("dbz")
+    (tmp_path / "connect").mkdir()
+    settings = {k: str(v) for k, v in cluster_settings(group).items()}
+    connect = KafkaConnectWorker(tmp_path / "connect", bootstrap, **{**settings, "plugin.path": str(debezium_plugins),
+                                                                     "plugin.discovery": "hybrid_warn"})
+    (tmp_path / "sluice").mkdir()
+    files = []
+    prefixes: dict[str, tuple[str, str]] = {}
+    for name, options in OPTIONS.items():
+        tag = unique_topic_name("p").replace("-", "")[-8:]
+        prefixes[name] = (f"dbz{tag}", f"slc{tag}")
+        files.append(write_connector(tmp_path / "sluice" / f"{name}.json", f"sluice-{name}",
+                                     _config(postgres.port, database, f"slc{tag}", options)))
+    sluice = sluice_worker(tmp_path / "sluice", bootstrap)
+    connect.start()
+    try:
+        for name, options in OPTIONS.items():
+            response = connect.request("POST", "/connectors", json={
+                "name": f"debezium-{name}", "config": _config(postgres.port, database, prefixes[name][0], options)})
+            assert response.status_code == 201, response.text
+        sluice.start(*files)
+        for name in OPTIONS:
+            sluice.wait_running(f"sluice-{name}", timeout=60)
+            wait_for(lambda n=name: connect.status(f"debezium-{n}"), _running, timeout=90, what=f"debezium-{name} running")
+        yield prefixes
+    finally:
+        sluice.stop()
+        connect.stop()
+
+
+def _running(body: dict[str, Any]) -> bool:
+    failed = [t for t in body.get("tasks", []) if t.get("state") == "FAILED"]
+    assert not failed, f"Debezium failed: {failed[0].get('trace', '')[:3000]}"
+    return bool(body.get("tasks")) and all(t.get("state") == "RUNNING" for t in body["tasks"])
+
+
+def _doc(raw: bytes | None, prefix: str) -> Any:
+    if raw is None:
+        return None
+    return orjson.loads(raw.replace(f'"{prefix}.'.encode(), b'"PREFIX.').replace(f'"{prefix}"'.encode(), b'"PREFIX"'))
+
+
+def _diff(a: Any, b: Any, path: str, out: list[tuple[str, Any, Any]]) -> None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            _diff(a.get(k, "<absent>"), b.get(k, "<absent>"), f"{path}.{k}", out)
+    elif isinstance(a, list) and isinstance(b, list) and all(isinstance(x, dict) and "field" in x for x in a + b):
+        _diff({x["field"]: x for x in a}, {x["field"]: x for x in b}, path, out)  # a schema's fields, by name
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            _diff(x, y, f"{path}[{i}]", out)
+    elif a != b or type(a) is not type(b):
+        out.append((path, a, b))
+
+
+def _differences(topic: str, dbz: list[ConsumedRecord], slc: list[ConsumedRecord],
+                 prefixes: tuple[str, str]) -> list[tuple[str, Any, Any]]:
+    found: list[tuple[str, Any, Any]] = []
+    for i, (d, s) in enumerate(zip(dbz, slc)):
+        key_d, key_s = _doc(d.key, prefixes[0]), _doc(s.key, prefixes[1])
+        value_d, value_s = _doc(d.value, prefixes[0]), _doc(s.value, prefixes[1])
+        op = (value_d or {}).get("payload", {}).get("op") if isinstance(value_d, dict) else None
+        record: list[tuple[str, Any, Any]] = []
+        _diff(key_d, key_s, "key", record)
+        _diff(value_d, value_s, "value", record)
+        for path, x, y in record:
+            path = path.replace("value.", "", 1) if path.startswith("value.") else path
+            found.append((f"{topic}#{i}:{path}@{op}", x, y))
+    return found
+
+
+def _classify(found: list[tuple[str, Any, Any]]) -> tuple[list[str], set[str]]:
+    """The unexplained differences, one line per field path with its count and first example,
+    and the KNOWN entries that showed."""
+    unexplained: dict[str, list[tuple[str, Any, Any]]] = {}
+    known_seen = set()
+    for where, x, y in found:
+        path = where.split(":", 1)[1]
+        if any(re.fullmatch(pattern + r"(@.*)?", path) for pattern in ALLOWED):
+            continue
+        known = next((p for p in KNOWN if re.fullmatch(p + r"(@.*)?", path)), None)
+        if known is not None:
+            known_seen.add(known)
+            continue
+        unexplained.setdefault(path.split("@")[0], []).append((where, x, y))
+    lines = [
+        f"{path} ({len(cases)}x, e.g. {cases[0][0]})\n    debezium: {str(cases[0][1])[:300]}\n    sluice:   {str(cases[0][2])[:300]}"
+        for path, cases in sorted(unexplained.items())
+    ]
+    return lines, known_seen
+
+
+def test_sluice_writes_what_debezium_writes(both_systems: dict[str, tuple[str, str]], kafka: KafkaBroker,
+                                            postgres_db: str) -> None:
+    bootstrap = kafka.bootstrap_servers
+    snapshot = {"types_all": 3, "toast_full": 1, "toast_default": 1, "pk_change": 1, "truncated": 1}
+    for dbz_prefix, slc_prefix in both_systems.values():  # both snapshots done before anything changes
+        for table, count in snapshot.items():
+            read_events(bootstrap, f"{dbz_prefix}.public.{table}", count, timeout=120, settle=0.2)
+            read_events(bootstrap, f"{slc_prefix}.public.{table}", count, timeout=120, settle=0.2)
+    _stream_changes(postgres_db)
+    found: list[tuple[str, Any, Any]] = []
+    for options, (dbz_prefix, slc_prefix) in both_systems.items():
+        for table, count in EXPECTED.items():
+            dbz = read_events(bootstrap, f"{dbz_prefix}.public.{table}", count, timeout=120)
+            slc = read_events(bootstrap, f"{slc_prefix}.public.{table}", count, timeout=120)
+            assert len(dbz) == len(slc) == count, f"{options}/{table}: Debezium {len(dbz)}, Sluice {len(slc)}, expected {count}"
+            found += [(f"{options}/{w}", x, y) for w, x, y in _differences(table, dbz, slc, (dbz_prefix, slc_prefix))]
+            if options == "defaults" and table == "types_all":
+                _check_a_broken_conversion_shows(dbz, slc, (dbz_prefix, slc_prefix))
+    unexplained, known_seen = _classify(found)
+    print(f"\n{len(found)} differing fields, {len(unexplained)} unexplained; known issue #29 items still showing: "
+          f"{sorted(KNOWN[k] for k in known_seen)}")
+    assert not unexplained, "\n".join(unexplained)
+    assert known_seen == set(KNOWN), f"fixed, take off KNOWN: {sorted(set(KNOWN) - known_seen)}"
+
+
+def _check_a_broken_conversion_shows(dbz: list[ConsumedRecord], slc: list[ConsumedRecord], prefixes: tuple[str, str]) -> None:
+    """The mutation check: Sluice's first row with its decimal's last digit changed (what a broken
+    decimal conversion would write) is one unexplained difference, on that field."""
+    doc = orjson.loads(slc[0].value)  # type: ignore[arg-type]
+    digits = bytearray(base64.b64decode(doc["payload"]["after"]["c_num"]))
+    digits[-1] ^= 1
+    doc["payload"]["after"]["c_num"] = base64.b64encode(bytes(digits)).decode()
+    broken = dataclasses.replace(slc[0], value=orjson.dumps(doc))
+    unexplained, _ = _classify(_differences("types_all", dbz[:1], [broken], prefixes))
+    assert [line.split(" ", 1)[0] for line in unexplained] == ["payload.after.c_num"], unexplained
