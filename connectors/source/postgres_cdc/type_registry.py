@@ -27,16 +27,15 @@ from sluice.connectors.source.postgres_cdc.types import ColumnType, TypeModes, c
 MAPPED_OIDS = frozenset({
     pg.BOOL, pg.BYTEA, pg.CHAR, pg.NAME, pg.INT8, pg.INT2, pg.INT4, pg.TEXT, pg.OID, pg.JSON, pg.XML, pg.FLOAT4,
     pg.FLOAT8, pg.MONEY, pg.INET, pg.CIDR, pg.MACADDR, pg.BPCHAR, pg.VARCHAR, pg.DATE, pg.TIME, pg.TIMESTAMP,
-    pg.TIMESTAMPTZ, pg.INTERVAL, pg.TIMETZ, pg.NUMERIC, pg.UUID, pg.JSONB,
+    pg.TIMESTAMPTZ, pg.INTERVAL, pg.TIMETZ, pg.NUMERIC, pg.UUID, pg.JSONB, pg.BIT, pg.VARBIT, pg.POINT,
 })  # fmt: skip
 
 #: Built-in types Debezium maps that Sluice captures as their text (their exact Debezium shapes
-#: are not implemented yet): bit strings, macaddr8, the six built-in ranges, geometric types, tsvector.
+#: are not implemented yet): macaddr8, the six built-in ranges, geometric types but the point, tsvector.
 TEXT_OIDS = frozenset({
-    1560, 1562,  # bit, varbit
     774,  # macaddr8
     3904, 3906, 3908, 3910, 3912, 3926,  # int4range, numrange, tsrange, tstzrange, daterange, int8range
-    600, 601, 602, 603, 604, 628, 718,  # point, lseg, path, box, polygon, line, circle
+    601, 602, 603, 604, 628, 718,  # lseg, path, box, polygon, line, circle
     3614,  # tsvector
 })  # fmt: skip
 

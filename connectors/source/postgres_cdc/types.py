@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import decimal
+import struct
 from binascii import unhexlify
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ BOOL, BYTEA, CHAR, NAME, INT8, INT2, INT4, TEXT, OID = 16, 17, 18, 19, 20, 21, 2
 JSON, XML, FLOAT4, FLOAT8, MONEY, INET, CIDR, MACADDR = 114, 142, 700, 701, 790, 869, 650, 829
 BPCHAR, VARCHAR, DATE, TIME, TIMESTAMP, TIMESTAMPTZ, INTERVAL, TIMETZ = 1042, 1043, 1082, 1083, 1114, 1184, 1186, 1266
 NUMERIC, UUID, JSONB = 1700, 2950, 3802
+BIT, VARBIT, POINT = 1560, 1562, 600
 
 ARRAY_ELEMENTS = {
     1000: BOOL, 1001: BYTEA, 1002: CHAR, 1003: NAME, 1016: INT8, 1005: INT2, 1007: INT4, 1009: TEXT, 1028: OID,
@@ -238,31 +240,33 @@ def _zoned_time(x: bytes) -> str:
     return out + "Z"
 
 
-_INTERVAL_UNITS = {
-    "year": 365.25 * 86_400_000_000, "years": 365.25 * 86_400_000_000,
-    "mon": 30 * 86_400_000_000, "mons": 30 * 86_400_000_000,
-    "day": 86_400_000_000, "days": 86_400_000_000,
-}  # fmt: skip
+#: Debezium's average month for PostgreSQL intervals (a year is 12 of them: 365.25 days).
+_DAYS_PER_MONTH = 365.25 / 12
+_INTERVAL_FIELDS = {"year": 0, "years": 0, "mon": 1, "mons": 1, "day": 2, "days": 2}
 
 
 def _interval_micros(x: bytes) -> int:
-    """``1 year 2 mons 3 days 04:05:06.7`` → microseconds (Debezium's MicroDuration: a month is 30
-    days, a year 365.25 days)."""
+    """``1 year 2 mons 3 days 04:05:06.7`` → microseconds, as Debezium's MicroDuration computes them:
+    months (a year is 12) count 30.4375 days each, and the sum is taken in floating point in
+    Debezium's order and truncated, so the last digit agrees too."""
+    fields = [0, 0, 0]  # years, months, days
+    hours = minutes = 0
+    seconds = 0.0
     parts = x.decode().split()
-    total = 0.0
     i = 0
     while i < len(parts):
         token = parts[i]
         if ":" in token:
-            negative = token.startswith("-")
+            sign = -1 if token.startswith("-") else 1
             clock = token.lstrip("+-").split(":")
-            seconds = int(clock[0]) * 3600 + int(clock[1]) * 60 + float(clock[2] if len(clock) > 2 else 0)
-            total += -seconds * 1e6 if negative else seconds * 1e6
+            hours, minutes = sign * int(clock[0]), sign * int(clock[1])
+            seconds = sign * float(clock[2] if len(clock) > 2 else 0)
             i += 1
         else:
-            total += int(token) * _INTERVAL_UNITS.get(parts[i + 1], 0)
+            fields[_INTERVAL_FIELDS[parts[i + 1]]] += int(token)
             i += 2
-    return round(total)
+    days = (fields[0] * 12 + fields[1]) * _DAYS_PER_MONTH + fields[2]
+    return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1e6)
 
 
 def _interval_iso(x: bytes) -> str:
@@ -484,9 +488,43 @@ def column_type(
         return _numeric_type(oid, typmod, modes)
     if oid in (DATE, TIME, TIMESTAMP, TIMESTAMPTZ, TIMETZ, INTERVAL):
         return _temporal_type(oid, typmod, modes)
+    if oid in (BIT, VARBIT):
+        return _bits_type(oid, typmod)
+    if oid == POINT:
+        return ColumnType(POINT_SCHEMA, _point, None, {"x": 0.0, "y": 0.0, "wkb": None, "srid": None}, False)
     # Anything else Debezium maps (ranges, geometric types, bit strings, tsvector, extension types
     # such as citext and ltree, see known_type): its text.
     return ColumnType(Schema(Type.STRING), _text, "{x}.decode()", "")
+
+
+#: Debezium's geometry point: the coordinates, and the point as WKB (little-endian, type 1).
+POINT_SCHEMA = Schema.struct(
+    [("x", Schema(Type.FLOAT64)), ("y", Schema(Type.FLOAT64)), ("wkb", Schema(Type.BYTES, optional=True)),
+     ("srid", Schema(Type.INT32, optional=True))],
+    name="io.debezium.data.geometry.Point",
+    version=1,
+    doc="Geometry (POINT)",
+)
+
+
+def _point(x: bytes) -> dict[str, Any]:
+    """``(1.5,2.5)`` → Debezium's Point struct."""
+    px, py = (float(v) for v in x.decode().strip("()").split(","))
+    return {"x": px, "y": py, "wkb": struct.pack("<BIdd", 1, 1, px, py), "srid": None}
+
+
+def _bits_type(oid: int, typmod: int) -> ColumnType:
+    """``bit(1)`` is a boolean; longer bit strings and ``varbit`` are io.debezium.data.Bits: the bits
+    as a little-endian number in as few bytes as it needs (none for zero, as Debezium writes it)."""
+    if oid == BIT and typmod <= 1:
+        return ColumnType(Schema(Type.BOOLEAN), lambda x: x == b"1", "{x} == b'1'", False, False)
+    length = typmod if typmod > 0 else 2**31 - 1
+    return ColumnType(semantic(Type.BYTES, "io.debezium.data.Bits", {"length": str(length)}), _bits, None, b"", False)
+
+
+def _bits(x: bytes) -> bytes:
+    number = int(x, 2) if x else 0
+    return number.to_bytes((number.bit_length() + 7) // 8, "little")
 
 
 def _numeric_type(oid: int, typmod: int, modes: TypeModes) -> ColumnType:
