@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sluice-installed
 
-.PHONY: setup kafka kafka-connect s3 spark opensearch schema-registry helm-tools quickstart test unit integration bench lint clean
+.PHONY: setup kafka kafka-connect s3 spark opensearch schema-registry helm-tools image quickstart test unit integration bench lint clean
 
 NATIVE_STAMP := $(VENV)/.sluice-native-installed
 
@@ -51,16 +51,21 @@ schema-registry: setup
 helm-tools: setup
 	$(PY) -m sluice.deploy.helm_tools fetch
 
+# The container image (deploy/container/Containerfile) built with podman on base images made with
+# debootstrap (no registry is reachable), cached under ~/.cache/sluice; rebuilt only when the tree changed.
+image: setup
+	$(PY) -m sluice.deploy.container_image build
+
 quickstart: setup kafka
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash deploy/quickstart/run.sh
 
-test: setup kafka kafka-connect s3 opensearch spark schema-registry helm-tools
+test: setup kafka kafka-connect s3 opensearch spark schema-registry helm-tools image
 	$(PY) -m pytest
 
 unit: setup
 	$(PY) -m pytest tests/unit
 
-integration: setup kafka kafka-connect s3 opensearch spark schema-registry helm-tools
+integration: setup kafka kafka-connect s3 opensearch spark schema-registry helm-tools image
 	$(PY) -m pytest tests/integration
 
 bench: setup kafka

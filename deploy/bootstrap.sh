@@ -17,6 +17,11 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 # Prometheus (and promtool) for the metrics tests: they start a private server that scrapes a worker.
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+# podman with runc (crun refuses this machine's cgroup mode) and debootstrap: the container image's
+# tests make its base images and build and run it (deploy/container_image.py).
+command -v podman >/dev/null 2>&1 || missing+=(podman)
+command -v runc >/dev/null 2>&1 || missing+=(runc)
+{ command -v debootstrap || [[ -x /usr/sbin/debootstrap ]]; } >/dev/null 2>&1 || missing+=(debootstrap)
 
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]] && ! command -v sudo >/dev/null 2>&1; then
