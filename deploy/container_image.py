@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 SUITE: Final = "bookworm"
 FALLBACK_MIRROR: Final = "http://deb.debian.org/debian"
 IMAGE_REPOSITORY: Final = "localhost/sluice"
-DEFAULT_EXTRAS: Final = "jdbc,s3"
+DEFAULT_EXTRAS: Final = "postgres,avro"
 #: podman as it runs here: crun refuses the cgroup mode, and ulimits may only be lowered.
 PODMAN_GLOBAL_ARGS: Final = ("--runtime", "runc")
 ULIMIT_ARGS: Final = ("--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024")

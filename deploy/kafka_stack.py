@@ -14,6 +14,10 @@ fixtures:
   into ``~/.cache/sluice/kafka-connect-<version>/libs``: the real Connect the migration tests run
   beside Sluice.
 
+The jars are fetched by :mod:`sluice.deploy.kafka_jars`, the KRaft storage is formatted by
+:mod:`sluice.deploy.kafka_storage` and the errors live in :mod:`sluice.deploy.kafka_errors`; this
+module runs the broker and re-exports their names, which ``sluice dev`` and the tests import from here.
+
 Command line (the Makefile uses ``fetch``)::
 
     python -m sluice.deploy.kafka_stack fetch [--kafka-version 4.3.1]   # prints the libs directory
@@ -25,27 +29,37 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import base64
 import contextlib
-import datetime as dt
 import logging
 import os
-import re
-import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Final
 
 from sluice.deploy import maven
-from sluice.deploy.maven import cache_dir, exclusive_lock  # noqa: F401 - devstack and s3_server import them from here
-from sluice.deploy.processes import (  # noqa: F401 - re-exported: devstack and tests import them from here
+from sluice.deploy.kafka_errors import KafkaFetchError, KafkaStackError, KafkaStartError, PortInUseError
+from sluice.deploy.kafka_jars import (
+    CONNECT_POM_PATH,
+    DEFAULT_KAFKA_VERSION,
+    KAFKA_FILES_DIR,
+    LOG4J2_CONFIG,
+    POM_PATH,
+    TOOLS_POM_PATH,
+    ensure_connect_jars,
+    ensure_kafka_jars,
+    ensure_kafka_tools_jars,
+    is_kafka_cached,
+    kafka_libs_dir,
+)
+from sluice.deploy.kafka_storage import format_storage, logging_options, new_cluster_id, now
+from sluice.deploy.maven import cache_dir, exclusive_lock
+from sluice.deploy.processes import (
     LOOPBACK,
     die_with_parent_hook,
     find_free_port,
@@ -57,143 +71,48 @@ from sluice.deploy.processes import (  # noqa: F401 - re-exported: devstack and 
 )
 from sluice.deploy.processes import find_java as _find_java
 
+# The names devstack, s3_server, the tests and the benchmarks import from here.
+__all__ = [
+    "CONNECT_POM_PATH",
+    "DEFAULT_KAFKA_VERSION",
+    "KAFKA_FILES_DIR",
+    "LOG4J2_CONFIG",
+    "LOOPBACK",
+    "NODE_ID",
+    "POM_PATH",
+    "TOOLS_POM_PATH",
+    "KafkaBroker",
+    "KafkaFetchError",
+    "KafkaStackError",
+    "KafkaStartError",
+    "PortInUseError",
+    "cache_dir",
+    "die_with_parent_hook",
+    "ensure_connect_jars",
+    "ensure_kafka_jars",
+    "ensure_kafka_tools_jars",
+    "exclusive_lock",
+    "find_free_port",
+    "find_java",
+    "is_kafka_cached",
+    "is_port_free",
+    "is_port_open",
+    "kafka_libs_dir",
+    "main",
+    "new_cluster_id",
+    "signal_process_group",
+    "stop_process_group",
+    "tail_file",
+]
+
 logger = logging.getLogger(__name__)
 
-DEFAULT_KAFKA_VERSION: Final = "4.3.1"
-"""Newest Kafka 4.x whose full dependency tree resolved from Maven Central (4.4.0's
-``kafka-tools-api`` was missing there when this was chosen)."""
-
 NODE_ID: Final = 1
-
-KAFKA_FILES_DIR: Final = Path(__file__).resolve().parent / "kafka"
-POM_PATH: Final = KAFKA_FILES_DIR / "pom.xml"
-TOOLS_POM_PATH: Final = KAFKA_FILES_DIR / "tools-pom.xml"
-CONNECT_POM_PATH: Final = KAFKA_FILES_DIR / "connect-pom.xml"
-LOG4J2_CONFIG: Final = KAFKA_FILES_DIR / "log4j2.properties"
-
-_FORMAT_TIMEOUT_S: Final = 120.0
-_VERSION_RE: Final = re.compile(r"^4\.\d+\.\d+(?:[.-][A-Za-z0-9]+)*$")
-
-
-class KafkaStackError(RuntimeError):
-    """Base class for errors fetching or running the local Kafka broker."""
-
-
-class KafkaFetchError(KafkaStackError):
-    """The Kafka jars could not be fetched from Maven Central."""
-
-
-class KafkaStartError(KafkaStackError):
-    """The broker could not be launched, exited during startup, or did not become ready."""
-
-
-class PortInUseError(KafkaStartError):
-    """A port the broker must listen on is already taken by another process."""
-
-    def __init__(self, port: int, host: str = LOOPBACK, listener: str = "PLAINTEXT") -> None:
-        self.port = port
-        self.host = host
-        self.listener = listener
-        super().__init__(f"port {port} on {host} (the {listener} listener) is already in use by another process")
-
-
-# --------------------------------------------------------------------------------------
-# Jars from Maven Central
-# --------------------------------------------------------------------------------------
 
 
 def find_java() -> str:
     """Path of the ``java`` executable: ``$JAVA_HOME/bin/java``, else ``java`` on PATH."""
     return _find_java(KafkaStartError, "Kafka 4.x needs Java 17 or newer")
-
-
-def kafka_libs_dir(version: str = DEFAULT_KAFKA_VERSION) -> Path:
-    """Where the jars of ``version`` live once fetched (whether or not they are yet)."""
-    return maven.libs_dir("kafka", version)
-
-
-def is_kafka_cached(version: str = DEFAULT_KAFKA_VERSION) -> bool:
-    """True if a completed fetch of ``version`` is in the cache."""
-    return maven.is_cached("kafka", version)
-
-
-def ensure_kafka_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None = None) -> Path:
-    """Return the directory holding Kafka ``version``'s runtime jars, fetching them if needed.
-
-    The first call runs ``mvn dependency:copy-dependencies -DincludeScope=runtime`` on
-    ``deploy/kafka/pom.xml`` (about 5-60 s, depending on the local Maven repository); later
-    calls only check a marker file (see :mod:`sluice.deploy.maven`).
-
-    Raises:
-        ValueError: ``version`` is not a Kafka 4.x version string.
-        KafkaFetchError: Maven is missing or failed; the message ends with Maven's output.
-    """
-    return _ensure_kafka_artifact(
-        "kafka", version, POM_PATH, f"org.apache.kafka:kafka_2.13:{version}", [f"kafka_2.13-{version}.jar"], mvn, slf4j=True
-    )
-
-
-def ensure_kafka_tools_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None = None) -> Path:
-    """The directory holding ``kafka-tools`` ``version`` alone (Kafka's load generators, for the
-    benchmarks); with :func:`ensure_kafka_jars`' directory it makes their classpath."""
-    return _ensure_kafka_artifact(
-        "kafka-tools", version, TOOLS_POM_PATH, f"org.apache.kafka:kafka-tools:{version}", [f"kafka-tools-{version}.jar"], mvn
-    )
-
-
-def ensure_connect_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None = None) -> Path:
-    """The directory holding a Kafka Connect ``version`` worker's runtime jars (the whole classpath
-    of ``org.apache.kafka.connect.cli.ConnectDistributed``, FileStream connectors included),
-    fetched on first use like :func:`ensure_kafka_jars` (about 5 s from a warm Maven repository)."""
-    wanted = [f"connect-runtime-{version}.jar", f"connect-file-{version}.jar", f"connect-json-{version}.jar"]
-    return _ensure_kafka_artifact(
-        "kafka-connect", version, CONNECT_POM_PATH, f"org.apache.kafka:connect-runtime:{version}", wanted, mvn, slf4j=True
-    )
-
-
-def _ensure_kafka_artifact(
-    name: str, version: str, pom: Path, artifact: str, wanted: list[str], mvn: str | None, *, slf4j: bool = False
-) -> Path:
-    """One Kafka 4.x artifact's jars through :func:`sluice.deploy.maven.ensure_jars`, checked for ``wanted``
-    (and the log4j SLF4J binding when ``slf4j``) once fetched."""
-    if not _VERSION_RE.match(version):
-        # The poms, the log4j2 binding and the broker settings are all Kafka 4.x specific;
-        # the check also keeps the version from escaping the cache directory.
-        raise ValueError(f"unsupported Kafka version {version!r}: expected 4.x.y")
-
-    def check(jars: list[str]) -> str | None:
-        missing = [j for j in wanted if j not in jars]
-        if slf4j and not any(j.startswith("log4j-slf4j-impl-") for j in jars):
-            missing.append("the log4j SLF4J binding")
-        return f"{', '.join(missing)} missing from its output" if missing else None
-
-    return maven.ensure_jars(
-        name,
-        version,
-        pom=pom,
-        properties={"kafka.version": version},
-        artifact=artifact,
-        check=check,
-        mvn=mvn,
-        error=KafkaFetchError,
-    )
-
-
-# --------------------------------------------------------------------------------------
-# Java, ports, processes
-# --------------------------------------------------------------------------------------
-
-
-def new_cluster_id() -> str:
-    """A random Kafka cluster id, as ``kafka-storage random-uuid`` prints but without a JVM.
-
-    16 random bytes, URL-safe base64 without padding (22 characters).
-    """
-    while True:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
-        # Kafka's Uuid.randomUuid() rejects ids starting with '-': they parse as CLI flags.
-        if not cluster_id.startswith("-"):
-            return cluster_id
 
 
 # --------------------------------------------------------------------------------------
@@ -363,27 +282,12 @@ class KafkaBroker:
                 raise PortInUseError(port, self.host, listener)
         self._write_config()
         if not (self.log_dirs / "meta.properties").exists():
-            self._format_storage(java, libs)
+            format_storage(java, libs, self.config_path, self.log_dirs, self.log_path)
 
-        cmd = [
-            java,
-            f"-Xms{self.heap_initial}",
-            f"-Xmx{self.heap_max}",
-            "-XX:+UseG1GC",
-            "-XX:MaxGCPauseMillis=20",
-            "-XX:+ExitOnOutOfMemoryError",
-            "-XX:-UsePerfData",
-            "-Djava.awt.headless=true",
-            *self._logging_options(),
-            *self.jvm_options,
-            "-cp",
-            str(libs / "*"),
-            "kafka.Kafka",
-            str(self.config_path),
-        ]
+        cmd = self._java_command(java, libs)
         log = open(self.log_path, "ab")  # closed by _terminate()
         self._log_start = log.tell()
-        log.write(f"\n=== sluice: starting Kafka {self.version} at {_now()} ===\n".encode())
+        log.write(f"\n=== sluice: starting Kafka {self.version} at {now()} ===\n".encode())
         log.flush()
         try:
             self._proc = subprocess.Popen(
@@ -411,6 +315,25 @@ class KafkaBroker:
             self._data_dir,
         )
         return self._proc.pid
+
+    def _java_command(self, java: str, libs: Path) -> list[str]:
+        """The command line of the broker's JVM."""
+        return [
+            java,
+            f"-Xms{self.heap_initial}",
+            f"-Xmx{self.heap_max}",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-XX:+ExitOnOutOfMemoryError",
+            "-XX:-UsePerfData",
+            "-Djava.awt.headless=true",
+            *logging_options(),
+            *self.jvm_options,
+            "-cp",
+            str(libs / "*"),
+            "kafka.Kafka",
+            str(self.config_path),
+        ]
 
     def wait_until_ready(self, timeout: float | None = None) -> None:
         """Block until the broker answers a metadata request listing itself.
@@ -548,56 +471,6 @@ class KafkaBroker:
             lines.append(f"{key}={value.replace(chr(92), chr(92) * 2)}")
         maven.write_atomically(self.config_path, "\n".join(lines) + "\n")
 
-    @staticmethod
-    def _logging_options() -> list[str]:
-        return [
-            f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}",
-            # log4j's own shutdown hook would race Kafka's and drop the shutdown messages.
-            "-Dlog4j2.shutdownHookEnabled=false",
-        ]
-
-    def _format_storage(self, java: str, libs: Path) -> None:
-        cluster_id = new_cluster_id()
-        cmd = [
-            # A short-lived tool: a small heap and C1 only start it faster.
-            java,
-            "-Xmx256m",
-            "-XX:TieredStopAtLevel=1",
-            "-XX:+UseSerialGC",
-            "-XX:-UsePerfData",
-            *self._logging_options(),
-            "-cp",
-            str(libs / "*"),
-            "kafka.tools.StorageTool",
-            "format",
-            "--standalone",
-            "--cluster-id",
-            cluster_id,
-            "--config",
-            str(self.config_path),
-        ]
-        try:
-            result = subprocess.run(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",
-                timeout=_FORMAT_TIMEOUT_S,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise KafkaStartError(f"formatting Kafka storage in {self.log_dirs} failed: {exc}") from exc
-        with open(self.log_path, "a", encoding="utf-8") as log:
-            log.write(f"\n=== sluice: {shlex.join(cmd[-8:])} at {_now()} ===\n{result.stdout}")
-        if result.returncode != 0:
-            raise KafkaStartError(
-                f"formatting Kafka storage in {self.log_dirs} failed (exit code {result.returncode}):\n"
-                + maven.indent(maven.tail_text(result.stdout))
-            )
-        logger.debug("Formatted %s with cluster id %s", self.log_dirs, cluster_id)
-
     def _previous_controller_port(self) -> int | None:
         # `format --standalone` records the controller's endpoint in the metadata log, so a
         # formatted directory keeps the controller port it was formatted with.
@@ -640,10 +513,6 @@ class KafkaBroker:
         return Path(tempfile.mkdtemp(prefix="sluice-kafka-")).resolve()
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
 # --------------------------------------------------------------------------------------
 # python -m sluice.deploy.kafka_stack
 # --------------------------------------------------------------------------------------
@@ -651,6 +520,24 @@ def _now() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m sluice.deploy.kafka_stack``; returns the exit code."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+
+    try:
+        if args.command == "fetch":
+            libs = ensure_kafka_jars(args.kafka_version)
+            print(libs)
+            return 0
+        if args.command == "fetch-connect":
+            print(ensure_connect_jars(args.kafka_version))
+            return 0
+        return _run_broker(args)
+    except (KafkaStackError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m sluice.deploy.kafka_stack",
         description="Fetch Apache Kafka from Maven Central and run a local KRaft broker.",
@@ -679,39 +566,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--port", type=int, default=9092, help="PLAINTEXT port (default 9092)")
     run.add_argument("--data-dir", type=Path, help="broker directory (default: a temporary one)")
     run.add_argument("--partitions", type=int, default=1, help="num.partitions (default 1)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    return parser
 
+
+def _run_broker(args: argparse.Namespace) -> int:
+    """``run``: a broker in the foreground until Ctrl-C; the exit code."""
+    broker = KafkaBroker(
+        version=args.kafka_version,
+        port=args.port,
+        data_dir=args.data_dir,
+        num_partitions=args.partitions,
+        # Foreground: if this process is killed (not just Ctrl-C'd), take the JVM along.
+        kill_with_parent=True,
+    )
     try:
-        if args.command == "fetch":
-            libs = ensure_kafka_jars(args.kafka_version)
-            print(libs)
-            return 0
-        if args.command == "fetch-connect":
-            print(ensure_connect_jars(args.kafka_version))
-            return 0
-        broker = KafkaBroker(
-            version=args.kafka_version,
-            port=args.port,
-            data_dir=args.data_dir,
-            num_partitions=args.partitions,
-            # Foreground: if this process is killed (not just Ctrl-C'd), take the JVM along.
-            kill_with_parent=True,
-        )
-        try:
-            broker.start()
-            print(f"Kafka {broker.version} ready at {broker.bootstrap_servers}; Ctrl-C stops it", flush=True)
-            while broker.is_running():
-                time.sleep(0.5)
-            print(f"Kafka exited unexpectedly; see {broker.log_path}", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            return 0
-        finally:
-            broker.stop()
-    except (KafkaStackError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        broker.start()
+        print(f"Kafka {broker.version} ready at {broker.bootstrap_servers}; Ctrl-C stops it", flush=True)
+        while broker.is_running():
+            time.sleep(0.5)
+        print(f"Kafka exited unexpectedly; see {broker.log_path}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        broker.stop()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from sluice.rest.authn import Authenticator
 from sluice.rest.authz import AccessControlMiddleware, AccessPolicy
 from sluice.rest.errors import install_error_handlers
 from sluice.rest.logger_levels import LoggerLevels
-from sluice.rest.middleware import RequestHeadersMiddleware, RequestLimitsMiddleware
+from sluice.rest.middleware import ConnectorLogContextMiddleware, RequestHeadersMiddleware, RequestLimitsMiddleware
 from sluice.rest.routes import backfills, connectors, loggers, metrics, offsets, plugins, root
 from sluice.rest.settings import RestSettings
 from sluice.worker.herder import Herder
@@ -47,6 +47,7 @@ def create_app(herder: Herder, settings: RestSettings | None = None) -> FastAPI:
     app.include_router(loggers.router)
     backfills.install(app, herder)
     # Added last = runs first: unauthenticated clients are refused before their body is read.
+    app.add_middleware(ConnectorLogContextMiddleware)
     app.add_middleware(RequestHeadersMiddleware)
     app.add_middleware(
         RequestLimitsMiddleware, max_bytes=settings.max_request_bytes, body_timeout_s=settings.request_body_timeout_ms / 1000

@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sluice.rest.errors import error_response
 from sluice.worker.distributed.forwarding import request_headers
+from sluice.worker.logcontext import connector_context
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
@@ -33,6 +34,23 @@ class RequestHeadersMiddleware:
             await self.app(scope, receive, send)
         finally:
             request_headers.reset(token)
+
+
+class ConnectorLogContextMiddleware:
+    """Tags what a request on ``/connectors/{name}[/tasks/{n}]…`` logs (here and in the herder calls
+    it makes, on the thread pool, which copies the context) with ``[name|worker]`` or ``[name|task-n]``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        parts: list[str] = scope["path"].split("/", 5) if scope["type"] == "http" else []
+        if len(parts) < 3 or parts[1] != "connectors" or not parts[2]:
+            await self.app(scope, receive, send)
+            return
+        task = int(parts[4]) if len(parts) > 4 and parts[3] == "tasks" and parts[4].isdigit() else None
+        with connector_context(parts[2], task):
+            await self.app(scope, receive, send)
 
 
 class RequestLimitsMiddleware:

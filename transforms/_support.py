@@ -27,11 +27,13 @@ __all__ = [
     "SchemaCache",
     "copy_struct_schema",
     "field_path",
+    "fill_default",
     "require_map",
     "require_schema",
     "require_struct",
     "uniform",
     "with_key",
+    "with_column",
     "with_topic",
     "with_value",
 ]
@@ -244,6 +246,26 @@ class DerivedSinkRecordBatch(SinkRecordBatch):
         self.fresh = fresh
 
 
+def with_column(
+    batch: Any,
+    on_key: bool,
+    out: list[Any],
+    schemas: list[Schema | None],
+    schema: Schema | None,
+    new_schema: Schema | None,
+    column: list[Any],
+) -> DerivedSinkRecordBatch:
+    """The batch with one column replaced: ``out``, under ``new_schema`` (null entries keep ``schema``);
+    without a ``new_schema`` (schemaless) the column's schemas stay as they were."""
+    new_schemas: list[Schema | None] = schemas
+    if new_schema is not None:
+        new_schemas = [new_schema] * len(out) if None not in column else [schema if d is None else new_schema for d in out]
+    if on_key:
+        return DerivedSinkRecordBatch(batch, keys=out, key_schemas=new_schemas, fresh="keys")
+    return DerivedSinkRecordBatch(batch, values=out, value_schemas=new_schemas, fresh="values")
+
+
+
 def uniform(column: list[Any]) -> Any:
     """The one object every entry of ``column`` is (``None`` included), else :data:`MIXED`."""
     if not column:
@@ -295,6 +317,14 @@ def _kind(data: Any) -> str:
 
 
 # -- schema building ----------------------------------------------------------------------------
+
+
+def fill_default(data: dict[str, Any], schema: Schema) -> dict[str, Any]:
+    """Connect's ``Struct.get``: a null field with a default reads as the default."""
+    if any(data.get(f.name) is None and f.schema.default is not None for f in schema.fields):
+        data = {f.name: (f.schema.default if data.get(f.name) is None else data.get(f.name)) for f in schema.fields}
+    return data
+
 
 
 def copy_struct_schema(base: Schema, fields: list[tuple[str, Schema]]) -> Schema:

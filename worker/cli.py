@@ -6,10 +6,12 @@ import sys
 
 import click
 
+from sluice.connectors.api import ConfigError
+from sluice.worker import tracing
 from sluice.worker.cli_apply import apply, export, test_command
 from sluice.worker.cli_backfill import backfill
 from sluice.worker.cli_connectors import connectors
-from sluice.worker.logcontext import configure_logging
+from sluice.worker.logcontext import LOG_FORMATS, configure_logging
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -32,7 +34,10 @@ def main() -> None:
 @click.argument("worker_config", type=click.Path(exists=True, dir_okay=False))
 @click.argument("connector_configs", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 @click.option("--log-level", default="INFO", show_default=True, help="Root log level (DEBUG, INFO, WARNING, ERROR).")
-def standalone(worker_config: str, connector_configs: tuple[str, ...], log_level: str) -> None:
+@click.option(
+    "--log-format", type=click.Choice(LOG_FORMATS), help="Log lines as text or JSON objects [default: the worker's log.format, else text]."
+)
+def standalone(worker_config: str, connector_configs: tuple[str, ...], log_level: str, log_format: str | None) -> None:
     """Run a standalone worker, like Kafka Connect's connect-standalone.
 
     WORKER_CONFIG is a worker .properties (or .json) file with Connect's keys:
@@ -48,14 +53,17 @@ def standalone(worker_config: str, connector_configs: tuple[str, ...], log_level
     # Here: the client commands start without loading the worker and its REST server.
     from sluice.worker.standalone_main import run_standalone
 
-    configure_logging(log_level)
+    _configure_observability(worker_config, log_level, log_format)
     sys.exit(run_standalone(worker_config, list(connector_configs)))
 
 
 @main.command()
 @click.argument("worker_config", type=click.Path(exists=True, dir_okay=False))
 @click.option("--log-level", default="INFO", show_default=True, help="Root log level (DEBUG, INFO, WARNING, ERROR).")
-def distributed(worker_config: str, log_level: str) -> None:
+@click.option(
+    "--log-format", type=click.Choice(LOG_FORMATS), help="Log lines as text or JSON objects [default: the worker's log.format, else text]."
+)
+def distributed(worker_config: str, log_level: str, log_format: str | None) -> None:
     """Run one worker of a cluster, like Kafka Connect's connect-distributed.
 
     WORKER_CONFIG holds the standalone keys plus the cluster's: group.id,
@@ -71,8 +79,25 @@ def distributed(worker_config: str, log_level: str) -> None:
     # Here: the client commands start without loading the worker and its REST server.
     from sluice.worker.distributed.main import run_distributed
 
-    configure_logging(log_level)
+    _configure_observability(worker_config, log_level, log_format)
     sys.exit(run_distributed(worker_config))
+
+
+def _configure_observability(worker_config: str, log_level: str, log_format: str | None) -> None:
+    """Logging (``--log-format``, else the worker's ``log.format``) and tracing
+    (``tracing.otlp.endpoint``) of a worker process, before the worker is built."""
+    # Here: the client commands start without loading the worker (the worker commands load it next).
+    from sluice.worker.standalone_main import load_config_file
+
+    try:
+        settings = load_config_file(worker_config)
+    except ConfigError:  # the worker reports a broken file itself
+        settings = {}
+    chosen = log_format or str(settings.get("log.format") or "text").strip().lower()
+    if chosen not in LOG_FORMATS:
+        raise click.BadParameter(f"log.format must be one of {', '.join(LOG_FORMATS)}, got {chosen!r}", param_hint="WORKER_CONFIG")
+    configure_logging(log_level, chosen)
+    tracing.configure(str(settings.get("tracing.otlp.endpoint") or "") or None)
 
 
 @main.command()

@@ -19,7 +19,8 @@ import click
 from sluice.connectors.api import ConfigError
 from sluice.offsets.memory import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
-from sluice.worker.cli_connectors import DEFAULT_URL, _wait_for
+from sluice.worker.cli_connector_io import wait_for
+from sluice.worker.cli_connectors import DEFAULT_URL
 from sluice.worker.config import WorkerConfig
 from sluice.worker.connector_diff import (
     Action,
@@ -227,7 +228,7 @@ def _wait_all(client: ConnectRestClient, plan: Sequence[ConnectorChange], cluste
         previous = cluster.get(change.name, {}).get("state")
         target = previous if previous in _STATES else "RUNNING"
         try:
-            _wait_for(client, change.name, target, timeout)
+            wait_for(client, change.name, target, timeout)
         except click.ClickException as exc:
             errors.append(exc.message)
     return errors

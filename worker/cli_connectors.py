@@ -8,161 +8,34 @@ Connect's REST API, it works against Apache Kafka Connect workers too.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import IO, Any
 
 import click
 import orjson
 
-from sluice.worker.properties import parse_properties
+from sluice.worker.cli_connector_io import (
+    TARGET_STATES,
+    connector_file,
+    echo_json,
+    echo_status,
+    echo_table,
+    gather_config,
+    parse_pairs,
+    task_summary,
+    trace_summary,
+    wait_for,
+)
 from sluice.worker.rest_client import ConnectRestClient, WorkerRequestFailed, open_client, rest_path
 
+__all__ = ["DEFAULT_URL", "connectors", "trace_summary"]
+
 DEFAULT_URL = "http://127.0.0.1:8083"
-_TARGET_STATES = ("RUNNING", "PAUSED", "STOPPED")
 
 
 def _client(ctx: click.Context) -> ConnectRestClient:
     client = ctx.find_object(ConnectRestClient)
     assert client is not None, "the connectors group creates the client"
     return client
-
-
-# --- input ---------------------------------------------------------------------------------------
-
-
-def _parse_pairs(pairs: Iterable[str], option: str) -> dict[str, str]:
-    result: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"expected key=value, got {pair!r}", param_hint=option)
-        result[key.strip()] = value
-    return result
-
-
-def _load_mapping(path: str, option: str) -> dict[str, Any]:
-    """A JSON object from a ``.json`` file, otherwise a ``.properties`` file."""
-    file = Path(path)
-    try:
-        raw = file.read_bytes()
-    except OSError as exc:
-        raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint=option) from None
-    if file.suffix.lower() != ".json":
-        return dict(parse_properties(raw.decode("utf-8")))
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise click.BadParameter(f"{path} is not valid JSON: {exc}", param_hint=option) from None
-    if not isinstance(data, dict):
-        raise click.BadParameter(f"{path} must hold a JSON object", param_hint=option)
-    return data
-
-
-def _connector_file(path: str, option: str = "--file") -> tuple[str | None, dict[str, Any]]:
-    """A connector file holds the REST body ``{"name", "config"}`` or a flat config map."""
-    data = _load_mapping(path, option)
-    if isinstance(data.get("config"), dict):
-        config = dict(data["config"])
-        name = data.get("name") or config.get("name")
-    else:
-        config = data
-        name = config.get("name")
-    return (str(name) if name else None), config
-
-
-def _gather_config(name: str | None, file: str | None, pairs: Iterable[str]) -> tuple[str | None, dict[str, Any]]:
-    """The connector's name and config from ``--file`` and ``-c`` pairs; NAME wins over the file's."""
-    if not file and not pairs:
-        raise click.UsageError("give the config with --file and/or -c key=value")
-    file_name, config = _connector_file(file) if file else (None, {})
-    config.update(_parse_pairs(pairs, "-c/--config"))
-    name = name or file_name or config.get("name")
-    if name and "name" in config:
-        config["name"] = name
-    return name, config
-
-
-# --- output --------------------------------------------------------------------------------------
-
-
-def _echo_json(value: Any) -> None:
-    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
-
-
-def _echo_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
-    body = [[("" if c is None else str(c)) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in [list(headers), *body]) for i in range(len(headers))]
-    for row in [list(headers), *body]:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
-
-
-def trace_summary(trace: str | None) -> str:
-    """One line that says what went wrong.
-
-    Java traces open with the exception (``org.apache...Exception: message``), but Python's open
-    with ``Traceback (most recent call last):`` and name the exception on their last unindented
-    line, so for those that line is the one worth showing.
-    """
-    if not trace:
-        return ""
-    lines = [line for line in trace.splitlines() if line.strip()]
-    if not lines:
-        return ""
-    if lines[0].startswith("Traceback (most recent call last)"):
-        unindented = [line for line in lines[1:] if not line[0].isspace()]
-        if unindented:
-            return unindented[-1].strip()
-    return lines[0].strip()
-
-
-def _echo_status(status: Mapping[str, Any], *, title: str = "Connector", traces: bool = False) -> None:
-    connector = status.get("connector") or {}
-    click.echo(f"{title} {status.get('name')} ({status.get('type', 'unknown')})")
-    click.echo()
-    instances = [("connector", connector)] + [(f"task {t.get('id')}", t) for t in status.get("tasks") or []]
-    rows = [(label, i.get("state"), i.get("worker_id"), trace_summary(i.get("trace"))) for label, i in instances]
-    _echo_table(("INSTANCE", "STATE", "WORKER", "ERROR"), rows)
-    if not status.get("tasks"):
-        click.echo("(no tasks)")
-    if traces:
-        for label, instance in instances:
-            if instance.get("trace"):
-                click.echo(f"\n--- {label} trace ---\n{instance['trace']}")
-
-
-def _task_summary(tasks: Iterable[Mapping[str, Any]]) -> str:
-    counts: dict[str, int] = {}
-    for task in tasks:
-        counts[str(task.get("state"))] = counts.get(str(task.get("state")), 0) + 1
-    return ", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "-"
-
-
-# --- waiting -------------------------------------------------------------------------------------
-
-
-def _wait_for(client: ConnectRestClient, name: str, target: str, timeout: float) -> None:
-    """Poll the status until the connector and its tasks reach ``target``; fail fast on FAILED."""
-    deadline = time.monotonic() + timeout
-    while True:
-        status = client.get(rest_path("connectors", name, "status"))
-        connector_state = status["connector"]["state"]
-        tasks = status.get("tasks") or []
-        failed = [t for t in tasks if t.get("state") == "FAILED"]
-        if connector_state == "FAILED" or failed:
-            what = status["connector"] if connector_state == "FAILED" else failed[0]
-            raise click.ClickException(
-                f"connector {name} failed while waiting for {target}: {trace_summary(what.get('trace'))}"
-            )
-        # A running connector needs tasks; a stopped one has none (Connect empties its task configs).
-        tasks_ready = all(t.get("state") == target for t in tasks) and (bool(tasks) or target != "RUNNING")
-        if connector_state == target and tasks_ready:
-            return
-        if time.monotonic() >= deadline:
-            states = f"connector {connector_state}, tasks: {_task_summary(tasks)}"
-            raise click.ClickException(f"connector {name} did not reach {target} within {timeout:g}s ({states})")
-        time.sleep(0.2)
 
 
 _wait_option = click.option("--wait", is_flag=True, help="Return once the connector and its tasks reach the state.")
@@ -244,7 +117,7 @@ def list_connectors(ctx: click.Context, expand: tuple[str, ...], as_json: bool) 
     expand = tuple(dict.fromkeys(e.lower() for e in expand))
     result = client.get("/connectors", params=tuple(("expand", e) for e in expand))
     if as_json:
-        _echo_json(result)
+        echo_json(result)
         return
     if not result:
         click.echo("No connectors.", err=True)
@@ -265,11 +138,11 @@ def list_connectors(ctx: click.Context, expand: tuple[str, ...], as_json: bool) 
             row.append(info.get("config", {}).get("connector.class"))
         if "status" in expand:
             connector = status.get("connector") or {}
-            row += [connector.get("state"), _task_summary(status.get("tasks") or []), connector.get("worker_id")]
+            row += [connector.get("state"), task_summary(status.get("tasks") or []), connector.get("worker_id")]
         else:
             row.append(len(info.get("tasks") or []))
         rows.append(row)
-    _echo_table(headers, rows)
+    echo_table(headers, rows)
 
 
 @connectors.command()
@@ -286,7 +159,7 @@ def list_connectors(ctx: click.Context, expand: tuple[str, ...], as_json: bool) 
 )
 @click.option(
     "--initial-state",
-    type=click.Choice(_TARGET_STATES, case_sensitive=False),
+    type=click.Choice(TARGET_STATES, case_sensitive=False),
     metavar="[RUNNING|PAUSED|STOPPED]",
     help="Create the connector RUNNING (the default), PAUSED or STOPPED.",
 )
@@ -318,7 +191,7 @@ def create(
           -c topics=lines -c file=/tmp/out.txt --initial-state PAUSED
       sluice connectors create my-source --file my-source.json --wait
     """
-    name, config = _gather_config(name, file, pairs)
+    name, config = gather_config(name, file, pairs)
     if not name:
         raise click.UsageError("name the connector: sluice connectors create NAME ...")
     body: dict[str, Any] = {"name": name, "config": config}
@@ -327,9 +200,9 @@ def create(
     client = _client(ctx)
     _, info = client.call("POST", "/connectors", body=body)
     if wait:
-        _wait_for(client, name, (initial_state or "RUNNING").upper(), wait_timeout)
+        wait_for(client, name, (initial_state or "RUNNING").upper(), wait_timeout)
     if as_json:
-        _echo_json(info)
+        echo_json(info)
         return
     kind = f"{info['type']} " if info.get("type") else ""
     click.echo(f"Created {kind}connector {name}.")
@@ -348,7 +221,7 @@ def get(ctx: click.Context, name: str, as_json: bool) -> None:
     """
     info = _client(ctx).get(rest_path("connectors", name))
     if as_json:
-        _echo_json(info)
+        echo_json(info)
         return
     tasks = ", ".join(str(t.get("task")) for t in info.get("tasks") or []) or "none"
     click.echo(f"Name:   {info.get('name')}\nType:   {info.get('type')}\nTasks:  {tasks}\nConfig:")
@@ -387,10 +260,10 @@ def config(
       sluice connectors config my-source --file my-source.properties
     """
     client = _client(ctx)
-    to_set = _parse_pairs(sets, "--set")
+    to_set = parse_pairs(sets, "--set")
     updates: dict[str, Any] = {**to_set, **dict.fromkeys(unsets)}
     if file:
-        _, replacement = _connector_file(file)
+        _, replacement = connector_file(file)
         replacement.update(updates)
         code, result = _put_config(client, name, {k: v for k, v in replacement.items() if v is not None})
         message = f"Created connector {name}." if code == 201 else f"Replaced the config of {name}."
@@ -407,7 +280,7 @@ def config(
                 click.echo(f"{key}={value}")
             return
     if as_json:
-        _echo_json(result)
+        echo_json(result)
     else:
         click.echo(message)
 
@@ -453,9 +326,9 @@ def status(ctx: click.Context, name: str, traces: bool, as_json: bool) -> None:
     """
     body = _client(ctx).get(rest_path("connectors", name, "status"))
     if as_json:
-        _echo_json(body)
+        echo_json(body)
     else:
-        _echo_status(body, traces=traces)
+        echo_status(body, traces=traces)
 
 
 def _state_command(verb: str, endpoint: str, target: str, doc: str) -> None:
@@ -468,7 +341,7 @@ def _state_command(verb: str, endpoint: str, target: str, doc: str) -> None:
         client = _client(ctx)
         client.call("PUT", rest_path("connectors", name, endpoint))
         if wait:
-            _wait_for(client, name, target, wait_timeout)
+            wait_for(client, name, target, wait_timeout)
             click.echo(f"Connector {name} is {target}.")
         else:
             click.echo(f"Asked {name} to {verb}; it moves to {target} shortly (see: sluice connectors status {name}).")
@@ -549,10 +422,10 @@ def restart(
     params = {k: "true" for k, on in (("includeTasks", include_tasks), ("onlyFailed", only_failed)) if on}
     code, body = client.call("POST", rest_path("connectors", name, "restart"), params=params)
     if as_json:
-        _echo_json(body)
+        echo_json(body)
     elif code == 202 and isinstance(body, dict):
         # KIP-745: the restart runs asynchronously; the body shows what is RESTARTING.
-        _echo_status(body, title="Restarting")
+        echo_status(body, title="Restarting")
     else:
         click.echo(f"Restarted connector {name}.")
 
@@ -605,14 +478,14 @@ def offsets(ctx: click.Context, name: str, reset: bool, offsets_file: IO[bytes] 
             assert offsets_file is not None
             _, body = client.call("PATCH", rest_path("connectors", name, "offsets"), body=_offsets_body(offsets_file))
         if as_json:
-            _echo_json(body)
+            echo_json(body)
         else:
             default = "Offsets reset." if reset else "Offsets altered."
             click.echo(body.get("message", default) if isinstance(body, dict) else default)
         return
     body = client.get(rest_path("connectors", name, "offsets"))
     if as_json:
-        _echo_json(body)
+        echo_json(body)
         return
     entries = body.get("offsets") or []
     if not entries:
@@ -622,7 +495,7 @@ def offsets(ctx: click.Context, name: str, reset: bool, offsets_file: IO[bytes] 
     def compact(value: Any) -> str:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
-    _echo_table(("PARTITION", "OFFSET"), [(compact(e.get("partition")), compact(e.get("offset"))) for e in entries])
+    echo_table(("PARTITION", "OFFSET"), [(compact(e.get("partition")), compact(e.get("offset"))) for e in entries])
 
 
 def _offsets_body(file: IO[bytes]) -> dict[str, Any]:
@@ -666,7 +539,7 @@ def validate(ctx: click.Context, name: str | None, file: str | None, pairs: tupl
       sluice connectors validate --file my-source.json
       sluice connectors validate my-source -c connector.class=FileStreamSource -c topic=lines
     """
-    name, config = _gather_config(name, file, pairs)
+    name, config = gather_config(name, file, pairs)
     if name:
         config["name"] = name
     plugin = config.get("connector.class")
@@ -674,7 +547,7 @@ def validate(ctx: click.Context, name: str | None, file: str | None, pairs: tupl
         raise click.UsageError("the config has no connector.class, so there is no plugin to validate it against")
     result = _client(ctx).call("PUT", rest_path("connector-plugins", plugin, "config", "validate"), body=config)[1]
     if as_json:
-        _echo_json(result)
+        echo_json(result)
     else:
         errors = [
             (value.get("name"), message)
@@ -705,6 +578,6 @@ def plugins(ctx: click.Context, show_all: bool, as_json: bool) -> None:
     params = {"connectorsOnly": "false"} if show_all else None
     result = _client(ctx).get("/connector-plugins", params=params)
     if as_json:
-        _echo_json(result)
+        echo_json(result)
     else:
-        _echo_table(("TYPE", "CLASS", "VERSION"), [(p.get("type"), p.get("class"), p.get("version")) for p in result])
+        echo_table(("TYPE", "CLASS", "VERSION"), [(p.get("type"), p.get("class"), p.get("version")) for p in result])

@@ -52,10 +52,16 @@ class WorkerConfig(PluginConfig):
     )
     task_executor: Literal["thread", "process"] = Field(
         "thread",
-        description="Where tasks run: a child process per task (what `sluice standalone` and `sluice "
-        "distributed` do unless told otherwise: every core used, a hung task is killed after "
-        "task.shutdown.graceful.timeout.ms), or threads of the worker process (the default for a "
+        description="Where tasks run: threads of a few task host processes (what `sluice standalone` and "
+        "`sluice distributed` do unless told otherwise: every core used, a hung task's host is killed after "
+        "task.shutdown.graceful.timeout.ms, its other tasks moved first), or threads of the worker process (the default for a "
         "worker embedded in another program)",
+    )
+    task_host_processes: int = Field(
+        0,
+        ge=0,
+        description="task.executor=process: how many task host processes run the tasks, each hosting several "
+        "as threads (0: one per core)",
     )
     listeners: str = Field("http://127.0.0.1:8083", description="REST listeners, e.g. http://127.0.0.1:8083")
     rest_advertised_host_name: str | None = Field(None, description="Host name other workers and status use for this worker")
@@ -88,6 +94,19 @@ class WorkerConfig(PluginConfig):
         None,
         description="Comma-separated config provider names (config.providers.<name>.class, .param.*); only "
         "these exist, so unset or empty enables none (as in Kafka Connect); env, file and dir need no .class",
+    )
+
+    log_format: Literal["text", "json"] = Field(
+        "text",
+        description="Log line format of `sluice standalone` and `sluice distributed` (and their task processes): "
+        "text, Connect's layout with [connector|task-N], or json, one object per line with ts, level, logger, "
+        "message, connector, task, thread and exc; --log-format overrides it",
+    )
+    tracing_otlp_endpoint: str | None = Field(
+        None,
+        description="OTLP/HTTP endpoint (e.g. http://collector:4318) that receives an OpenTelemetry trace per "
+        "task batch (poll → convert → produce, consume → convert → put → commit); unset, the standard "
+        "OTEL_EXPORTER_OTLP_ENDPOINT is used, and without either nothing is traced (needs the otel extra)",
     )
 
     # Worker files carry many prefixed keys (producer.*, key.converter.schemas.enable, …) and keys of

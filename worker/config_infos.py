@@ -178,9 +178,29 @@ def validate_config(
     """
     fields = _connector_fields(plugin)
     defs = [d for d, _ in fields]
-    by_name = {d["name"]: d for d in defs}
-    errors: dict[str, list[str]] = {}
+    errors, warnings = _config_errors(plugin, raw, full_check, resolve, [d["name"] for d in defs])
+    configs = _config_entries(fields, raw, errors, warnings)
+    groups = list(dict.fromkeys(d["group"] for d in defs if d["group"] is not None))
+    return {
+        # Connect names the result after connector.class as the request spelled it.
+        "name": str(raw.get("connector.class") or plugin.class_name),
+        "error_count": sum(len(e) for e in errors.values()),
+        "groups": groups,
+        "configs": configs,
+        # Sluice's addition: the keys accepted but ignored, so a client need not scan ``configs``.
+        "warnings": [{"name": name, "message": message} for name, message in warnings.items()],
+    }
 
+
+def _config_errors(
+    plugin: PluginInfo,
+    raw: Mapping[str, Any],
+    full_check: typing.Callable[[Mapping[str, Any]], object],
+    resolve: typing.Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
+    defined: list[str],
+) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """The errors of each key (secrets masked) and the warnings of the keys accepted but ignored."""
+    errors: dict[str, list[str]] = {}
     # The name comes from the URL when a connector is created, so validate doesn't require it (as in
     # Connect); a stand-in lets the rest of the checks run.
     checked = raw if raw.get("name") else {**raw, "name": "validation"}
@@ -189,7 +209,7 @@ def validate_config(
     try:
         ConnectorConfig.model_validate(common_raw)
     except ValidationError as exc:
-        _attach(errors, config_problems(exc), list(by_name), "connector.class")
+        _attach(errors, config_problems(exc), defined, "connector.class")
     connector_cls = _connector_class(plugin)
     declared = {key for key, _ in _model_keys(connector_cls.Config)}
     own_raw.update({k: v for k, v in common_raw.items() if k in declared})
@@ -217,7 +237,17 @@ def validate_config(
     errors.update({key: [message] for key, message in unresolvable.items()})
     # Checks of resolved values may quote them (pydantic's "invalid value ..."); resolve() registered them.
     errors = {key: [mask_text(m) for m in messages] for key, messages in errors.items()}
+    return errors, warnings
 
+
+def _config_entries(
+    fields: list[tuple[dict[str, Any], FieldInfo]],
+    raw: Mapping[str, Any],
+    errors: dict[str, list[str]],
+    warnings: dict[str, str],
+) -> list[dict[str, Any]]:
+    """One ``{"definition", "value"}`` entry per defined key, then per other key with errors or warnings."""
+    defs = [d for d, _ in fields]
     secret = {d["name"] for d in defs if d["type"] == "PASSWORD"}
     shown = mask_config(raw, secret)
     configs = []
@@ -226,7 +256,7 @@ def validate_config(
         value = shown[name] if name in raw else d["default_value"]
         recommended = _recommended(info.annotation)
         configs.append({"definition": d, "value": _value_info(name, value, recommended, errors.get(name, []))})
-    for name in sorted((set(errors) | set(warnings)) - set(by_name)):
+    for name in sorted((set(errors) | set(warnings)) - {d["name"] for d in defs}):
         # A key the connector does not define gets an entry of its own so a UI can show it: its
         # errors (an unresolvable placeholder) count; its warning (ignored, why, did you mean) does
         # not, since Connect clients count only ``errors`` — Sluice adds ``warnings`` beside them.
@@ -235,16 +265,7 @@ def validate_config(
         if name in warnings:
             value["warnings"] = [warnings[name]]
         configs.append({"definition": d, "value": value})
-    groups = list(dict.fromkeys(d["group"] for d in defs if d["group"] is not None))
-    return {
-        # Connect names the result after connector.class as the request spelled it.
-        "name": str(raw.get("connector.class") or plugin.class_name),
-        "error_count": sum(len(e) for e in errors.values()),
-        "groups": groups,
-        "configs": configs,
-        # Sluice's addition: the keys accepted but ignored, so a client need not scan ``configs``.
-        "warnings": [{"name": name, "message": message} for name, message in warnings.items()],
-    }
+    return configs
 
 
 def check_connectivity(connector_cls: type[Connector], own: Any, timeout_s: float = CONNECTIVITY_TIMEOUT_S) -> dict[str, str]:

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from sluice.worker.config import connector_name_problem
-from sluice.worker.herder_support import stringify
+from sluice.worker.herder.calls import stringify
 
 SUFFIXES = (".json", ".yaml", ".yml")
 _TOP_LEVEL_KEYS = ("name", "config", "tests", "connector")

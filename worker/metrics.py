@@ -196,12 +196,14 @@ _BACKFILL_STATES = ("pending", "running", "succeeded", "failed", "cancelled")
 
 def _backfill_metrics(out: Exposition, jobs: Iterable[Mapping[str, Any]], worker_id: str) -> None:
     """Sluice's own family for backfill jobs (Connect has none): each job's latest run, on the
-    worker it runs on (a job not yet placed counts on every worker)."""
+    worker it runs on (a job not yet placed counts on every worker). The job's id is the
+    ``backfill`` label: a ``job`` label would clash with the scrape job's (Prometheus would
+    rename it ``exported_job``)."""
     for job in jobs:
         status = job.get("status") or {}
         if status.get("worker_id") not in (None, worker_id):
             continue
-        labels = {"job": job.get("id"), "kind": job.get("kind") or ""}
+        labels = {"backfill": job.get("id"), "kind": job.get("kind") or ""}
         state = str(status.get("state") or "PENDING").lower()
         for value in _BACKFILL_STATES:
             out.add("sluice_backfill_state", {**labels, "state": value}, 1 if value == state else 0, "Current state (1) of the backfill job's latest run.")

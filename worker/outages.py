@@ -10,6 +10,10 @@ Kafka Connect, whose clients expect nothing else), but an outage must never be s
   (``Degraded since <UTC time>: cannot reach <system> (<reason>); <n> retries``), the way Connect
   reports problems; recovery clears it.
 
+A task may also report a degraded state of its own (``connectors.api.metrics.ReportsDegraded``:
+a replication slot holding too much WAL, say): :meth:`OutageTracker.notice` puts its text in the
+same trace at once (the task applied its own bound), and takes it out when the task withdraws it.
+
 :class:`OutageTracker` holds one task's outages (one per system); the task runners feed it from
 librdkafka's error and statistics callbacks and from the task's own ``RetriableError``\\ s.
 :class:`LibrdkafkaLog` is the ``logger`` handed to librdkafka: it keeps librdkafka's per-retry
@@ -97,6 +101,7 @@ class OutageTracker:
         self._lock = threading.Lock()
         self._outages: dict[str, _Outage] = {}
         self._reported: str | None = None  # the degraded trace last handed to on_degraded
+        self._notices: dict[str, tuple[float, str]] = {}  # the task's own: source → (since, text)
 
     # -- what the runners report ------------------------------------------------------------------
 
@@ -140,6 +145,19 @@ class OutageTracker:
 
     def is_open(self, system: str) -> bool:
         return system in self._outages
+
+    def notice(self, source: str, text: str | None) -> None:
+        """The task reports itself degraded (``text``) or no longer (``None``); ``source`` tells
+        its notices apart. Cheap when nothing changes (called on the task's metrics cadence)."""
+        known = self._notices.get(source)
+        if (known[1] if known is not None else None) == text:
+            return
+        with self._lock:
+            if text is None:
+                self._notices.pop(source, None)
+            else:
+                self._notices[source] = (known[0] if known is not None else self._wall_clock(), text)
+        self.tick()
 
     # -- escalation -------------------------------------------------------------------------------
 
@@ -194,11 +212,17 @@ class OutageTracker:
         for outage in sorted(self._outages.values(), key=lambda o: o.since):
             if not outage.announced or now - outage.since < self.degraded_after_s:
                 continue
-            since = datetime.fromtimestamp(outage.since_wall, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            since = _utc(outage.since_wall)
             lines.append(
                 f"Degraded since {since}: cannot reach {outage.system} ({outage.reason}); {outage.shown_retries} retries"
             )
+        for since_wall, text in self._notices.values():
+            lines.append(f"Degraded since {_utc(since_wall)}: {text}")
         return "\n".join(lines) or None
+
+
+def _utc(wall: float) -> str:
+    return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # -- Kafka ----------------------------------------------------------------------------------------

@@ -1,70 +1,76 @@
-"""``task.executor=process``: each task runs in a child process of its own.
+"""``task.executor=process``: tasks run as threads of a few task host processes, one per core.
 
 Why: the GIL holds one Python process to about one core of Python work, and a task thread that
 hangs (a driver stuck in C code, a connector that ignores ``stop()``) can only be abandoned, never
-ended. A task process uses a core of its own and can be killed.
+ended. Hosts use every core and can be killed; sharing a host between tasks keeps the cost of a
+task near that of a thread (a process per task cost about 60 MB each).
 
 How it fits: :class:`ProcessTaskRunner` has the interface the herders use on a
-:class:`~worker.runners.base.WorkerTask` (``start``, ``transition_to``, ``stop``, ``await_stop``,
-``failed``, ``active_topics``, ``fence``), so the herders do not know which executor runs a task.
-The child (a *spawned* interpreter: librdkafka's threads do not survive ``fork``) builds the very
-same runner with a :class:`~worker.worker.Worker` of its own and runs it on a thread, exactly as
-the thread executor does. Two pipes connect it to the worker:
+:class:`~sluice.worker.runners.base.WorkerTask` (``start``, ``transition_to``, ``stop``,
+``await_stop``, ``failed``, ``active_topics``, ``fence``), so the herders do not know which
+executor runs a task. :class:`TaskHostPool` places each task on the least loaded host (starting
+hosts up to ``task.host.processes``, by default one per core) and the host builds the very same
+runner the thread executor would (:mod:`sluice.worker.task_host`, :mod:`sluice.worker.task_builder`).
 
-* **control**: target states, stop, logger levels set over the API (``PUT /admin/loggers``; the
-  levels set before the child started are handed to it as it spawns), and the distributed fence
-  go down (the fence every half second: a task process that stops hearing it, its worker frozen,
-  holds its writes); the task's state changes
-  (startup, pause, resume, degraded with its trace, recovered, failure with its trace, shutdown)
-  and the topics it used come up and reach the herder's listener as if the task ran in-process;
-  so do its error counters (when they change) and its ``GET /metrics`` snapshot (once a
-  second, :data:`METRICS_RELAY_S`), which a scrape of the worker then reads.
-* **offsets**: the worker's offset store stays single-writer in the worker process (the file
-  store's file, the distributed store's producer); the child reads and writes it through calls
-  answered by a thread of the runner.
+Hosts are forked from a fork server (``multiprocessing``'s ``forkserver``) that imported the
+host's code and every plugin and then froze them (:mod:`sluice.worker.task_host_preload`): a host
+starts in milliseconds and shares those pages with the fork server and its sibling hosts. The
+worker itself is never forked: librdkafka's threads and the REST server's do not survive ``fork``.
 
-A child that dies without saying why (SIGKILL, a segfault in a driver) is a task failure with the
-exit code, so the restart policy brings it back; a child still running when the graceful stop
-timeout ends is killed. A child dies with its worker (the kernel's parent-death signal), so a
-SIGKILLed worker leaves no task writing on, exactly as with task threads.
+A hung task (still running when the graceful stop timeout ends) is ended by killing its host.
+Its siblings are moved off first, in the background: each is stopped in the doomed host (it commits
+its offsets as in any stop) and started again in another host from where it stopped; then the host
+is SIGKILLed. A sibling that does not stop in time either goes down with the host and is reported
+FAILED, so the restart policy brings it back. A host that dies without being told (SIGKILL, a
+segfault in a driver) fails each of its tasks with the exit code, and the restart policy brings
+them back in a new host. Hosts die with the worker: the fork server ends when the worker does, and
+each host has the kernel's parent-death signal set on it.
+
+Nothing polls while tasks are idle: each host's events and offset calls are read by threads of the
+worker that block in ``recv()``; the host sends what changed in its tasks' figures at most once a
+second; only in distributed mode does the worker send each host its fence twice a second (a host
+that stops hearing it, its worker frozen, holds its tasks' writes).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import multiprocessing
 import os
-import queue
-import signal
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from multiprocessing.connection import Connection
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sluice.connectors.api import ConnectError
 from sluice.offsets import OffsetStore
+from sluice.worker import task_host
 from sluice.worker.errors import RelayedErrorMetrics
-from sluice.worker.log_levels import LOGGER_LEVELS, apply_logger_levels, set_logger_level
+from sluice.worker.log_levels import LOGGER_LEVELS
 from sluice.worker.runners.base import TaskStatusListener
-from sluice.worker.runtime import parent_death_signal
 from sluice.worker.status import ConnectorTaskId, TargetState
 from sluice.worker.task_metrics import register as register_task_metrics
 
 log = logging.getLogger(__name__)
 
-_SPAWN = multiprocessing.get_context("spawn")
+_FORKSERVER = multiprocessing.get_context("forkserver")
+_PRELOAD = "sluice.worker.task_host_preload"
 
-#: How often the worker re-sends the distributed fence to a task process, and how long a task
-#: process that stops hearing it (its worker frozen or stuck) keeps writing.
+#: How often the worker re-sends the distributed fence to each host (see task_host.FENCE_SILENCE_S).
 FENCE_REFRESH_S = 0.5
-FENCE_SILENCE_S = 3.0
-#: How often a task process sends its metrics snapshot (:mod:`sluice.worker.task_metrics`) up.
-METRICS_RELAY_S = 1.0
+
+
+def default_host_processes() -> int:
+    """One host per core this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 class RemoteTaskError(ConnectError):
-    """A task's failure in its child process; ``remote_trace`` is the child's full trace."""
+    """A task's failure in its host process; ``remote_trace`` is the host's full trace."""
 
     def __init__(self, message: str, remote_trace: str) -> None:
         super().__init__(message)
@@ -72,103 +78,82 @@ class RemoteTaskError(ConnectError):
 
 
 class ProcessTaskRunner:
-    """Runs one task in a child process; see the module docstring."""
+    """One task run by a host process, as the herder sees it; see the module docstring."""
 
     def __init__(
         self,
         task_id: ConnectorTaskId,
-        *,
-        worker_config_class: type,
-        worker_config: Mapping[str, Any],
+        pool: TaskHostPool,
         connector_config: Mapping[str, Any],
         task_config: Mapping[str, Any],
         listener: TaskStatusListener,
         initial_state: TargetState,
-        offset_store: OffsetStore,
     ) -> None:
         self.id = task_id
+        self._pool = pool
+        self._connector_config = dict(connector_config)
+        self._task_config = dict(task_config)
         self._listener = listener
-        self._offset_store = offset_store
-        #: Topics this task produced to or consumed from (KIP-558), as the child reports them.
+        self._target = initial_state
+        #: Topics this task produced to or consumed from (KIP-558), as its host reports them.
         self.active_topics: set[str] = set()
         #: Distributed mode: ``False`` while this worker may have lost its place in the group.
         self.fence: Callable[[], bool] | None = None
         self._failed = False
+        self._killed = False  # its host was killed because this task hung
         self._stopping = threading.Event()
-        self._killed = False
+        self._ended = threading.Event()
+        self._lock = threading.Lock()  # guards the host, the run key and a move
+        self._host: TaskHostProcess | None = None
+        self._key = -1
+        self._move_done: threading.Event | None = None  # set while the task is being moved off its host
         self._metrics = RelayedErrorMetrics(task_id)  # what the status shows under "errors"
-        self._snapshot: dict[str, Any] | None = None  # the child's last metrics snapshot
+        self._snapshot: dict[str, Any] | None = None  # the host's last metrics snapshot of this task
         register_task_metrics(task_id, self)
-        self._send_lock = threading.Lock()
-        # Logger levels set over the API so far, filled in by start() (the child gets them as it spawns).
-        self._log_levels: list[tuple[str, int]] = []
-        self._unsubscribe_levels: Callable[[], None] | None = None
-        self._control, child_control = _SPAWN.Pipe()
-        self._offsets, child_offsets = _SPAWN.Pipe()
-        settings = {**worker_config, "task.executor": "thread"}  # the child runs its one task on a thread
-        self._process = _SPAWN.Process(
-            target=_child_main,
-            args=(
-                task_id,
-                worker_config_class,
-                settings,
-                dict(connector_config),
-                dict(task_config),
-                initial_state,
-                child_control,
-                child_offsets,
-                logging.getLevelName(logging.getLogger().getEffectiveLevel()),
-                self._log_levels,
-                os.getpid(),
-            ),
-            name=f"sluice-task-{task_id}",
-            daemon=True,
-        )
-        self._child_ends = (child_control, child_offsets)
-        self._events = threading.Thread(target=self._read_events, name=f"task-{task_id}-events", daemon=True)
-        self._offset_calls = threading.Thread(target=self._serve_offsets, name=f"task-{task_id}-offsets", daemon=True)
 
     # -- the herder's interface -------------------------------------------------------------------
 
     def start(self) -> None:
-        # Subscribed before the snapshot is taken, so a level set while the child starts still reaches it.
-        levels, self._unsubscribe_levels = LOGGER_LEVELS.subscribe(self._on_logger_level)
-        self._log_levels[:] = levels
-        try:
-            _spawn(self._process)
-        except BaseException:
-            self._unsubscribe_levels()
-            raise
-        for end in self._child_ends:
-            end.close()  # the child holds them now; EOF then means the child is gone
-        self._events.start()
-        self._offset_calls.start()
-        log.info("Task %s runs in process %s", self.id, self._process.pid)
+        with self._lock:
+            self._start_run()
+        if self.fence is not None:
+            self._pool.send_fences()
 
     def transition_to(self, target: TargetState) -> None:
-        self._send(("target", target))
+        with self._lock:
+            self._target = target
+            if self._host is not None:
+                self._host.send(("target", self._key, target))
 
     def stop(self) -> None:
-        self._stopping.set()
-        self._send(("stop",))
+        with self._lock:
+            self._stopping.set()
+            if self._host is not None:
+                self._host.send(("stop", self._key))
 
     def reset_active_topics(self) -> None:
         self.active_topics.clear()
-        self._send(("reset_topics",))
+        with self._lock:
+            if self._host is not None:
+                self._host.send(("reset_topics", self._key))
 
     def await_stop(self, timeout: float | None) -> bool:
-        """Wait for the child; one still alive after ``timeout`` is killed (a thread could only be
-        abandoned). ``True`` if it ended on its own."""
-        self._process.join(timeout)
-        if self._process.is_alive():
-            log.error("Task %s did not stop in time: killing its process %s", self.id, self._process.pid)
-            self._killed = True
-            self._process.kill()
-            self._process.join(5)
+        """Wait for the task to end; one still running after ``timeout`` has its host killed
+        (its siblings moved off first). ``True`` if it ended on its own."""
+        if self._ended.wait(timeout):
+            return True
+        with self._lock:
+            host = self._host
+        if host is None:
             return False
-        if threading.current_thread() is not self._events:  # a listener callback may be the caller
-            self._events.join(5)
-        return True
+        if not self._killed:
+            log.error("Task %s did not stop in time: killing its process %s", self.id, host.pid)
+            self._killed = True
+            self._pool.evict(host, self)
+        return False
+
+    def wait_ended(self, timeout: float | None) -> bool:
+        return self._ended.wait(timeout)
 
     @property
     def stopping(self) -> bool:
@@ -179,82 +164,174 @@ class ProcessTaskRunner:
         return self._failed
 
     def metrics_snapshot(self) -> dict[str, Any] | None:
-        """The task's metrics as its process last sent them; ``None`` once it has ended."""
-        if self._process.exitcode is not None:
-            return None
-        return self._snapshot
+        """The task's metrics as its host last sent them; ``None`` once it has ended."""
+        return None if self._ended.is_set() else self._snapshot
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid
+        host = self._host
+        return host.pid if host is not None else None
 
-    def _on_logger_level(self, name: str, level: int) -> None:
-        """A logger level set in the worker (``PUT /admin/loggers/{name}``): the child sets it too."""
-        self._send(("log_level", name, level))
+    # -- moving off a host (the pool's eviction thread) -------------------------------------------
 
-    # -- worker side threads ----------------------------------------------------------------------
+    def begin_move(self, host: TaskHostProcess) -> bool:
+        """Stop this run in ``host`` to start it again elsewhere; ``False`` if the task is ending anyway."""
+        with self._lock:
+            if self._stopping.is_set() or self._ended.is_set() or self._host is not host:
+                return False
+            self._move_done = threading.Event()
+            host.send(("stop", self._key))
+            return True
 
-    def _send(self, message: tuple[Any, ...]) -> None:
+    def finish_move(self, timeout: float) -> None:
+        """Once the run in the old host ended, start the task in another; if it does not end in
+        ``timeout`` it goes down with the old host (a failure the restart policy repairs)."""
+        done = self._move_done
+        if done is None or not done.wait(timeout):
+            return
+        with self._lock:
+            self._move_done = None
+            if self._ended.is_set():
+                return
+            if self._stopping.is_set():  # the herder stopped it meanwhile: that run's end is its end
+                self._listener.on_shutdown(self.id)
+                self._ended.set()
+                return
+            old = self._host
+            self._start_run()
+        log.info("Task %s moved from host process %s to %s", self.id, old.pid if old else None, self.pid)
+
+    def _start_run(self) -> None:
+        self._host, self._key = self._pool.place(self)
+        self._host.send(
+            ("start", self._key, self.id, self._connector_config, self._task_config, self._target, self.fence is not None)
+        )
+
+    # -- what the host says (its reader thread) ---------------------------------------------------
+
+    def on_event(self, event: str, args: list[Any]) -> None:
+        listener, task_id = self._listener, self.id
+        if event == "startup":
+            listener.on_startup(task_id)
+        elif event == "pause":
+            listener.on_pause(task_id)
+        elif event == "resume":
+            listener.on_resume(task_id)
+        elif event == "degraded":
+            listener.on_degraded(task_id, args[0])
+        elif event == "recovered":
+            listener.on_recovered(task_id)
+        elif event == "failure":
+            self._failed = True
+            listener.on_failure(task_id, RemoteTaskError(args[0], args[1]))
+        elif event == "shutdown" and self._move_done is None:  # a move's stop is no shutdown
+            listener.on_shutdown(task_id)
+
+    def on_changes(self, changes: Mapping[str, Any]) -> None:
+        self.active_topics.update(changes.get("topics", ()))
+        if "errors" in changes:
+            self._metrics.latest = changes["errors"]
+        if "snapshot" in changes:
+            self._snapshot = changes["snapshot"]
+
+    def on_ended(self) -> None:
+        done = self._move_done
+        if done is not None:
+            done.set()
+        else:
+            self._ended.set()
+
+    def on_host_gone(self, exitcode: int | None) -> None:
+        """The host died with this run in it."""
+        if not self._killed and not self._ended.is_set():
+            how = f"was killed by signal {-exitcode}" if exitcode is not None and exitcode < 0 else f"exited with code {exitcode}"
+            self._failed = True
+            error = ConnectError(f"The process of task {self.id} {how} before the task stopped")
+            log.error("%s", error)
+            self._listener.on_failure(self.id, error)
+        self._ended.set()
+        done = self._move_done
+        if done is not None:
+            done.set()
+
+    def __repr__(self) -> str:
+        return f"ProcessTaskRunner({self.id}, pid={self.pid})"
+
+
+class TaskHostProcess:
+    """The worker's end of one task host process: its connections and the threads reading them."""
+
+    def __init__(self, pool: TaskHostPool, number: int, levels: list[tuple[str, int]]) -> None:
+        self._pool = pool
+        self._control, child_control = _FORKSERVER.Pipe()
+        self._offsets, child_offsets = _FORKSERVER.Pipe()
+        self._send_lock = threading.Lock()
+        #: The runs in this host, by run key.
+        self.runs: dict[int, ProcessTaskRunner] = {}
+        self.accepting = True  # False once it is to be killed
+        self.process = _FORKSERVER.Process(
+            target=task_host.main,
+            args=(
+                pool.config_class,
+                pool.worker_config,
+                child_control,
+                child_offsets,
+                logging.getLevelName(logging.getLogger().getEffectiveLevel()),
+                levels,
+                os.getpid(),
+            ),
+            name=f"sluice-task-host-{number}",
+            daemon=True,
+        )
+        self.process.start()
+        for end in (child_control, child_offsets):
+            end.close()  # the host holds them now; EOF then means the host is gone
+        self.pid = self.process.pid
+        threading.Thread(target=self._read_events, name=f"task-host-{number}-events", daemon=True).start()
+        threading.Thread(target=self._serve_offsets, name=f"task-host-{number}-offsets", daemon=True).start()
+        log.info("Task host process %s started", self.pid)
+
+    def send(self, message: tuple[Any, ...]) -> None:
         with self._send_lock:
             try:
                 self._control.send(message)
             except (OSError, ValueError):
-                pass  # the child is gone; _read_events reports how it ended
+                pass  # the host is gone; _read_events reports how it ended
+
+    def kill(self) -> None:
+        self.accepting = False
+        self.process.kill()
+        self.process.join(5)
 
     def _read_events(self) -> None:
-        listener, task_id = self._listener, self.id
-        ended = False
-        last_fence = 0.0
         while True:
-            fence = self.fence
-            now = time.monotonic()
-            if fence is not None and now - last_fence >= FENCE_REFRESH_S:
-                # Sent again and again, not only on change: a child that stops hearing it (this
-                # process frozen, say) holds its task's writes, as a frozen worker's threads would.
-                last_fence = now
-                self._send(("fence", fence()))
             try:
-                if not self._control.poll(0.1):
-                    continue
-                event, *args = self._control.recv()
+                kind, *args = self._control.recv()
             except (EOFError, OSError):
                 break
-            if event == "startup":
-                listener.on_startup(task_id)
-            elif event == "pause":
-                listener.on_pause(task_id)
-            elif event == "resume":
-                listener.on_resume(task_id)
-            elif event == "degraded":
-                listener.on_degraded(task_id, args[0])
-            elif event == "recovered":
-                listener.on_recovered(task_id)
-            elif event == "topics":
-                self.active_topics.update(args[0])
-            elif event == "metrics":
-                self._metrics.latest = args[0]
-            elif event == "task_metrics":
-                self._snapshot = args[0]
-            elif event == "failure":
-                ended = self._failed = True
-                listener.on_failure(task_id, RemoteTaskError(args[0], args[1]))
-            elif event == "shutdown":
-                ended = True
-                listener.on_shutdown(task_id)
-        if self._unsubscribe_levels is not None:
-            self._unsubscribe_levels()
-        self._process.join(10)
-        if not ended and not self._killed:
-            code = self._process.exitcode
-            how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
-            self._failed = True
-            error = ConnectError(f"The process of task {task_id} {how} before the task stopped")
-            log.error("%s", error)
-            listener.on_failure(task_id, error)
+            if kind == "event":
+                run = self.runs.get(args[0])
+                if run is not None:
+                    run.on_event(args[1], args[2:])
+            elif kind == "relay":
+                for key, changes in args[0].items():
+                    if (run := self.runs.get(key)) is not None:
+                        run.on_changes(changes)
+            elif kind == "ended":
+                run = self._pool.run_ended(self, args[0])
+                if run is not None:
+                    run.on_changes(args[1])
+                    run.on_ended()
+        self.accepting = False
+        self.process.join(10)
+        self._pool.host_gone(self)
+        for run in list(self.runs.values()):
+            run.on_host_gone(self.process.exitcode)
+        self.runs.clear()
         self._control.close()
 
     def _serve_offsets(self) -> None:
-        store = self._offset_store
+        store = self._pool.offset_store
         while True:
             try:
                 op, args = self._offsets.recv()
@@ -264,7 +341,7 @@ class ProcessTaskRunner:
                 if op not in ("get", "put", "all"):
                     raise ValueError(f"unknown offset store call {op!r}")
                 reply: tuple[str, Any] = ("ok", getattr(store, op)(*args))
-            except Exception as exc:  # the child raises it as its own
+            except Exception as exc:  # the host raises it as its own
                 reply = ("error", f"{type(exc).__name__}: {exc}")
             try:
                 self._offsets.send(reply)
@@ -272,220 +349,118 @@ class ProcessTaskRunner:
                 break
         self._offsets.close()
 
-    def __repr__(self) -> str:
-        return f"ProcessTaskRunner({self.id}, pid={self._process.pid})"
 
+class TaskHostPool:
+    """The task host processes of one worker; see the module docstring."""
 
-# -- spawning ---------------------------------------------------------------------------------------
+    def __init__(
+        self,
+        config_class: type,
+        worker_config: Mapping[str, Any],
+        offset_store: OffsetStore,
+        *,
+        size: int = 0,
+        graceful_timeout_s: float = 5.0,
+    ) -> None:
+        self.config_class = config_class
+        self.worker_config = {**worker_config, "task.executor": "thread"}  # a host runs its tasks on threads
+        self.offset_store = offset_store
+        self.size = size or default_host_processes()
+        self._graceful_s = graceful_timeout_s
+        self._lock = threading.RLock()
+        self._hosts: list[TaskHostProcess] = []
+        self._keys = itertools.count()
+        self._numbers = itertools.count(1)
+        self._closed = threading.Event()
+        self._fence_thread: threading.Thread | None = None
+        # Logger levels set over the API (PUT /admin/loggers): a new host gets them as it starts.
+        self._levels, self._unsubscribe = LOGGER_LEVELS.subscribe(self._on_logger_level)
+        _FORKSERVER.set_forkserver_preload([_PRELOAD])
 
-_spawn_lock = threading.Lock()
-_spawn_requests: queue.Queue[tuple[Any, threading.Event, list[BaseException]]] = queue.Queue()
-_spawner: threading.Thread | None = None
-
-
-def _spawn(process: Any) -> None:
-    """Start ``process`` from one long-lived thread of this process.
-
-    The child asks Linux to kill it when the thread that created it ends (``PR_SET_PDEATHSIG``,
-    which follows the creating *thread*): created from a REST or herder thread, a task process
-    could die with that thread; created here, it dies exactly when the worker process does, like
-    a task thread would — a SIGKILLed worker leaves no task writing on.
-    """
-    global _spawner
-    with _spawn_lock:
-        if _spawner is None or not _spawner.is_alive():
-            _spawner = threading.Thread(target=_serve_spawns, name="task-process-spawner", daemon=True)
-            _spawner.start()
-    done, errors = threading.Event(), list[BaseException]()
-    _spawn_requests.put((process, done, errors))
-    done.wait()
-    if errors:
-        raise errors[0]
-
-
-def _serve_spawns() -> None:
-    while True:
-        process, done, errors = _spawn_requests.get()
-        try:
-            process.start()
-        except BaseException as exc:  # handed to the caller
-            errors.append(exc)
-        finally:
-            done.set()
-
-
-def _die_with_worker(worker_pid: int) -> None:
-    """In the child: be SIGKILLed when the worker's spawning thread (so the worker) ends."""
-    arm = parent_death_signal()
-    if arm is not None:
-        arm(signal.SIGKILL, worker_pid)
-
-
-# -- the child process ----------------------------------------------------------------------------
-
-
-class _PipeOffsetStore:
-    """The worker's offset store, called over a pipe (one call at a time)."""
-
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
-        self._lock = threading.Lock()
-
-    def _call(self, op: str, *args: Any) -> Any:
+    def place(self, run: ProcessTaskRunner) -> tuple[TaskHostProcess, int]:
+        """The host that is to run ``run`` (the least loaded, or a new one while there are fewer
+        than :attr:`size`), and the run's key there."""
         with self._lock:
-            try:
-                self._conn.send((op, args))
-                status, result = self._conn.recv()
-            except (EOFError, OSError) as exc:
-                raise ConnectError("The worker process is gone: its offset store cannot be reached") from exc
-        if status != "ok":
-            raise ConnectError(f"Offset store call {op} failed in the worker: {result}")
-        return result
+            if self._closed.is_set():
+                raise ConnectError("The worker is stopping: no task host takes new tasks")
+            live = [h for h in self._hosts if h.accepting]
+            if len(live) < self.size:
+                host = TaskHostProcess(self, next(self._numbers), list(self._levels))
+                self._hosts.append(host)
+            else:
+                host = min(live, key=lambda h: len(h.runs))
+            key = next(self._keys)
+            host.runs[key] = run
+            return host, key
 
-    def start(self) -> None:
-        pass
+    def run_ended(self, host: TaskHostProcess, key: int) -> ProcessTaskRunner | None:
+        """Forget a run that ended in ``host``; a host left without runs ends (a new one forks in
+        milliseconds), so a worker without tasks has no host process."""
+        with self._lock:
+            run = host.runs.pop(key, None)
+            if not host.runs and host.accepting:
+                host.accepting = False
+                host.send(("exit",))
+            return run
 
-    def stop(self) -> None:
-        pass
+    def host_gone(self, host: TaskHostProcess) -> None:
+        with self._lock:
+            if host in self._hosts:
+                self._hosts.remove(host)
 
-    def get(self, connector: str, partitions: Sequence[Mapping[str, Any]]) -> list[Any]:
-        return self._call("get", connector, [dict(p) for p in partitions])  # type: ignore[no-any-return]
+    def evict(self, host: TaskHostProcess, hung: ProcessTaskRunner) -> None:
+        """Kill ``host``, where ``hung`` does not stop, once its other tasks moved off (in the background)."""
+        with self._lock:
+            if not host.accepting:
+                return  # already on its way out
+            host.accepting = False
+        threading.Thread(target=self._evict, args=(host, hung), name=f"task-host-evict-{host.pid}", daemon=True).start()
 
-    def put(self, connector: str, offsets: Sequence[tuple[Mapping[str, Any], Mapping[str, Any] | None]]) -> None:
-        self._call("put", connector, [(dict(p), None if o is None else dict(o)) for p, o in offsets])
+    def _evict(self, host: TaskHostProcess, hung: ProcessTaskRunner) -> None:
+        siblings = [run for run in list(host.runs.values()) if run is not hung]
+        moving = [run for run in siblings if run.begin_move(host)]
+        deadline = time.monotonic() + self._graceful_s
+        for run in siblings:
+            if run in moving:
+                run.finish_move(max(0.0, deadline - time.monotonic()))
+            else:
+                run.wait_ended(max(0.0, deadline - time.monotonic()))  # stopping anyway: let it finish
+        log.info("Killing task host process %s (%d task(s) moved to other hosts)", host.pid, len(moving))
+        host.kill()
 
-    def all(self, connector: str) -> list[Any]:
-        return self._call("all", connector)  # type: ignore[no-any-return]
+    def send_fences(self) -> None:
+        """Start sending each host the fence (distributed mode), unless already started."""
+        with self._lock:
+            if self._fence_thread is None:
+                self._fence_thread = threading.Thread(target=self._fence_loop, name="task-host-fence", daemon=True)
+                self._fence_thread.start()
 
-    def delete(self, connector: str) -> None:
-        raise ConnectError("A task cannot delete its connector's offsets")
+    def _fence_loop(self) -> None:
+        # Sent again and again, not only on change: a host that stops hearing it (this process
+        # frozen, say) holds its tasks' writes, as a frozen worker's threads would.
+        while not self._closed.wait(FENCE_REFRESH_S):
+            with self._lock:
+                hosts = list(self._hosts)
+            for host in hosts:
+                fence = next((run.fence for run in list(host.runs.values()) if run.fence is not None), None)
+                if fence is not None:  # every run of a worker has the same fence: its herder's
+                    host.send(("fence", fence()))
 
+    def _on_logger_level(self, name: str, level: int) -> None:
+        with self._lock:
+            self._levels.append((name, level))
+            for host in self._hosts:
+                host.send(("log_level", name, level))
 
-class _PipeListener:
-    """Sends the task's state changes up the control pipe."""
-
-    def __init__(self, send: Callable[[tuple[Any, ...]], None]) -> None:
-        self._send = send
-
-    def on_startup(self, task_id: ConnectorTaskId) -> None:
-        self._send(("startup",))
-
-    def on_pause(self, task_id: ConnectorTaskId) -> None:
-        self._send(("pause",))
-
-    def on_resume(self, task_id: ConnectorTaskId) -> None:
-        self._send(("resume",))
-
-    def on_failure(self, task_id: ConnectorTaskId, error: BaseException) -> None:
-        from sluice.worker.status import format_trace
-
-        self._send(("failure", str(error), format_trace(error)))
-
-    def on_shutdown(self, task_id: ConnectorTaskId) -> None:
-        self._send(("shutdown",))
-
-    def on_degraded(self, task_id: ConnectorTaskId, trace: str) -> None:
-        self._send(("degraded", trace))
-
-    def on_recovered(self, task_id: ConnectorTaskId) -> None:
-        self._send(("recovered",))
-
-
-def _child_main(
-    task_id: ConnectorTaskId,
-    config_class: Any,
-    worker_config: dict[str, Any],
-    connector_config: dict[str, Any],
-    task_config: dict[str, Any],
-    initial_state: TargetState,
-    control: Connection,
-    offsets: Connection,
-    log_level: str,
-    log_levels: list[tuple[str, int]],
-    worker_pid: int,
-) -> None:
-    """Entry point of a task process: build the task's runner as the worker would, run it, and
-    relay between it and the worker until it ends."""
-    from sluice.plugins import PluginRegistry
-    from sluice.worker.logcontext import configure_logging, set_context
-    from sluice.worker.runtime import tune_gc
-    from sluice.worker.worker import Worker
-
-    _die_with_worker(worker_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the worker's to handle, then it stops us
-    configure_logging(log_level)
-    apply_logger_levels(log_levels)  # what PUT /admin/loggers set in the worker before this task started
-    set_context(task_id.connector, task_id.task)
-    lock = threading.Lock()
-
-    def send(message: tuple[Any, ...]) -> None:
-        with lock:
-            try:
-                control.send(message)
-            except (OSError, ValueError):
-                pass
-
-    listener = _PipeListener(send)
-    try:
-        config = config_class.from_mapping(worker_config)
-        registry = PluginRegistry([p.strip() for p in config.plugin_path.split(",") if p.strip()])
-        worker = Worker(config, registry, _PipeOffsetStore(offsets))  # type: ignore[arg-type]
-        validated = worker.validate(connector_config)
-        runner = worker.build_task(task_id, validated, task_config, listener, initial_state)
-    except Exception as exc:
-        listener.on_failure(task_id, exc)
-        return
-    fence_open = threading.Event()
-    fence_open.set()
-    heard = [time.monotonic(), False]  # when the worker last sent its fence; whether it ever did
-
-    def unfenced() -> bool:
-        # Distributed mode: only while the worker says so, and has said it recently.
-        return fence_open.is_set() and (not heard[1] or time.monotonic() - heard[0] < FENCE_SILENCE_S)
-
-    runner.fence = unfenced
-    runner.start()
-    tune_gc()  # the worker's process-wide settings, in this process too
-    reported: set[str] = set()
-    last_metrics: dict[str, int] = {}
-    next_snapshot = 0.0
-    while not runner.await_stop(0):
-        try:
-            if control.poll(0.2):
-                command, *args = control.recv()
-                if command == "target":
-                    runner.transition_to(args[0])
-                elif command == "stop":
-                    runner.stop()
-                elif command == "reset_topics":
-                    runner.reset_active_topics()
-                    reported.clear()
-                elif command == "log_level":
-                    set_logger_level(args[0], args[1])
-                elif command == "fence":
-                    heard[0], heard[1] = time.monotonic(), True
-                    (fence_open.set if args[0] else fence_open.clear)()
-        except (EOFError, OSError):
-            # The worker is gone (where the parent-death signal does not exist): end as it did,
-            # without committing anything more; what was not committed is delivered again.
-            log.error("Task %s lost its worker process; exiting", task_id)
-            os._exit(1)
-        if runner.active_topics - reported:
-            reported |= runner.active_topics
-            send(("topics", sorted(reported)))
-        last_metrics = _relay_metrics(runner, last_metrics, send)
-        if time.monotonic() >= next_snapshot:
-            next_snapshot = time.monotonic() + METRICS_RELAY_S
-            send(("task_metrics", runner.metrics_snapshot()))
-    if runner.active_topics - reported:
-        send(("topics", sorted(runner.active_topics)))
-    _relay_metrics(runner, last_metrics, send)
-
-
-def _relay_metrics(runner: Any, last: dict[str, int], send: Callable[[tuple[Any, ...]], None]) -> dict[str, int]:
-    """Send the task's error counters up when they changed; the ones sent."""
-    retry = getattr(runner, "retry", None)
-    metrics = retry.metrics() if retry is not None else {}
-    if metrics != last:
-        send(("metrics", metrics))
-    return metrics
+    def close(self) -> None:
+        """End every host (their tasks should have been stopped)."""
+        self._closed.set()
+        self._unsubscribe()
+        with self._lock:
+            hosts, self._hosts = list(self._hosts), []
+        for host in hosts:
+            host.send(("exit",))
+        for host in hosts:
+            host.process.join(self._graceful_s)
+            if host.process.is_alive():
+                host.kill()

@@ -114,12 +114,20 @@ def scrub_secrets(trace: str, config: Mapping[str, Any], secret_keys: Iterable[s
 
 
 class StatusStore:
-    """In-memory status of connectors and tasks (the Kafka-backed store comes with distributed mode)."""
+    """In-memory status of connectors and tasks, and the topics their tasks used (KIP-558); the
+    Kafka-backed store comes with distributed mode."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._connectors: dict[str, Status] = {}
         self._tasks: dict[ConnectorTaskId, Status] = {}
+        self._used_topics: dict[str, set[str]] = {}
+
+    def start(self) -> None:
+        """Nothing to read: the store starts empty."""
+
+    def stop(self) -> None:
+        """Nothing to release."""
 
     def put_connector(self, name: str, status: Status) -> None:
         with self._lock:
@@ -147,9 +155,25 @@ class StatusStore:
         with self._lock:
             return dict(self._connectors), dict(self._tasks)
 
+    def topics(self, connector: str) -> set[str]:
+        """The topics any task of ``connector`` has used since its creation or the last reset."""
+        with self._lock:
+            return set(self._used_topics.get(connector, ()))
+
+    def put_topic(self, connector: str, topic: str, task: int) -> None:
+        """Record that task ``task`` of ``connector`` used ``topic``."""
+        with self._lock:
+            self._used_topics.setdefault(connector, set()).add(topic)
+
+    def reset_topics(self, connector: str) -> None:
+        """Forget the topics ``connector`` used."""
+        with self._lock:
+            self._used_topics.pop(connector, None)
+
     def forget(self, connector: str) -> None:
         with self._lock:
             self._connectors.pop(connector, None)
+            self._used_topics.pop(connector, None)
             for tid in [t for t in self._tasks if t.connector == connector]:
                 del self._tasks[tid]
 

@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from sluice.connectors.api.metrics import METRICS_INTERVAL_S
+from sluice.connectors.api.metrics import METRICS_INTERVAL_S, ReportsDegraded
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +32,17 @@ _LIVE: weakref.WeakValueDictionary[Hashable, Any] = weakref.WeakValueDictionary(
 class TaskMetrics:
     """One task's counters (see the module docstring for who writes and who reads)."""
 
-    def __init__(self, kind: str, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        kind: str,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        on_notice: Callable[[str, str | None], None] | None = None,
+    ) -> None:
         self.kind = kind  # "source" or "sink"
         self._clock = clock
+        #: Where a task's degraded notice goes (``OutageTracker.notice`` of the runner).
+        self._on_notice = on_notice
         self.started = clock()
         self.paused_s = 0.0
         self._paused_at: float | None = None
@@ -92,14 +100,24 @@ class TaskMetrics:
             self.commit_time_max_s = seconds
 
     def ask_task(self, task: Any, now: float) -> None:
-        """Refresh the task's own metrics (``sluice.connectors.api.metrics``) when they are due; a task
-        whose ``metrics()`` fails is logged, never failed, for it."""
+        """Refresh the task's own metrics (``sluice.connectors.api.metrics``) when they are due, and
+        pass on its degraded notice (``ReportsDegraded``); a task whose ``metrics()`` fails is
+        logged, never failed, for it."""
         self.next_own = now + METRICS_INTERVAL_S
         try:
             self.own = [(g.prefix, dict(g.labels), dict(g.values)) for g in task.metrics()]
         except Exception:
             log.warning("metrics() of %s failed", type(task).__name__, exc_info=True)
             self.next_own = now + 30 * METRICS_INTERVAL_S
+            return
+        if self._on_notice is not None and isinstance(task, ReportsDegraded):
+            try:
+                notice = task.degraded_notice()
+            except Exception:
+                log.warning("degraded_notice() of %s failed", type(task).__name__, exc_info=True)
+                self.next_own = now + 30 * METRICS_INTERVAL_S
+                return
+            self._on_notice(type(task).__name__, notice)
 
     def paused(self, now_paused: bool) -> None:
         """The task entered (``True``) or left a pause."""

@@ -4,69 +4,35 @@ Configs arrive *raw*: they may hold config-provider placeholders (``${env:DB_PAS
 the herder stores and returns as they are. The worker resolves them (:meth:`Worker.resolve`)
 exactly where values are handed over — to validation, the connector, the task, its converters and
 its Kafka client — and registers secret values so that log lines and traces mask them.
+
+Validation and building an in-process runner live in :mod:`sluice.worker.task_builder`, which a
+task host process uses too; the worker adds where a task runs (``task.executor``): a thread of
+this process, or a thread of a task host process (:mod:`sluice.worker.process_executor`).
 """
 
 from __future__ import annotations
 
-import builtins
 import logging
+import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from sluice.connectors.api import (
-    ConfigError,
-    Connector,
-    Converter,
-    HeaderConverter,
-    SinkConnector,
-    SourceConnector,
-)
+from sluice.connectors.api import Connector, Converter, HeaderConverter
 from sluice.offsets import OffsetStore
-from sluice.plugins import PluginInfo, PluginKind, PluginRegistry
-from sluice.worker.client_policy import ClientOverridePolicy, override_policy
-from sluice.worker.clients import SINK_CONSUMER_DEFAULTS, SOURCE_PRODUCER_DEFAULTS, client_config
-from sluice.worker.config import ConnectorConfig, WorkerConfig, split_connector_config, sub_config
-from sluice.worker.config_providers import ConfigProviders, has_placeholder, reverse_transform
-from sluice.worker.connector_keys import ignored_key_warnings, split_own_keys
-from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig
-from sluice.worker.local_paths import allowed_roots, check_local_paths, warn_if_unconfined
-from sluice.worker.masking import mask_text, register_config_secrets
-from sluice.worker.runners import SinkTaskRunner, SourceTaskRunner, TaskStatusListener, WorkerTask
+from sluice.plugins import PluginRegistry
+from sluice.worker.config import ConnectorConfig, WorkerConfig
+from sluice.worker.config_providers import ConfigProviders, reverse_transform
+from sluice.worker.connector_keys import ignored_key_warnings
+from sluice.worker.local_paths import warn_if_unconfined
+from sluice.worker.process_executor import ProcessTaskRunner, TaskHostPool
+from sluice.worker.runners import TaskStatusListener, WorkerTask
 from sluice.worker.status import ConnectorTaskId, TargetState
+from sluice.worker.task_builder import CONNECT_ONLY_TASK_KEYS, TaskBuilder
+from sluice.worker.task_builder import ValidatedConnector as ValidatedConnector  # re-exported: the herders' import
 from sluice.worker.task_metrics import StartupCounters
-from sluice.worker.topic_creation import TopicCreationConfig, TopicCreator, has_topic_creation_keys
-from sluice.worker.transform_chain import build_chain
+from sluice.worker.topic_creation import has_topic_creation_keys
 
 log = logging.getLogger(__name__)
-
-#: Keys stored with task configs only because a Kafka Connect worker needs them (see
-#: worker/connect_task_configs.py); tasks never see them.
-_CONNECT_ONLY_TASK_KEYS = frozenset({"task.class"})
-
-
-@dataclass(frozen=True)
-class ValidatedConnector:
-    """A connector config that passed validation, with what it resolved to.
-
-    ``raw`` is the config as the user gave it, placeholders included: the only form to store or
-    return. ``common`` and ``own`` were validated from the resolved values and may hold secrets.
-    """
-
-    raw: dict[str, Any]
-    common: ConnectorConfig
-    plugin: PluginInfo
-    own: Any
-    #: Keys the connector does not define (kept in ``raw``, never handed to it), sorted.
-    ignored: tuple[str, ...] = ()
-
-    @property
-    def type(self) -> str:
-        return self.plugin.kind.value
-
-    @property
-    def connector_class(self) -> builtins.type[Connector]:  # builtins: the property above shadows type
-        return self.plugin.cls
 
 
 class Worker:
@@ -81,22 +47,19 @@ class Worker:
     ) -> None:
         """Raises :class:`ConfigError` naming the worker key when a config provider is misconfigured
         or a placeholder in the worker config (``producer.sasl.jaas.config=${file:…}``) cannot be resolved."""
+        self.builder = TaskBuilder(config, plugins, offset_store, config_providers)
         self.plugins = plugins
         self.offset_store = offset_store
-        self.config_providers = (
-            config_providers if config_providers is not None else ConfigProviders.from_worker_config(config.raw, plugins)
-        )
-        if any(has_placeholder(v) for v in config.raw.values()):
-            config = WorkerConfig.from_mapping(self.config_providers.resolve(config.raw))
-        self.config = config
-        self.client_policy: ClientOverridePolicy = override_policy(config.raw)
-        # Parsed once: a relative entry stops the worker at startup instead of failing every create.
-        self.connector_path_roots = allowed_roots(config.connector_allowed_paths)
-        warn_if_unconfined(config, self.connector_path_roots)
-        # The worker's own client secrets (producer.sasl.jaas.config, ssl.key.password, …).
-        register_config_secrets(config.raw)
+        self.config_providers = self.builder.config_providers
+        self.config = self.builder.config  # placeholders resolved
+        self.client_policy = self.builder.client_policy
+        self.connector_path_roots = self.builder.connector_path_roots
+        warn_if_unconfined(self.config, self.connector_path_roots)
         #: Connector and task startups for ``GET /metrics`` (``connect-worker-metrics``).
         self.startups = StartupCounters()
+        # task.executor=process: the host processes, started with the first task.
+        self._hosts: TaskHostPool | None = None
+        self._hosts_lock = threading.Lock()
 
     # -- config providers -------------------------------------------------------------------------
 
@@ -106,7 +69,7 @@ class Worker:
         Raises :class:`ConfigError` naming the key and the placeholder (never the value) when one
         cannot be resolved. Resolved values are registered as secrets for log masking.
         """
-        return self.config_providers.resolve(raw)
+        return self.builder.resolve(raw)
 
     def reverse_transform(self, validated: ValidatedConnector, task_configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Task configs as they may be stored and returned: every key the connector config set
@@ -116,50 +79,9 @@ class Worker:
     # -- validation -------------------------------------------------------------------------------
 
     def validate(self, raw: Mapping[str, Any]) -> ValidatedConnector:
-        """Check a connector config completely; raise :class:`ConfigError` naming the bad key.
-
-        The values checked are the resolved ones (a placeholder must resolve, and to a valid value);
-        the result keeps ``raw`` unresolved for storage. Error messages quote values, so a resolved
-        secret in one is masked.
-        """
-        resolved = self.resolve(raw)
-        try:
-            return self._validate(raw, resolved)
-        except ConfigError as exc:
-            message = mask_text(str(exc))
-            if message == str(exc):
-                raise
-            raise ConfigError(message, key=exc.key) from None
-
-    def _validate(self, raw: Mapping[str, Any], resolved: Mapping[str, Any]) -> ValidatedConnector:
-        common_raw, own_raw = split_connector_config(resolved)
-        common = ConnectorConfig.parse(common_raw)
-        plugin = self.plugins.connector(common.connector_class)
-        connector_cls: Any = plugin.cls
-        # A connector may declare common keys in its own model too (a sink's topics/topics.regex).
-        declared = {info.alias for info in connector_cls.Config.model_fields.values() if info.alias}
-        own_raw.update({k: v for k, v in common_raw.items() if k in declared})
-        register_config_secrets(resolved, connector_cls.Config.secret_keys())
-        # Keys the connector does not define are kept and ignored, as Connect does (connector_keys).
-        own_raw, ignored = split_own_keys(connector_cls.Config, own_raw, common_raw)
-        check_local_paths(own_raw, connector_cls.Config.path_keys(), self.connector_path_roots)
-        own = connector_cls.validate(own_raw)
-        ErrorHandlingConfig.parse(common_raw)
-        if plugin.kind is PluginKind.SOURCE:
-            TopicCreationConfig.parse(common_raw)  # KIP-158 keys: numbers and regexes, checked even when disabled
-        self.client_policy.check_config(resolved)
-        if plugin.kind is PluginKind.SINK:
-            if not common.topic_list and not common.topics_regex:
-                raise ConfigError(
-                    "Must configure one of topics or topics.regex for a sink connector", key="topics"
-                )
-        # Build the transform chain once so a bad alias or setting fails the create call.
-        chain = build_chain(resolved, self.plugins)
-        if chain is not None:
-            chain.close()
-        # Resolve converters now so a typo fails the create call, not the task start.
-        self._converters(common, resolved)
-        return ValidatedConnector(dict(raw), common, plugin, own, tuple(sorted(ignored)))
+        """Check a connector config completely; raise :class:`ConfigError` naming the bad key
+        (see :meth:`TaskBuilder.validate <sluice.worker.task_builder.TaskBuilder.validate>`)."""
+        return self.builder.validate(raw)
 
     def warn_ignored_keys(self, validated: ValidatedConnector) -> None:
         """Log once, when a connector is created or updated, the keys it ignores and why."""
@@ -179,29 +101,8 @@ class Worker:
             )
 
     def _converters(self, common: ConnectorConfig, raw: Mapping[str, Any]) -> tuple[Converter, Converter, HeaderConverter]:
-        key_name = common.key_converter or self.config.key_converter
-        value_name = common.value_converter or self.config.value_converter
-        header_name = common.header_converter or self.config.header_converter
-        key_cls = self.plugins.converter(key_name, "key.converter")
-        value_cls = self.plugins.converter(value_name, "value.converter")
-        header_cls = self.plugins.header_converter(header_name, "header.converter")
-        # A connector-level converter takes its settings only from the connector; the worker's
-        # key.converter.* apply to the worker's default converter (as in Connect).
-        key_settings = sub_config(raw, "key.converter.") if common.key_converter else self.config.prefixed("key.converter.")
-        value_settings = (
-            sub_config(raw, "value.converter.") if common.value_converter else self.config.prefixed("value.converter.")
-        )
-        header_settings = (
-            sub_config(raw, "header.converter.") if common.header_converter else self.config.prefixed("header.converter.")
-        )
-        key, value, header = key_cls(), value_cls(), header_cls()
-        try:
-            key.configure(key_settings, True)
-            value.configure(value_settings, False)
-            header.configure(header_settings)
-        except ConfigError as exc:
-            raise ConfigError(f"Invalid converter configuration: {exc}", key=exc.key) from exc
-        return key, value, header
+        # Kept for the backfill's sink runner and the offline pipeline, which call it.
+        return self.builder.converters(common, raw)
 
     # -- instances --------------------------------------------------------------------------------
 
@@ -216,150 +117,35 @@ class Worker:
         listener: TaskStatusListener,
         initial_state: TargetState,
     ) -> WorkerTask:
-        """A runner for one task of ``validated``, not yet started.
+        """A runner for one task of ``validated``, not yet started: a thread of this process, or
+        (``task.executor=process``) a thread of a task host process, behind the same interface.
 
-        Placeholders in the connector config (converter and client settings) and in
-        ``task_config`` are resolved now, so a task starts with current secret values. The keys
-        stored with task configs only for Kafka Connect (``task.class``) do not reach the task,
-        so a task config model that refuses unknown keys works in every mode.
+        Placeholders are resolved where the runner is built, so a task starts with current secret
+        values; ``task.class`` (stored for Kafka Connect only) never reaches the task.
         """
-        task_config = {k: v for k, v in task_config.items() if k not in _CONNECT_ONLY_TASK_KEYS}
+        task_config = {k: v for k, v in task_config.items() if k not in CONNECT_ONLY_TASK_KEYS}
         self.startups.task_attempt(task_id)
         if self.config.task_executor == "process":
-            # Here, not at the top: process_executor imports this module (a known cycle, listed in
-            # pyproject.toml's acyclic contract, to be removed).
-            from sluice.worker.process_executor import ProcessTaskRunner
-
             return ProcessTaskRunner(  # type: ignore[return-value]  # the same interface, another process
-                task_id,
-                worker_config_class=type(self.config),
-                worker_config=self.config.raw,
-                connector_config=validated.raw,
-                task_config=task_config,
-                listener=listener,
-                initial_state=initial_state,
-                offset_store=self.offset_store,
+                task_id, self._task_hosts(), validated.raw, task_config, listener, initial_state
             )
-        connector_cls = validated.connector_class
-        task = connector_cls.task_class()
-        resolved = self.resolve(validated.raw)
-        task_config = self.resolve(task_config)
-        register_config_secrets(task_config, connector_cls.Config.secret_keys())
-        key, value, header = self._converters(validated.common, resolved)
-        transform = build_chain(resolved, self.plugins)
-        policy = self.client_policy
-        errors = ErrorHandlingConfig.parse(resolved)
-        dlq = self._dead_letter_queue(task_id, errors, resolved) if errors.dlq_topic else None
-        if issubclass(connector_cls, SourceConnector):
-            producer = client_config(
-                self.config.bootstrap_servers,
-                {**SOURCE_PRODUCER_DEFAULTS, "client.id": f"connector-producer-{task_id}"},
-                self.config.prefixed("producer."),
-                sub_config(resolved, "producer.override."),
-                policy,
-                what="producer",
-            )
-            return SourceTaskRunner(
-                task_id,
-                task,  # type: ignore[arg-type]
-                task_config,
-                listener=listener,
-                initial_state=initial_state,
-                producer_config=producer,
-                offset_store=self.offset_store,
-                key_converter=key,
-                value_converter=value,
-                header_converter=header,
-                transform=transform,
-                offset_flush_interval_ms=self.config.offset_flush_interval_ms,
-                offset_flush_timeout_ms=self.config.offset_flush_timeout_ms,
-                errors=errors,
-                dlq=dlq,
-                degraded_after_ms=self.config.task_degraded_after_ms,
-                topic_creator=self._topic_creator(task_id, resolved),
-            )
-        if issubclass(connector_cls, SinkConnector):
-            consumer = client_config(
-                self.config.bootstrap_servers,
-                {
-                    **SINK_CONSUMER_DEFAULTS,
-                    "group.id": f"connect-{validated.common.name}",
-                    "client.id": f"connector-consumer-{task_id}",
-                },
-                self.config.prefixed("consumer."),
-                sub_config(resolved, "consumer.override."),
-                policy,
-                what="consumer",
-            )
-            return SinkTaskRunner(
-                task_id,
-                task,  # type: ignore[arg-type]
-                task_config,
-                listener=listener,
-                initial_state=initial_state,
-                consumer_config=consumer,
-                topics=validated.common.topic_list,
-                topics_regex=validated.common.topics_regex,
-                key_converter=key,
-                value_converter=value,
-                header_converter=header,
-                transform=transform,
-                offset_flush_interval_ms=self.config.offset_flush_interval_ms,
-                errors=errors,
-                dlq=dlq,
-                batch_size=_max_poll_records(resolved, self.config.prefixed("consumer.")),
-                degraded_after_ms=self.config.task_degraded_after_ms,
-            )
-        raise ConfigError(f"{connector_cls.__name__} is neither a source nor a sink connector", key="connector.class")
+        return self.builder.build(task_id, validated, task_config, listener, initial_state)
 
-    def _topic_creator(self, task_id: ConnectorTaskId, resolved: Mapping[str, Any]) -> TopicCreator | None:
-        """What creates a source task's topics per ``topic.creation.*`` (KIP-158), with an admin
-        client of the worker's ``admin.*`` settings and the connector's ``admin.override.*``."""
-        creation = TopicCreationConfig.parse(resolved) if self.config.topic_creation_enable else None
-        if creation is None:
-            return None
-        admin = client_config(
-            self.config.bootstrap_servers,
-            {"client.id": f"connector-admin-{task_id}"},
-            self.config.prefixed("admin."),
-            sub_config(resolved, "admin.override."),
-            self.client_policy,
-            what="admin",
-        )
-        return TopicCreator(creation, admin)
+    def _task_hosts(self) -> TaskHostPool:
+        with self._hosts_lock:
+            if self._hosts is None:
+                self._hosts = TaskHostPool(
+                    type(self.config),
+                    self.config.raw,
+                    self.offset_store,
+                    size=self.config.task_host_processes,
+                    graceful_timeout_s=self.config.task_shutdown_graceful_timeout_ms / 1000,
+                )
+            return self._hosts
 
-    def _dead_letter_queue(self, task_id: ConnectorTaskId, errors: ErrorHandlingConfig, resolved: Mapping[str, Any]) -> DeadLetterQueue:
-        """A task's own DLQ producer (and the admin client that creates the topic if missing)."""
-        policy = self.client_policy
-        producer = client_config(
-            self.config.bootstrap_servers,
-            {"acks": "all", "linger.ms": 5, "client.id": f"connector-dlq-producer-{task_id}"},
-            self.config.prefixed("producer."),
-            sub_config(resolved, "producer.override."),
-            policy,
-            what="producer",
-        )
-        admin = client_config(
-            self.config.bootstrap_servers,
-            {"client.id": f"connector-dlq-admin-{task_id}"},
-            self.config.prefixed("admin."),
-            sub_config(resolved, "admin.override."),
-            policy,
-            what="admin",
-        )
-        return DeadLetterQueue(errors, producer, admin)
-
-
-def _max_poll_records(connector: Mapping[str, Any], worker_consumer: Mapping[str, Any], default: int = 2_000) -> int:
-    """Records per ``put()``: Connect's ``max.poll.records`` (``consumer.override.`` on the connector,
-    else ``consumer.`` on the worker); librdkafka has no such setting, so the sink runner applies it."""
-    value = connector.get("consumer.override.max.poll.records", worker_consumer.get("max.poll.records"))
-    if value in (None, ""):
-        return default
-    try:
-        records = int(value)
-    except (TypeError, ValueError):
-        records = 0
-    if records < 1:
-        raise ConfigError(f"max.poll.records must be a positive integer, got {value!r}", key="max.poll.records")
-    return records
+    def close(self) -> None:
+        """End the task host processes (``task.executor=process``), once the herder stopped its tasks."""
+        with self._hosts_lock:
+            hosts, self._hosts = self._hosts, None
+        if hosts is not None:
+            hosts.close()

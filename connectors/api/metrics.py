@@ -38,3 +38,20 @@ class ReportsMetrics(Protocol):
     """A task that offers metrics of its own (see the module docstring)."""
 
     def metrics(self) -> Sequence[TaskMetricGroup]: ...
+
+
+@runtime_checkable
+class ReportsDegraded(Protocol):
+    """A task that can keep running in a state an operator must act on (a replication slot that
+    holds too much of the database's WAL, say) defines::
+
+        def degraded_notice(self) -> str | None: ...
+
+    The runner calls it right after ``metrics()``, on the same thread and cadence (also while the
+    task is paused). A text marks the task degraded: its status stays ``RUNNING`` with the text as
+    its trace, as when a system it needs is out of reach; ``None`` clears that. Keep the text
+    stable while the state lasts (no figures that change every call): each change is a status
+    write. The task's own log says more, as often as it likes.
+    """
+
+    def degraded_notice(self) -> str | None: ...

@@ -7,8 +7,8 @@ group named after the run so :func:`cancel_job` can stop it. Failures come out a
 
 Job kinds: ``jdbc_to_topic`` (:mod:`~connectors.backfill.jdbc_topic`; with ``target.cdc``, the CDC
 connector's snapshot records, :mod:`~connectors.backfill.cdc_topic`), ``s3_to_topic``
-(:mod:`~connectors.backfill.s3_topic`), ``topic_to_s3`` and ``topic_to_sink``
-(:mod:`~connectors.backfill.topic_sink`).
+(:mod:`~connectors.backfill.s3_topic`); ``topic_to_s3`` and ``topic_to_sink`` run a sink
+connector's task, so the worker lends them (:class:`BackfillRuntime`, from ``sluice.worker.backfill``).
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ import logging
 from typing import Any
 
 from sluice.connectors.api import ConfigError
-from sluice.connectors.backfill.context import JobContext
+from sluice.connectors.backfill.context import BackfillRuntime, JobContext
 from sluice.connectors.backfill.errors import BackfillCancelled, BackfillJobError, spark_error_message
 from sluice.connectors.backfill.session import SparkSessionProvider, SparkUnavailable
 
 __all__ = [
     "BackfillCancelled",
+    "BackfillRuntime",
     "BackfillJobError",
     "JobContext",
     "SparkSessionProvider",
@@ -34,8 +35,16 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-def run_job(provider: SparkSessionProvider, spec: Any, ctx: JobContext, *, bootstrap_servers: str) -> dict[str, Any]:
-    """Run ``spec`` to completion on the shared session; return the kind's summary.
+def run_job(
+    provider: SparkSessionProvider,
+    spec: Any,
+    ctx: JobContext,
+    *,
+    bootstrap_servers: str,
+    runtime: BackfillRuntime | None = None,
+) -> dict[str, Any]:
+    """Run ``spec`` to completion on the shared session; return the kind's summary. ``runtime`` is
+    what the worker lends (the kinds that run a connector's task, the converter lookup).
 
     Raises :class:`BackfillCancelled` when :func:`cancel_job` stopped it, :class:`BackfillJobError`
     with Spark's message when it failed, :class:`ConfigError` for a spec the data contradicts.
@@ -52,7 +61,8 @@ def run_job(provider: SparkSessionProvider, spec: Any, ctx: JobContext, *, boots
         if key.startswith("spark.sql."):
             spark.conf.set(key, value)
     try:
-        return _dispatch(spark, spec, ctx, getattr(spec.source, "bootstrap_servers", None) or getattr(spec.target, "bootstrap_servers", None) or bootstrap_servers)
+        bootstrap = getattr(spec.source, "bootstrap_servers", None) or getattr(spec.target, "bootstrap_servers", None) or bootstrap_servers
+        return _dispatch(spark, spec, ctx, bootstrap, runtime or BackfillRuntime())
     except (BackfillJobError, BackfillCancelled, ConfigError):
         if ctx.cancelled:
             raise BackfillCancelled("cancelled") from None
@@ -69,9 +79,11 @@ def run_job(provider: SparkSessionProvider, spec: Any, ctx: JobContext, *, boots
             pass
 
 
-def _dispatch(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> dict[str, Any]:
+def _dispatch(spark: Any, spec: Any, ctx: JobContext, bootstrap: str, runtime: BackfillRuntime) -> dict[str, Any]:
     # Each kind's module is imported when a job of that kind runs: they need optional extras
     # (psycopg, SQLAlchemy, boto3/pyarrow) that a worker running other kinds may not have.
+    if spec.kind in runtime.kinds:
+        return runtime.kinds[spec.kind](spark, spec, ctx, bootstrap)
     if spec.kind == "jdbc_to_topic" and getattr(spec.target, "cdc", None) is not None:
         # The CDC connector's snapshot records; cdc_topic builds on jdbc_topic, so it is chosen here.
         from sluice.connectors.backfill.cdc_topic import run_cdc_snapshot
@@ -84,13 +96,11 @@ def _dispatch(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> dict[st
     if spec.kind == "s3_to_topic":
         from sluice.connectors.backfill.s3_topic import run_s3_to_topic
 
-        return run_s3_to_topic(spark, spec, ctx, bootstrap)
-    from sluice.connectors.backfill.topic_sink import run_topic_to_sink, s3_sink_config
-
-    if spec.kind == "topic_to_s3":
-        return run_topic_to_sink(spark, spec, ctx, bootstrap, s3_sink_config(spec.target.config))
-    if spec.kind == "topic_to_sink":
-        return run_topic_to_sink(spark, spec, ctx, bootstrap, dict(spec.target.config))
+        if runtime.load_converters is None:
+            raise ConfigError("kind: s3_to_topic needs the worker's converters (run it on a worker)", key="kind")
+        return run_s3_to_topic(spark, spec, ctx, bootstrap, runtime.load_converters)
+    if spec.kind in ("topic_to_s3", "topic_to_sink"):
+        raise ConfigError(f"kind: {spec.kind} runs a sink connector's task: run it on a worker", key="kind")
     raise ConfigError(f"kind: unknown job kind {spec.kind!r}", key="kind")
 
 

@@ -144,6 +144,24 @@ def base64_of_unscaled(unscaled: str) -> str:
     return f"transform(array({unscaled}), u -> {body})[0]"
 
 
+#: Debezium's MicroDuration, as the CDC source computes it: months of 30.4375 days (PostgreSQL's own
+#: epoch of an interval counts 30), summed in double precision in the same order, then truncated.
+_MICRO_DURATION = (
+    "trunc((((((extract(year FROM {c}) * 12 + extract(month FROM {c}))::float8 * 30.4375"
+    " + extract(day FROM {c})::float8) * 24 + extract(hour FROM {c})::float8) * 60"
+    " + extract(minute FROM {c})::float8) * 60 + extract(second FROM {c})::float8) * 1e6)::int8"
+)
+
+
+#: Debezium's Bits: the bit string as a little-endian number in as few bytes as it needs (none for
+#: zero): bytes of 8 bits from the right end, high-order zero bytes dropped.
+_BITS = (
+    "(SELECT decode(regexp_replace(string_agg(lpad(to_hex(substring(p.b FROM k * 8 + 1 FOR 8)::bit(8)::int), 2, '0'),"
+    " '' ORDER BY k DESC), '(00)+$', ''), 'hex') FROM (SELECT lpad({c}::text, (length({c}) + 7) / 8 * 8, '0')::varbit"
+    " AS b) p, generate_series(0, greatest((length({c}) + 7) / 8 - 1, 0)) k)"
+)
+
+
 def conversion(oid: int, typmod: int, schema: Schema, *, decimal_format: str, column: str) -> Conversion:
     """The conversion of a (non-array) value the CDC source maps to ``schema``.
 
@@ -176,7 +194,7 @@ def conversion(oid: int, typmod: int, schema: Schema, *, decimal_format: str, co
     if name == "io.debezium.time.ZonedTime":
         return Conversion("regexp_replace(({c} AT TIME ZONE 'UTC')::text, '\\+00$', 'Z')", "STRING")
     if name == "io.debezium.time.MicroDuration":
-        return Conversion(_epoch("{c}", 1_000_000), "BIGINT")
+        return Conversion(_MICRO_DURATION, "BIGINT")
     t = schema.type
     if t is Type.INT16:
         return Conversion("{c}::int2", "SMALLINT")
@@ -192,6 +210,8 @@ def conversion(oid: int, typmod: int, schema: Schema, *, decimal_format: str, co
         return Conversion("{c}::numeric::float8" if oid == pg.MONEY else "{c}::float8", "DOUBLE", _shortest("DoubleToDecimal"))
     if t is Type.BYTES and name is None:
         return Conversion("{c}", "BINARY")
+    if name == "io.debezium.data.Bits":
+        return Conversion(_BITS, "BINARY")
     if t is Type.STRING:
         if oid == pg.MONEY:  # decimal.handling.mode=string: the amount without currency formatting
             return Conversion("{c}::numeric::text", "STRING")

@@ -205,7 +205,7 @@ def record_parts(table: Table, handoff: CdcHandoff, database: str, lsn: int, now
         "ts_ms": now_ns // 1_000_000,
         "snapshot": "true",
         "db": database,
-        "sequence": None,
+        "sequence": f'[null,"{lsn}"]',  # the read's point, as the connector's snapshot rows name theirs
         "ts_us": now_ns // 1000,
         "ts_ns": now_ns,
         "schema": table.schema_name,
@@ -213,6 +213,8 @@ def record_parts(table: Table, handoff: CdcHandoff, database: str, lsn: int, now
         "txId": None,
         "lsn": lsn,
         "xmin": None,
+        "origin": None,
+        "origin_lsn": None,
     }
     event = {
         "before": None,
@@ -279,10 +281,8 @@ def _partition_column(source: Any, table: Table) -> str | None:
     return None
 
 
-def run_cdc_snapshot(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> dict[str, Any]:
-    """Run one JDBC → CDC-topic backfill; return a summary for the status."""
-    source, target = spec.source, spec.target
-    handoff = parse_handoff(target)
+def _check_source(source: Any, handoff: CdcHandoff) -> None:
+    """Refuse source settings a CDC hand-off decides itself (the read position, slot and key)."""
     if source.cdc_position == "off":
         raise ConfigError("source.cdc.position: a CDC hand-off needs the read position", key="source.cdc.position")
     if source.cdc_slot_name and source.cdc_slot_name != handoff.config.slot_name:
@@ -293,12 +293,11 @@ def run_cdc_snapshot(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> 
         )
     if source.key_columns:
         raise ConfigError("source.key.columns: the CDC connector's key is the primary key", key="source.key.columns")
-    table, database = describe(source, handoff)
-    if target.topic and target.topic != table.topic:
-        raise ConfigError(f"target.topic: the CDC connector writes {table.topic}; leave it out", key="target.topic")
-    source = source.model_copy(update={"cdc_slot_name": handoff.config.slot_name, "cdc_position": "required"})
-    partition = _partition_column(source, table)
-    plan = TablePlan(
+
+
+def _table_plan(table: Table, partition: str | None) -> TablePlan:
+    """The read plan of the captured table, before the source is measured."""
+    return TablePlan(
         table=f"{table.schema_name}.{table.name}",
         name=table.name,
         columns=(),
@@ -311,6 +310,19 @@ def run_cdc_snapshot(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> 
         rows=0,
         backend="postgresql",
     )
+
+
+def run_cdc_snapshot(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> dict[str, Any]:
+    """Run one JDBC → CDC-topic backfill; return a summary for the status."""
+    source, target = spec.source, spec.target
+    handoff = parse_handoff(target)
+    _check_source(source, handoff)
+    table, database = describe(source, handoff)
+    if target.topic and target.topic != table.topic:
+        raise ConfigError(f"target.topic: the CDC connector writes {table.topic}; leave it out", key="target.topic")
+    source = source.model_copy(update={"cdc_slot_name": handoff.config.slot_name, "cdc_position": "required"})
+    partition = _partition_column(source, table)
+    plan = _table_plan(table, partition)
     conversions = [column_conversion(c, decimal_format=handoff.value_converter.config.decimal_format) for c in table.included_columns]
     query = read_sql(table, conversions, partition)
     expected = target.partitions or source.num_partitions

@@ -18,7 +18,9 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, cast
 
-from sluice.connectors.backfill.context import JobContext
+from confluent_kafka import KafkaException, Producer
+
+from sluice.connectors.backfill.context import ConverterLoader, JobContext
 from sluice.connectors.backfill.errors import BackfillJobError
 from sluice.connectors.backfill.kafka_admin import ensure_topic
 from sluice.connectors.s3_common.formats import FormatSettings, make_format
@@ -56,36 +58,47 @@ def replay_partition_function(
     targets: Mapping[str, str],
     bootstrap: str,
     producer_config: Mapping[str, str],
+    load_converters: ConverterLoader,
 ) -> Any:
-    """The ``mapPartitions`` function replaying groups of objects; yields ``(records, bytes)``."""
+    """The ``mapPartitions`` function replaying groups of objects; yields ``(records, bytes)``.
+    ``load_converters`` (the worker's, see :class:`~sluice.connectors.backfill.context.BackfillRuntime`)
+    configures the converters in each Spark task."""
     source_config = dict(source_config)
     converters = dict(converters)
 
     def run(groups: Iterable[tuple[str, int, list[str]]]) -> Iterator[tuple[int, int]]:
-        from confluent_kafka import KafkaException, Producer
+        replay = _ArchiveReplay(source_config, topics, load_converters(converters), bootstrap, producer_config)
+        total_records = total_bytes = 0
+        for topic, partition, object_keys in groups:
+            records, size = replay.partition(topic, partition, object_keys, targets.get(topic, topic))
+            total_records += records
+            total_bytes += size
+        replay.finish()
+        yield (total_records, total_bytes)
 
-        from sluice.plugins import PluginRegistry  # the runtime's registry: see pyproject's layers contract
+    return run
 
+
+class _ArchiveReplay:
+    """One Spark task's replay: the archive's reader, the source converters and an idempotent producer."""
+
+    def __init__(
+        self,
+        source_config: Mapping[str, Any],
+        topics: list[str],
+        converters: tuple[Any, Any, Any],
+        bootstrap: str,
+        producer_config: Mapping[str, str],
+    ) -> None:
         cfg = S3SourceConfig.parse({**source_config, "topics": ",".join(topics)})
-        layout = cfg.layout()
-        fmt = make_format(cfg.format_settings())
-        keys_fmt = make_format(FormatSettings(format=cfg.keys_format_class, compression=cfg.s3_compression_type))
-        json_fmt = make_format(FormatSettings(format="json"))
-        storage = S3Storage(cfg.connection())
-        registry = PluginRegistry([])
-        key_conv = registry.converter(converters["key.converter"], "source.key.converter")()
-        key_conv.configure(converters.get("key", {}), True)
-        value_conv = registry.converter(converters["value.converter"], "source.value.converter")()
-        value_conv.configure(converters.get("value", {}), False)
-        header_conv = registry.header_converter(converters["header.converter"], "source.header.converter")()
-        header_conv.configure(converters.get("header", {}))
-        errors: list[str] = []
-
-        def on_delivery(err: Any, msg: Any) -> None:
-            if err is not None and len(errors) < 5:
-                errors.append(str(err))
-
-        producer = Producer({
+        self.layout = cfg.layout()
+        self.fmt = make_format(cfg.format_settings())
+        self.keys_fmt = make_format(FormatSettings(format=cfg.keys_format_class, compression=cfg.s3_compression_type))
+        self.json_fmt = make_format(FormatSettings(format="json"))
+        self.storage = S3Storage(cfg.connection())
+        self.key_conv, self.value_conv, self.header_conv = converters
+        self.errors: list[str] = []
+        self.producer = Producer({
             "bootstrap.servers": bootstrap,
             "enable.idempotence": True,
             "acks": "all",
@@ -93,57 +106,81 @@ def replay_partition_function(
             "compression.type": "lz4",
             **producer_config,
         })
+
+    def on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None and len(self.errors) < 5:
+            self.errors.append(str(err))
+
+    def partition(self, topic: str, partition: int, object_keys: list[str], target: str) -> tuple[int, int]:
+        """Produce the objects of one archived partition, in order; ``(records, bytes)`` produced."""
         total_records = total_bytes = 0
-        for topic, partition, object_keys in groups:
-            target = targets.get(topic, topic)
-            listed = set(storage.list_keys(layout.topic_prefix(topic)))
-            for key in object_keys:
-                parsed = layout.parse(key)
-                assert parsed is not None
-                values = list(fmt.read(storage.get_object(key)))
+        listed = set(self.storage.list_keys(self.layout.topic_prefix(topic)))
+        for key in object_keys:
+            parsed = self.layout.parse(key)
+            assert parsed is not None
+            values = list(self.fmt.read(self.storage.get_object(key)))
+            keys = self.sidecar(parsed, listed, "keys", self.keys_fmt, len(values))
+            headers = self.sidecar(parsed, listed, "headers", self.json_fmt, len(values))
+            stamps = self.sidecar(parsed, listed, "timestamps", self.json_fmt, len(values))
+            records, size = self.produce(target, partition, values, keys, headers, stamps)
+            total_records += records
+            total_bytes += size
+            self.producer.poll(0)
+            if self.errors:
+                break
+        return total_records, total_bytes
 
-                def sidecar(kind: str, sfmt: Any, n: int = len(values), parsed: Any = parsed, listed: set[str] = listed) -> list[Any] | None:
-                    skey = parsed.sidecar(kind, sfmt.extension)
-                    if skey not in listed:
-                        return None
-                    items = list(sfmt.read(storage.get_object(skey)))
-                    return items if len(items) == n else None
+    def sidecar(self, parsed: Any, listed: set[str], kind: str, sfmt: Any, n: int) -> list[Any] | None:
+        """The items of an object's ``kind`` sidecar, or ``None`` when it is missing or does not match."""
+        skey = parsed.sidecar(kind, sfmt.extension)
+        if skey not in listed:
+            return None
+        items = list(sfmt.read(self.storage.get_object(skey)))
+        return items if len(items) == n else None
 
-                keys = sidecar("keys", keys_fmt)
-                headers = sidecar("headers", json_fmt)
-                stamps = sidecar("timestamps", json_fmt)
-                for i, value in enumerate(values):
-                    k = keys[i] if keys else None
-                    kb = key_conv.from_connect_data(target, None, k) if k is not None else None
-                    vb = value_conv.from_connect_data(target, None, value) if value is not None else None
-                    hs = decode_headers(headers[i]) if headers else None
-                    hb = [(h, header_conv.from_connect_header(target, h, None, v)) for h, v in hs] if hs else None
-                    ts = stamps[i] if stamps else None
-                    while True:
-                        try:
-                            producer.produce(
-                                target, value=vb, key=kb, partition=partition, headers=cast(Any, hb),
-                                timestamp=ts or 0, on_delivery=on_delivery,
-                            )
-                            break
-                        except BufferError:
-                            producer.poll(0.1)
-                        except KafkaException as exc:
-                            raise RuntimeError(f"producing to {target} failed: {exc}") from None
-                    total_records += 1
-                    total_bytes += (len(vb) if vb else 0) + (len(kb) if kb else 0)
-                producer.poll(0)
-                if errors:
+    def produce(
+        self,
+        target: str,
+        partition: int,
+        values: list[Any],
+        keys: list[Any] | None,
+        headers: list[Any] | None,
+        stamps: list[Any] | None,
+    ) -> tuple[int, int]:
+        """Produce one object's records (with their sidecars' keys, headers and timestamps)."""
+        producer, on_delivery = self.producer, self.on_delivery
+        key_conv, value_conv, header_conv = self.key_conv, self.value_conv, self.header_conv
+        total_records = total_bytes = 0
+        for i, value in enumerate(values):
+            k = keys[i] if keys else None
+            kb = key_conv.from_connect_data(target, None, k) if k is not None else None
+            vb = value_conv.from_connect_data(target, None, value) if value is not None else None
+            hs = decode_headers(headers[i]) if headers else None
+            hb = [(h, header_conv.from_connect_header(target, h, None, v)) for h, v in hs] if hs else None
+            ts = stamps[i] if stamps else None
+            while True:
+                try:
+                    producer.produce(
+                        target, value=vb, key=kb, partition=partition, headers=cast(Any, hb),
+                        timestamp=ts or 0, on_delivery=on_delivery,
+                    )
                     break
-        remaining = producer.flush(120)
-        if errors or remaining:
-            raise RuntimeError(f"replay into Kafka failed: {'; '.join(errors) or f'{remaining} records undelivered'}")
-        yield (total_records, total_bytes)
+                except BufferError:
+                    producer.poll(0.1)
+                except KafkaException as exc:
+                    raise RuntimeError(f"producing to {target} failed: {exc}") from None
+            total_records += 1
+            total_bytes += (len(vb) if vb else 0) + (len(kb) if kb else 0)
+        return total_records, total_bytes
 
-    return run
+    def finish(self) -> None:
+        """Wait for every record's delivery; raise if any failed."""
+        remaining = self.producer.flush(120)
+        if self.errors or remaining:
+            raise RuntimeError(f"replay into Kafka failed: {'; '.join(self.errors) or f'{remaining} records undelivered'}")
 
 
-def run_s3_to_topic(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> dict[str, Any]:
+def run_s3_to_topic(spark: Any, spec: Any, ctx: JobContext, bootstrap: str, load_converters: ConverterLoader) -> dict[str, Any]:
     """Replay the archived topics of ``spec.source`` into their target topics."""
     source, target = spec.source, spec.target
     groups = list_archive(source)
@@ -167,7 +204,10 @@ def run_s3_to_topic(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> d
         "value": {k.removeprefix("value.converter."): v for k, v in cc.items() if k.startswith("value.converter.")},
         "header": {k.removeprefix("header.converter."): v for k, v in cc.items() if k.startswith("header.converter.")},
     }
-    fn = replay_partition_function(source.config, list(source.topics), converters, dict(target.topics), bootstrap, dict(target.producer))
+    load_converters(converters)  # an unknown class or a bad setting fails here, not in an executor
+    fn = replay_partition_function(
+        source.config, list(source.topics), converters, dict(target.topics), bootstrap, dict(target.producer), load_converters
+    )
     rows_acc = spark.sparkContext.accumulator(0)
     sc = spark.sparkContext
 

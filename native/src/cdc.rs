@@ -194,15 +194,20 @@ impl CdcEncoder {
     /// Encode a snapshot chunk: `blob` is the text of `COPY (SELECT <kept columns> …) TO STDOUT`,
     /// one row per line. Appends every row's key and `r` event value and returns `True`, or
     /// returns `False` with nothing appended when any row needs the ordinary path. `snapshot` is
-    /// the `source.snapshot` value (`true` or `incremental`); with `last` the final row gets `last`.
+    /// the `source.snapshot` value (`true` or `incremental`); `first` and `last`, when given, are
+    /// the markers of the first and the last row (Debezium's `first`, `last_in_data_collection`,
+    /// ...); a single row that is both keeps the one Debezium ranks first.
     #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (blob, snapshot, first, last, lsn, txid, now_ns, keys, values))]
     fn encode_copy(
         &self,
         py: Python<'_>,
         blob: &[u8],
         snapshot: &str,
-        last: bool,
+        first: Option<&str>,
+        last: Option<&str>,
         lsn: u64,
+        txid: Option<i64>,
         now_ns: i64,
         keys: &Bound<'_, PyList>,
         values: &Bound<'_, PyList>,
@@ -213,13 +218,23 @@ impl CdcEncoder {
         }
         let lines: Vec<&[u8]> = body.split(|&b| b == b'\n').collect();
         let mut events = Vec::with_capacity(lines.len());
+        let count = lines.len();
         for (i, line) in lines.iter().enumerate() {
-            let kind = if last && i + 1 == lines.len() {
-                "last"
-            } else {
-                snapshot
+            let as_first = if i == 0 { first } else { None };
+            let as_last = if i + 1 == count { last } else { None };
+            let kind = match (as_first, as_last) {
+                (Some(f), Some(l)) => {
+                    if marker_rank(l) <= marker_rank(f) {
+                        l
+                    } else {
+                        f
+                    }
+                }
+                (Some(f), None) => f,
+                (None, Some(l)) => l,
+                (None, None) => snapshot,
             };
-            let Some(event) = self.snapshot_event(line, kind, lsn, now_ns) else {
+            let Some(event) = self.snapshot_event(line, kind, lsn, txid, now_ns) else {
                 return Ok(false);
             };
             events.push((event.0, Some(event.1)));
@@ -427,7 +442,7 @@ impl CdcEncoder {
         int(&mut out, s.xid);
         out.extend_from_slice(b",\"lsn\":");
         int(&mut out, s.lsn);
-        out.extend_from_slice(b",\"xmin\":null},\"transaction\":null,\"op\":\"");
+        out.extend_from_slice(b",\"xmin\":null,\"origin\":null,\"origin_lsn\":null},\"transaction\":null,\"op\":\"");
         out.push(op);
         out.extend_from_slice(b"\",\"ts_ms\":");
         int(&mut out, s.now_ns.div_euclid(1_000_000));
@@ -446,6 +461,7 @@ impl CdcEncoder {
         line: &[u8],
         snapshot: &str,
         lsn: u64,
+        txid: Option<i64>,
         now_ns: i64,
     ) -> Option<(Option<Vec<u8>>, Vec<u8>)> {
         let mut fields = line.split(|&b| b == b'\t');
@@ -491,14 +507,26 @@ impl CdcEncoder {
         out.extend_from_slice(snapshot.as_bytes());
         out.extend_from_slice(b"\",\"db\":");
         out.extend_from_slice(&self.db);
-        out.extend_from_slice(b",\"sequence\":null,\"ts_us\":");
+        // The initial snapshot's point (`txid` given): `[null,"<lsn>"]` as the sequence, as
+        // Debezium writes it; incremental snapshot rows have none.
+        if txid.is_some() {
+            out.extend_from_slice(b",\"sequence\":\"[null,\\\"");
+            int(&mut out, lsn);
+            out.extend_from_slice(b"\\\"]\",\"ts_us\":");
+        } else {
+            out.extend_from_slice(b",\"sequence\":null,\"ts_us\":");
+        }
         int(&mut out, now_ns.div_euclid(1000));
         out.extend_from_slice(b",\"ts_ns\":");
         int(&mut out, now_ns);
         out.extend_from_slice(&self.source_table);
-        out.extend_from_slice(b"null,\"lsn\":");
+        match txid {
+            Some(id) => int(&mut out, id),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"lsn\":");
         int(&mut out, lsn);
-        out.extend_from_slice(b",\"xmin\":null},\"transaction\":null,\"op\":\"r\",\"ts_ms\":");
+        out.extend_from_slice(b",\"xmin\":null,\"origin\":null,\"origin_lsn\":null},\"transaction\":null,\"op\":\"r\",\"ts_ms\":");
         int(&mut out, now_ns.div_euclid(1_000_000));
         out.extend_from_slice(b",\"ts_us\":");
         int(&mut out, now_ns.div_euclid(1000));
@@ -868,4 +896,15 @@ fn unescape_copy(field: &[u8]) -> Option<Vec<u8>> {
         });
     }
     Some(out)
+}
+
+/// Debezium's order among snapshot markers when one row could take two: `last` first.
+fn marker_rank(marker: &str) -> u8 {
+    match marker {
+        "last" => 0,
+        "first" => 1,
+        "last_in_data_collection" => 2,
+        "first_in_data_collection" => 3,
+        _ => 4,
+    }
 }

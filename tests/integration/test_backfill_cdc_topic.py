@@ -62,9 +62,11 @@ PARTITIONS = 8
 
 #: Fields of a read event that legitimately differ between the backfill and the connector's own
 #: snapshot of the same row: when each was made (source.ts_*, the envelope's ts_*), the snapshot
-#: marker (the connector marks its last row "last"), and the LSN each read at (the backfill's slot
-#: consistent point, the connector's chunk watermark). txId, sequence and xmin are null in both.
-DIFFERING = re.compile(rb'"(ts_ms|ts_us|ts_ns|lsn)":\d+|"snapshot":"(true|last|first|incremental)"')
+#: marker (the connector marks each table's first and last rows, as Debezium does), and the point
+#: each read at: the LSN (the backfill's slot consistent point, the connector's snapshot point), its
+#: ``sequence`` ``[null,"<lsn>"]`` and transaction (the connector's; null in the backfill). xmin is
+#: null in both.
+DIFFERING = re.compile(rb'"(ts_ms|ts_us|ts_ns|lsn)":\d+|"snapshot":"[a-z_]+"|"txId":(\d+|null)|"sequence":"\[null,\\"\d+\\"\]"')
 
 COLUMNS = """
     id bigint PRIMARY KEY,
@@ -74,7 +76,8 @@ COLUMNS = """
     d date, t time, t3 time(3), ts timestamp, ts3 timestamp(3), tstz timestamptz, tstz0 timestamptz(0),
     ttz timetz, iv interval,
     doc json, docb jsonb, uid uuid, blob bytea, x xml, addr inet, m {mood},
-    tags text[], nums integer[], prices numeric(8,3)[], days date[], stamps timestamptz[]
+    tags text[], nums integer[], prices numeric(8,3)[], days date[], stamps timestamptz[],
+    flags bit(12), bits varbit(20)
 """
 
 #: One row per ``i`` (a NULL in most nullable columns now and then).
@@ -112,7 +115,9 @@ SELECT i,
   ARRAY[i::int, -i::int, NULL],
   ARRAY[(i % 1000) / 8.0, NULL]::numeric(8,3)[],
   ARRAY[DATE '2020-02-29' + (i % 100)::int],
-  ARRAY[TIMESTAMPTZ '2021-01-01 00:00:00.5+00' + make_interval(secs => i)]
+  ARRAY[TIMESTAMPTZ '2021-01-01 00:00:00.5+00' + make_interval(secs => i)],
+  (i % 4096)::int::bit(12),
+  CASE WHEN i % 37 = 0 THEN NULL ELSE substring(((i * 7919) % 1048576)::int::bit(20)::varbit FROM 1 FOR (i % 21)::int) END
 FROM {source}
 """
 

@@ -221,6 +221,18 @@ def test_the_dashboard_loads_with_unique_panels_on_the_datasource_variable() -> 
         occupied |= cells
 
 
+def test_backfill_panels_name_jobs_by_the_backfill_label() -> None:
+    """The job id is the ``backfill`` label (``job`` is the scrape job's; Prometheus would have
+    renamed a second one ``exported_job``)."""
+    text = DASHBOARD.read_text()
+    assert "exported_job" not in text
+    panels = [p for p in json.loads(text)["panels"] if any("sluice_backfill_" in t["expr"] for t in p.get("targets", []))]
+    legends = [t.get("legendFormat", "") for p in panels if p["type"] != "table" for t in p["targets"]]
+    assert legends and all("{{backfill}}" in legend for legend in legends), legends
+    renamed = [tr["options"]["renameByName"] for p in panels for tr in p.get("transformations", []) if "renameByName" in tr["options"]]
+    assert renamed and all("backfill" in names for names in renamed), renamed
+
+
 def test_every_query_selects_a_metric() -> None:
     for where, expr in all_queries().items():
         assert metric_names(expr), f"{where}: {expr}"
@@ -241,7 +253,10 @@ def backfill_names() -> set[str]:
     job = {"id": "j1", "kind": "jdbc_to_topic",
            "status": {"state": "RUNNING", "rows_done": 5, "rows_total": 10, "percent": 50.0, "rows_per_s": 2.0}}
     _backfill_metrics(out, [job], "w1")
-    return exposition_names(out.render())
+    text = out.render()
+    # The job is the `backfill` label: a `job` label would clash with the scrape job's.
+    assert 'backfill="j1"' in text and "job=" not in text
+    return exposition_names(text)
 
 
 @pytest.fixture
@@ -263,7 +278,10 @@ def served(kafka, postgres, postgres_db: str, tmp_path: Path) -> Iterator[tuple[
         for name, config in (
             ("file-source", {"connector.class": "FileStreamSource", "file": str(source_file), "topic": topic}),
             ("file-sink", {"connector.class": "FileStreamSink", "file": str(sink_file), "topics": topic}),
-            ("cdc", cdc_config(postgres.port, dbname(postgres_db), prefix, **{"table.include.list": r"public\.src"})),
+            # A guard bound far above what the scenario writes: its bound is exported, nothing fires.
+            ("cdc", cdc_config(postgres.port, dbname(postgres_db), prefix, **{
+                "table.include.list": r"public\.src", "slot.max.retained.wal.bytes": str(64 << 30),
+            })),
         ):
             r = httpx.post(f"{worker.url}/connectors", content=orjson.dumps({"name": name, "config": config}),
                            headers={"Content-Type": "application/json"}, timeout=30)
@@ -274,7 +292,11 @@ def served(kafka, postgres, postgres_db: str, tmp_path: Path) -> Iterator[tuple[
         awaited = {
             "kafka_consumer_consumer_fetch_manager_metrics_records_lag",
             "debezium_metrics_TotalNumberOfEventsSeen",
+            "debezium_metrics_MilliSecondsBehindSource",
+            "debezium_metrics_RowsScanned",
             "sluice_postgres_replication_slot_lag_bytes",
+            "sluice_postgres_replication_slot_retained_wal_bytes",
+            "sluice_postgres_replication_slot_max_retained_wal_bytes",
             "kafka_connect_connect_worker_rebalance_metrics_completed_rebalances_total",
         }
         deadline, names = time.monotonic() + 60, set()
@@ -318,6 +340,8 @@ def test_dashboard_and_rules_query_only_metrics_the_worker_serves(served, promet
         'kafka_connect_source_task_metrics_source_record_poll_total{connector="file-source"}',
         'kafka_consumer_consumer_fetch_manager_metrics_records_lag{connector="file-sink"}',
         'sluice_postgres_replication_slot_lag_bytes{connector="cdc"}',
+        'sluice_postgres_replication_slot_retained_wal_bytes{connector="cdc"}',
+        'debezium_metrics_RowsScanned{connector="cdc",context="snapshot",table="public.src"}',
         'debezium_metrics_TotalTableCount{connector="cdc",context="snapshot"}',
         "kafka_connect_connect_worker_rebalance_metrics_epoch",
     ):

@@ -148,6 +148,7 @@ def test_cdc_source_and_jdbc_sink_metrics_reach_prometheus(kafka, postgres, post
         prom.wait_for(f'debezium_metrics_SnapshotCompleted{{{labels},context="snapshot"}}', lambda v: v == 1)
         assert prom.value(f'debezium_metrics_TotalTableCount{{{labels},context="snapshot"}}') == 1
         assert prom.value(f'debezium_metrics_RemainingTableCount{{{labels},context="snapshot"}}') == 0
+        prom.wait_for(f'debezium_metrics_RowsScanned{{{labels},context="snapshot",table="public.src"}}', lambda v: v == snapshot_rows)
         _connector(worker, "jdbc", {
             "connector.class": JDBC_SINK, "topics": topic, "connection.url": postgres_db,
             "insert.mode": "upsert", "pk.mode": "record_key", "auto.create": "true", "table.name.format": "dst",
@@ -158,6 +159,8 @@ def test_cdc_source_and_jdbc_sink_metrics_reach_prometheus(kafka, postgres, post
             run_sql(postgres_db, f"INSERT INTO src VALUES ({i}, 'streamed')")
         total = snapshot_rows + streamed_rows
         prom.wait_for(f'debezium_metrics_TotalNumberOfEventsSeen{{{labels},context="streaming"}}', lambda v: v == total)
+        # Streamed as they were committed, on one host: well under a minute behind.
+        prom.wait_for(f'debezium_metrics_MilliSecondsBehindSource{{{labels},context="streaming"}}', lambda v: 0 <= v < 60_000)
         prom.wait_for('kafka_connect_source_task_metrics_source_record_write_total{connector="cdc"}', lambda v: v == total)
         prom.wait_for('kafka_connect_sink_task_metrics_sink_record_send_total{connector="jdbc"}', lambda v: v == total)
         assert run_sql(postgres_db, "SELECT count(*) FROM dst") == [(total,)]
@@ -171,6 +174,9 @@ def test_cdc_source_and_jdbc_sink_metrics_reach_prometheus(kafka, postgres, post
         run_sql(postgres_db, "INSERT INTO src SELECT g, repeat('x', 200) FROM generate_series(100000, 105000) g")
         written = _wal_lsn(postgres_db) - before
         prom.wait_for(slot_lag, lambda v: v >= written, timeout=30)
+        # The WAL the server keeps (from the slot's restart position) covers at least what it has not confirmed.
+        retained = slot_lag.replace("_lag_bytes", "_retained_wal_bytes")
+        prom.wait_for(retained, lambda v: v >= written, timeout=30)
         assert httpx.put(f"{worker.url}/connectors/cdc/resume", timeout=10).status_code == 202
         prom.wait_for(slot_lag, lambda v: v < written, timeout=60)
         _check_with_promtool(worker)

@@ -102,7 +102,7 @@ def test_changes_match_debezium_envelope_and_types(kafka: Any, postgres: Postgre
         source = created["source"]
         assert list(source) == [
             "version", "connector", "name", "ts_ms", "snapshot", "db", "sequence", "ts_us", "ts_ns",
-            "schema", "table", "txId", "lsn", "xmin",
+            "schema", "table", "txId", "lsn", "xmin", "origin", "origin_lsn",
         ]  # fmt: skip
         assert source["connector"] == "postgresql" and source["name"] == prefix and source["db"] == dbname(postgres_db)
         assert source["schema"] == "public" and source["table"] == "items" and source["snapshot"] == "false"

@@ -1,9 +1,12 @@
-"""``task.executor=process``: a process per task, on a real standalone worker and broker.
+"""``task.executor=process``: tasks on threads of task host processes, on a real standalone worker
+and broker.
 
-What a user relies on: each task is a process of its own (so a worker uses every core); a task
-process that dies is a FAILED task that the restart policy brings back, resuming from its stored
-offset with nothing lost; and a task that hangs past ``task.shutdown.graceful.timeout.ms`` is
-killed instead of stalling the worker, its REST API or its other connectors.
+What a user relies on: tasks are spread over host processes other than the worker (so a worker
+uses every core), and a host with no task left ends; a host process that dies is a FAILED task
+that the restart policy brings back, resuming from its stored offset with nothing lost; and a task
+that hangs past ``task.shutdown.graceful.timeout.ms`` has its host killed instead of stalling the
+worker, its REST API or its other connectors — the hung task's siblings in that host move to
+another host first and carry on from where they were.
 """
 
 from __future__ import annotations
@@ -87,14 +90,14 @@ def create(worker: WorkerProcess, name: str, tmp_path: Path, topic: str, tasks: 
     return config
 
 
-def test_each_task_runs_in_a_process_of_its_own(worker: WorkerProcess, kafka: Any, tmp_path: Path) -> None:
+def test_tasks_spread_over_host_processes(worker: WorkerProcess, kafka: Any, tmp_path: Path) -> None:
     topic = unique_topic_name("proc")
     create_topic(kafka.bootstrap_servers, topic)
     create(worker, "two", tmp_path, topic, tasks=2)
     started = wait_for(lambda: pids(tmp_path / "two.pids"), lambda p: len(p) == 2, what="both tasks started")
     task_pids = {p[-1] for p in started.values()}
     assert len(task_pids) == 2 and worker.proc is not None and worker.proc.pid not in task_pids
-    assert all(alive(pid) for pid in task_pids)
+    assert all(alive(pid) for pid in task_pids)  # two hosts on a 2-core machine: one task each
     records = consume_all(kafka.bootstrap_servers, topic, 20, timeout=30)
     assert {r.value.decode().split(":")[0] for r in records} == {"0", "1"}  # both processes produce
     # The task processes relay their error counters: the status shows them as for threads.
@@ -164,3 +167,49 @@ def test_task_processes_end_with_a_killed_worker(kafka: Any, tmp_path: Path) -> 
     task_pids = [p[-1] for p in wait_for(lambda: pids(tmp_path / "orphan.pids"), lambda p: len(p) == 2, what="2 tasks").values()]
     worker.kill()
     wait_for(lambda: [pid for pid in task_pids if alive(pid)], lambda left: not left, timeout=20, what="task processes to exit")
+
+
+def test_a_hung_task_s_siblings_move_to_another_host_first(kafka: Any, tmp_path: Path) -> None:
+    """One host for every task: killing the hung task's host must not take its sibling down."""
+    worker = WorkerProcess(
+        tmp_path,
+        kafka.bootstrap_servers,
+        **{
+            "task.executor": "process",
+            "task.host.processes": "1",
+            "offset.flush.interval.ms": "300",
+            "task.shutdown.graceful.timeout.ms": "2000",
+        },
+    ).start()
+    try:
+        busy, stuck = unique_topic_name("host-busy"), unique_topic_name("host-stuck")
+        for topic in (busy, stuck):
+            create_topic(kafka.bootstrap_servers, topic)
+        create(worker, "busy", tmp_path, busy)
+        config = create(worker, "stuck", tmp_path, stuck)
+        (busy_pid,) = pids(tmp_path / "busy.pids")[0]
+        (stuck_pid,) = pids(tmp_path / "stuck.pids")[0]
+        assert busy_pid == stuck_pid  # both in the one host
+        consume_all(kafka.bootstrap_servers, busy, 20, timeout=30)
+        Path(config["hang.flag"]).touch()
+        time.sleep(0.5)
+
+        assert httpx.delete(f"{worker.url}/connectors/stuck", timeout=30).status_code == 204
+        moved = wait_for(lambda: pids(tmp_path / "busy.pids")[0], lambda p: len(p) == 2, timeout=15, what="busy to move")
+        assert moved[1] != stuck_pid and alive(moved[1])
+        wait_for(lambda: alive(stuck_pid), lambda a: not a, timeout=15, what="the hung task's host to be killed")
+        assert "did not stop in time: killing its process" in worker.log()
+        assert httpx.get(f"{worker.url}/connectors/busy/status", timeout=5).json()["tasks"][0]["state"] == "RUNNING"
+
+        # The sibling stopped cleanly before it moved: it carries on from its committed offset, nothing lost.
+        before = max(int(r.value.decode().split(":")[1]) for r in consume_all(kafka.bootstrap_servers, busy, 1, timeout=30))
+        wait_for(
+            lambda: [int(r.value.decode().split(":")[1]) for r in consume_all(kafka.bootstrap_servers, busy, 1, timeout=30)],
+            lambda values: max(values) > before + 10,
+            what="the moved task to keep producing",
+        )
+        values = [int(r.value.decode().split(":")[1]) for r in consume_all(kafka.bootstrap_servers, busy, 1, timeout=30)]
+        assert sorted(set(values)) == list(range(max(values) + 1))
+        assert "was killed by signal" not in worker.log()  # no task but the hung one went down
+    finally:
+        assert worker.stop() == 0, worker.log()

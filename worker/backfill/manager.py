@@ -45,7 +45,9 @@ JobRunner = Callable[[Any, Any, RunTracker, str], dict[str, Any]]
 
 
 def spark_runner(provider: Any, spec: Any, tracker: RunTracker, bootstrap: str) -> dict[str, Any]:
-    return run_job(provider, spec, tracker, bootstrap_servers=bootstrap)
+    from sluice.worker.backfill.runtime import RUNTIME  # here: it loads the runtime a backfill needs
+
+    return run_job(provider, spec, tracker, bootstrap_servers=bootstrap, runtime=RUNTIME)
 
 
 def spark_canceller(provider: Any, job_group: str) -> None:

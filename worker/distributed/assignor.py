@@ -24,10 +24,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-#: An assignable unit: ``(connector, -1)`` for the connector instance, ``(connector, n)`` for task n.
-Item = tuple[str, int]
+from sluice.worker.herder.stores import CONNECTOR, Item
 
-CONNECTOR = -1
+__all__ = ["CONNECTOR", "Item", "Plan", "is_task", "plan"]
 
 
 def is_task(item: Item) -> bool:
@@ -69,25 +68,9 @@ def plan(
     live_set = set(live)
     wanted_set = set(wanted)
     departed_at = {w: t for w, t in (departed or {}).items() if w not in live_set}
-    owners: dict[str, set[Item]] = {w: set() for w in live_set}
-    taken: set[Item] = set()
-    next_deadline: float | None = None
 
     # 1 + 2: keep what live workers own, and what departed workers own within the delay.
-    for worker in sorted(previous):
-        items = [i for i in previous[worker] if i in wanted_set and i not in taken]
-        if worker in live_set:
-            owners[worker].update(items)
-            taken.update(items)
-            continue
-        if not items:
-            continue
-        since = departed_at.setdefault(worker, now)
-        deadline = since + delay_s
-        if now < deadline:
-            owners[worker] = set(items)
-            taken.update(items)
-            next_deadline = deadline if next_deadline is None else min(next_deadline, deadline)
+    owners, taken, next_deadline = _keep(previous, live_set, wanted_set, departed_at, now=now, delay_s=delay_s)
     # Forget departed workers that hold nothing any more.
     departed_at = {w: t for w, t in departed_at.items() if w in owners}
 
@@ -99,8 +82,7 @@ def plan(
         if worker in live_set and not revocation_done(item, worker) and now - started < revocation_timeout_s:
             still_revoking[item] = (worker, started)
             taken.add(item)
-            deadline = started + revocation_timeout_s
-            next_deadline = deadline if next_deadline is None else min(next_deadline, deadline)
+            next_deadline = _earliest(next_deadline, started + revocation_timeout_s)
 
     # 3: new and freed work to the live workers.
     pool = sorted(wanted_set - taken, key=lambda i: (i[0], i[1]))
@@ -116,10 +98,43 @@ def plan(
             for worker, item in _surplus(owners, live_set, kind):
                 owners[worker].discard(item)
                 still_revoking[item] = (worker, now)
-                deadline = now + revocation_timeout_s
-                next_deadline = deadline if next_deadline is None else min(next_deadline, deadline)
+                next_deadline = _earliest(next_deadline, now + revocation_timeout_s)
 
     return Plan(owners=owners, revoking=still_revoking, departed=departed_at, next_deadline=next_deadline)
+
+
+def _earliest(current: float | None, deadline: float) -> float:
+    return deadline if current is None else min(current, deadline)
+
+
+def _keep(
+    previous: Mapping[str, Iterable[Item]],
+    live: set[str],
+    wanted: set[Item],
+    departed_at: dict[str, float],
+    *,
+    now: float,
+    delay_s: float,
+) -> tuple[dict[str, set[Item]], set[Item], float | None]:
+    """Steps 1 and 2 of :func:`plan`: the owners kept, the items they hold, and the earliest end of a
+    departed worker's delay. Records in ``departed_at`` when a worker was first seen missing."""
+    owners: dict[str, set[Item]] = {w: set() for w in live}
+    taken: set[Item] = set()
+    next_deadline: float | None = None
+    for worker in sorted(previous):
+        items = [i for i in previous[worker] if i in wanted and i not in taken]
+        if worker in live:
+            owners[worker].update(items)
+            taken.update(items)
+            continue
+        if not items:
+            continue
+        deadline = departed_at.setdefault(worker, now) + delay_s
+        if now < deadline:
+            owners[worker] = set(items)
+            taken.update(items)
+            next_deadline = _earliest(next_deadline, deadline)
+    return owners, taken, next_deadline
 
 
 def _least_loaded(owners: Mapping[str, set[Item]], live: set[str], item: Item) -> str:

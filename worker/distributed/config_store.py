@@ -1,16 +1,9 @@
 """The cluster's configuration in ``config.storage.topic``, with Kafka Connect's records.
 
-Keys and values are Connect's (JSON without schemas, one partition, compacted):
-
-=============================  =====================================================================
-``connector-<c>``              ``{"properties": {...}}`` — the connector's raw config; tombstone = deleted
-``task-<c>-<n>``               ``{"properties": {...}}`` — a generated task config, buffered until…
-``commit-<c>``                 ``{"tasks": N}`` — …this record applies tasks 0..N-1 atomically
-``target-state-<c>``           ``{"state": "PAUSED", "state.v2": "STOPPED"}`` (``state`` for old readers)
-``restart-connector-<c>``      ``{"only-failed": bool, "include-tasks": bool}``
-``session-key``                ``{"key": base64, "algorithm": "HmacSHA256", "creation-timestamp": ms}``
-``logger-cluster-<logger>``    ``{"level": "DEBUG"}`` — ``PUT /admin/loggers/<logger>?scope=cluster`` (KIP-976)
-=============================  =====================================================================
+Keys and values are Connect's (JSON without schemas, one partition, compacted): the records of
+:mod:`sluice.worker.herder.stores`, which also says what each one means, plus
+``logger-cluster-<logger>`` (``{"level": "DEBUG"}``, ``PUT /admin/loggers/<logger>?scope=cluster``,
+KIP-976).
 
 Nothing else goes there: a Connect worker reading the topic logs every other key as an error
 (``Discarding config update record with invalid key``). What only Sluice needs — the leader's
@@ -43,16 +36,26 @@ import orjson
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from sluice.offsets.kafka_log import KafkaLog, KafkaLogError
-from sluice.worker.distributed.assignor import CONNECTOR, Item
 from sluice.worker.distributed.forwarding import NoLeader
+from sluice.worker.herder.stores import (
+    CONNECTOR,
+    SESSION_KEY,
+    ConfigSnapshot,
+    Item,
+    Record,
+    RecordConfigStore,
+    apply_record,
+    connector_record,
+    restart_record,
+    target_state_record,
+    task_records,
+)
 from sluice.worker.log_levels import apply_cluster_logger_level
-from sluice.worker.status import TargetState
 
 log = logging.getLogger(__name__)
 
 ASSIGNMENT_KEY = "assignment"  # in sluice.storage.topic
 LEGACY_ASSIGNMENT_KEY = "sluice-assignment"  # in the config topic, where earlier Sluice versions wrote it
-SESSION_KEY = "session-key"
 LOGGER_CLUSTER_PREFIX = "logger-cluster-"
 
 
@@ -118,49 +121,21 @@ class Assignment:
 
 
 @dataclass
-class ConfigSnapshot:
-    """What the config topic says, as of the last record read."""
+class ClusterSnapshot(ConfigSnapshot):
+    """A config snapshot with the leader's latest assignment (from ``sluice.storage.topic``)."""
 
-    connectors: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: bumps every time a connector's config record is (re)written: running instances compare it
-    versions: dict[str, int] = field(default_factory=dict)
-    target_states: dict[str, TargetState] = field(default_factory=dict)
-    task_configs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    pending_tasks: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
-    #: connector → (sequence, only_failed, include_tasks)
-    restarts: dict[str, tuple[int, bool, bool]] = field(default_factory=dict)
     assignment: Assignment | None = None
-    session_key: bytes | None = None
-    sequence: int = 0
-
-    def target_state(self, name: str) -> TargetState:
-        return self.target_states.get(name, TargetState.STARTED)
-
-    def wanted_items(self) -> set[Item]:
-        """Every connector instance and task the cluster should run."""
-        items: set[Item] = set()
-        for name in self.connectors:
-            # A stopped connector keeps an owner, which reports its STOPPED status; it has no tasks.
-            items.add((name, CONNECTOR))
-            if self.target_state(name) is TargetState.STOPPED:
-                continue
-            items.update((name, n) for n in range(len(self.task_configs.get(name, ()))))
-        return items
 
 
-def _split(key: str, prefix: str) -> str | None:
-    return key[len(prefix) :] if key.startswith(prefix) else None
+class KafkaConfigStore(RecordConfigStore):
+    """The :class:`~sluice.worker.herder.stores.ConfigStore` of a cluster: follows the config topic
+    into a :class:`ClusterSnapshot`; the leader also writes to it."""
 
-
-def _task_key(rest: str) -> tuple[str, int] | None:
-    name, sep, number = rest.rpartition("-")
-    if not sep or not number.isdigit():
-        return None
-    return name, int(number)
-
-
-class ConfigStore:
-    """Follows the config topic into a :class:`ConfigSnapshot`; the leader also writes to it."""
+    # The record builders, where callers of the Kafka store have always found them.
+    connector_record = staticmethod(connector_record)
+    target_state_record = staticmethod(target_state_record)
+    task_records = staticmethod(task_records)
+    restart_record = staticmethod(restart_record)
 
     def __init__(
         self,
@@ -190,7 +165,7 @@ class ConfigStore:
         self._producer_overrides = dict(producer_overrides or {})
         self._on_change = on_change
         self._lock = threading.Lock()
-        self._snapshot = ConfigSnapshot()
+        self._snapshot = ClusterSnapshot()
         self._log = KafkaLog(
             topic, bootstrap_servers, self._apply, client_id=f"{client_id}-configs", consumer_overrides=consumer_overrides,
             with_producer=False,
@@ -216,21 +191,12 @@ class ConfigStore:
         self._sluice_log.read_to_end(timeout)
         self._log.read_to_end(timeout)
 
-    def snapshot(self) -> ConfigSnapshot:
+    def snapshot(self) -> ClusterSnapshot:
         """A consistent copy (shallow per map) to read without the lock."""
         with self._lock:
-            s = self._snapshot
-            return ConfigSnapshot(
-                connectors=dict(s.connectors),
-                versions=dict(s.versions),
-                target_states=dict(s.target_states),
-                task_configs=dict(s.task_configs),
-                pending_tasks={},
-                restarts=dict(s.restarts),
-                assignment=s.assignment,
-                session_key=s.session_key,
-                sequence=s.sequence,
-            )
+            copy = self._snapshot.copy()
+        assert isinstance(copy, ClusterSnapshot)
+        return copy
 
     # -- reading -------------------------------------------------------------------------------------
 
@@ -245,53 +211,19 @@ class ConfigStore:
         except orjson.JSONDecodeError:
             log.warning("Skipping config record %s: the value is not JSON", key)
             return
-        if (logger := _split(key, LOGGER_CLUSTER_PREFIX)) is not None:
+        if key.startswith(LOGGER_CLUSTER_PREFIX):
+            logger = key[len(LOGGER_CLUSTER_PREFIX) :]
             self._logger_level_record(logger, value)
             return
         with self._lock:
             s = self._snapshot
             s.sequence += 1
-            if (name := _split(key, "connector-")) is not None:
-                if value is None:
-                    s.connectors.pop(name, None)
-                    s.task_configs.pop(name, None)
-                    s.pending_tasks.pop(name, None)
-                    s.target_states.pop(name, None)
-                    s.restarts.pop(name, None)
-                else:
-                    s.connectors[name] = dict(value.get("properties") or {})
-                s.versions[name] = s.sequence
-            elif (rest := _split(key, "task-")) is not None:
-                parsed = _task_key(rest)
-                if parsed is not None and value is not None:
-                    s.pending_tasks.setdefault(parsed[0], {})[parsed[1]] = dict(value.get("properties") or {})
-            elif (name := _split(key, "commit-")) is not None:
-                if value is None:
-                    s.task_configs.pop(name, None)
-                else:
-                    count = int(value.get("tasks", 0))
-                    pending = s.pending_tasks.pop(name, {})
-                    previous = s.task_configs.get(name, [])
-                    configs = [pending.get(i, previous[i] if i < len(previous) else {}) for i in range(count)]
-                    s.task_configs[name] = configs
-            elif (name := _split(key, "target-state-")) is not None:
-                if value is None:
-                    s.target_states.pop(name, None)
-                else:
-                    state = value.get("state.v2") or value.get("state") or "STARTED"
-                    s.target_states[name] = TargetState(state)
-            elif (name := _split(key, "restart-connector-")) is not None:
-                if value is not None:
-                    s.restarts[name] = (s.sequence, bool(value.get("only-failed")), bool(value.get("include-tasks")))
-            elif key == LEGACY_ASSIGNMENT_KEY:
+            if key == LEGACY_ASSIGNMENT_KEY:
                 self._legacy_live = raw_value is not None
                 if raw_value is not None:
                     self._legacy_assignment = Assignment.from_json(raw_value)
                 s.assignment = self._assignment or self._legacy_assignment
-            elif key == SESSION_KEY:
-                if value is not None:
-                    s.session_key = base64.b64decode(value["key"])
-            else:
+            elif not apply_record(s, key, value):
                 log.debug("Ignoring config record with unknown key %s", key)
         self._on_change()
 
@@ -390,7 +322,7 @@ class ConfigStore:
     def is_writer(self) -> bool:
         return self._leader_producer is not None
 
-    def write(self, records: list[tuple[str, Any]], *, timeout: float = 30.0, wait_visible: bool = True) -> None:
+    def write(self, records: list[Record], *, wait_visible: bool = True, timeout: float = 30.0) -> None:
         """Write ``(key, value)`` records in one transaction; ``None`` values are tombstones."""
         self._transact([(self.topic, key, value) for key, value in records], timeout=timeout, wait_visible=wait_visible)
 
@@ -432,28 +364,9 @@ class ConfigStore:
         if wait_visible:
             self.read_to_end(timeout)
 
-    # -- record builders --------------------------------------------------------------------------------
 
-    @staticmethod
-    def connector_record(name: str, config: Mapping[str, Any] | None) -> tuple[str, Any]:
-        return f"connector-{name}", None if config is None else {"properties": dict(config)}
-
-    @staticmethod
-    def target_state_record(name: str, state: TargetState | None) -> tuple[str, Any]:
-        if state is None:
-            return f"target-state-{name}", None
-        legacy = "PAUSED" if state is TargetState.STOPPED else state.value
-        return f"target-state-{name}", {"state": legacy, "state.v2": state.value}
-
-    @staticmethod
-    def task_records(name: str, configs: list[dict[str, Any]]) -> list[tuple[str, Any]]:
-        records: list[tuple[str, Any]] = [(f"task-{name}-{i}", {"properties": c}) for i, c in enumerate(configs)]
-        records.append((f"commit-{name}", {"tasks": len(configs)}))
-        return records
-
-    @staticmethod
-    def restart_record(name: str, only_failed: bool, include_tasks: bool) -> tuple[str, Any]:
-        return f"restart-connector-{name}", {"only-failed": only_failed, "include-tasks": include_tasks}
+#: The name this store had before the herder core's protocol took ``ConfigStore``.
+ConfigStore = KafkaConfigStore
 
 
 def _new_session_key() -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 import orjson
 from confluent_kafka import KafkaError
 
-from sluice.worker.logcontext import set_context
+from sluice.worker.logcontext import connector_context, set_context
 from sluice.worker.outages import (
     DEFAULT_DEGRADED_AFTER_MS,
     KAFKA_STATS_INTERVAL_MS,
@@ -24,6 +24,7 @@ from sluice.worker.outages import (
 )
 from sluice.worker.status import ConnectorTaskId, TargetState
 from sluice.worker.task_metrics import TaskMetrics, register
+from sluice.worker.tracing import BatchTracer
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +84,10 @@ class WorkerTask(abc.ABC):
         self._kafka = kafka_system("?")
         self._thread = threading.Thread(target=self._run, name=f"task-{task_id}", daemon=True)
         #: Counters for ``GET /metrics``, bumped once per batch on the runner thread.
-        self.metrics = TaskMetrics(self.metrics_kind)
+        self.metrics = TaskMetrics(self.metrics_kind, on_notice=self.outages.notice)
         register(task_id, self)
+        #: The task's batch traces (:mod:`sluice.worker.tracing`); ``None`` while tracing is off.
+        self._tracer: BatchTracer | None = None
 
     # -- control (herder thread) ------------------------------------------------------------------
 
@@ -158,6 +161,8 @@ class WorkerTask(abc.ABC):
                 log.exception("Error while closing task %s", self.id)
             if not self._failed:
                 self._listener.on_shutdown(self.id)
+            if self._tracer is not None:
+                self._tracer.flush()
 
     def _unfenced(self) -> bool:
         """``False`` while the worker may have lost this task to another worker: write nothing."""
@@ -204,7 +209,7 @@ class WorkerTask(abc.ABC):
         """Have the task's Kafka client (``config``, before it is created) report outages to
         :attr:`outages`; the runner's error callback hands errors to :meth:`_kafka_unreachable`."""
         self._kafka = kafka_system(config.get("bootstrap.servers", "?"))
-        config["logger"] = LibrdkafkaLog(tracked=True)  # its connection errors: once, by the tracker
+        config["logger"] = _TaskLibrdkafkaLog(self.id)  # its connection errors: once, by the tracker
         config["stats_cb"] = self._on_kafka_stats
         try:
             interval = int(config.get("statistics.interval.ms") or 0)
@@ -286,3 +291,16 @@ class WorkerTask(abc.ABC):
 
     def _on_stop_requested(self) -> None:  # noqa: B027 - hook
         """Unblock the task (called on the herder thread)."""
+
+
+class _TaskLibrdkafkaLog(LibrdkafkaLog):
+    """librdkafka's lines of one task's client, tagged with the task on whichever thread
+    confluent-kafka hands them over."""
+
+    def __init__(self, task_id: ConnectorTaskId) -> None:
+        super().__init__(tracked=True)
+        self._task_id = task_id
+
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        with connector_context(self._task_id.connector, self._task_id.task):
+            super().log(level, msg, *args)

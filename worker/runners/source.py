@@ -1,13 +1,16 @@
-"""Drives a :class:`~connectors.api.SourceTask`: poll → transform → convert → produce → store offsets."""
+"""Drives a :class:`~connectors.api.SourceTask`: poll → transform → convert → produce → store offsets.
+
+Its failure paths (record-by-record conversion, refused records, the dead letter queue) are its
+base class in ``source_errors``.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import partial
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import repeat
-from typing import Any, NamedTuple
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -16,7 +19,6 @@ from sluice.connectors.api import (
     Converter,
     DataError,
     HeaderConverter,
-    RecordMetadata,
     RetriableError,
     Serialization,
     SourceRecord,
@@ -25,24 +27,15 @@ from sluice.connectors.api import (
 )
 from sluice.connectors.api.metrics import ReportsMetrics
 from sluice.offsets import OffsetStore, StoreOffsetReader, offset_key
-from sluice.worker.errors import (
-    SKIPPED,
-    DeadLetterQueue,
-    ErrorContext,
-    ErrorHandlingConfig,
-    RetryWithTolerance,
-    Stage,
-    context_headers,
-    transform_each,
-)
+from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig, RetryWithTolerance, Stage
 from sluice.worker.outages import DEFAULT_DEGRADED_AFTER_MS
-from sluice.worker.runners.base import TaskStatusListener, WorkerTask
+from sluice.worker.runners.base import TaskStatusListener
+from sluice.worker.runners.source_errors import SourceErrorHandling, Transform, _class_name, _Outgoing
 from sluice.worker.status import ConnectorTaskId, TargetState
 from sluice.worker.topic_creation import TopicCreator
+from sluice.worker.tracing import BatchTracer, Step, batch_tracer, source_attributes
 
 log = logging.getLogger(__name__)
-
-Transform = Callable[[list[SourceRecord]], list[SourceRecord]]
 
 
 class SourceTaskContextImpl:
@@ -72,18 +65,7 @@ class SourceTaskContextImpl:
         return self._serialization
 
 
-class _Outgoing(NamedTuple):
-    """One poll's records ready for the producer (step 4)."""
-
-    topic: str | None  # every record's topic; None: ``topics`` names each
-    topics: Sequence[str] | None
-    keys: Sequence[bytes | None] | None  # None: no keys
-    values: Sequence[bytes | None]
-    options: Sequence[dict[str, Any] | None] | None  # produce()'s other keyword arguments, per record
-    records: Sequence[SourceRecord]  # what errors.* names when the producer refuses one
-
-
-class SourceTaskRunner(WorkerTask):
+class SourceTaskRunner(SourceErrorHandling):
     """Runs a source task with at-least-once delivery.
 
     Delivery order, each step only after the one before it:
@@ -161,6 +143,7 @@ class SourceTaskRunner(WorkerTask):
         self.retry = RetryWithTolerance(self.errors, reporter=self._report_failed_record, stop_event=self._stopping, task_id=task_id, dlq=dlq)
         self._source_system = f"the system {type(task).__name__} reads from"
         self._reports_metrics = isinstance(task, ReportsMetrics)
+        self._tracer = batch_tracer(task_id, "source")  # None unless tracing is configured
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -214,20 +197,11 @@ class SourceTaskRunner(WorkerTask):
 
     # -- delivery reports -------------------------------------------------------------------------
 
-    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        if err is not None and self._delivery_error is None:
-            self._delivery_error = err
-
     def _on_client_error(self, err: KafkaError) -> None:
         if err.fatal():
             self._delivery_error = err
         elif not self._kafka_unreachable(err):
             log.warning("Kafka producer: %s", err.str())
-
-    def _check_delivery(self) -> None:
-        err = self._delivery_error
-        if err is not None:
-            raise self.retry.unrecoverable(Stage.KAFKA_PRODUCE, _PRODUCER, KafkaException(err), "a delivery report")
 
     # -- main loop --------------------------------------------------------------------------------
 
@@ -260,7 +234,10 @@ class SourceTaskRunner(WorkerTask):
                 poll_s = time.monotonic() - started
                 produced = self.records_produced
                 self.records_polled += len(records)
-                self._send(records)
+                if self._tracer is None:
+                    self._send(records)
+                else:
+                    self._send_traced(records, poll_s, self._tracer)
                 self.metrics.batch(len(records), self.records_produced - produced, poll_s)
             else:
                 producer.poll(0)
@@ -271,9 +248,23 @@ class SourceTaskRunner(WorkerTask):
 
     def _send(self, polled: Sequence[SourceRecord]) -> None:
         """Steps 2-5 for what one poll returned: a list of records or a batch, the same way."""
-        producer = self._producer
-        assert producer is not None
         batch = polled if isinstance(polled, SourceRecordBatch) else None  # the columns, when there are
+        self._hand_over(polled, batch, self._outgoing(polled, batch))
+
+    def _send_traced(self, polled: Sequence[SourceRecord], poll_s: float, tracer: BatchTracer) -> None:
+        """:meth:`_send` with each step timed for the batch's trace (``produce``: handed to the
+        producer, which delivers asynchronously)."""
+        polled_at = time.time_ns()
+        batch = polled if isinstance(polled, SourceRecordBatch) else None
+        out = self._outgoing(polled, batch)
+        converted = time.time_ns()
+        self._hand_over(polled, batch, out)
+        steps: list[Step] = [("poll", polled_at, None), ("convert", converted, None), ("produce", time.time_ns(), None)]
+        topics = [out.topic] if out.topic is not None else out.topics or ()
+        tracer.record(polled_at - int(poll_s * 1e9), steps, source_attributes(polled, len(out.values), topics))
+
+    def _outgoing(self, polled: Sequence[SourceRecord], batch: SourceRecordBatch | None) -> _Outgoing:
+        """Steps 2 and 3."""
         out: _Outgoing | None
         if batch is not None and batch.serialized:
             out = self._as_serialized(batch)
@@ -282,6 +273,12 @@ class SourceTaskRunner(WorkerTask):
         if out is None:
             # Only now go record by record, to isolate the bad record(s) of this poll.
             out = self._serialize_each(polled)
+        return out
+
+    def _hand_over(self, polled: Sequence[SourceRecord], batch: SourceRecordBatch | None, out: _Outgoing) -> None:
+        """Steps 4 and 5."""
+        producer = self._producer
+        assert producer is not None
         if out.values:
             self._produce(out)
             self.records_produced += len(out.values)
@@ -335,55 +332,6 @@ class SourceTaskRunner(WorkerTask):
             options = [self._options(r, self._convert_headers(r), commit_record) for r in records]
         return _Outgoing(topic if topics is None else None, topics, keys, values, options, records)
 
-    def _serialize_each(self, polled: Sequence[SourceRecord]) -> _Outgoing:
-        """Steps 2 and 3 one record at a time, under ``errors.*``: a record that fails is skipped
-        (its offset still counts as done, after it reached the DLQ) or fails the task."""
-        execute = self.retry.execute
-        kc, vc, transform = self._key_converter, self._value_converter, self._transform
-        kname, vname, hname = _class_name(kc), _class_name(vc), _class_name(self._header_converter)
-        commit_record = self.task.commit_record if self._wants_commit_record else None
-        out: list[SourceRecord] = []
-        keys: list[bytes | None] = []
-        values: list[bytes | None] = []
-        options: list[dict[str, Any] | None] = []
-        for record in polled:
-            where = f"source partition {record.source_partition} offset {record.source_offset}"
-            transformed = transform_each(transform, record, self.retry, where) if transform is not None else [record]
-            if transformed is SKIPPED:
-                continue
-            for r in transformed:
-                key = None
-                if r.key is not None or r.key_schema is not None:
-                    key = execute(Stage.KEY_CONVERTER, partial(kc.from_connect_data, r.topic, r.key_schema, r.key), class_name=kname, coordinates=where, record=r)
-                    if key is SKIPPED:
-                        continue
-                value = execute(Stage.VALUE_CONVERTER, partial(vc.from_connect_data, r.topic, r.value_schema, r.value), class_name=vname, coordinates=where, record=r)
-                if value is SKIPPED:
-                    continue
-                headers = execute(Stage.HEADER_CONVERTER, partial(self._convert_headers, r), class_name=hname, coordinates=where, record=r) if r.headers else None
-                if headers is SKIPPED:
-                    continue
-                out.append(r)
-                keys.append(key)
-                values.append(value)
-                options.append(self._options(r, headers, commit_record))
-        return _Outgoing(None, [r.topic for r in out], keys, values, options, out)
-
-    def _options(
-        self, record: SourceRecord, headers: list[tuple[str, bytes | None]] | None, commit_record: Any
-    ) -> dict[str, Any] | None:
-        """``produce()``'s keyword arguments for ``record`` beyond topic, key and value."""
-        kwargs: dict[str, Any] = {}
-        if record.partition is not None:
-            kwargs["partition"] = record.partition
-        if record.timestamp is not None:
-            kwargs["timestamp"] = record.timestamp
-        if headers:
-            kwargs["headers"] = headers
-        if commit_record is not None:
-            kwargs["on_delivery"] = self._record_callback(record, commit_record)
-        return kwargs or None
-
     def _produce(self, out: _Outgoing) -> None:
         """Step 4: hand every record to the producer. The tight loops stop at the first full queue
         or refused record; the rest goes :meth:`_produce_carefully`."""
@@ -425,41 +373,6 @@ class SourceTaskRunner(WorkerTask):
                 self._produce_carefully(out, i)
                 return
 
-    def _produce_carefully(self, out: _Outgoing, start: int) -> None:
-        """Produce ``out`` from ``start`` on: when the queue is full, serve delivery reports until
-        there is room; a record the producer refuses is tolerated (skipped, sent to the DLQ with
-        the bytes it was refused with) or fails the task (KIP-779)."""
-        producer = self._producer
-        assert producer is not None
-        for i in range(start, len(out.values)):
-            topic = out.topics[i] if out.topics is not None else out.topic or ""
-            self._use_topic(topic)
-            key = out.keys[i] if out.keys is not None else None
-            options = out.options[i] if out.options is not None else None
-            while True:
-                try:
-                    producer.produce(topic, out.values[i], key, **(options or {}))
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-                    self._check_delivery()
-                except KafkaException as exc:
-                    record = out.records[i]
-                    self._refused = (record, key, out.values[i], (options or {}).get("headers"))
-                    try:
-                        self.retry.fail(ErrorContext(Stage.KAFKA_PRODUCE, _PRODUCER, exc, f"topic {topic!r}", record))
-                    finally:
-                        self._refused = None
-                    break
-
-    def _use_topic(self, topic: str) -> None:
-        """Before the first record to ``topic``: create it per ``topic.creation.*`` when it is
-        missing (KIP-158), and count it as used (KIP-558)."""
-        if topic not in self.active_topics:
-            if self._topic_creator is not None:
-                self._topic_creator.ensure(topic)
-            self.active_topics.add(topic)
-
     def _polled_done(self, polled: Sequence[SourceRecord], batch: SourceRecordBatch | None) -> None:
         """Step 5: the last polled offset of each source partition becomes pending. Records a
         transform dropped or ``errors.*`` skipped count as done, as in Connect."""
@@ -489,38 +402,6 @@ class SourceTaskRunner(WorkerTask):
             self._key_cache[id(sp)] = cached
         return cached[1]
 
-    def _report_failed_record(self, ctx: ErrorContext) -> None:
-        """Sluice's source DLQ: the record's bytes where they exist, else JSON."""
-        dlq = self.dlq
-        if dlq is None:
-            return
-        r: SourceRecord = ctx.record
-        refused = self._refused
-        if refused is not None and refused[0] is r:  # the producer refused these very bytes
-            key, value, headers = refused[1], refused[2], list(refused[3] or ())
-        else:
-            key, value, headers = self._dlq_bytes(r)
-        if self.errors.dlq_context_headers:
-            headers = headers + context_headers(ctx, self.id.connector, self.id.task, r.topic)
-        dlq.send(key, value, headers)
-
-    def _dlq_bytes(self, r: SourceRecord) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
-        key = value = None
-        try:
-            if r.key is not None or r.key_schema is not None:
-                key = self._key_converter.from_connect_data(r.topic, r.key_schema, r.key)
-        except Exception:
-            key = _json(r.key)
-        try:
-            value = self._value_converter.from_connect_data(r.topic, r.value_schema, r.value)
-        except Exception:
-            value = _json(r.value)
-        try:
-            headers = self._convert_headers(r) or []
-        except Exception:
-            headers = [(k, _json(v)) for k, v in r.headers or ()]
-        return key, value, headers
-
     def _convert(self, records: Sequence[SourceRecord], same_topic: bool) -> tuple[list[bytes | None] | None, list[bytes | None]]:
         topic = records[0].topic
         try:
@@ -541,21 +422,6 @@ class SourceTaskRunner(WorkerTask):
         except Exception as exc:
             raise DataError(f"Converter failed on a record for topic {topic!r}: {exc}") from exc
         return keys, values
-
-    def _convert_headers(self, record: SourceRecord) -> list[tuple[str, bytes | None]] | None:
-        if not record.headers:
-            return None
-        convert = self._header_converter.from_connect_header
-        return [(k, convert(record.topic, k, None, v)) for k, v in record.headers]
-
-    def _record_callback(self, record: SourceRecord, commit_record: Callable[[SourceRecord, RecordMetadata | None], None]) -> Callable[[KafkaError | None, Any], None]:
-        def callback(err: KafkaError | None, msg: Any) -> None:
-            if err is not None:
-                self._on_delivery(err, msg)
-                return
-            commit_record(record, RecordMetadata(msg.topic(), msg.partition(), msg.offset()))
-
-        return callback
 
     # -- offsets ----------------------------------------------------------------------------------
 
@@ -603,21 +469,9 @@ class SourceTaskRunner(WorkerTask):
         return True
 
 
-_PRODUCER = "confluent_kafka.Producer"
-
-
-def _class_name(obj: Any) -> str:
-    cls = type(obj)
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
 def _partition_options(partitions: Sequence[int | None] | None) -> list[dict[str, Any] | None] | None:
     if partitions is None:
         return None
     return [None if p is None else {"partition": p} for p in partitions]
 
 
-def _json(value: Any) -> bytes:
-    import orjson
-
-    return orjson.dumps(value, default=str)

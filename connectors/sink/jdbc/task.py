@@ -30,10 +30,9 @@ reported through the errant record reporter (and the other rows written) or rais
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from sluice.connectors.api import (
@@ -53,7 +52,7 @@ from sluice.connectors.jdbc_common.dialects import dialect_for
 from sluice.connectors.jdbc_common.errors import Failure, classify, describe
 from sluice.connectors.jdbc_common.types import timezone
 from sluice.connectors.sink.jdbc.config import InsertMode, JdbcSinkConfig, PkMode
-from sluice.connectors.sink.jdbc.pgjson import COPY_BINARY, read_json_lines
+from sluice.connectors.sink.jdbc.json_path import HelperJob, JsonFastPath, PreparedChunk, undecoded_json
 from sluice.connectors.sink.jdbc.pgsend import InFlight
 from sluice.connectors.sink.jdbc.rows import RowBuilder, TopicRecords, segments
 from sluice.connectors.sink.jdbc.tables import TableManager
@@ -94,16 +93,24 @@ class JdbcSinkTask(SinkTask):
         self._unwritten: dict[TopicPartition, int] = {}
         self._in_flight: tuple[InFlight, list[TopicRecords]] | None = None
         # The helper thread's work on the latest chunk (parse, settle the one in flight, send this one).
-        self._job: _Job | None = None
+        self._job: HelperJob | None = None
         # A chunk whose sent transaction failed and whose retry has not succeeded yet.
         self._pending: list[TopicRecords] | None = None
         # Counts connection drops and cache resets: a chunk prepared before one is not sent.
         self._resets = 0
         self.records_written = 0
         self.tombstones_ignored = 0  # null values not applied (delete.enabled=false), each one logged
-        # Records sent by the JSON fast path (pgjson.py); a failed send is rewritten the ordinary way.
-        self.records_from_json = 0
-        self.records_from_json_binary = 0  # … of which as COPY binary data
+        self._json = JsonFastPath()
+
+    @property
+    def records_from_json(self) -> int:
+        """Records sent by the JSON fast path (pgjson.py); a failed send is rewritten the ordinary way."""
+        return self._json.records
+
+    @property
+    def records_from_json_binary(self) -> int:
+        """Of :attr:`records_from_json`, those sent as COPY binary data."""
+        return self._json.records_binary
 
     # -- SPI -------------------------------------------------------------------------------------
 
@@ -127,15 +134,15 @@ class JdbcSinkTask(SinkTask):
         self._pending = None
         self._in_flight = None
         self._job = None
-        # The JSON fast path (_prepare_json) applies to these settings; after a batch it could not
+        # The JSON fast path (json_path.py) applies to these settings; after a batch it could not
         # take, it waits a few batches before trying again (a topic it never fits costs little).
-        self._json_ok = (
+        self._json.enabled = (
             hasattr(self._writer, "prepare_copy_data")
             and cfg.insert_mode in (InsertMode.INSERT, InsertMode.UPSERT)
             and cfg.pk_mode in (PkMode.NONE, PkMode.RECORD_VALUE)
             and not cfg.fields_whitelist
         )
-        self._json_skip = 0
+        self._json.skip = 0
         logger.info(
             "Writing to %s (%s, insert.mode=%s, pk.mode=%s)", self._url_text, backend, cfg.insert_mode, cfg.pk_mode
         )
@@ -158,7 +165,7 @@ class JdbcSinkTask(SinkTask):
         if self._pending is not None and self._in_flight is None:
             self._settle()  # a chunk left unwritten goes first, the ordinary way (evolving the table, say)
         if len(chunks) == 1 and self._pipelined(groups):
-            self._job = _Job(groups, self._send_json, self._resets)
+            self._job = HelperJob(groups, self._send_json, self._resets)
             return
         # A single chunk is turned into COPY data while the previous one may still be in flight,
         # so the server's work on that one overlaps this Python work too.
@@ -260,9 +267,9 @@ class JdbcSinkTask(SinkTask):
     def _pipelined(self, groups: list[TopicRecords]) -> bool:
         """Whether the helper takes this chunk: one topic of undecoded schemaless JSON, for a table
         whose column types are known, while the fast path is on and nothing waits to be rewritten."""
-        if not self._json_ok or self._json_skip or self._conn is None or self._pending is not None:
+        if not self._json.enabled or self._json.skip or self._conn is None or self._pending is not None:
             return False
-        if len(groups) != 1 or not _undecoded_json(groups[0]):
+        if len(groups) != 1 or not undecoded_json(groups[0]):
             return False
         table = self._require_config().table_name(groups[0].topic)
         return self._writer.column_types(table) is not None  # type: ignore[attr-defined,no-any-return]
@@ -270,11 +277,11 @@ class JdbcSinkTask(SinkTask):
     def _send_json(self, groups: list[TopicRecords], resets: int) -> bool:
         """Helper thread: parse the chunk, settle the one in flight, send this one; ``False`` if it
         was not sent (the task thread then writes it). The connection is the helper's meanwhile."""
-        fast = self._try_json(groups[0])
+        fast = self._json.try_prepare(groups[0], self._require_config(), self._writer, self._tables)
         self._collect()  # the server had this long to commit the chunk before
         if fast is None or self._pending is not None or resets != self._resets or self._stopping.is_set():
             return False
-        return self._send(_Prepared(groups, fast))
+        return self._send(PreparedChunk(groups, fast))
 
     def _join(self) -> None:
         """Wait for the helper; a chunk it did not send is left to write the ordinary way (pending)."""
@@ -301,11 +308,11 @@ class JdbcSinkTask(SinkTask):
                 batch.values  # noqa: B018 - decodes the column
             except UnusableRawValues as exc:
                 self._pending = None
-                self._json_skip = _JSON_RETRY_AFTER
+                self._json.sit_out()
                 self._mark_unwritten(groups)
                 raise UnusableRawValues(str(exc), _first_offsets(pending + groups)) from exc
 
-    def _prepare(self, groups: list[TopicRecords]) -> _Prepared | None:
+    def _prepare(self, groups: list[TopicRecords]) -> PreparedChunk | None:
         """The rows of ``groups`` ready to send as one transaction, if the writer and the records allow it.
 
         Only the plain case goes this way: one topic, one value schema, no tombstones, a table
@@ -318,10 +325,10 @@ class JdbcSinkTask(SinkTask):
         cfg = self._require_config()
         group = groups[0]
         upsert = cfg.insert_mode is InsertMode.UPSERT
-        if self._json_ok:
-            fast = self._try_json(group)
+        if self._json.enabled:
+            fast = self._json.try_prepare(group, cfg, self._writer, self._tables)
             if fast is not None:
-                return _Prepared(groups, fast)
+                return PreparedChunk(groups, fast)
         try:
             segs = segments(group, split_tombstones=not upsert)
             if len(segs) != 1 or segs[0].tombstones:
@@ -337,65 +344,9 @@ class JdbcSinkTask(SinkTask):
         except Exception as exc:
             logger.debug("Preparing a chunk to send failed, writing it the ordinary way: %s", describe(exc))
             return None
-        return None if statements is None else _Prepared(groups, statements)
+        return None if statements is None else PreparedChunk(groups, statements)
 
-    def _try_json(self, group: TopicRecords) -> Any:
-        """:meth:`_prepare_json`, which never fails a batch the ordinary path can write: an
-        error there is logged, the batch goes the ordinary way, and so do the next few."""
-        try:
-            return self._prepare_json(group)
-        except Exception as exc:
-            logger.warning("The JSON fast path failed, writing the batch the ordinary way: %s", describe(exc))
-            self._json_skip = _JSON_RETRY_AFTER
-            return None
-
-    def _prepare_json(self, group: TopicRecords) -> Any:
-        """The chunk as COPY data (binary or CSV) rendered from the consumed JSON bytes (:mod:`.pgjson`), or
-        ``None`` when this batch must take the ordinary path (which then decodes the values).
-
-        Rows and columns are those the ordinary path would write: one column per field of the
-        objects, the ``pk.fields`` (or every field) first for ``pk.mode=record_value``, the last
-        record of a key kept for upserts (here: only batches without repeated keys).
-        """
-        if not _undecoded_json(group):
-            return None
-        if self._json_skip:
-            self._json_skip -= 1
-            return None
-        cfg = self._require_config()
-        table = cfg.table_name(group.topic)
-        types = self._writer.column_types(table)  # type: ignore[attr-defined]
-        raws = group.batch.raw_values  # type: ignore[union-attr]
-        if types is None or raws is None:  # the table's types are read by the first ordinary write
-            return None
-        parsed = read_json_lines(raws)
-        if parsed is None:
-            self._json_skip = _JSON_RETRY_AFTER
-            return None
-        fields = parsed.fields
-        key_fields: list[str] = []
-        if cfg.pk_mode is PkMode.RECORD_VALUE:
-            key_fields = list(cfg.pk_fields) or list(fields)
-            if any(k not in fields for k in key_fields):
-                return None  # the ordinary path names the missing field
-            fields = key_fields + [f for f in fields if f not in key_fields]
-        names = self._tables.known_names(table, fields)
-        if names is None:  # a field the table lacks (auto.evolve) or a table not seen yet
-            return None
-        copy = parsed.copy_data(fields, {f: types.get(n, "") for f, n in zip(fields, names)})
-        if copy is None or (cfg.insert_mode is InsertMode.UPSERT and not parsed.unique(key_fields)):
-            self._json_skip = _JSON_RETRY_AFTER
-            return None
-        data, options = copy
-        keys = names[: len(key_fields)]
-        prepared = self._writer.prepare_copy_data(table, names, keys, data, options, cfg.insert_mode)  # type: ignore[attr-defined]
-        if prepared is not None:
-            self.records_from_json += len(group)
-            if options == COPY_BINARY:
-                self.records_from_json_binary += len(group)
-        return prepared
-
-    def _send(self, prepared: _Prepared) -> bool:
+    def _send(self, prepared: PreparedChunk) -> bool:
         """Send a prepared chunk as one transaction without waiting; ``False`` if it did not go."""
         if self._conn is None:
             return False
@@ -612,63 +563,13 @@ class JdbcSinkTask(SinkTask):
         return self._config
 
 
-_JSON_RETRY_AFTER = 20  # batches the JSON fast path sits out after one it could not take
 _HELPER_STOP_WAIT_S = 10.0  # how long stop() waits for the helper before leaving its connection alone
-
-
-class _Prepared:
-    """A chunk rendered for :meth:`JdbcSinkTask._send`: its records and the writer's statements."""
-
-    __slots__ = ("groups", "statements")
-
-    def __init__(self, groups: list[TopicRecords], statements: Any) -> None:
-        self.groups = groups
-        self.statements = statements
-
-
-class _Job:
-    """One chunk's run on a helper thread (a daemon: a worker that exits never waits for it)."""
-
-    __slots__ = ("groups", "_sent", "_thread")
-
-    def __init__(
-        self, groups: list[TopicRecords], send: Callable[[list[TopicRecords], int], bool], resets: int
-    ) -> None:
-        self.groups = groups
-        self._sent = False
-        ctx = contextvars.copy_context()  # the helper logs with the task's [connector|task-N] context
-        self._thread = threading.Thread(
-            target=ctx.run, args=(self._run, send, resets), name="jdbc-sink-json", daemon=True
-        )
-        self._thread.start()
-
-    def _run(self, send: Callable[[list[TopicRecords], int], bool], resets: int) -> None:
-        try:
-            self._sent = send(self.groups, resets)
-        except Exception:  # a bug: the task thread writes the chunk the ordinary way
-            logger.exception("The JSON fast path's helper failed; writing the batch the ordinary way")
-
-    def result(self) -> bool:
-        """Whether the chunk was sent (its outcome is then the task's chunk in flight)."""
-        self._thread.join()
-        return self._sent
-
-    def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the helper; ``True`` if it is done."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
 
 
 class _Rejected(Exception):
     def __init__(self, cause: BaseException) -> None:
         super().__init__(str(cause))
         self.cause = cause
-
-
-def _undecoded_json(group: TopicRecords) -> bool:
-    """Whether ``group`` is a whole batch with its raw JSON values."""
-    batch = group.batch
-    return batch is not None and batch.raw_values is not None
 
 
 def _offset_list(offsets: list[int], shown: int = 10) -> str:

@@ -97,24 +97,7 @@ class S3SinkTask(SinkTask):
         )
         self._partitioner = make_partitioner(cfg.partitioner_settings())
         self._layout = cfg.layout()
-        self._settings = WriterSettings(
-            flush_size=cfg.flush_size,
-            rotate_interval_ms=cfg.rotate_interval_ms,
-            rotate_schedule_interval_ms=cfg.rotate_schedule_interval_ms,
-            max_open_files=cfg.partitioner_max_open_files,
-            part_size=cfg.s3_part_size,
-            null_values=cfg.behavior_on_null_values,
-            tombstone_partition=cfg.tombstone_encoded_partition,
-            store_keys=cfg.store_kafka_keys,
-            store_headers=cfg.store_kafka_headers,
-            store_timestamps=cfg.store_kafka_timestamps,
-            store_offsets=(
-                cfg.store_kafka_offsets if cfg.store_kafka_offsets is not None else _may_interleave(self._partitioner, cfg)
-            ),
-            timestamp_extractor=cfg.timestamp_extractor,
-            timestamp_field=cfg.timestamp_field,
-            timezone=cfg.timezone,
-        )
+        self._settings = _writer_settings(cfg, self._partitioner)
         # Raw JSON bytes can go straight to the objects when the format takes them and nothing
         # that decides where a record goes looks into its value.
         self._raw_json = (
@@ -284,6 +267,28 @@ def _record_at(records: Sequence[SinkRecord], tp: TopicPartition, offset: int | 
         if record.kafka_offset == offset and record.topic_partition == tp:
             return record
     raise ConnectError(f"No record of {tp.topic}-{tp.partition} at offset {offset} in the batch")
+
+
+def _writer_settings(cfg: S3SinkConfig, partitioner: Partitioner) -> WriterSettings:
+    """The writer's rotation, memory and content settings from the sink's configuration."""
+    return WriterSettings(
+        flush_size=cfg.flush_size,
+        rotate_interval_ms=cfg.rotate_interval_ms,
+        rotate_schedule_interval_ms=cfg.rotate_schedule_interval_ms,
+        max_open_files=cfg.partitioner_max_open_files,
+        part_size=cfg.s3_part_size,
+        null_values=cfg.behavior_on_null_values,
+        tombstone_partition=cfg.tombstone_encoded_partition,
+        store_keys=cfg.store_kafka_keys,
+        store_headers=cfg.store_kafka_headers,
+        store_timestamps=cfg.store_kafka_timestamps,
+        store_offsets=(
+            cfg.store_kafka_offsets if cfg.store_kafka_offsets is not None else _may_interleave(partitioner, cfg)
+        ),
+        timestamp_extractor=cfg.timestamp_extractor,
+        timestamp_field=cfg.timestamp_field,
+        timezone=cfg.timezone,
+    )
 
 
 def _may_interleave(partitioner: Partitioner, cfg: S3SinkConfig) -> bool:

@@ -28,16 +28,14 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 from concurrent.futures import wait as futures_wait
-from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from sluice.connectors.api import DataError, Headers, Schema
-from sluice.connectors.s3_common.formats import JsonFormat, ObjectWriter, RecordFormat, json_default
-from sluice.connectors.s3_common.layout import ObjectLayout, sidecar_key
-from sluice.connectors.s3_common.parquet_rows import UnfitValue
+from sluice.connectors.api import DataError, Schema
+from sluice.connectors.s3_common.formats import RecordFormat
+from sluice.connectors.s3_common.layout import ObjectLayout
 from sluice.connectors.s3_common.partitioners import (
     DefaultPartitioner,
     Extractor,
@@ -45,194 +43,12 @@ from sluice.connectors.s3_common.partitioners import (
     TimeBasedPartitioner,
     make_extractor,
 )
-from sluice.connectors.s3_common.storage import ObjectStorage, ObjectUpload
+from sluice.connectors.s3_common.storage import ObjectStorage
+from sluice.connectors.sink.s3.open_object import JSON_LINES, Columns, OpenObject, WriterSettings, null_probe
+
+__all__ = ["Columns", "TopicPartitionWriter", "WriterSettings", "null_probe"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class WriterSettings:
-    """The rotation, memory and content settings of the sink (from its configuration)."""
-
-    flush_size: int
-    rotate_interval_ms: int = -1
-    rotate_schedule_interval_ms: int = -1
-    max_open_files: int = 100
-    part_size: int = 25 * 1024 * 1024
-    null_values: str = "fail"  # fail | ignore | write
-    tombstone_partition: str = "tombstone"
-    store_keys: bool = False
-    store_headers: bool = False
-    store_timestamps: bool = False
-    store_offsets: bool = False
-    timestamp_extractor: str = "Record"
-    timestamp_field: str = "timestamp"
-    timezone: str = "UTC"
-
-
-@dataclass
-class Columns:
-    """The records of one Kafka partition from one put, by column (headers/timestamps loaded lazily).
-
-    With ``raw`` set, the values are the consumed JSON bytes in ``raw`` (checked by the runtime;
-    their values are their schemaless parse) and ``values`` only tells which records are null:
-    it holds ``None`` for a null and anything else otherwise, which is all the writer reads of it
-    when the partitioner does not look into values. Objects then get the raw bytes
-    (:meth:`~connectors.s3_common.formats.ObjectWriter.write_raw_json`).
-    """
-
-    topic: str
-    partition: int
-    offsets: Sequence[int]
-    values: Sequence[Any]
-    schemas: Sequence[Schema | None]
-    keys: Sequence[Any]
-    timestamps: Callable[[], Sequence[int | None]]
-    headers: Callable[[], Sequence[Headers | None]]
-    raw: Sequence[bytes | None] | None = None
-
-
-def null_probe(raw: Sequence[bytes | None]) -> Sequence[Any]:
-    """``raw`` JSON values with their nulls (a tombstone or the JSON text ``null``) as ``None``.
-
-    The runtime's check guarantees no surrounding whitespace, so ``b"null"`` is the only spelling;
-    the common batch without nulls costs two scans in C and no copy.
-    """
-    if None not in raw and b"null" not in raw:
-        return raw
-    return [None if v is None or v == b"null" else v for v in raw]
-
-
-def _pick(column: Sequence[Any], index: Sequence[int] | slice) -> Sequence[Any]:
-    if isinstance(index, slice):
-        return column[index]
-    return [column[i] for i in index]
-
-
-class _Sidecar:
-    def __init__(self, upload: ObjectUpload, writer: ObjectWriter, kind: str) -> None:
-        self.upload = upload
-        self.writer = writer
-        self.kind = kind
-
-
-class OpenObject:
-    """One object being written: its upload, its format writer and its sidecars."""
-
-    def __init__(
-        self,
-        key: str,
-        encoded: str,
-        start_offset: int,
-        storage: ObjectStorage,
-        fmt: RecordFormat,
-        settings: WriterSettings,
-        keys_format: RecordFormat,
-        uploader: Executor | None = None,
-    ) -> None:
-        self.key = key
-        self.encoded = encoded
-        self.start_offset = start_offset
-        self.count = 0
-        self.upload = ObjectUpload(storage, key, settings.part_size, uploader)
-        self.writer = fmt.writer(self.upload, key)
-        self.sidecars: list[_Sidecar] = []
-        self._closed = False
-        #: The background upload of this object once it is queued (see TopicPartitionWriter.drain).
-        self.upload_future: Future[None] | None = None
-        for kind, enabled, sidecar_fmt in (
-            ("keys", settings.store_keys, keys_format),
-            ("headers", settings.store_headers, _JSON),
-            ("timestamps", settings.store_timestamps, _JSON),
-            ("offsets", settings.store_offsets, _JSON),
-        ):
-            if enabled:
-                skey = sidecar_key(key, fmt.extension, kind, sidecar_fmt.extension)
-                upload = ObjectUpload(storage, skey, settings.part_size, uploader)
-                self.sidecars.append(_Sidecar(upload, sidecar_fmt.writer(upload, skey), kind))
-
-    def append(self, cols: Columns, index: Sequence[int] | slice, schema: Schema | None) -> None:
-        # Storage failures surface here, before any upload takes a record of this batch.
-        self.upload.check()
-        for sidecar in self.sidecars:
-            sidecar.upload.check()
-        if cols.raw is not None:
-            raws = _pick(cols.raw, index)
-            self.writer.write_raw_json(raws)
-            self.count += len(raws)
-        else:
-            values = _pick(cols.values, index)
-            try:
-                self.writer.write(values, schema)
-            except UnfitValue as exc:  # nothing of the call is kept: name the record for put()
-                exc.offset = cols.offsets[index.start + exc.index if isinstance(index, slice) else index[exc.index]]
-                raise
-            self.count += len(values)
-        for sidecar in self.sidecars:
-            if sidecar.kind == "keys":
-                sidecar.writer.write(_pick(cols.keys, index), None)
-            elif sidecar.kind == "headers":
-                sidecar.writer.write([encode_headers(h) for h in _pick(cols.headers(), index)], None)
-            elif sidecar.kind == "offsets":
-                sidecar.writer.write(_pick(cols.offsets, index), None)
-            else:
-                sidecar.writer.write(_pick(cols.timestamps(), index), None)
-
-    @property
-    def memory_bytes(self) -> int:
-        """Bytes this object holds in memory (upload buffers and format buffers)."""
-        total = self.upload.buffered_bytes + self.writer.pending_bytes
-        for sidecar in self.sidecars:
-            total += sidecar.upload.buffered_bytes + sidecar.writer.pending_bytes
-        return total
-
-    def commit(self) -> None:
-        """Finish the format and complete the uploads (sidecars first). Safe to retry."""
-        if not self._closed:
-            self.writer.close()
-            for sidecar in self.sidecars:
-                sidecar.writer.close()
-            self._closed = True
-        for sidecar in self.sidecars:
-            sidecar.upload.commit()
-        self.upload.commit()
-
-    def abort(self) -> None:
-        self.writer.discard()
-        for sidecar in self.sidecars:
-            sidecar.upload.abort()
-        self.upload.abort()
-
-    def delete_if_completed(self, storage: ObjectStorage) -> None:
-        """Delete the object (and its sidecars) if its upload completed; after :meth:`abort`.
-        Never raises: an object that cannot be deleted (no ``s3:DeleteObject`` permission) stays,
-        and its records are then in the bucket twice, which the warning says."""
-        for upload in (self.upload, *(sidecar.upload for sidecar in self.sidecars)):
-            if upload.committed:
-                try:
-                    storage.delete_object(upload.key)
-                except Exception as exc:
-                    logger.warning(
-                        "Could not delete %s, whose records are written again under other names: "
-                        "they are in the bucket twice until it is deleted (%s)",
-                        upload.key,
-                        exc,
-                    )
-
-
-_JSON = JsonFormat()
-
-
-def encode_headers(headers: Headers | None) -> list[list[Any]]:
-    """Headers as ``[[name, value], ...]``; bytes values as ``{"$bytes": base64}`` so they restore as bytes."""
-    if not headers:
-        return []
-    out: list[list[Any]] = []
-    for name, value in headers:
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            value = {"$bytes": json_default(value)}
-        out.append([name, value])
-    return out
 
 
 class TopicPartitionWriter:
@@ -261,7 +77,7 @@ class TopicPartitionWriter:
         self.partitioner = partitioner
         self.layout = layout
         self.settings = settings
-        self.keys_format = keys_format or _JSON
+        self.keys_format = keys_format or JSON_LINES
         self.clock = clock
         self.open: dict[str, OpenObject] = {}
         #: Objects rotated out but not yet uploaded, each with the offset that becomes durable when
@@ -367,22 +183,8 @@ class TopicPartitionWriter:
         settings = self.settings
         sub_values = values[start:] if start else values
         times = _record_times(self._times_extractor, cols, start) if self._times_extractor else None
-        if isinstance(self.partitioner, DefaultPartitioner):
-            encoded_list: Sequence[str] | None = None
-            constant = self.partitioner.encode(cols.partition)
-        elif isinstance(self.partitioner, TimeBasedPartitioner) and times is not None:
-            encoded_list, constant = self.partitioner.encode_times(times), ""
-        else:
-            non_null = [v for v in sub_values if v is not None] if None in sub_values else sub_values
-            encoded_non_null = self.partitioner.encode_batch(
-                cols.partition, non_null, lambda: _non_null_times(cols, start)
-            )
-            if non_null is sub_values:
-                encoded_list = encoded_non_null
-            else:
-                it = iter(encoded_non_null)
-                encoded_list = [settings.tombstone_partition if v is None else next(it) for v in sub_values]
-            constant = ""
+        encoded_list, constant = self._directories(cols, start, sub_values, times)
+        # The per-record loop stays whole: it is the hot path, its rules share the run and epoch state.
         run: dict[str, list[int]] = {}  # records not yet handed to their object, per directory
         rotate_interval = settings.rotate_interval_ms
         time_based = self.partitioner.time_based
@@ -434,14 +236,34 @@ class TopicPartitionWriter:
                 self.rotate_all(offset + 1)
         self._flush_run(run, cols)
         if ignored:
-            self.tombstones_ignored += ignored
-            logger.warning(
-                "Ignored %d tombstone(s) (null values) of %s-%d up to offset %d: behavior.on.null.values=ignore",
-                ignored,
-                cols.topic,
-                cols.partition,
-                offsets[n - 1],
-            )
+            self._tombstones_ignored(ignored, cols)
+
+    def _directories(
+        self, cols: Columns, start: int, sub_values: Sequence[Any], times: list[int] | None
+    ) -> tuple[Sequence[str] | None, str]:
+        """The encoded partition (directory) of each record from ``start`` on, or ``None`` and the
+        one directory of them all."""
+        if isinstance(self.partitioner, DefaultPartitioner):
+            return None, self.partitioner.encode(cols.partition)
+        if isinstance(self.partitioner, TimeBasedPartitioner) and times is not None:
+            return self.partitioner.encode_times(times), ""
+        non_null = [v for v in sub_values if v is not None] if None in sub_values else sub_values
+        encoded_non_null = self.partitioner.encode_batch(cols.partition, non_null, lambda: _non_null_times(cols, start))
+        if non_null is sub_values:
+            return encoded_non_null, ""
+        it = iter(encoded_non_null)
+        tombstone = self.settings.tombstone_partition
+        return [tombstone if v is None else next(it) for v in sub_values], ""
+
+    def _tombstones_ignored(self, ignored: int, cols: Columns) -> None:
+        self.tombstones_ignored += ignored
+        logger.warning(
+            "Ignored %d tombstone(s) (null values) of %s-%d up to offset %d: behavior.on.null.values=ignore",
+            ignored,
+            cols.topic,
+            cols.partition,
+            cols.offsets[-1],
+        )
 
     def _flush_run(self, run: dict[str, list[int]], cols: Columns) -> None:
         runs = list(run.items())

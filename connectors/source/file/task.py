@@ -43,9 +43,12 @@ logger = logging.getLogger(__name__)
 FILENAME_FIELD = "filename"
 POSITION_FIELD = "position"
 
-# How long an idle poll waits before returning None. Short at end of file so new lines show up
-# quickly; a second for a missing file, as Connect does. Both waits end at once on stop().
+# How long an idle poll waits before returning None. Short at end of file right after data, so new
+# lines show up quickly while a writer is active; doubling up to a second while the file stays idle
+# (as Connect waits), so idle tasks do not wake ten times a second each; a second for a missing
+# file, as Connect does. Every wait ends at once on stop().
 _EOF_WAIT_S = 0.1
+_EOF_WAIT_MAX_S = 1.0
 _MISSING_FILE_WAIT_S = 1.0
 _STDIN_WAIT_S = 0.1
 # A poll with a huge batch.size still returns in bounded time.
@@ -106,6 +109,7 @@ class FileStreamSourceTask(SourceTask):
         # the next poll.
         self._pending: tuple[list[str], list[int]] = ([], [])
         self._warned_missing = False
+        self._eof_wait = _EOF_WAIT_S
 
     # -- SPI ----------------------------------------------------------------------------------
 
@@ -155,8 +159,10 @@ class FileStreamSourceTask(SourceTask):
                 if lines:
                     break
                 if chunk is not None:
-                    self._stopping.wait(_EOF_WAIT_S)  # the writer may append more
+                    self._stopping.wait(self._eof_wait)  # the writer may append more
+                    self._eof_wait = min(2 * self._eof_wait, _EOF_WAIT_MAX_S)
                 return None
+            self._eof_wait = _EOF_WAIT_S
             # A chunk without a complete line adds nothing; the loop reads on at once.
             self._append_lines(chunk, lines, ends)
             if time.monotonic() > deadline:

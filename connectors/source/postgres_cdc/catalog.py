@@ -55,6 +55,12 @@ class TableFilter:
             return self._any(self.table_include, qualified)
         return not self._any(self.table_exclude, qualified)
 
+    def order(self, schema: str, table: str) -> int:
+        """Where the table comes in a snapshot: the position of the first ``table.include.list``
+        pattern it matches (Debezium snapshots tables in that order), 0 without the list."""
+        qualified = f"{schema}.{table}"
+        return next((i for i, p in enumerate(self.table_include) if p.fullmatch(qualified)), 0)
+
     def column_included(self, schema: str, table: str, column: str) -> bool:
         qualified = f"{schema}.{table}.{column}"
         if self.column_include:
@@ -78,12 +84,14 @@ WHERE i.indrelid = %s AND i.indisprimary ORDER BY k.n
 
 
 def list_tables(conn: Connection[Any], table_filter: TableFilter) -> list[tuple[int, str, str]]:
-    """``(oid, schema, table)`` of every ordinary or partitioned table the filters capture."""
+    """``(oid, schema, table)`` of every ordinary or partitioned table the filters capture, in
+    snapshot order: by ``table.include.list`` pattern, then by name."""
     rows = conn.execute(
         "SELECT c.oid::int, n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
         "WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition ORDER BY n.nspname, c.relname"
     ).fetchall()
-    return [(oid, schema, name) for oid, schema, name in rows if table_filter.captures(schema, name)]
+    captured = [(oid, schema, name) for oid, schema, name in rows if table_filter.captures(schema, name)]
+    return sorted(captured, key=lambda row: table_filter.order(row[1], row[2]))  # stable: by name within a pattern
 
 
 def table_oid(conn: Connection[Any], schema: str, name: str) -> int | None:

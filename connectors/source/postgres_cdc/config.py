@@ -4,7 +4,9 @@ Existing Debezium configurations port over: the keys, their defaults and their m
 Debezium's, except ``heartbeat.interval.ms``, which is on (10 s) by default so an idle database
 never retains WAL. Sluice adds ``streaming.start.lsn`` (start streaming at an LSN recorded
 elsewhere, e.g. by a Spark backfill), ``snapshot.chunk.size`` (rows per resumable chunk of the
-initial snapshot) and ``native.encoding`` (serialize row changes natively, on by default).
+initial snapshot), ``native.encoding`` (serialize row changes natively, on by default) and the
+slot guard's ``slot.max.retained.wal.bytes``, ``slot.retained.wal.warn.ratio`` and
+``slot.retained.wal.action`` (see :mod:`sluice.connectors.source.postgres_cdc.slot_guard`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from sluice.connectors.api import ConfigError, PluginConfig
+from sluice.connectors.source.postgres_cdc.slot_guard import SlotWalAction
 
 
 def split_list(value: Any) -> Any:
@@ -168,6 +171,23 @@ class PostgresCdcConfig(PluginConfig):
     )
     slot_retry_delay_ms: int = Field(
         10_000, ge=0, description="Wait between those retries (a slot held by another connection)."
+    )
+    slot_max_retained_wal_bytes: int = Field(
+        0,
+        ge=0,
+        description="Sluice: most WAL the slot may make the server keep (from its restart_lsn), in bytes; at it the "
+        "task acts per slot.retained.wal.action. 0 turns the guard off.",
+    )
+    slot_retained_wal_warn_ratio: float = Field(
+        0.8,
+        gt=0,
+        le=1,
+        description="Sluice: share of slot.max.retained.wal.bytes past which the log warns, naming the slot and the bytes.",
+    )
+    slot_retained_wal_action: SlotWalAction = Field(
+        SlotWalAction.DEGRADE,
+        description="Sluice: at slot.max.retained.wal.bytes, warn (log only), degrade (the task's status shows it "
+        "degraded while it streams on; cleared back under the bound) or fail (fail the task, with what to do).",
     )
     unavailable_value_placeholder: str = Field(
         "__debezium_unavailable_value",

@@ -10,6 +10,7 @@ import psycopg
 from sluice.connectors.api import ConfigError, SourceConnector
 from sluice.connectors.source.postgres_cdc import catalog
 from sluice.connectors.source.postgres_cdc.config import POSTGRES_CDC_UNIMPLEMENTED_KEYS, PostgresCdcConfig, parse_lsn
+from sluice.connectors.source.postgres_cdc.preflight import preflight_problems
 from sluice.connectors.source.postgres_cdc.task import PostgresCdcTask
 
 _OFFSET_INTS = ("lsn", "lsn_proc", "lsn_commit", "txId", "ts_usec")
@@ -36,7 +37,9 @@ class PostgresCdcSourceConnector(SourceConnector):
         """Connect as ``database.user`` to ``database.dbname``: an unreachable server is
         ``database.hostname``'s problem, refused credentials ``database.password``'s, an unknown
         user ``database.user``'s, an unknown database ``database.dbname``'s; a ``message.key.columns``
-        entry naming a column a captured table lacks is that key's."""
+        entry naming a column a captured table lacks is that key's; then the pre-flight checks of
+        :mod:`~sluice.connectors.source.postgres_cdc.preflight` (wal_level, replication rights,
+        publication, slot, tables PostgreSQL cannot publish), each on its key."""
         return connectivity_problems(config, timeout_s)
 
     def start(self, config: Any) -> None:
@@ -95,6 +98,7 @@ def connectivity_problems(config: PostgresCdcConfig, timeout_s: float) -> dict[s
     try:
         with psycopg.connect(**info, autocommit=True) as conn:
             key_problem = catalog.check_message_key_columns(conn, config) if config.message_key_columns else None
+            problems = preflight_problems(conn, config)
     except psycopg.Error as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if config.password:
@@ -109,4 +113,6 @@ def connectivity_problems(config: PostgresCdcConfig, timeout_s: float) -> dict[s
         else:
             key = "database.hostname"
         return {key: f"Cannot connect to PostgreSQL at {where}: {text}"}
-    return {"message.key.columns": key_problem} if key_problem else {}
+    if key_problem:
+        problems["message.key.columns"] = key_problem
+    return problems

@@ -29,7 +29,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sluice.connectors.api import Schema, Serialization, SourceRecord, SourceRecordBatch, Type
+from sluice.connectors.api import Serialization, SourceRecord, SourceRecordBatch
+from sluice.connectors.source.postgres_cdc.metadata_schemas import (
+    HEARTBEAT_KEY_SCHEMA,
+    HEARTBEAT_VALUE_SCHEMA,
+    TX_KEY_SCHEMA,
+    TX_VALUE_SCHEMA,
+)
 from sluice.connectors.source.postgres_cdc.native import encoder_for
 from sluice.connectors.source.postgres_cdc.replication import pg_timestamp_to_unix_us
 from sluice.connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
@@ -44,31 +50,6 @@ _i = struct.Struct(">i").unpack_from
 #: (lsn, relid) of an Insert/Update/Delete XLogData message: the header's WAL start, then the relation id.
 _LSN_RELID = struct.Struct(">xQ17xI").unpack_from
 _record = tuple.__new__  # SourceRecord without NamedTuple's Python-level __new__ (a third of the cost)
-
-TX_KEY_SCHEMA = Schema.struct([("id", Schema(Type.STRING))], name="io.debezium.connector.common.TransactionMetadataKey")
-TX_VALUE_SCHEMA = Schema.struct(
-    [
-        ("status", Schema(Type.STRING)),
-        ("id", Schema(Type.STRING)),
-        ("event_count", Schema(Type.INT64, optional=True)),
-        (
-            "data_collections",
-            Schema.array(
-                Schema.struct(
-                    [("data_collection", Schema(Type.STRING)), ("event_count", Schema(Type.INT64))],
-                    name="event.collection",
-                ),
-                optional=True,
-            ),
-        ),
-        ("ts_ms", Schema(Type.INT64)),
-    ],
-    name="io.debezium.connector.common.TransactionMetadataValue",
-)
-HEARTBEAT_KEY_SCHEMA = Schema.struct(
-    [("serverName", Schema(Type.STRING))], name="io.debezium.connector.common.ServerNameKey"
-)
-HEARTBEAT_VALUE_SCHEMA = Schema.struct([("ts_ms", Schema(Type.INT64))], name="io.debezium.connector.common.Heartbeat")
 
 Relation = tuple[str, str, str, list[tuple[str, int, int]]]
 TableLoader = Callable[[int, Relation, bool], tuple[Table | None, bool]]
@@ -127,15 +108,27 @@ class ChangeDecoder:
         self.tables: dict[int, Table | None] = {}
         self.signal_relid: int | None = None
         self.records: list[SourceRecord] = []
-        # transaction state
+        self._init_positions()
+        # Finished batches to hand out before anything decoded later (a snapshot chunk, as a
+        # columnar SourceRecordBatch, and the stream events that preceded its high watermark).
+        self.outbox: list[list[SourceRecord] | SourceRecordBatch] = []
+        # per transaction: source blocks by table, the head of "sequence", the envelope's time
+        self._sources: dict[int, tuple[Table, dict[str, Any]]] = {}
+        self._sequence_head = '["0","'
+        self._now = (0, 0, 0)
+        self._stamp()
+        self._init_native()
+
+    def _init_positions(self) -> None:
+        """The transaction being decoded and the positions offsets are built from."""
         self.in_txn = False
         self.xid = 0
         self.final_lsn = 0
         self.commit_us = 0
         self.last_commit_lsn = 0
+        self.sequence_lsn = 0  #: ``sequence[0]``: the end of the last commit (Debezium's choice)
         self.last_xid: int | None = None
         self.last_commit_us = 0
-        # positions
         self.safe_lsn = 0  # everything before it is in self.records (or was filtered)
         self.position = (0, 0)  # (lsn_commit, lsn) of the last handled event
         self.resume = (0, 0)  # skip what the stored offsets say was delivered
@@ -146,17 +139,11 @@ class ChangeDecoder:
         # so the records of one poll share one offset dict, filled in by finish_batch().
         self.batch_offset: dict[str, Any] = {}
         self.message_type: str | None = None
-        # Finished batches to hand out before anything decoded later (a snapshot chunk, as a
-        # columnar SourceRecordBatch, and the stream events that preceded its high watermark).
-        self.outbox: list[list[SourceRecord] | SourceRecordBatch] = []
-        # per transaction: source blocks by table, the head of "sequence", the envelope's time
-        self._sources: dict[int, tuple[Table, dict[str, Any]]] = {}
-        self._sequence_head = '["0","'
-        self._now = (0, 0, 0)
-        self._stamp()
-        # Native encoding (see connectors.source.postgres_cdc.native): the wire formats the runtime
-        # offered, once the task chose to serialize for them; each table's encoder (None: the
-        # Python path); the serialized records not yet handed out, in stream order.
+
+    def _init_native(self) -> None:
+        """Native encoding (see connectors.source.postgres_cdc.native): the wire formats the runtime
+        offered, once the task chose to serialize for them; each table's encoder (None: the Python
+        path); the serialized records not yet handed out, in stream order."""
         self.native: Serialization | None = None
         self._encoders: dict[int, tuple[Table, Any]] = {}
         self._by_relid: dict[int, tuple[Any, str]] = {}  # relations whose changes go straight to the encoder
@@ -231,7 +218,7 @@ class ChangeDecoder:
         values = self.encoded
         before = len(values)
         code = encoder.encode(
-            buf, self.xid, self.commit_us, self.last_commit_lsn, self._now[2], self.encoded_keys, values
+            buf, self.xid, self.commit_us, self.sequence_lsn, self._now[2], self.encoded_keys, values
         )
         if not code:
             return False
@@ -256,6 +243,7 @@ class ChangeDecoder:
         self.resume = (lsn_commit, lsn)
         self.position = max(self.position, self.resume)
         self.last_commit_lsn = max(self.last_commit_lsn, lsn_commit)
+        self.sequence_lsn = max(self.sequence_lsn, lsn_commit)
 
     def offset(self, message_type: str | None = None, lsn: int | None = None) -> dict[str, Any]:
         """The Debezium offset of the current position."""
@@ -329,7 +317,7 @@ class ChangeDecoder:
         self._tx_events = 0
         self._tx_collections = {}
         self._sources = {}
-        self._sequence_head = f'["{self.last_commit_lsn}","'
+        self._sequence_head = f'["{self.sequence_lsn}","'
         self._stamp()
 
     def _stamp(self) -> None:
@@ -357,6 +345,8 @@ class ChangeDecoder:
             "txId": self.xid,
             "lsn": None,
             "xmin": None,
+            "origin": None,
+            "origin_lsn": None,
         }
         self._sources[id(table)] = (table, source)  # the table itself, so a reused id() cannot match
         return source
@@ -367,6 +357,7 @@ class ChangeDecoder:
             self._transaction_record("END")
         self.in_txn = False
         self.last_commit_lsn = commit_lsn
+        self.sequence_lsn = end_lsn
         self.last_xid = self.xid
         self.last_commit_us = self.commit_us
         if not self._skip_txn:
@@ -438,7 +429,10 @@ class ChangeDecoder:
             if marker == 75:
                 before = table.fill_old_key(before)
             pos += 1  # the N marker
-        after = table.decode(buf, pos)[0]
+        if marker == 79:  # the old row has every value: unchanged TOASTed ones come from it
+            after = table.fill_unchanged(table.decode_beside_old(buf, pos)[0], before)  # type: ignore[arg-type]
+        else:
+            after = table.decode(buf, pos)[0]
         if self.on_change is not None:
             self.on_change(table, before, after)
         key = table.key_of(after)

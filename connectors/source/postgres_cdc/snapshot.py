@@ -76,6 +76,8 @@ class ChunkWindow:
         self.last_key: list[str] | None = None
         self.exhausted = False
         self.open = False
+        #: The first chunk of its table (read from the start, not after a key).
+        self.first = False
 
     def add(self, key: dict[str, Any] | None, value: dict[str, Any]) -> None:
         self.keys.append(key)
@@ -126,6 +128,12 @@ class ChunkedSnapshot:
         self.last_key: list[str] | None = None
         self.window: ChunkWindow | None = None
         self.rows_emitted = 0
+        #: Rows of each table (``schema.table``) its snapshot chunks emitted (Debezium's RowsScanned).
+        self.rows_scanned: dict[str, int] = {}
+        self._tables_begun = 0  # tables of the initial snapshot whose first chunk was emitted
+        #: The initial snapshot's point, ``(lsn, txId)``, that all its rows carry (as Debezium's
+        #: rows carry their snapshot transaction's); taken when its first chunk is opened.
+        self.point: tuple[int, int] | None = None
         self._run_id = uuid.uuid4().hex[:12]
         self._count = 0
         self._tracking: ChunkWindow | None = None  # the window the stream is inside (L seen, H not yet)
@@ -215,6 +223,8 @@ class ChunkedSnapshot:
                 window, size = prefetched[0], prefetched[1]
             else:
                 name, kind = self.pending[0]
+                if kind == INITIAL and self.point is None:
+                    self._take_point(conn)
                 table = self.describe(name)
                 if table is None:
                     log.warning("Snapshot: table %s no longer exists; skipped", name)
@@ -228,12 +238,20 @@ class ChunkedSnapshot:
                 next_window, next_size = self._open_chunk(conn, window.table, window.kind, window.last_key)
                 self._prefetched = (next_window, next_size, conn)
 
+    def _take_point(self, conn: Connection[Any]) -> None:
+        row = conn.execute("SELECT (pg_current_wal_lsn() - '0/0')::bigint, txid_current()").fetchone()
+        assert row is not None
+        self.point = (int(row[0]), int(row[1]))
+        # The first transaction streamed after the snapshot names this point as its last commit.
+        self.decoder.sequence_lsn = max(self.decoder.sequence_lsn, self.point[0])
+
     def _open_chunk(
         self, conn: Connection[Any], table: Table, kind: str, after_key: list[str] | None
     ) -> tuple[ChunkWindow, int]:
         """Step 1, then send the chunk's query (rows after ``after_key``) without reading it."""
         self._count += 1
         window = ChunkWindow(f"{self._run_id}:{self._count}", table, kind)
+        window.first = after_key is None
         size = self.chunk_size if kind == INITIAL else self.incremental_chunk_size
         columns = table.included_columns
         select = sql.SQL(", ").join(sql.Identifier(c.name) for c in columns)
@@ -323,19 +341,42 @@ class ChunkedSnapshot:
         if window.exhausted:
             self._table_done()
         finished_initial = window.kind == INITIAL and not any(k == INITIAL for _, k in self.pending)
+        markers = self._markers(window, finished_initial)
         decoder.snapshot_progress = self.progress()
         offset = decoder.offset(None, lsn)
-        table = window.table
         now = time.time_ns()
+        batch = None
         if window.text is not None and not window.changed:
-            encoded = self._encode_chunk(window, lsn, now, offset, finished_initial)
-            if encoded is not None:
-                self.rows_emitted += len(encoded)
-                if finished_initial:
-                    log.info("Initial snapshot finished: %d rows", self.rows_emitted)
-                if len(encoded):
-                    decoder.outbox.append(encoded)
-                return
+            batch = self._encode_chunk(window, lsn, now, offset, markers)
+        if batch is None:
+            batch = self._chunk_events(window, lsn, now, offset, markers)
+        rows = len(batch)
+        self.rows_emitted += rows
+        qualified = window.table.qualified
+        self.rows_scanned[qualified] = self.rows_scanned.get(qualified, 0) + rows
+        if finished_initial:
+            log.info("Initial snapshot finished: %d rows", self.rows_emitted)
+        if rows:
+            decoder.outbox.append(batch)
+
+    def _markers(self, window: ChunkWindow, finished_initial: bool) -> tuple[str | None, str | None]:
+        """Debezium's ``source.snapshot`` of the chunk's first and last rows, where they differ from
+        ``true``: the first row of a table's first chunk, the last row of its last chunk."""
+        if window.kind != INITIAL:
+            return None, None
+        first = None
+        if window.first:
+            first = "first" if self._tables_begun == 0 else "first_in_data_collection"
+            self._tables_begun += 1
+        last = ("last" if finished_initial else "last_in_data_collection") if window.exhausted else None
+        return first, last
+
+    def _chunk_events(
+        self, window: ChunkWindow, lsn: int, now: int, offset: dict[str, Any], markers: tuple[str | None, str | None]
+    ) -> SourceRecordBatch:
+        """The chunk's ``r`` events built in Python, as one columnar batch."""
+        decoder, table = self.decoder, window.table
+        point = self.point if window.kind == INITIAL else None
         source = {
             "version": VERSION,
             "connector": CONNECTOR,
@@ -343,14 +384,16 @@ class ChunkedSnapshot:
             "ts_ms": now // 1_000_000,
             "snapshot": "true" if window.kind == INITIAL else "incremental",
             "db": decoder.database,
-            "sequence": None,
+            "sequence": None if point is None else f'[null,"{point[0]}"]',
             "ts_us": now // 1000,
             "ts_ns": now,
             "schema": table.schema_name,
             "table": table.name,
-            "txId": None,
-            "lsn": lsn,
+            "txId": None if point is None else point[1],
+            "lsn": lsn if point is None else point[0],
             "xmin": None,
+            "origin": None,
+            "origin_lsn": None,
         }
         ts_ms, ts_us = now // 1_000_000, now // 1000
         keys, rows = window.rows()
@@ -367,28 +410,22 @@ class ChunkedSnapshot:
             }
             for after in rows
         ]
-        self.rows_emitted += len(values)
-        if finished_initial and values:
-            values[-1] = {**values[-1], "source": {**source, "snapshot": "last"}}
-        if finished_initial:
-            log.info("Initial snapshot finished: %d rows", self.rows_emitted)
-        if values:
-            n = len(values)
-            decoder.outbox.append(
-                SourceRecordBatch(
-                    table.topic,
-                    values,
-                    value_schema=table.envelope_schema,
-                    keys=keys if table.key_schema is not None else None,
-                    key_schema=table.key_schema,
-                    source_partition=decoder.partition,
-                    offsets_loader=lambda: [offset] * n,
-                    last_offset=offset,
-                )
-            )
+        for index, marker in _marked_rows(len(values), *markers):
+            values[index] = {**values[index], "source": {**source, "snapshot": marker}}
+        n = len(values)
+        return SourceRecordBatch(
+            table.topic,
+            values,
+            value_schema=table.envelope_schema,
+            keys=keys if table.key_schema is not None else None,
+            key_schema=table.key_schema,
+            source_partition=decoder.partition,
+            offsets_loader=lambda: [offset] * n,
+            last_offset=offset,
+        )
 
     def _encode_chunk(
-        self, window: ChunkWindow, lsn: int, now: int, offset: dict[str, Any], finished_initial: bool
+        self, window: ChunkWindow, lsn: int, now: int, offset: dict[str, Any], markers: tuple[str | None, str | None]
     ) -> SourceRecordBatch | None:
         """The chunk's ``r`` events serialized natively, or ``None`` when a row needs the Python path."""
         decoder, table = self.decoder, window.table
@@ -398,7 +435,9 @@ class ChunkedSnapshot:
         keys: list[bytes | None] = []
         values: list[bytes | None] = []
         kind = "true" if window.kind == INITIAL else "incremental"
-        if not encoder.encode_copy(window.text, kind, finished_initial, lsn, now, keys, values):
+        point = self.point if window.kind == INITIAL else None
+        at, txid = (lsn, None) if point is None else point
+        if not encoder.encode_copy(window.text, kind, markers[0], markers[1], at, txid, now, keys, values):
             return None
         window.text = None
         n = len(values)
@@ -417,6 +456,20 @@ class ChunkedSnapshot:
             done = self.pending.pop(0)
             log.info("Snapshot of %s done", done[0])
         self.last_key = None
+
+
+#: Which marker a row that is both its chunk's first and last keeps, as Debezium decides.
+_PRECEDENCE = ("last", "first", "last_in_data_collection", "first_in_data_collection")
+
+
+def _marked_rows(rows: int, first: str | None, last: str | None) -> list[tuple[int, str]]:
+    """``(row index, marker)`` of the rows whose ``source.snapshot`` is not the chunk's own."""
+    if rows == 0:
+        return []
+    if rows == 1 and first is not None and last is not None:
+        return [(0, min(first, last, key=_PRECEDENCE.index))]
+    marked = [(0, first)] if first is not None else []
+    return marked + ([(rows - 1, last)] if last is not None else [])
 
 
 def _lines(text: bytes) -> list[bytes]:

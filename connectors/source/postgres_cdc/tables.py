@@ -24,6 +24,14 @@ from sluice.connectors.source.postgres_cdc.types import UNAVAILABLE, ColumnType
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._\-]")
 
+#: Debezium's values of ``source.snapshot``: the first row of the snapshot is ``first``, the first
+#: of each later table ``first_in_data_collection``, the last of each table but the last
+#: ``last_in_data_collection``, the snapshot's very last ``last``, any other ``true``.
+SNAPSHOT_MARKERS = "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"
+
+#: An unchanged TOASTed value while it is looked up in the old row (never in an event).
+UNCHANGED = object()
+
 SOURCE_SCHEMA = Schema.struct(
     [
         ("version", Schema(Type.STRING)),
@@ -38,7 +46,7 @@ SOURCE_SCHEMA = Schema.struct(
                 default="false",
                 name="io.debezium.data.Enum",
                 version=1,
-                parameters={"allowed": "true,last,false,incremental"},
+                parameters={"allowed": SNAPSHOT_MARKERS},
             ),
         ),
         ("db", Schema(Type.STRING)),
@@ -50,8 +58,11 @@ SOURCE_SCHEMA = Schema.struct(
         ("txId", Schema(Type.INT64, optional=True)),
         ("lsn", Schema(Type.INT64, optional=True)),
         ("xmin", Schema(Type.INT64, optional=True)),
+        ("origin", Schema(Type.STRING, optional=True)),
+        ("origin_lsn", Schema(Type.INT64, optional=True)),
     ],
     name="io.debezium.connector.postgresql.Source",
+    version=1,
 )
 
 TRANSACTION_BLOCK_SCHEMA = Schema.struct(
@@ -163,7 +174,14 @@ class Table:
         #: The key struct of a row (``None`` for a table without a key), generated code.
         self.key_of = _key_builder(key)
         self.pk_of = self.key_of if key == self.primary_key else _key_builder(self.primary_key)
-        self.decode = _tuple_decoder(self.columns, self.included, self.placeholder)
+        #: What an unchanged TOASTed value of each kept column decodes to.
+        self._unavailable = {
+            c.name: c.ctype.unavailable_as(self.placeholder) for c, keep in zip(self.columns, self.included) if keep
+        }
+        self.decode = _tuple_decoder(self.columns, self.included, self._unavailable)
+        #: The new row of an update under ``REPLICA IDENTITY FULL``: unchanged values come out as
+        #: :data:`UNCHANGED`, for :meth:`fill_unchanged` to take from the old row.
+        self.decode_beside_old = _tuple_decoder(self.columns, self.included, dict.fromkeys(self._unavailable, UNCHANGED))
         self.from_copy = _copy_decoder(self.columns, self.included)
         self._fallbacks = [
             (c.name, c.ctype.fallback)
@@ -191,6 +209,15 @@ class Table:
             if row.get(name) is None:
                 row[name] = fallback
         return row
+
+    def fill_unchanged(self, after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+        """With ``REPLICA IDENTITY FULL`` the old row holds every value: an unchanged TOASTed column
+        of the new row takes it, as Debezium fills it, instead of the placeholder."""
+        for name, value in after.items():
+            if value is UNCHANGED:
+                old = before.get(name, UNCHANGED)
+                after[name] = self._unavailable[name] if old is UNCHANGED else old
+        return after
 
     def same_shape(self, other: Table) -> bool:
         def shape(t: Table) -> list[tuple[str, int, int, bool]]:
@@ -232,7 +259,7 @@ def _value_source(ctype: ColumnType, x: str, i: int, env: dict[str, Any], prefix
 
 
 def _tuple_decoder(
-    columns: Sequence[Column], included: Sequence[bool], placeholder: bytes
+    columns: Sequence[Column], included: Sequence[bool], unavailable: dict[str, Any]
 ) -> Callable[[bytes, int], tuple[dict[str, Any], int]]:
     """TupleData → value dict. Each column is one ``struct`` read of its kind byte and length (the
     buffer carries four bytes of padding, see ``ChangeDecoder.handle``, so a trailing null column
@@ -257,7 +284,7 @@ def _tuple_decoder(
             "        pos += 5 + ln",
         ]
         if keep:
-            env[f"u{i}"] = column.ctype.unavailable_as(placeholder)
+            env[f"u{i}"] = unavailable[column.name]
             lines += [
                 "        v = buf[pos - ln:pos]",
                 f"        x{i} = {_value_source(column.ctype, 'v', i, env, 'f')}",

@@ -13,6 +13,7 @@ crash at any point replays from a position whose changes are either in Kafka or 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -34,7 +35,9 @@ from sluice.connectors.api.metrics import TaskMetricGroup
 from sluice.connectors.source.postgres_cdc import catalog, native
 from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig, SnapshotMode, format_lsn, parse_lsn
 from sluice.connectors.source.postgres_cdc.decoder import ChangeDecoder, Relation
+from sluice.connectors.source.postgres_cdc.metrics import CdcMetrics
 from sluice.connectors.source.postgres_cdc.replication import ReplicationLost, ReplicationStream, SlotInUse
+from sluice.connectors.source.postgres_cdc.slot_guard import SlotUsage, query_slot_usage
 from sluice.connectors.source.postgres_cdc.snapshot import INCREMENTAL, INITIAL, ChunkedSnapshot
 from sluice.connectors.source.postgres_cdc.tables import Table
 
@@ -43,8 +46,6 @@ log = logging.getLogger(__name__)
 _RECONNECT_BACKOFF_S = (0.5, 1.0, 2.0, 5.0)
 #: Polls with at least this many events of one table (and no tombstones) go out as a columnar batch.
 _COLUMNAR_MIN = 32
-#: How often metrics() asks the server for the replication slot's lag, at most.
-SLOT_LAG_INTERVAL_S = 5.0
 
 
 def source_partition(config: PostgresCdcConfig) -> dict[str, Any]:
@@ -78,13 +79,7 @@ class PostgresCdcTask(SourceTask):
         self._slot_refusals = 0  # consecutive "slot is active for another PID" refusals
         self._closed = False
         self._streaming_enabled = True
-        # For metrics(): Debezium's streaming and snapshot figures, and the slot's lag (asked for
-        # every SLOT_LAG_INTERVAL_S at most).
-        self._events_seen = 0
-        self._last_event_at: float | None = None
-        self._snapshot_tables = 0
-        self._slot_lag: int | None = None
-        self._next_slot_lag = 0.0
+        self._metrics: CdcMetrics | None = None  # metrics() and the slot guard
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -95,11 +90,29 @@ class PostgresCdcTask(SourceTask):
         self._config = cfg
         self._stopping.clear()
         self._filter = catalog.TableFilter(cfg)
-        partition = source_partition(cfg)
+        self._metrics = CdcMetrics(cfg)
+        decoder, snapshot = self._build_decoder(cfg)
+        conn = self._connect_sql()
+        tables, slot_created = self._prepare_database(conn, cfg)
+        stored = context.offset_reader.offset(source_partition(cfg))
+        offset = dict(stored) if stored else None
+        if offset is not None:
+            self._resume(offset, decoder, snapshot)
+        elif cfg.streaming_start_lsn:
+            self._start_at_lsn(conn, cfg, decoder, slot_created)
+        self._plan_initial_snapshot(cfg, snapshot, tables, offset is None, slot_created)
+        self._stream = ReplicationStream(cfg.conninfo(replication=True), cfg.slot_name, cfg.publication_name)
+        now = time.monotonic()
+        self._next_status = now + cfg.status_update_interval_ms / 1000
+        self._next_heartbeat = now + cfg.heartbeat_interval_ms / 1000
+        self._choose_serialization(cfg, decoder, context.serialization)
+
+    def _build_decoder(self, cfg: PostgresCdcConfig) -> tuple[ChangeDecoder, ChunkedSnapshot]:
+        """The stream's decoder and the snapshot that shares it, wired to this task's hooks."""
         decoder = ChangeDecoder(
             topic_prefix=cfg.topic_prefix,
             database=cfg.database_dbname,
-            partition=partition,
+            partition=source_partition(cfg),
             tombstones=cfg.tombstones_on_delete,
             skipped_operations=set(cfg.skipped_operations),
             load_table=self._load_relation,
@@ -115,8 +128,11 @@ class PostgresCdcTask(SourceTask):
         decoder.on_message = snapshot.on_message  # the snapshot sets on_change while a chunk window is open
         decoder.on_signal = self._on_signal
         self._decoder, self._snapshot = decoder, snapshot
+        return decoder, snapshot
 
-        conn = self._connect_sql()
+    def _prepare_database(self, conn: psycopg.Connection[Any], cfg: PostgresCdcConfig) -> tuple[list[Table], bool]:
+        """The publication and the slot (created when missing); the captured tables, and whether
+        the slot was created now."""
         captured = catalog.list_tables(conn, self._filter)
         names = [(s, t) for _, s, t in captured]
         if cfg.signal_data_collection:
@@ -125,37 +141,46 @@ class PostgresCdcTask(SourceTask):
         slot_created = catalog.ensure_slot(conn, cfg)
         tables = [t for t in (self._describe(f"{s}.{n}") for _, s, n in captured) if t is not None]
         catalog.warn_about_identity(tables)
+        return tables, slot_created
 
-        stored = context.offset_reader.offset(partition)
-        offset = dict(stored) if stored else None
-        if offset is not None:
-            lsn = _as_lsn(offset.get("lsn"))
-            commit = _as_lsn(offset.get("lsn_commit")) if offset.get("lsn_commit") is not None else lsn
-            decoder.resume_from(commit, lsn)
-            decoder.last_xid = offset.get("txId")
-            snapshot.restore(offset)
-            log.info(
-                "Resuming streaming after LSN %s (commit %s)",
-                format_lsn(decoder.resume[1]),
-                format_lsn(decoder.resume[0]),
+    @staticmethod
+    def _resume(offset: dict[str, Any], decoder: ChangeDecoder, snapshot: ChunkedSnapshot) -> None:
+        """Continue from the stored offset: stream after it, and the snapshot where it was."""
+        lsn = _as_lsn(offset.get("lsn"))
+        commit = _as_lsn(offset.get("lsn_commit")) if offset.get("lsn_commit") is not None else lsn
+        decoder.resume_from(commit, lsn)
+        decoder.last_xid = offset.get("txId")
+        snapshot.restore(offset)
+        log.info(
+            "Resuming streaming after LSN %s (commit %s)", format_lsn(decoder.resume[1]), format_lsn(decoder.resume[0])
+        )
+
+    @staticmethod
+    def _start_at_lsn(
+        conn: psycopg.Connection[Any], cfg: PostgresCdcConfig, decoder: ChangeDecoder, slot_created: bool
+    ) -> None:
+        """No stored offset, ``streaming.start.lsn`` set: stream what was committed after it."""
+        lsn = parse_lsn(cfg.streaming_start_lsn)
+        decoder.resume_from(lsn, lsn)
+        state = catalog.slot_state(conn, cfg.slot_name)
+        # A slot confirmed at C loses nothing for a start at C - 1 (what a backfill records: no
+        # WAL record starts there, and commits strictly after the start are streamed).
+        if slot_created or (state and state[2] and state[2] > lsn + 1):
+            log.warning(
+                "streaming.start.lsn %s is before the slot's confirmed position %s: changes in between are not "
+                "available any more",
+                cfg.streaming_start_lsn,
+                format_lsn(state[2] or 0) if state else "?",
             )
-        elif cfg.streaming_start_lsn:
-            lsn = parse_lsn(cfg.streaming_start_lsn)
-            decoder.resume_from(lsn, lsn)
-            state = catalog.slot_state(conn, cfg.slot_name)
-            # A slot confirmed at C loses nothing for a start at C - 1 (what a backfill records: no
-            # WAL record starts there, and commits strictly after the start are streamed).
-            if slot_created or (state and state[2] and state[2] > lsn + 1):
-                log.warning(
-                    "streaming.start.lsn %s is before the slot's confirmed position %s: changes in between are not "
-                    "available any more",
-                    cfg.streaming_start_lsn,
-                    format_lsn(state[2] or 0) if state else "?",
-                )
-            log.info("No stored offset: streaming changes committed after %s", cfg.streaming_start_lsn)
+        log.info("No stored offset: streaming changes committed after %s", cfg.streaming_start_lsn)
+
+    def _plan_initial_snapshot(
+        self, cfg: PostgresCdcConfig, snapshot: ChunkedSnapshot, tables: list[Table], fresh: bool, slot_created: bool
+    ) -> None:
+        """Queue the initial snapshot when ``snapshot.mode`` asks for one (``fresh``: no stored offset)."""
         mode = cfg.snapshot_mode
-        wants_snapshot = (offset is None and mode is not SnapshotMode.NO_DATA and not cfg.streaming_start_lsn) or (
-            mode is SnapshotMode.WHEN_NEEDED and slot_created and offset is not None
+        wants_snapshot = (fresh and mode is not SnapshotMode.NO_DATA and not cfg.streaming_start_lsn) or (
+            mode is SnapshotMode.WHEN_NEEDED and slot_created and not fresh
         )
         if wants_snapshot and not snapshot.active:
             snapshot.add(
@@ -170,12 +195,8 @@ class PostgresCdcTask(SourceTask):
                 "Initial snapshot of %d tables in chunks of %d rows", len(snapshot.pending), cfg.snapshot_chunk_size
             )
         self._initial_only = mode is SnapshotMode.INITIAL_ONLY
-        self._snapshot_tables = len(snapshot.pending)  # TotalTableCount (metrics)
-        self._stream = ReplicationStream(cfg.conninfo(replication=True), cfg.slot_name, cfg.publication_name)
-        now = time.monotonic()
-        self._next_status = now + cfg.status_update_interval_ms / 1000
-        self._next_heartbeat = now + cfg.heartbeat_interval_ms / 1000
-        self._choose_serialization(cfg, decoder, context.serialization)
+        assert self._metrics is not None
+        self._metrics.snapshot_tables = len(snapshot.pending)  # TotalTableCount
 
     @staticmethod
     def _choose_serialization(cfg: PostgresCdcConfig, decoder: ChangeDecoder, offered: Serialization | None) -> None:
@@ -263,8 +284,6 @@ class PostgresCdcTask(SourceTask):
             log.warning("Signal %s has data that is not JSON; ignored", row.get("id"))
             return
         if kind == "execute-snapshot":
-            import re
-
             patterns = [re.compile(p) for p in data.get("data-collections", [])]
             conn = self._connect_sql()
             names = [f"{s}.{t}" for _, s, t in catalog.list_tables(conn, self._filter)]
@@ -288,6 +307,7 @@ class PostgresCdcTask(SourceTask):
         if self._stopping.is_set():
             self._close()
             return None
+        self._check_slot_guard()
         if self._outbox:
             return self._next_from_outbox()
         if self._initial_only and not snapshot.active:
@@ -335,53 +355,45 @@ class PostgresCdcTask(SourceTask):
         return records or None
 
     def _seen(self, events: int) -> None:
-        if events:
-            self._events_seen += events
-            self._last_event_at = time.monotonic()
+        decoder, metrics = self._decoder, self._metrics
+        if events and decoder is not None and metrics is not None:
+            metrics.seen(events, decoder.commit_us)
 
     def metrics(self) -> list[TaskMetricGroup]:
-        """Debezium's streaming and snapshot metrics under its MBean attribute names, and the
-        replication slot's lag in bytes (:mod:`sluice.connectors.api.metrics`). Thread: the task thread."""
-        cfg, snapshot, stream = self._config, self._snapshot, self._stream
-        if cfg is None or snapshot is None:
+        """Debezium's streaming and snapshot metrics, the replication slot's lag and retained WAL
+        (:mod:`sluice.connectors.source.postgres_cdc.metrics`); asking the server about the slot
+        also applies the slot guard. Thread: the task thread (also while paused)."""
+        cfg, snapshot, stream, metrics = self._config, self._snapshot, self._stream, self._metrics
+        if cfg is None or snapshot is None or metrics is None:
             return []
-        now = time.monotonic()
-        self._snapshot_tables = max(self._snapshot_tables, len(snapshot.pending))
-        labels = {"plugin": "postgres", "name": cfg.topic_prefix}
-        since = -1 if self._last_event_at is None else int((now - self._last_event_at) * 1000)
-        groups = [
-            TaskMetricGroup("debezium_metrics", {**labels, "context": "streaming"}, {
-                "TotalNumberOfEventsSeen": self._events_seen,
-                "MilliSecondsSinceLastEvent": since,
-                "Connected": 1 if stream is not None and stream.is_open else 0,
-            }),
-            TaskMetricGroup("debezium_metrics", {**labels, "context": "snapshot"}, {
-                "SnapshotRunning": 1 if snapshot.active else 0,
-                "SnapshotCompleted": 1 if self._snapshot_tables and not snapshot.active else 0,
-                "TotalTableCount": self._snapshot_tables,
-                "RemainingTableCount": len(snapshot.pending),
-            }),
-        ]
-        if now >= self._next_slot_lag:
-            self._next_slot_lag = now + SLOT_LAG_INTERVAL_S
-            self._slot_lag = self._query_slot_lag(cfg.slot_name)
-        if self._slot_lag is not None:
-            groups.append(TaskMetricGroup("sluice_postgres_replication_slot", {"slot": cfg.slot_name}, {"lag_bytes": self._slot_lag}))
-        return groups
+        if metrics.slot_query_due():
+            metrics.slot_measured(self._query_slot(cfg.slot_name))
+        return metrics.groups(
+            connected=stream is not None and stream.is_open,
+            snapshot_running=snapshot.active,
+            remaining_tables=len(snapshot.pending),
+            rows_scanned=snapshot.rows_scanned,
+        )
 
-    def _query_slot_lag(self, slot: str) -> int | None:
-        """WAL bytes the server keeps for the slot: from what it confirmed to the current end."""
+    def degraded_notice(self) -> str | None:
+        """The slot guard's notice while the slot retains WAL past ``slot.max.retained.wal.bytes``
+        (:class:`~sluice.connectors.api.metrics.ReportsDegraded`). Thread: the task thread."""
+        return self._metrics.guard.notice if self._metrics is not None else None
+
+    def _check_slot_guard(self) -> None:
+        """``slot.retained.wal.action=fail`` and the slot reached its bound: fail the task."""
+        failure = self._metrics.guard.failure if self._metrics is not None else None
+        if failure is not None:
+            raise failure
+
+    def _query_slot(self, slot: str) -> SlotUsage | None:
+        """What the server keeps for the slot; ``None`` when it cannot tell now."""
         try:
-            row = self._connect_sql().execute(
-                "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint FROM pg_replication_slots "
-                "WHERE slot_name = %s",
-                (slot,),
-            ).fetchone()
+            return query_slot_usage(self._connect_sql(), slot)
         except (psycopg.Error, RetriableError) as exc:
             log.debug("Cannot read the lag of slot %s: %s", slot, exc)
             self._sql = None
             return None
-        return int(row[0]) if row and row[0] is not None else None
 
     def _next_from_outbox(self) -> list[SourceRecord] | SourceRecordBatch:
         item = self._outbox.pop(0)

@@ -125,9 +125,9 @@ def test_the_constant_parts_are_the_connectors_own_bytes() -> None:
     }  # fmt: skip
     source = {
         "version": "2.7.0.Final", "connector": "postgresql", "name": "dbserver1", "ts_ms": 1_700_000_000_123,
-        "snapshot": "true", "db": "shop", "sequence": None, "ts_us": 1_700_000_000_123_456,
+        "snapshot": "true", "db": "shop", "sequence": f'[null,"{0x16B6C50}"]', "ts_us": 1_700_000_000_123_456,
         "ts_ns": 1_700_000_000_123_456_789, "schema": "public", "table": "orders", "txId": None, "lsn": 0x16B6C50,
-        "xmin": None,
+        "xmin": None, "origin": None, "origin_lsn": None,
     }  # fmt: skip
     event = {
         "before": None, "after": after, "source": source, "transaction": None, "op": "r",

@@ -71,7 +71,7 @@ def test_config_read_back_with_hidden_password_keeps_the_secret(client: TestClie
     # The stored value is still the secret, not the mask: a fresh validate of it is clean.
     assert client.get("/connectors/c/config").json()["password"] == "[hidden]"
     herder: StandaloneHerder = client.app.state.herder  # type: ignore[attr-defined]
-    assert herder._connectors["c"].validated.raw["password"] == "keep-me"
+    assert herder.configs.snapshot().connectors["c"]["password"] == "keep-me"
 
 
 def test_source_offsets_alter_and_reset_when_stopped(client: TestClient) -> None:

@@ -162,10 +162,10 @@ class _Backfills:
 
 def test_backfill_jobs_of_this_worker_are_exposed() -> None:
     text = MetricsCollector(_Herder()).render(_Backfills())
-    assert 'sluice_backfill_state{job="j1",kind="jdbc_to_topic",state="running"} 1' in text
-    assert 'sluice_backfill_rows_done{job="j1",kind="jdbc_to_topic"} 500' in text
-    assert 'sluice_backfill_progress_ratio{job="j1",kind="jdbc_to_topic"} 0.5' in text
-    assert 'job="j2"' not in text  # runs on another worker
+    assert 'sluice_backfill_state{backfill="j1",kind="jdbc_to_topic",state="running"} 1' in text
+    assert 'sluice_backfill_rows_done{backfill="j1",kind="jdbc_to_topic"} 500' in text
+    assert 'sluice_backfill_progress_ratio{backfill="j1",kind="jdbc_to_topic"} 0.5' in text
+    assert 'backfill="j2"' not in text  # runs on another worker
     if shutil.which("promtool"):
         check = subprocess.run(["promtool", "check", "metrics"], input=text.encode(), capture_output=True)
         assert [p for p in check.stderr.decode().splitlines() if "sluice_backfill" in p] == []

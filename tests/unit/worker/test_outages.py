@@ -17,13 +17,14 @@ from sluice.converters.header import SimpleHeaderConverter
 from sluice.converters.string import StringConverter
 from sluice.offsets import MemoryOffsetStore
 from sluice.worker.distributed.status_store import decode_status, encode_status
-from sluice.worker.herder_support import TaskStatusReporting
+from sluice.worker.herder.reporting import StatusReporter
 from sluice.worker.outages import LibrdkafkaLog, OutageTracker, any_broker_up, kafka_reason
-from sluice.worker.process_executor import _PipeListener
 from sluice.worker.restarts import RestartPolicy, TaskRestarter
 from sluice.worker.runners import WorkerTask
 from sluice.worker.runners.source import SourceTaskRunner
-from sluice.worker.status import ConnectorTaskId, State, Status, StatusStore, TargetState
+from sluice.worker.status import ConnectorTaskId, State, Status, StatusStore, TargetState, format_trace
+from sluice.worker.task_host import _PipeListener
+from sluice.worker.task_metrics import StartupCounters
 
 from .test_errors import CollectingSinkTask, sink_runner
 
@@ -197,28 +198,18 @@ def test_librdkafka_connection_failures_are_throttled_and_downgraded(caplog: pyt
 # -- the status ------------------------------------------------------------------------------------
 
 
-class Reporting(TaskStatusReporting):
-    def __init__(self) -> None:
-        self.status = StatusStore()
-        self.restarter = TaskRestarter(RestartPolicy(0, 0, 0))
-
-    @property
-    def worker_id(self) -> str:
-        return "w:8083"
-
-    def _trace(self, name: str, error: BaseException) -> str:
-        from sluice.worker.status import format_trace
-
-        return format_trace(error).replace("s3cret", "[hidden]")
-
-    def _live_runner(self, task_id: ConnectorTaskId) -> WorkerTask | None:
-        return None
-
-    def _restarts_allowed(self, task_id: ConnectorTaskId) -> bool:
-        return False
-
-    def _auto_restart(self, task_id: ConnectorTaskId, failed: WorkerTask | None) -> None:
-        pass
+def Reporting() -> StatusReporter:  # noqa: N802 - reads as the class it builds
+    """The herder's status reporter, its herder callbacks stubbed: no restarts, a masking trace."""
+    return StatusReporter(
+        worker_id="w:8083",
+        status=StatusStore(),
+        restarter=TaskRestarter(RestartPolicy(0, 0, 0)),
+        startups=StartupCounters(),
+        trace=lambda name, error: format_trace(error).replace("s3cret", "[hidden]"),
+        live_runner=lambda task_id: None,
+        restarts_allowed=lambda task_id: False,
+        auto_restart=lambda task_id, failed: None,
+    )
 
 
 def test_a_degraded_task_is_running_with_a_trace_until_it_recovers() -> None:

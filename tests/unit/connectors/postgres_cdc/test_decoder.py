@@ -57,6 +57,18 @@ def feed(d: ChangeDecoder, *messages: bytes) -> list[Any]:
     return out
 
 
+def test_full_identity_fills_only_unchanged_values_from_the_old_row() -> None:
+    """A value set to NULL stays NULL; only an unchanged TOASTed one is taken from the old row."""
+    records = feed(
+        decoder(),
+        pg.relation(16384, "public", "items", COLUMNS),
+        pg.begin(1000, T0, 42),
+        pg.update(910, 16384, [b"1", "u", None], old=[b"1", b"apple", b"1.50"]),
+        pg.commit(1000, 1010, T0),
+    )
+    assert records[0].value["after"] == {"id": 1, "name": "apple", "price": None}
+
+
 def test_insert_update_delete_become_debezium_events_with_tombstone() -> None:
     d = decoder()
     records = feed(
@@ -81,7 +93,8 @@ def test_insert_update_delete_become_debezium_events_with_tombstone() -> None:
     assert source["sequence"] == '["0","900"]'
     updated = records[1].value
     assert updated["before"]["name"] == "apple"
-    assert updated["after"]["price"] is None  # unchanged TOAST of a non-string column
+    # REPLICA IDENTITY FULL: an unchanged TOASTed value is taken from the old row, as Debezium does
+    assert updated["after"]["price"] == decimal.Decimal("1.50")
     deleted = records[2].value
     assert deleted["after"] is None
     # REPLICA IDENTITY DEFAULT old key: required non-key columns get Debezium's fallback values

@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from sluice.connectors.api import DataError
-from sluice.connectors.s3_common.formats import InvalidRawJson, ParquetObjectWriter, _rows_to_table
+from sluice.connectors.s3_common.formats import InvalidRawJson, ParquetObjectWriter
+from sluice.connectors.s3_common.parquet_format import _rows_to_table
 from sluice.connectors.s3_common.parquet_rows import RowShape, UnfitValue
 
 ROWS = [{"id": i, "n": i, "s": f"v{i}"} for i in range(6)]

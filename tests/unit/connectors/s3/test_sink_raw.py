@@ -28,7 +28,7 @@ from sluice.connectors.api import (
     UnwritableRecordError,
     ValueFormat,
 )
-from sluice.connectors.s3_common.formats import ParquetObjectWriter, _read_json_rows
+from sluice.connectors.s3_common.parquet_format import ParquetObjectWriter, _read_json_rows
 from sluice.connectors.s3_common.storage import MemoryStorage, ObjectUpload
 from tests.json_parsers import parser_fixture  # noqa: F401 - every test runs with each parser
 

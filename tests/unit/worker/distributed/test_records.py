@@ -17,10 +17,10 @@ class _Reader(ConfigStore):
     def __init__(self) -> None:  # noqa: D107 - no super(): no consumer
         import threading
 
-        from sluice.worker.distributed.config_store import ConfigSnapshot
+        from sluice.worker.distributed.config_store import ClusterSnapshot
 
         self._lock = threading.Lock()
-        self._snapshot = ConfigSnapshot()
+        self._snapshot = ClusterSnapshot()
         self._on_change = lambda: None
         self.topic, self.sluice_topic = "configs", "configs-sluice"
         self._assignment = self._legacy_assignment = None

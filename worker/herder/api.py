@@ -1,4 +1,4 @@
-"""The herder: one façade for every cluster action (Kafka Connect's ``Herder``).
+"""The herder façade (Kafka Connect's ``Herder``): every cluster action, its answers and its errors.
 
 The REST API and the CLI are thin wrappers over :class:`Herder`. Domain errors
 (:class:`~connectors.api.NotFoundError`, :class:`~connectors.api.AlreadyExistsError`,

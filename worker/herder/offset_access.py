@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from sluice.connectors.api import ConnectError, TopicPartition
 from sluice.offsets import OffsetStore
-from sluice.worker.herder import BadRequest
+from sluice.worker.herder.api import BadRequest
 
 ADMIN_TIMEOUT_S = 30.0
 

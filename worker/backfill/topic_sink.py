@@ -6,8 +6,8 @@ import logging
 from typing import Any
 
 from sluice.connectors.backfill.context import JobContext
-from sluice.connectors.backfill.sink_runner import InProcessSink, sink_partition_function
 from sluice.connectors.backfill.topic_range import read_range, resolve_range
+from sluice.worker.backfill.sink_runner import InProcessSink, sink_partition_function
 
 logger = logging.getLogger(__name__)
 
@@ -55,3 +55,13 @@ def s3_sink_config(target_config: dict[str, Any]) -> dict[str, Any]:
         **target_config,
     }
     return config
+
+
+def run_topic_to_s3(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> dict[str, Any]:
+    """The ``topic_to_s3`` kind: the range through the S3 sink, in its layout."""
+    return run_topic_to_sink(spark, spec, ctx, bootstrap, s3_sink_config(spec.target.config))
+
+
+def run_topic_to_connector(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> dict[str, Any]:
+    """The ``topic_to_sink`` kind: the range through the sink connector the spec configures."""
+    return run_topic_to_sink(spark, spec, ctx, bootstrap, dict(spec.target.config))

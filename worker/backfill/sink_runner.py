@@ -17,6 +17,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from sluice.connectors.api import ConnectError, SinkRecordBatch, SinkTask, TopicPartition
+from sluice.offsets import MemoryOffsetStore
+from sluice.plugins import PluginRegistry
+from sluice.worker.config import WorkerConfig
+from sluice.worker.transform_chain import build_chain
+from sluice.worker.worker import Worker
 
 logger = logging.getLogger(__name__)
 
@@ -60,14 +65,6 @@ class InProcessSink:
     """One task of the sink connector ``config`` (a ``POST /connectors`` config) over given records."""
 
     def __init__(self, name: str, config: Mapping[str, Any], bootstrap_servers: str) -> None:
-        # The runtime (a Worker validates the config and builds the task): a layer breach listed in
-        # pyproject.toml's contracts, to be removed when this runner moves to worker/backfill.
-        from sluice.offsets import MemoryOffsetStore
-        from sluice.plugins import PluginRegistry
-        from sluice.worker.config import WorkerConfig
-        from sluice.worker.transform_chain import build_chain
-        from sluice.worker.worker import Worker
-
         worker = Worker(WorkerConfig.from_mapping({"bootstrap.servers": bootstrap_servers}), PluginRegistry([]), MemoryOffsetStore())
         validated = worker.validate(dict(config))
         resolved = worker.resolve(validated.raw)

@@ -1,0 +1,150 @@
+"""The JDBC sink's JSON fast path: a chunk of undecoded schemaless JSON as COPY data, and the
+helper thread that sends a chunk while the task returns to the runtime.
+
+The rows and columns are those the ordinary path would write; a batch the fast path cannot take
+exactly goes the ordinary way (see :mod:`sluice.connectors.sink.jdbc.task` for the pipelining).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from sluice.connectors.jdbc_common.errors import describe
+from sluice.connectors.sink.jdbc.config import InsertMode, JdbcSinkConfig, PkMode
+from sluice.connectors.sink.jdbc.pgjson import COPY_BINARY, read_json_lines
+from sluice.connectors.sink.jdbc.rows import TopicRecords
+from sluice.connectors.sink.jdbc.tables import TableManager
+
+logger = logging.getLogger(__name__)
+
+JSON_RETRY_AFTER = 20  # batches the JSON fast path sits out after one it could not take
+
+
+class JsonFastPath:
+    """Renders chunks as COPY data from their consumed JSON bytes, and counts what it rendered.
+
+    After a batch it could not take it sits out a few batches before trying again (a topic it
+    never fits costs little).
+    """
+
+    def __init__(self) -> None:
+        #: Whether the task's settings allow the fast path (set by the task's ``start``).
+        self.enabled = False
+        #: Batches still to sit out.
+        self.skip = 0
+        #: Records sent this way (a failed send is rewritten the ordinary way) …
+        self.records = 0
+        #: … of which as COPY binary data.
+        self.records_binary = 0
+
+    def sit_out(self) -> None:
+        """Leave the next few batches to the ordinary path."""
+        self.skip = JSON_RETRY_AFTER
+
+    def try_prepare(self, group: TopicRecords, cfg: JdbcSinkConfig, writer: Any, tables: TableManager) -> Any:
+        """:meth:`prepare`, which never fails a batch the ordinary path can write: an
+        error there is logged, the batch goes the ordinary way, and so do the next few."""
+        try:
+            return self.prepare(group, cfg, writer, tables)
+        except Exception as exc:
+            logger.warning("The JSON fast path failed, writing the batch the ordinary way: %s", describe(exc))
+            self.skip = JSON_RETRY_AFTER
+            return None
+
+    def prepare(self, group: TopicRecords, cfg: JdbcSinkConfig, writer: Any, tables: TableManager) -> Any:
+        """The chunk as COPY data (binary or CSV) rendered from the consumed JSON bytes (:mod:`.pgjson`), or
+        ``None`` when this batch must take the ordinary path (which then decodes the values).
+
+        Rows and columns are those the ordinary path would write: one column per field of the
+        objects, the ``pk.fields`` (or every field) first for ``pk.mode=record_value``, the last
+        record of a key kept for upserts (here: only batches without repeated keys).
+        """
+        if not undecoded_json(group):
+            return None
+        if self.skip:
+            self.skip -= 1
+            return None
+        table = cfg.table_name(group.topic)
+        types = writer.column_types(table)
+        raws = group.batch.raw_values  # type: ignore[union-attr]
+        if types is None or raws is None:  # the table's types are read by the first ordinary write
+            return None
+        parsed = read_json_lines(raws)
+        if parsed is None:
+            self.skip = JSON_RETRY_AFTER
+            return None
+        fields = parsed.fields
+        key_fields: list[str] = []
+        if cfg.pk_mode is PkMode.RECORD_VALUE:
+            key_fields = list(cfg.pk_fields) or list(fields)
+            if any(k not in fields for k in key_fields):
+                return None  # the ordinary path names the missing field
+            fields = key_fields + [f for f in fields if f not in key_fields]
+        names = tables.known_names(table, fields)
+        if names is None:  # a field the table lacks (auto.evolve) or a table not seen yet
+            return None
+        copy = parsed.copy_data(fields, {f: types.get(n, "") for f, n in zip(fields, names)})
+        if copy is None or (cfg.insert_mode is InsertMode.UPSERT and not parsed.unique(key_fields)):
+            self.skip = JSON_RETRY_AFTER
+            return None
+        data, options = copy
+        keys = names[: len(key_fields)]
+        prepared = writer.prepare_copy_data(table, names, keys, data, options, cfg.insert_mode)
+        if prepared is not None:
+            self.records += len(group)
+            if options == COPY_BINARY:
+                self.records_binary += len(group)
+        return prepared
+
+
+def undecoded_json(group: TopicRecords) -> bool:
+    """Whether ``group`` is a whole batch with its raw JSON values."""
+    batch = group.batch
+    return batch is not None and batch.raw_values is not None
+
+
+class PreparedChunk:
+    """A chunk rendered for :meth:`JdbcSinkTask._send`: its records and the writer's statements."""
+
+    __slots__ = ("groups", "statements")
+
+    def __init__(self, groups: list[TopicRecords], statements: Any) -> None:
+        self.groups = groups
+        self.statements = statements
+
+
+class HelperJob:
+    """One chunk's run on a helper thread (a daemon: a worker that exits never waits for it)."""
+
+    __slots__ = ("groups", "_sent", "_thread")
+
+    def __init__(
+        self, groups: list[TopicRecords], send: Callable[[list[TopicRecords], int], bool], resets: int
+    ) -> None:
+        self.groups = groups
+        self._sent = False
+        ctx = contextvars.copy_context()  # the helper logs with the task's [connector|task-N] context
+        self._thread = threading.Thread(
+            target=ctx.run, args=(self._run, send, resets), name="jdbc-sink-json", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, send: Callable[[list[TopicRecords], int], bool], resets: int) -> None:
+        try:
+            self._sent = send(self.groups, resets)
+        except Exception:  # a bug: the task thread writes the chunk the ordinary way
+            logger.exception("The JSON fast path's helper failed; writing the batch the ordinary way")
+
+    def result(self) -> bool:
+        """Whether the chunk was sent (its outcome is then the task's chunk in flight)."""
+        self._thread.join()
+        return self._sent
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the helper; ``True`` if it is done."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()

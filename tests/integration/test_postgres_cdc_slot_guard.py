@@ -1,0 +1,160 @@
+"""The slot guard against a real PostgreSQL and Kafka, through a worker process: two CDC connectors
+on one database are paused while the database keeps writing WAL; the worker's ``GET /metrics``
+shows their slots' lag and retained WAL grow; past the warn point the log warns, naming the slot,
+the bytes and the bound; at the bound the ``degrade`` connector's task, resumed, is RUNNING with a
+degraded trace that says what to do, and the ``fail`` connector's task is FAILED with that message;
+the resumed ``degrade`` connector catches up, its slot's WAL comes back under the bound and the
+trace clears.
+
+A transaction held open over the pause keeps the slots' restart position (and so the WAL retained)
+where it was after the connectors resume, so the degraded state lasts until the test commits it,
+while the lag (what the connector has not confirmed) already falls."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from sluice.deploy.postgres import PostgresServer
+from tests.integration.cdc_helpers import cdc_config, dbname, libpq, run_sql, worker, write_connector
+from tests.integration.kafka_helpers import unique_topic_name
+from tests.integration.worker_process import WorkerProcess
+
+pytestmark = pytest.mark.integration
+
+MiB = 1 << 20
+#: The guard's bound: four WAL segments (16 MiB each); the warning comes at half of it.
+BOUND = 64 * MiB
+WARN_RATIO = 0.5
+
+
+class Scenario:
+    """The worker running the two connectors (``degrade`` and ``fail``), their slots as its
+    ``GET /metrics`` reports them, and the database they capture."""
+
+    def __init__(self, w: WorkerProcess, slots: dict[str, str], url: str) -> None:
+        self.w, self.slots, self.url = w, slots, url
+
+    def figure(self, name: str, family: str) -> float | None:
+        text = httpx.get(f"{self.w.url}/metrics", timeout=10).text
+        slot = self.slots[name]
+        found = re.search(rf'^sluice_postgres_replication_slot_{family}{{[^}}]*slot="{slot}"[^}}]*}} (\S+)$', text, re.M)
+        return float(found.group(1)) if found else None
+
+    def retained(self, name: str) -> float:
+        return self.figure(name, "retained_wal_bytes") or 0.0
+
+    def task(self, name: str) -> dict[str, Any]:
+        body = httpx.get(f"{self.w.url}/connectors/{name}/status", timeout=10).json()
+        return dict((body.get("tasks") or [{}])[0])
+
+    def wait(self, what: Callable[[], Any], timeout: float, why: Callable[[], str], tick: Callable[[], None] | None = None) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = what()
+            if found:
+                return found
+            if tick is not None:
+                tick()
+            time.sleep(0.5)
+        raise AssertionError(f"{why()}\n{self.w.log()}")
+
+    def grow_until(self, limit: float) -> None:
+        """Move the server on one WAL segment at a time (a write first: an idle server does not
+        switch) until both slots retain ``limit``: each step is seen by a measurement (every 5 s)."""
+        while min(map(self.retained, self.slots)) < limit:
+            before = [self.retained(name) for name in self.slots]
+            run_sql(self.url, "UPDATE churn SET pad = md5(random()::text) WHERE id = 1")
+            run_sql(self.url, "SELECT pg_switch_wal()")
+            self.wait(self._changed(before), 30, lambda: "the retained WAL does not grow")
+
+    def _changed(self, before: list[float]) -> Callable[[], bool]:
+        return lambda: [self.retained(name) for name in self.slots] != before
+
+
+def test_paused_connectors_slots_grow_the_guard_warns_degrades_fails_and_clears(
+    kafka: Any, postgres: PostgresServer, postgres_db: str, tmp_path: Path
+) -> None:
+    run_sql(postgres_db, "CREATE TABLE churn (id int PRIMARY KEY, pad text)", "INSERT INTO churn VALUES (1, 'x')",
+            "CREATE TABLE hold (n int)", "INSERT INTO hold VALUES (0)")  # fmt: skip
+    guard = {
+        "table.include.list": r"public\.churn",
+        "slot.max.retained.wal.bytes": str(BOUND),
+        "slot.retained.wal.warn.ratio": str(WARN_RATIO),
+    }
+    degrade = cdc_config(postgres.port, dbname(postgres_db), unique_topic_name("guard"), **guard)
+    fail = cdc_config(postgres.port, dbname(postgres_db), unique_topic_name("guardfail"),
+                      **guard, **{"slot.retained.wal.action": "fail"})  # fmt: skip
+    w = worker(tmp_path, kafka.bootstrap_servers).start(
+        write_connector(tmp_path / "degrade.json", "degrade", degrade), write_connector(tmp_path / "fail.json", "fail", fail)
+    )
+    held = psycopg.connect(libpq(postgres_db))
+    try:
+        run = Scenario(w, {"degrade": degrade["slot.name"], "fail": fail["slot.name"]}, postgres_db)
+        _pause_and_grow(run, held)
+        for name in run.slots:
+            assert httpx.put(f"{w.url}/connectors/{name}/resume", timeout=10).status_code == 202
+        _fail_says_what_to_do(run)
+        _degraded_until_back_under(run, held)
+    finally:
+        held.close()
+        w.stop()
+
+
+def _pause_and_grow(run: Scenario, held: psycopg.Connection[Any]) -> None:
+    """Paused, the slots confirm nothing: each WAL segment the server moves on to stays retained.
+    ``held`` opens a transaction (with a write) that stays open until the test commits it."""
+    w = run.w
+    for name in run.slots:
+        w.wait_running(name, timeout=60)
+        run.wait(lambda n=name: run.figure(n, "retained_wal_bytes") is not None, 30, lambda: "no slot metrics")
+        assert run.figure(name, "max_retained_wal_bytes") == BOUND
+        assert httpx.put(f"{w.url}/connectors/{name}/pause", timeout=10).status_code == 202
+    for name in run.slots:
+        run.wait(lambda n=name: run.task(n).get("state") == "PAUSED", 30, lambda: "not paused")
+    lag_paused = run.figure("degrade", "lag_bytes") or 0.0
+    held.execute("UPDATE hold SET n = n + 1")
+    run.grow_until(BOUND * WARN_RATIO)
+    slot = run.slots["degrade"]
+    warning = re.compile(rf"WARNING .*Replication slot {slot} retains (\d+) bytes of WAL, \d+% of slot.max.retained.wal.bytes={BOUND}")
+    found = run.wait(lambda: warning.search(w.log(200_000)), 30, lambda: "no warning")
+    assert BOUND * WARN_RATIO <= int(found.group(1)) < BOUND
+    assert "degrade|task-0" in found.group(0)  # the task's context
+    run.grow_until(BOUND)
+    assert (run.figure("degrade", "lag_bytes") or 0.0) >= lag_paused + BOUND / 2  # the lag grew too
+    assert re.search(rf"ERROR .*Replication slot {run.slots['fail']} retains \d+ bytes of WAL, at or over", w.log(200_000))
+
+
+def _fail_says_what_to_do(run: Scenario) -> None:
+    """``fail``, resumed over the bound: its next poll fails the task, with what to do."""
+    failed = run.wait(lambda: (t := run.task("fail")).get("state") == "FAILED" and t, 60, lambda: f"not failed: {run.task('fail')}")
+    for text in (f"slot.max.retained.wal.bytes={BOUND}", "slot.retained.wal.action=fail", "pg_drop_replication_slot"):
+        assert text in failed["trace"], failed
+
+
+def _degraded_until_back_under(run: Scenario, held: psycopg.Connection[Any]) -> None:
+    """``degrade``, resumed: RUNNING with the degraded trace while its slot retains WAL over the
+    bound (the open transaction holds the slot's restart position), though it streams and confirms
+    (the lag falls); once the transaction commits, the WAL retained falls and the trace clears."""
+    degraded = run.wait(lambda: "slot.max.retained.wal.bytes" in ((t := run.task("degrade")).get("trace") or "") and t,
+                        30, lambda: f"not degraded: {run.task('degrade')}")  # fmt: skip
+    assert degraded["state"] == "RUNNING" and degraded["trace"].startswith("Degraded since "), degraded
+    assert "resume it" in degraded["trace"] and run.slots["degrade"] in degraded["trace"]
+    run.wait(lambda: (lag := run.figure("degrade", "lag_bytes")) is not None and lag < BOUND / 4, 60,
+             lambda: f"the lag does not fall: {run.figure('degrade', 'lag_bytes')}")  # fmt: skip
+    assert run.retained("degrade") >= BOUND and run.task("degrade")["trace"] == degraded["trace"]
+    # A checkpoint logs the running transactions the slot's restart position moves on with, and a
+    # write gives the stream something to confirm.
+    held.commit()
+    run.wait(lambda: run.retained("degrade") < BOUND and not run.task("degrade").get("trace"), 120,
+             lambda: f"still over the bound: {run.retained('degrade')} {run.task('degrade')}",
+             tick=lambda: run_sql(run.url, "UPDATE churn SET pad = 'y' WHERE id = 1", "CHECKPOINT"))  # fmt: skip
+    assert run.task("degrade")["state"] == "RUNNING"
+    assert f"Replication slot {run.slots['degrade']} is back under slot.max.retained.wal.bytes" in run.w.log(400_000)

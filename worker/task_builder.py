@@ -1,0 +1,323 @@
+"""From a connector config to a task runner in this process: validation and runner building.
+
+Both executors use it: the worker process builds a thread runner with it (``task.executor=thread``,
+through :class:`~sluice.worker.worker.Worker`), and each task host process builds the runners of
+the tasks it hosts (``task.executor=process``, :mod:`sluice.worker.task_host`). It imports neither
+of those, so neither imports the other.
+
+Configs arrive *raw*: they may hold config-provider placeholders (``${env:DB_PASSWORD}``). They are
+resolved here exactly where values are handed over — to validation, the connector, the task, its
+converters and its Kafka client — and resolved secrets are registered so that log lines and traces
+mask them.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sluice.connectors.api import (
+    ConfigError,
+    Connector,
+    Converter,
+    HeaderConverter,
+    SinkConnector,
+    SourceConnector,
+)
+from sluice.offsets import OffsetStore
+from sluice.plugins import PluginInfo, PluginKind, PluginRegistry
+from sluice.worker.client_policy import ClientOverridePolicy, override_policy
+from sluice.worker.clients import SINK_CONSUMER_DEFAULTS, SOURCE_PRODUCER_DEFAULTS, client_config
+from sluice.worker.config import ConnectorConfig, WorkerConfig, split_connector_config, sub_config
+from sluice.worker.config_providers import ConfigProviders, has_placeholder
+from sluice.worker.connector_keys import split_own_keys
+from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig
+from sluice.worker.local_paths import allowed_roots, check_local_paths
+from sluice.worker.masking import mask_text, register_config_secrets
+from sluice.worker.runners import SinkTaskRunner, SourceTaskRunner, TaskStatusListener, WorkerTask
+from sluice.worker.status import ConnectorTaskId, TargetState
+from sluice.worker.topic_creation import TopicCreationConfig, TopicCreator
+from sluice.worker.transform_chain import build_chain
+
+#: Keys stored with task configs only because a Kafka Connect worker needs them (see
+#: worker/connect_task_configs.py); tasks never see them.
+CONNECT_ONLY_TASK_KEYS = frozenset({"task.class"})
+
+
+@dataclass(frozen=True)
+class ValidatedConnector:
+    """A connector config that passed validation, with what it resolved to.
+
+    ``raw`` is the config as the user gave it, placeholders included: the only form to store or
+    return. ``common`` and ``own`` were validated from the resolved values and may hold secrets.
+    """
+
+    raw: dict[str, Any]
+    common: ConnectorConfig
+    plugin: PluginInfo
+    own: Any
+    #: Keys the connector does not define (kept in ``raw``, never handed to it), sorted.
+    ignored: tuple[str, ...] = ()
+
+    @property
+    def type(self) -> str:
+        return self.plugin.kind.value
+
+    @property
+    def connector_class(self) -> builtins.type[Connector]:  # builtins: the property above shadows type
+        return self.plugin.cls
+
+
+@dataclass(frozen=True)
+class _TaskParts:
+    """What every runner of one task is built from (resolved, secrets registered)."""
+
+    task_id: ConnectorTaskId
+    validated: ValidatedConnector
+    resolved: dict[str, Any]
+    task_config: dict[str, Any]
+    listener: TaskStatusListener
+    initial_state: TargetState
+
+
+class TaskBuilder:
+    """Validates connector configs and builds in-process task runners for one worker config."""
+
+    def __init__(
+        self,
+        config: WorkerConfig,
+        plugins: PluginRegistry,
+        offset_store: OffsetStore,
+        config_providers: ConfigProviders | None = None,
+    ) -> None:
+        """Raises :class:`ConfigError` naming the worker key when a config provider is misconfigured
+        or a placeholder in the worker config (``producer.sasl.jaas.config=${file:…}``) cannot be resolved."""
+        self.plugins = plugins
+        self.offset_store = offset_store
+        self.config_providers = (
+            config_providers if config_providers is not None else ConfigProviders.from_worker_config(config.raw, plugins)
+        )
+        if any(has_placeholder(v) for v in config.raw.values()):
+            config = WorkerConfig.from_mapping(self.config_providers.resolve(config.raw))
+        self.config = config
+        self.client_policy: ClientOverridePolicy = override_policy(config.raw)
+        # Parsed once: a relative entry stops the worker at startup instead of failing every create.
+        self.connector_path_roots: tuple[Path, ...] = allowed_roots(config.connector_allowed_paths)
+        # The worker's own client secrets (producer.sasl.jaas.config, ssl.key.password, …).
+        register_config_secrets(config.raw)
+
+    def resolve(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """``raw`` with every ``${provider:path:key}`` placeholder replaced by its current value."""
+        return self.config_providers.resolve(raw)
+
+    # -- validation -------------------------------------------------------------------------------
+
+    def validate(self, raw: Mapping[str, Any]) -> ValidatedConnector:
+        """Check a connector config completely; raise :class:`ConfigError` naming the bad key.
+
+        The values checked are the resolved ones (a placeholder must resolve, and to a valid value);
+        the result keeps ``raw`` unresolved for storage. Error messages quote values, so a resolved
+        secret in one is masked.
+        """
+        resolved = self.resolve(raw)
+        try:
+            return self._validate(raw, resolved)
+        except ConfigError as exc:
+            message = mask_text(str(exc))
+            if message == str(exc):
+                raise
+            raise ConfigError(message, key=exc.key) from None
+
+    def _validate(self, raw: Mapping[str, Any], resolved: Mapping[str, Any]) -> ValidatedConnector:
+        common_raw, own_raw = split_connector_config(resolved)
+        common = ConnectorConfig.parse(common_raw)
+        plugin = self.plugins.connector(common.connector_class)
+        connector_cls: Any = plugin.cls
+        # A connector may declare common keys in its own model too (a sink's topics/topics.regex).
+        declared = {info.alias for info in connector_cls.Config.model_fields.values() if info.alias}
+        own_raw.update({k: v for k, v in common_raw.items() if k in declared})
+        register_config_secrets(resolved, connector_cls.Config.secret_keys())
+        # Keys the connector does not define are kept and ignored, as Connect does (connector_keys).
+        own_raw, ignored = split_own_keys(connector_cls.Config, own_raw, common_raw)
+        check_local_paths(own_raw, connector_cls.Config.path_keys(), self.connector_path_roots)
+        own = connector_cls.validate(own_raw)
+        ErrorHandlingConfig.parse(common_raw)
+        if plugin.kind is PluginKind.SOURCE:
+            TopicCreationConfig.parse(common_raw)  # KIP-158 keys: numbers and regexes, checked even when disabled
+        self.client_policy.check_config(resolved)
+        if plugin.kind is PluginKind.SINK:
+            if not common.topic_list and not common.topics_regex:
+                raise ConfigError(
+                    "Must configure one of topics or topics.regex for a sink connector", key="topics"
+                )
+        # Build the transform chain once so a bad alias or setting fails the create call.
+        chain = build_chain(resolved, self.plugins)
+        if chain is not None:
+            chain.close()
+        # Resolve converters now so a typo fails the create call, not the task start.
+        self.converters(common, resolved)
+        return ValidatedConnector(dict(raw), common, plugin, own, tuple(sorted(ignored)))
+
+    def converters(self, common: ConnectorConfig, raw: Mapping[str, Any]) -> tuple[Converter, Converter, HeaderConverter]:
+        """The key, value and header converters of a connector, configured."""
+        key_cls = self.plugins.converter(common.key_converter or self.config.key_converter, "key.converter")
+        value_cls = self.plugins.converter(common.value_converter or self.config.value_converter, "value.converter")
+        header_cls = self.plugins.header_converter(
+            common.header_converter or self.config.header_converter, "header.converter"
+        )
+        # A connector-level converter takes its settings only from the connector; the worker's
+        # key.converter.* apply to the worker's default converter (as in Connect).
+        key_settings = sub_config(raw, "key.converter.") if common.key_converter else self.config.prefixed("key.converter.")
+        value_settings = (
+            sub_config(raw, "value.converter.") if common.value_converter else self.config.prefixed("value.converter.")
+        )
+        header_settings = (
+            sub_config(raw, "header.converter.") if common.header_converter else self.config.prefixed("header.converter.")
+        )
+        key, value, header = key_cls(), value_cls(), header_cls()
+        try:
+            key.configure(key_settings, True)
+            value.configure(value_settings, False)
+            header.configure(header_settings)
+        except ConfigError as exc:
+            raise ConfigError(f"Invalid converter configuration: {exc}", key=exc.key) from exc
+        return key, value, header
+
+    # -- runners ----------------------------------------------------------------------------------
+
+    def build(
+        self,
+        task_id: ConnectorTaskId,
+        validated: ValidatedConnector,
+        task_config: Mapping[str, Any],
+        listener: TaskStatusListener,
+        initial_state: TargetState,
+    ) -> WorkerTask:
+        """A thread runner for one task of ``validated``, not yet started.
+
+        Placeholders in the connector config (converter and client settings) and in
+        ``task_config`` are resolved now, so a task starts with current secret values. The keys
+        stored with task configs only for Kafka Connect (``task.class``) do not reach the task,
+        so a task config model that refuses unknown keys works in every mode.
+        """
+        connector_cls = validated.connector_class
+        task_config = self.resolve({k: v for k, v in task_config.items() if k not in CONNECT_ONLY_TASK_KEYS})
+        register_config_secrets(task_config, connector_cls.Config.secret_keys())
+        parts = _TaskParts(task_id, validated, self.resolve(validated.raw), task_config, listener, initial_state)
+        if issubclass(connector_cls, SourceConnector):
+            return self._source_runner(parts)
+        if issubclass(connector_cls, SinkConnector):
+            return self._sink_runner(parts)
+        raise ConfigError(f"{connector_cls.__name__} is neither a source nor a sink connector", key="connector.class")
+
+    def _source_runner(self, parts: _TaskParts) -> SourceTaskRunner:
+        task_id, resolved = parts.task_id, parts.resolved
+        producer = client_config(
+            self.config.bootstrap_servers,
+            {**SOURCE_PRODUCER_DEFAULTS, "client.id": f"connector-producer-{task_id}"},
+            self.config.prefixed("producer."),
+            sub_config(resolved, "producer.override."),
+            self.client_policy,
+            what="producer",
+        )
+        key, value, header = self.converters(parts.validated.common, resolved)
+        errors = ErrorHandlingConfig.parse(resolved)
+        return SourceTaskRunner(
+            task_id,
+            parts.validated.connector_class.task_class(),  # type: ignore[arg-type]
+            parts.task_config,
+            listener=parts.listener,
+            initial_state=parts.initial_state,
+            producer_config=producer,
+            offset_store=self.offset_store,
+            key_converter=key,
+            value_converter=value,
+            header_converter=header,
+            transform=build_chain(resolved, self.plugins),
+            offset_flush_interval_ms=self.config.offset_flush_interval_ms,
+            offset_flush_timeout_ms=self.config.offset_flush_timeout_ms,
+            errors=errors,
+            dlq=self._dead_letter_queue(task_id, errors, resolved) if errors.dlq_topic else None,
+            degraded_after_ms=self.config.task_degraded_after_ms,
+            topic_creator=self._topic_creator(task_id, resolved),
+        )
+
+    def _sink_runner(self, parts: _TaskParts) -> SinkTaskRunner:
+        task_id, resolved, common = parts.task_id, parts.resolved, parts.validated.common
+        consumer = client_config(
+            self.config.bootstrap_servers,
+            {**SINK_CONSUMER_DEFAULTS, "group.id": f"connect-{common.name}", "client.id": f"connector-consumer-{task_id}"},
+            self.config.prefixed("consumer."),
+            sub_config(resolved, "consumer.override."),
+            self.client_policy,
+            what="consumer",
+        )
+        key, value, header = self.converters(common, resolved)
+        errors = ErrorHandlingConfig.parse(resolved)
+        return SinkTaskRunner(
+            task_id,
+            parts.validated.connector_class.task_class(),  # type: ignore[arg-type]
+            parts.task_config,
+            listener=parts.listener,
+            initial_state=parts.initial_state,
+            consumer_config=consumer,
+            topics=common.topic_list,
+            topics_regex=common.topics_regex,
+            key_converter=key,
+            value_converter=value,
+            header_converter=header,
+            transform=build_chain(resolved, self.plugins),
+            offset_flush_interval_ms=self.config.offset_flush_interval_ms,
+            errors=errors,
+            dlq=self._dead_letter_queue(task_id, errors, resolved) if errors.dlq_topic else None,
+            batch_size=max_poll_records(resolved, self.config.prefixed("consumer.")),
+            degraded_after_ms=self.config.task_degraded_after_ms,
+        )
+
+    def _topic_creator(self, task_id: ConnectorTaskId, resolved: Mapping[str, Any]) -> TopicCreator | None:
+        """What creates a source task's topics per ``topic.creation.*`` (KIP-158), with an admin
+        client of the worker's ``admin.*`` settings and the connector's ``admin.override.*``."""
+        creation = TopicCreationConfig.parse(resolved) if self.config.topic_creation_enable else None
+        if creation is None:
+            return None
+        return TopicCreator(creation, self._admin_config(f"connector-admin-{task_id}", resolved))
+
+    def _dead_letter_queue(self, task_id: ConnectorTaskId, errors: ErrorHandlingConfig, resolved: Mapping[str, Any]) -> DeadLetterQueue:
+        """A task's own DLQ producer (and the admin client that creates the topic if missing)."""
+        producer = client_config(
+            self.config.bootstrap_servers,
+            {"acks": "all", "linger.ms": 5, "client.id": f"connector-dlq-producer-{task_id}"},
+            self.config.prefixed("producer."),
+            sub_config(resolved, "producer.override."),
+            self.client_policy,
+            what="producer",
+        )
+        return DeadLetterQueue(errors, producer, self._admin_config(f"connector-dlq-admin-{task_id}", resolved))
+
+    def _admin_config(self, client_id: str, resolved: Mapping[str, Any]) -> dict[str, Any]:
+        return client_config(
+            self.config.bootstrap_servers,
+            {"client.id": client_id},
+            self.config.prefixed("admin."),
+            sub_config(resolved, "admin.override."),
+            self.client_policy,
+            what="admin",
+        )
+
+
+def max_poll_records(connector: Mapping[str, Any], worker_consumer: Mapping[str, Any], default: int = 2_000) -> int:
+    """Records per ``put()``: Connect's ``max.poll.records`` (``consumer.override.`` on the connector,
+    else ``consumer.`` on the worker); librdkafka has no such setting, so the sink runner applies it."""
+    value = connector.get("consumer.override.max.poll.records", worker_consumer.get("max.poll.records"))
+    if value in (None, ""):
+        return default
+    try:
+        records = int(value)
+    except (TypeError, ValueError):
+        records = 0
+    if records < 1:
+        raise ConfigError(f"max.poll.records must be a positive integer, got {value!r}", key="max.poll.records")
+    return records
