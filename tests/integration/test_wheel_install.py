@@ -30,7 +30,9 @@ def _run(cmd: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeou
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(ROOT)], cwd=ROOT)
+    # The sdist first, then the wheel from it (build's default): what a release publishes, and no
+    # leftover build/ directory of the checkout can slip into the wheel.
+    _run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], cwd=ROOT)
     (built,) = out.glob("sluice-*.whl")
     return built
 
