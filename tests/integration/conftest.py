@@ -51,6 +51,9 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
         data_dir=tmp_path_factory.mktemp("kafka"),
         # If pytest itself is killed, the kernel stops the JVM (fixtures run on the main thread).
         kill_with_parent=True,
+        # Tests write records with fixed timestamps years old (to see them kept end to end): with
+        # the default 7-day retention, a retention check (every 5 min) could delete them mid-test.
+        extra_config={"log.retention.ms": -1},
     )
     reason: str | None = None
     try:
