@@ -223,8 +223,8 @@ def _diff(a: Any, b: Any, path: str, out: list[tuple[str, Any, Any]]) -> None:
 def _point(records: list[ConsumedRecord], who: str) -> int:
     """The snapshot point of one system: every snapshot row carries the same LSN and transaction,
     with ``sequence`` ``[null,"<lsn>"]``, as Debezium writes them. Returns the LSN."""
-    sources = [orjson.loads(r.value)["payload"]["source"] for r in records  # type: ignore[arg-type]
-               if r.value is not None and orjson.loads(r.value)["payload"]["op"] == "r"]
+    payloads = [orjson.loads(r.value)["payload"] for r in records if r.value is not None]
+    sources = [payload["source"] for payload in payloads if payload["op"] == "r"]
     points = {(src["lsn"], src["txId"], src["sequence"]) for src in sources}
     assert len(points) == 1, f"{who}: snapshot rows at several points: {points}"
     ((lsn, tx_id, sequence),) = points

@@ -28,9 +28,12 @@ from tests.integration.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.integration
 
-trace_service_pb2 = pytest.importorskip(
-    "opentelemetry.proto.collector.trace.v1.trace_service_pb2", reason="the otel extra: pip install -e '.[otel]'"
-)
+try:
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+except ImportError:  # the otel extra; `make setup` installs it, so under CI=true its absence fails
+    if os.environ.get("CI", "").lower() == "true":
+        raise
+    pytest.skip("the otel extra is not installed: pip install -e '.[otel]'", allow_module_level=True)
 
 LINES = 3_000
 

@@ -365,10 +365,6 @@ class KafkaConfigStore(RecordConfigStore):
             self.read_to_end(timeout)
 
 
-#: The name this store had before the herder core's protocol took ``ConfigStore``.
-ConfigStore = KafkaConfigStore
-
-
 def _new_session_key() -> dict[str, Any]:
     return {
         "key": base64.b64encode(secrets.token_bytes(32)).decode(),

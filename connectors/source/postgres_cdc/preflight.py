@@ -112,13 +112,16 @@ def _slot_problems(conn: Connection[Any], config: PostgresCdcConfig) -> list[tup
 
 
 def _table_problems(conn: Connection[Any], config: PostgresCdcConfig) -> list[tuple[str, str]]:
+    captured = list_tables(conn, TableFilter(config))
+    rows = conn.execute(  # one query for every captured table
+        "SELECT c.oid::int, c.relreplident, EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary) "
+        "FROM pg_class c WHERE c.oid = ANY(%s)",
+        ([oid for oid, _, _ in captured],),
+    ).fetchall()
+    identities = {oid: (identity, has_key) for oid, identity, has_key in rows}
     unpublishable = []
-    for oid, schema, table in list_tables(conn, TableFilter(config)):
-        identity, has_key = conn.execute(
-            "SELECT c.relreplident, EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary) "
-            "FROM pg_class c WHERE c.oid = %s",
-            (oid,),
-        ).fetchone() or ("d", True)
+    for oid, schema, table in captured:
+        identity, has_key = identities.get(oid, ("d", True))
         if identity == "n" or (identity == "d" and not has_key):
             unpublishable.append(f"{schema}.{table}")
     if not unpublishable:

@@ -8,13 +8,13 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from sluice.worker.distributed.config_store import ConfigStore
+from sluice.worker.distributed.config_store import KafkaConfigStore
 
 
 @pytest.fixture
-def store() -> Iterator[tuple[ConfigStore, list[tuple[str, str]]]]:
+def store() -> Iterator[tuple[KafkaConfigStore, list[tuple[str, str]]]]:
     applied: list[tuple[str, str]] = []
-    configs = ConfigStore(
+    configs = KafkaConfigStore(
         "connect-configs", "127.0.0.1:1", "g", client_id="c", on_change=lambda: None,
         on_logger_level=lambda name, level: applied.append((name, level)),
     )
@@ -24,7 +24,7 @@ def store() -> Iterator[tuple[ConfigStore, list[tuple[str, str]]]]:
         configs._log._consumer.close()
 
 
-def test_records_in_the_topic_before_the_worker_started_are_not_applied(store: tuple[ConfigStore, list[tuple[str, str]]]) -> None:
+def test_records_in_the_topic_before_the_worker_started_are_not_applied(store: tuple[KafkaConfigStore, list[tuple[str, str]]]) -> None:
     configs, applied = store
     configs._apply(b"logger-cluster-org.example", orjson.dumps({"level": "DEBUG"}))
     assert applied == []
@@ -35,7 +35,7 @@ def test_records_in_the_topic_before_the_worker_started_are_not_applied(store: t
     assert configs.snapshot().sequence == 0  # no herder state changed
 
 
-def test_a_malformed_record_is_logged_and_skipped(store: tuple[ConfigStore, list[tuple[str, str]]], caplog: pytest.LogCaptureFixture) -> None:
+def test_a_malformed_record_is_logged_and_skipped(store: tuple[KafkaConfigStore, list[tuple[str, str]]], caplog: pytest.LogCaptureFixture) -> None:
     configs, applied = store
     configs._started = True
     with caplog.at_level(logging.ERROR, logger="sluice.worker.distributed.config_store"):

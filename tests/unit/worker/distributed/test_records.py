@@ -5,13 +5,13 @@ from __future__ import annotations
 import orjson
 
 from sluice.worker.distributed.assignor import CONNECTOR
-from sluice.worker.distributed.config_store import ASSIGNMENT_KEY, LEGACY_ASSIGNMENT_KEY, Assignment, ConfigStore
+from sluice.worker.distributed.config_store import ASSIGNMENT_KEY, LEGACY_ASSIGNMENT_KEY, Assignment, KafkaConfigStore
 from sluice.worker.distributed.forwarding import sign, verify
 from sluice.worker.distributed.status_store import decode_status, encode_status
 from sluice.worker.status import State, Status, TargetState
 
 
-class _Reader(ConfigStore):
+class _Reader(KafkaConfigStore):
     """The config store's record handling without a Kafka client."""
 
     def __init__(self) -> None:  # noqa: D107 - no super(): no consumer
@@ -53,18 +53,18 @@ class _Reader(ConfigStore):
 
 
 def test_record_shapes_are_connects() -> None:
-    assert ConfigStore.connector_record("c", {"a": "1"}) == ("connector-c", {"properties": {"a": "1"}})
-    assert ConfigStore.target_state_record("c", TargetState.STOPPED) == (
+    assert KafkaConfigStore.connector_record("c", {"a": "1"}) == ("connector-c", {"properties": {"a": "1"}})
+    assert KafkaConfigStore.target_state_record("c", TargetState.STOPPED) == (
         "target-state-c",
         {"state": "PAUSED", "state.v2": "STOPPED"},
     )
-    assert ConfigStore.target_state_record("c", TargetState.STARTED)[1] == {"state": "STARTED", "state.v2": "STARTED"}
-    assert ConfigStore.task_records("c", [{"x": "1"}, {"x": "2"}]) == [
+    assert KafkaConfigStore.target_state_record("c", TargetState.STARTED)[1] == {"state": "STARTED", "state.v2": "STARTED"}
+    assert KafkaConfigStore.task_records("c", [{"x": "1"}, {"x": "2"}]) == [
         ("task-c-0", {"properties": {"x": "1"}}),
         ("task-c-1", {"properties": {"x": "2"}}),
         ("commit-c", {"tasks": 2}),
     ]
-    assert ConfigStore.restart_record("c", True, False) == ("restart-connector-c", {"only-failed": True, "include-tasks": False})
+    assert KafkaConfigStore.restart_record("c", True, False) == ("restart-connector-c", {"only-failed": True, "include-tasks": False})
 
 
 def test_task_configs_apply_only_on_commit() -> None:
