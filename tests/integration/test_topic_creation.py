@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
 
 from tests.integration.kafka_helpers import consume_all, create_topic, unique_topic_name, wait_topic
 from tests.integration.worker_process import WorkerProcess
@@ -79,7 +79,11 @@ def test_source_topics_are_created_per_group_and_an_existing_topic_is_left_alone
         assert (configs["compression.type"], configs["retention.ms"], configs["cleanup.policy"]) == ("lz4", "3600000", "delete")
 
         partitions, _, configs = describe(admin, existing)
-        assert (partitions, configs["compression.type"], configs["retention.ms"]) == (1, "producer", "604800000")
+        resource = ConfigResource(ResourceType.TOPIC, existing)
+        retention = admin.describe_configs([resource])[resource].result(timeout=10)["retention.ms"]
+        assert (partitions, configs["compression.type"]) == (1, "producer")
+        # the broker's setting (static or default), never a topic override from the connector's groups
+        assert retention.source != ConfigSource.DYNAMIC_TOPIC_CONFIG.value and retention.value != "3600000"
     finally:
         assert worker.stop() == 0, worker.log()
 
