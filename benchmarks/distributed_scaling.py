@@ -74,7 +74,7 @@ def _start_workers(bootstrap: str, count: int, workdir: Path, executor: str = "t
             )
         )
         log = (workdir / f"{group}-{i}.log").open("wb")  # read back if the worker dies
-        proc = subprocess.Popen([sys.executable, "-m", "sluice.worker.cli", "distributed", str(props)], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        proc = subprocess.Popen([sys.executable, "-m", "sluice.cli", "distributed", str(props)], stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
         workers.append((proc, f"http://127.0.0.1:{port}"))
     for proc, url in workers:
         deadline = time.monotonic() + 60

@@ -118,7 +118,7 @@ def standalone(tree_root: Path, bootstrap: str, workdir: Path) -> Iterator[tuple
     env = {**os.environ, "PYTHONPATH": str(tree_root)}
     log = (workdir / "worker.log").open("ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sluice.worker.cli", "standalone", str(props)], cwd=tree_root, env=env, stdout=log, stderr=log
+        [sys.executable, "-m", "sluice.cli", "standalone", str(props)], cwd=tree_root, env=env, stdout=log, stderr=log
     )
     url = f"http://127.0.0.1:{port}"
     try:

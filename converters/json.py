@@ -33,8 +33,10 @@ parses only the payload.
 
 Layout: :mod:`sluice.converters.json_text` writes numbers and strings as Java does,
 :mod:`sluice.converters.json_write` turns Connect values into what orjson writes,
-:mod:`sluice.converters.json_read` turns parsed JSON back into Connect values and schemas; this module
-holds the converter and its settings.
+:mod:`sluice.converters.json_read` turns parsed JSON back into Connect values and schemas,
+:mod:`sluice.converters.json_data` holds the settings and the writing side (``JsonData``, which
+connectors use where they need the bytes without a converter plugin); this module makes that the
+``Converter`` plugin and adds the reading side.
 """
 
 from __future__ import annotations
@@ -43,28 +45,24 @@ import decimal
 import json as _stdjson
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import orjson
-import pydantic
 
 from sluice.connectors.api.config import PluginConfig
 from sluice.connectors.api.converter import Converter, HeaderConverter, WireFormat
 from sluice.connectors.api.errors import DataError
 from sluice.connectors.api.records import Headers
 from sluice.connectors.api.schema import Schema, SchemaAndValue
+from sluice.converters.json_data import JsonConverterConfig, JsonData
 from sluice.converters.json_read import _Decoders, _NeedExactNumbers, _reject_constant
 from sluice.converters.json_text import (
     ENVELOPE_ERROR,
     REQUIRED_NULL_ERROR,
-    _jackson_escapes,
-    _serialization_error,
-    dumps,
     java_decimal_str,
     java_double_str,
     java_float_str,
 )
-from sluice.converters.json_write import _MAX_ID_CACHE, _Encoders, _schema_json, _schemaless_json
 
 __all__ = [
     "ENVELOPE_ERROR",
@@ -77,27 +75,6 @@ __all__ = [
 ]
 
 
-class JsonConverterConfig(PluginConfig):
-    """Settings of :class:`JsonConverter`: the keys of Connect's ``JsonConverterConfig``."""
-
-    schemas_enable: bool = pydantic.Field(True, description="Wrap each value in a schema/payload envelope.")
-    schemas_cache_size: int = pydantic.Field(1000, description="Schemas cached per direction by one converter.")
-    decimal_format: Literal["BASE64", "NUMERIC"] = pydantic.Field(
-        "BASE64", description="Write Decimal values as base64 bytes or as JSON numbers (case-insensitive)."
-    )
-    replace_null_with_default: bool = pydantic.Field(
-        True, description="Write (and read) a null field that has a default as its default value."
-    )
-    converter_type: Literal["key", "value", "header"] | None = pydantic.Field(
-        None, description="Set by the runtime: what the converter is used for."
-    )
-
-    @pydantic.field_validator("decimal_format", mode="before")
-    @classmethod
-    def _case_insensitive(cls, value: Any) -> Any:
-        return value.upper() if isinstance(value, str) else value
-
-
 # ---------------------------------------------------------------------------------------------
 # The converter
 # ---------------------------------------------------------------------------------------------
@@ -107,7 +84,7 @@ _new_sv = tuple.__new__  # skips NamedTuple's Python-level __new__ on the hot pa
 _MISSING: Any = object()
 
 
-class JsonConverter(Converter, HeaderConverter):
+class JsonConverter(JsonData, Converter, HeaderConverter):
     """Kafka Connect's ``JsonConverter``: the same bytes, with or without the schema envelope.
 
     Works for keys, values and headers. Configure it with :meth:`configure` (the
@@ -120,22 +97,13 @@ class JsonConverter(Converter, HeaderConverter):
     version: ClassVar[str] = "0.1.0"
     aliases: ClassVar[tuple[str, ...]] = ("org.apache.kafka.connect.json.JsonConverter",)
 
-    def __init__(self) -> None:
-        self._apply(JsonConverterConfig.model_validate({}))
-
     def configure(self, config: Mapping[str, Any], is_key: bool = False) -> None:
         """Apply the converter settings; unknown keys raise :class:`~connectors.api.errors.ConfigError`."""
         self._apply(JsonConverterConfig.parse(config))
 
     def _apply(self, config: JsonConverterConfig) -> None:
-        self.config = config
-        self._envelope = config.schemas_enable
-        self._cache_size = max(1, config.schemas_cache_size)
-        self._encoders = _Encoders(config.decimal_format == "NUMERIC", config.replace_null_with_default)
+        super()._apply(config)  # the writing side: JsonData
         self._decoders = _Decoders(config.replace_null_with_default)
-        self._writers: OrderedDict[Schema | None, Callable[[Any], bytes | None]] = OrderedDict()
-        self._writers_by_id: dict[int, tuple[Schema | None, Callable[[Any], bytes | None]]] = {}
-        self._schema_bytes: OrderedDict[Schema, bytes] = OrderedDict()
         self._readers: OrderedDict[bytes, tuple[Schema, Callable[[Any], Any], bytes]] = OrderedDict()
         self._last_prefix: bytes | None = None
         self._last_schema: Schema | None = None
@@ -166,87 +134,6 @@ class JsonConverter(Converter, HeaderConverter):
             append(write(value))
         return out
 
-    def as_json_schema(self, schema: Schema) -> bytes:
-        """The schema's JSON exactly as it appears in the envelope (Connect's ``asJsonSchema``)."""
-        cached = self._schema_bytes.get(schema)
-        if cached is None:
-            cached = dumps(_schema_json(schema, self._encoders))
-            self._remember(self._schema_bytes, schema, cached)
-        else:
-            self._schema_bytes.move_to_end(schema)
-        return cached
-
-    def _remember(self, cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
-        cache[key] = value
-        if len(cache) > self._cache_size:
-            cache.popitem(last=False)
-
-    def _writer(self, schema: Schema | None) -> Callable[[Any], bytes | None]:
-        write = self._writers.get(schema)
-        if write is None:
-            write = self._build_writer(schema)
-            self._remember(self._writers, schema, write)
-        else:
-            self._writers.move_to_end(schema)
-        by_id = self._writers_by_id
-        if len(by_id) >= _MAX_ID_CACHE:
-            by_id.clear()
-        by_id[id(schema)] = (schema, write)  # keeps the schema alive, so its id() cannot be reused
-        return write
-
-    def _build_writer(self, schema: Schema | None) -> Callable[[Any], bytes | None]:
-        # The writers below inline dumps (orjson.dumps, then Jackson's escapes only when the output
-        # holds a "\\u00" escape or non-ASCII: what they rewrite) because a call costs as much as the checks.
-        dumps, escapes, join, failed = orjson.dumps, _jackson_escapes, b"".join, orjson.JSONEncodeError
-        if schema is None:
-            head = b'{"schema":null,"payload":' if self._envelope else b""
-
-            def write_schemaless(value: Any) -> bytes | None:
-                if value is None:
-                    return None  # a tombstone
-                try:
-                    payload = dumps(value if type(value) is str else _schemaless_json(value))
-                except failed as exc:
-                    raise _serialization_error(exc) from exc
-                if 92 in payload and b"\\u00" in payload or not payload.isascii():
-                    payload = escapes(payload)
-                return join((head, payload, b"}")) if head else b"%b" % payload
-
-            return write_schemaless
-
-        node = self._encoders.node(schema)
-        convert, fast = node.fn, node.fast
-        if node.f64 or fast is int:
-            fast = None  # the generic path below handles range checks and Java's float layout
-        if not self._envelope:
-
-            def write_plain(value: Any) -> bytes:
-                try:
-                    payload = dumps(value if type(value) is fast else convert(value))
-                except failed as exc:
-                    raise _serialization_error(exc) from exc
-                if 92 in payload and b"\\u00" in payload or not payload.isascii():
-                    return escapes(payload)
-                # "%b" copies orjson's output into a right-sized object: orjson returns bytes shrunk
-                # from a 1 KiB buffer, and keeping thousands of those alive costs ~1.5 µs each in
-                # fresh-memory page faults, against ~50 ns for the copy.
-                return b"%b" % payload
-
-            return write_plain
-
-        head = b'{"schema":' + self.as_json_schema(schema) + b',"payload":'
-
-        def write_envelope(value: Any) -> bytes:
-            try:
-                payload = dumps(value if type(value) is fast else convert(value))
-            except failed as exc:
-                raise _serialization_error(exc) from exc
-            if 92 in payload and b"\\u00" in payload or not payload.isascii():
-                payload = escapes(payload)
-            return join((head, payload, b"}"))  # one allocation; head + payload + b"}" copies twice
-
-        return write_envelope
-
     # -- bytes → Connect data ------------------------------------------------------------------
 
     def to_connect_data(self, topic: str, data: bytes | None, headers: Headers | None = None) -> SchemaAndValue:
@@ -266,7 +153,12 @@ class JsonConverter(Converter, HeaderConverter):
 
     def wire_format(self) -> WireFormat:
         """JSON, with the envelope when ``schemas.enable``; decimals as ``decimal.format`` says."""
-        return WireFormat("json", schemas=self._envelope, decimal_format=self.config.decimal_format)
+        return WireFormat(
+            "json",
+            schemas=self._envelope,
+            decimal_format=self.config.decimal_format,
+            replace_null_with_default=self.config.replace_null_with_default,
+        )
 
     def as_connect_schema(self, json_schema: Mapping[str, Any]) -> Schema:
         """Connect's ``asConnectSchema``: a parsed JSON schema object → :class:`Schema` (cached)."""

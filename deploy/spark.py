@@ -231,6 +231,12 @@ def spark_jars(libs: Path) -> list[str]:
     return sorted(str(p) for p in libs.glob("*.jar") if _artifact(p.name) not in bundled)
 
 
+def provisioned_jars() -> list[str]:
+    """The jars a backfill session needs, fetched now if they are not cached: what the ``sluice``
+    CLI hands to :func:`sluice.connectors.backfill.session.use_jar_source`."""
+    return spark_jars(ensure_spark_jars())
+
+
 def _artifact(jar_name: str) -> str:
     """``commons-pool2-2.12.0.jar`` → ``commons-pool2`` (the name without its version)."""
     match = re.match(r"(.+)-\d[\w.]*(?:-[A-Za-z]\w*)?\.jar$", jar_name)

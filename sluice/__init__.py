@@ -2,7 +2,7 @@
 
 The distribution claims this one import name. Its subpackages live at the top of the repository
 (``worker/``, ``connectors/``, ``converters/``, ``offsets/``, ``rest/``, ``plugins/``,
-``transforms/``, ``deploy/``) and are reached here through symbolic links, so that a checkout, an
+``transforms/``, ``deploy/``, ``cli/``) and are reached here through symbolic links, so that a checkout, an
 editable install and the built wheel all import them as ``sluice.worker``, ``sluice.connectors``, …
 (the wheel holds real copies). Nothing imports the folders under their bare names.
 """

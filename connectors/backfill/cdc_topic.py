@@ -52,7 +52,7 @@ from sluice.connectors.source.postgres_cdc import types as pg
 from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig, PublicationMode
 from sluice.connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
 from sluice.connectors.source.postgres_cdc.tables import Table
-from sluice.converters.json import JsonConverter
+from sluice.converters.json_data import JsonData
 
 logger = logging.getLogger(__name__)
 
@@ -80,12 +80,12 @@ class CdcHandoff:
 
     name: str
     config: PostgresCdcConfig
-    key_converter: JsonConverter
-    value_converter: JsonConverter
+    key_converter: JsonData  # the records' bytes as the connector's key.converter writes them
+    value_converter: JsonData
     partitioner: str  # crc32 | murmur2
 
 
-def _json_converter(raw: dict[str, Any], prefix: str) -> JsonConverter:
+def _json_converter(raw: dict[str, Any], prefix: str) -> JsonData:
     cls = str(raw.get(f"{prefix}.converter") or "JsonConverter")
     if cls.rsplit(".", 1)[-1] != "JsonConverter":
         raise ConfigError(
@@ -97,12 +97,10 @@ def _json_converter(raw: dict[str, Any], prefix: str) -> JsonConverter:
         for k, v in raw.items()
         if k.startswith(f"{prefix}.converter.") and not _is_reference(v)
     }
-    converter = JsonConverter()
     try:
-        converter.configure(settings, prefix == "key")
+        return JsonData(settings)
     except ConfigError as exc:
         raise ConfigError(f"target.cdc.config.{prefix}.converter: {exc}", key=f"target.cdc.config.{prefix}.converter") from None
-    return converter
 
 
 def parse_handoff(target: Any) -> CdcHandoff:
@@ -226,7 +224,7 @@ def record_parts(table: Table, handoff: CdcHandoff, database: str, lsn: int, now
         "ts_us": now_ns // 1000,
         "ts_ns": now_ns,
     }
-    whole = handoff.value_converter.from_connect_data(table.topic, table.envelope_schema, event)
+    whole = handoff.value_converter.value_json(table.envelope_schema, event)
     assert whole is not None
     marker = b'"before":null,"after":'
     at = whole.index(marker) + len(marker)

@@ -5,7 +5,7 @@ Steps of a run:
 1. Reflect the table with SQLAlchemy and map its columns to Connect schemas with the same code as
    the streaming JDBC source (:func:`sluice.connectors.jdbc_common.types.column_schema`); the value
    schema is a struct named after the table, the key a struct of the key columns (what the
-   ``ValueToKey`` transform gives the stream). Their JSON is built once by :mod:`sluice.converters.json`.
+   ``ValueToKey`` transform gives the stream). Their JSON is built once by :mod:`sluice.converters.json_data`.
 2. On PostgreSQL with logical decoding, take the read's position from a logical slot's exported
    snapshot (:mod:`sluice.connectors.backfill.pg_position`): every partition reads in that one snapshot,
    and the slot's consistent point is the LSN a CDC connector continues from with no gap.
@@ -39,7 +39,7 @@ from sluice.connectors.backfill.pg_position import (
 )
 from sluice.connectors.jdbc_common.connection import create_engine, to_sqlalchemy_url
 from sluice.connectors.jdbc_common.types import NumericMapping, column_schema, timezone
-from sluice.converters.json import JsonConverter
+from sluice.converters.json_data import JsonData
 
 logger = logging.getLogger(__name__)
 
@@ -269,10 +269,8 @@ def read_table(
 
 def records_frame(df: Any, source: Any, target: Any, plan: TablePlan, partitions: int) -> Any:
     """``key``, ``value`` (and ``partition``) columns of Connect JSON bytes."""
-    value_conv = JsonConverter()
-    value_conv.configure({"schemas.enable": target.value_converter_schemas_enable, "decimal.format": target.value_converter_decimal_format}, False)
-    key_conv = JsonConverter()
-    key_conv.configure({"schemas.enable": target.key_converter_schemas_enable, "decimal.format": target.value_converter_decimal_format}, True)
+    value_conv = JsonData({"schemas.enable": target.value_converter_schemas_enable, "decimal.format": target.value_converter_decimal_format})
+    key_conv = JsonData({"schemas.enable": target.key_converter_schemas_enable, "decimal.format": target.value_converter_decimal_format})
     fmt = target.value_converter_decimal_format
     value_schema_json = value_conv.as_json_schema(plan.value_schema) if target.value_converter_schemas_enable else None
     value_sql = record_expression(plan.columns, value_schema_json, decimal_format=fmt, db_timezone=source.db_timezone)

@@ -2,9 +2,14 @@
 
 Starting Spark's JVM costs 10-20 s on a small machine, so every backfill of a worker shares one
 session (jobs are told apart by Spark job groups, which also make them cancellable). The session
-gets the extra jars :mod:`sluice.deploy.spark` fetched (Kafka data source, S3A, PostgreSQL JDBC) on
-``spark.jars`` — never ``spark.jars.packages``, whose Ivy resolution is not allowed everywhere —
-and stays on loopback with the UI off unless the configuration says otherwise.
+puts the extra jars its caller provisions (Kafka data source, S3A, PostgreSQL JDBC) on ``spark.jars``
+— never ``spark.jars.packages``, whose Ivy resolution is not allowed everywhere — and stays on
+loopback with the UI off unless the configuration says otherwise.
+
+Where the jars come from is the deployment's business, not this module's: a caller hands a
+:data:`JarSource` to the provider, or once per process to :func:`use_jar_source` (the ``sluice``
+CLI points it at the dev-stack fetcher). The source is called when the first job starts the
+session, so a worker that never backfills never fetches a jar.
 
 Settings, lowest precedence first: Sluice's defaults, the worker's ``backfill.spark.*`` keys, then
 a job's ``spark.conf``. Confs that only take effect at JVM start (master, jars, driver memory) are
@@ -18,10 +23,26 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 logger = logging.getLogger(__name__)
+
+#: Returns the paths of the jars to add to ``spark.jars``; called once, when the session starts.
+#: Any error it raises makes the session :class:`SparkUnavailable`, with its message.
+JarSource = Callable[[], Sequence[str]]
+
+_process_jar_source: JarSource | None = None
+
+
+def use_jar_source(source: JarSource | None) -> None:
+    """Set the jars of the sessions whose provider names no :data:`JarSource` (``None``: no extra jars).
+
+    Called by whoever provisions Spark for this process (the ``sluice`` CLI before it starts a
+    worker), before the first backfill starts a session.
+    """
+    global _process_jar_source
+    _process_jar_source = source
 
 #: Confs that cannot change once the JVM runs.
 STATIC_CONFS = frozenset(
@@ -48,8 +69,11 @@ class SparkUnavailable(RuntimeError):
 class SparkSessionProvider:
     """Lazily creates and shares the process's SparkSession. Thread-safe."""
 
-    def __init__(self, confs: Mapping[str, str] | None = None, *, fetch_jars: bool = True) -> None:
+    def __init__(self, confs: Mapping[str, str] | None = None, *, jars: JarSource | None = None, fetch_jars: bool = True) -> None:
+        """``jars`` (default: the process's, see :func:`use_jar_source`) adds to ``spark.jars``;
+        ``fetch_jars=False`` adds none."""
         self._confs = {**DEFAULT_CONFS, **{k: str(v) for k, v in (confs or {}).items()}}
+        self._jars = jars
         self._fetch_jars = fetch_jars
         self._lock = threading.Lock()
         self._session: Any = None
@@ -106,14 +130,12 @@ class SparkSessionProvider:
         return session
 
     def _extra_jars(self) -> list[str]:
-        if not self._fetch_jars:
+        source = self._jars or _process_jar_source
+        if not self._fetch_jars or source is None:
             return []
-        # Only the CLI may import deploy: a breach listed in pyproject.toml's contracts, to be removed.
-        from sluice.deploy.spark import SparkJarsError, ensure_spark_jars, spark_jars
-
         try:
-            return spark_jars(ensure_spark_jars())
-        except SparkJarsError as exc:
+            return list(source())
+        except Exception as exc:  # a fetch that failed (no Maven, no network): Spark cannot start
             raise SparkUnavailable(str(exc)) from exc
 
     def stop(self) -> None:

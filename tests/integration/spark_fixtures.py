@@ -27,12 +27,12 @@ def spark_provider() -> Iterator[Any]:
     """The session's shared, lazily started SparkSession provider."""
     try:
         from sluice.connectors.backfill import SparkSessionProvider
-        from sluice.deploy.spark import SparkJarsError, ensure_spark_jars
+        from sluice.deploy.spark import SparkJarsError, provisioned_jars
 
-        ensure_spark_jars()
+        jars = provisioned_jars()
     except (ImportError, SparkJarsError) as exc:
         pytest.fail(f"Spark is not usable for the backfill tests ({exc}); run `make setup` and `python -m sluice.deploy.spark fetch`", pytrace=False)
-    provider = SparkSessionProvider(SPARK_TEST_CONFS)
+    provider = SparkSessionProvider(SPARK_TEST_CONFS, jars=lambda: jars)
     try:
         yield provider
     finally:

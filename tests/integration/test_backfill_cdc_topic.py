@@ -33,6 +33,7 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from sluice.cli.backfill import handoff_connector
 from sluice.connectors.source.postgres_cdc import catalog
 from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
 from sluice.connectors.source.postgres_cdc.snapshot import copy_out
@@ -40,7 +41,6 @@ from sluice.connectors.source.postgres_cdc.tables import Table
 from sluice.deploy.kafka_stack import KafkaBroker
 from sluice.deploy.postgres import PostgresServer
 from sluice.worker.backfill import BackfillManager, JobState
-from sluice.worker.cli_backfill import handoff_connector
 from tests.integration.cdc_helpers import (
     JSON,
     BackgroundWriter,

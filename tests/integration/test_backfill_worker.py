@@ -46,7 +46,7 @@ def test_cli_runs_a_backfill_on_the_worker_and_schedules_survive_a_restart(
         assert "source.connection.url" in bad.json()["message"]
 
         result = subprocess.run(
-            [sys.executable, "-m", "sluice.worker.cli", "backfill", "--url", worker.url, "run", str(job_file), "--interval", "0.5"],
+            [sys.executable, "-m", "sluice.cli", "backfill", "--url", worker.url, "run", str(job_file), "--interval", "0.5"],
             capture_output=True, text=True, timeout=600, cwd=REPO,
         )
         assert result.returncode == 0, result.stdout + result.stderr + worker.log()
@@ -54,7 +54,7 @@ def test_cli_runs_a_backfill_on_the_worker_and_schedules_survive_a_restart(
         assert "Read at LSN " in result.stdout  # the CDC hand-off position…
         assert "Continue with the PostgreSQL CDC connector: snapshot.mode=no_data streaming.start.lsn=" in result.stdout
         handoff = subprocess.run(
-            [sys.executable, "-m", "sluice.worker.cli", "backfill", "--url", worker.url, "status", "customers", "--handoff"],
+            [sys.executable, "-m", "sluice.cli", "backfill", "--url", worker.url, "status", "customers", "--handoff"],
             capture_output=True, text=True, timeout=60, cwd=REPO,
         )
         assert handoff.returncode == 0, handoff.stderr
@@ -65,7 +65,7 @@ def test_cli_runs_a_backfill_on_the_worker_and_schedules_survive_a_restart(
         scheduled = {**spec, "id": "nightly", "schedule": {"cron": "0 3 * * *"}}
         assert httpx.post(f"{worker.url}/backfills", json=scheduled, timeout=10).status_code == 201
         listed = subprocess.run(
-            [sys.executable, "-m", "sluice.worker.cli", "backfill", "--url", worker.url, "list"],
+            [sys.executable, "-m", "sluice.cli", "backfill", "--url", worker.url, "list"],
             capture_output=True, text=True, timeout=60, cwd=REPO,
         )
         assert "customers" in listed.stdout and "SUCCEEDED" in listed.stdout and "0 3 * * *" in listed.stdout

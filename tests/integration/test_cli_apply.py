@@ -18,7 +18,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-from sluice.worker.cli import main
+from sluice.cli.main import main
 from tests.integration.kafka_helpers import unique_topic_name
 from tests.integration.worker_process import WorkerProcess
 

@@ -259,7 +259,7 @@ def test_a_misconfigured_internal_topic_stops_the_worker_with_a_clear_error(kafk
         )
     )
     done = subprocess.run(
-        [sys.executable, "-m", "sluice.worker.cli", "distributed", str(props)], cwd=REPO, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "sluice.cli", "distributed", str(props)], cwd=REPO, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 2, done.stderr
     assert f"Topic '{group}-configs' supplied via the 'config.storage.topic' property" in done.stderr

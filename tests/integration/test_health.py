@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
+from sluice.cli.distributed import DistributedWorker
 from sluice.deploy.kafka_stack import DEFAULT_KAFKA_VERSION, KafkaBroker
-from sluice.worker.distributed.main import DistributedWorker
 from tests.integration.distributed_helpers import cluster_settings
 from tests.integration.worker_process import free_port
 

@@ -30,11 +30,11 @@ import httpx
 import pytest
 import yaml
 
+from sluice.cli.connector_files import load_connector_files
 from sluice.deploy import kube_schemas
 from sluice.deploy.helm_tools import PROMETHEUS_OPERATOR_VERSION, HelmTools, _module_dir, cached_tools
 from sluice.rest.settings import RestSettings
 from sluice.worker.config import with_cli_defaults
-from sluice.worker.connector_files import load_connector_files
 from sluice.worker.distributed.config import DistributedConfig
 from sluice.worker.properties import parse_properties
 from tests.integration.worker_process import free_port

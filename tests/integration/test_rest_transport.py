@@ -142,7 +142,7 @@ def test_an_exposed_listener_without_authentication_refuses_to_start(tmp_path: P
     cluster = {"group.id": "g", "config.storage.topic": "c", "offset.storage.topic": "o", "status.storage.topic": "s"}
     worker = _exposed(_worker(tmp_path, "127.0.0.1:1", cluster, mode))
     result = subprocess.run(
-        [sys.executable, "-m", "sluice.worker.cli", mode, str(worker.props_path)], cwd=REPO, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "sluice.cli", mode, str(worker.props_path)], cwd=REPO, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 2, result.stderr
     for key in ("rest.auth.basic.users", "rest.auth.bearer.tokens", "listeners.https.ssl.client.authentication",

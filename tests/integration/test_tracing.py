@@ -242,7 +242,7 @@ def test_an_untraced_worker_loads_no_opentelemetry_sdk(kafka: Any, tmp_path: Pat
     wrapper = (
         "import atexit, json, sys\n"
         f"atexit.register(lambda: open({str(report)!r}, 'w').write(json.dumps(sorted(m for m in sys.modules if m.startswith('opentelemetry')))))\n"
-        "from sluice.worker.cli import main\n"
+        "from sluice.cli.main import main\n"
         f"sys.argv = ['sluice', 'standalone', {str(worker.props_path)!r}]\n"
         "main()\n"
     )

@@ -55,7 +55,7 @@ def test_the_wheel_claims_only_the_sluice_import_name(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     top = {name.split("/", 1)[0] for name in names}
     assert top == {"sluice", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}
-    for module in ("sluice/__init__.py", "sluice/worker/cli.py", "sluice/connectors/api/__init__.py",
+    for module in ("sluice/__init__.py", "sluice/cli/main.py", "sluice/connectors/api/__init__.py",
                    "sluice/connectors/source/file/connector.py", "sluice/deploy/quickstart/run.sh",
                    "sluice/deploy/kafka/pom.xml"):
         assert module in names
@@ -66,9 +66,9 @@ def test_the_wheel_claims_only_the_sluice_import_name(wheel: Path) -> None:
 
 def test_the_installed_package_imports_from_the_venv_and_nothing_else(venv: Path, tmp_path: Path) -> None:
     code = (
-        "import importlib.util, sluice, sluice.worker.cli, sluice.connectors.source.file.connector\n"
+        "import importlib.util, sluice, sluice.cli.main, sluice.connectors.source.file.connector\n"
         "print(sluice.__file__)\n"
-        "print([n for n in ('worker', 'connectors', 'converters', 'offsets', 'rest', 'plugins', 'deploy', 'transforms')"
+        "print([n for n in ('worker', 'connectors', 'converters', 'offsets', 'rest', 'plugins', 'deploy', 'transforms', 'cli')"
         " if importlib.util.find_spec(n)])\n"
     )
     out = _run([str(venv / "bin" / "python"), "-c", code], cwd=tmp_path, env=_clean_env(venv)).splitlines()

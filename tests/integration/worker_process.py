@@ -70,7 +70,7 @@ class WorkerProcess:
     def start(self, *connector_files: Path) -> WorkerProcess:
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sluice.worker.cli", self.mode, str(self.props_path), *map(str, connector_files)],
+            [sys.executable, "-m", "sluice.cli", self.mode, str(self.props_path), *map(str, connector_files)],
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=Path(__file__).resolve().parents[2],

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("worker", "connectors", "converters", "offsets", "rest", "plugins", "deploy", "transforms")
+PACKAGES = ("worker", "connectors", "converters", "offsets", "rest", "plugins", "deploy", "transforms", "cli")
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 60
 

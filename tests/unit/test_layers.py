@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("connectors", "converters", "transforms", "offsets", "worker", "rest", "plugins", "deploy")
+PACKAGES = ("connectors", "converters", "transforms", "offsets", "worker", "rest", "plugins", "deploy", "cli")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 

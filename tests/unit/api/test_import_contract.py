@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 API_DIR = Path(__file__).resolve().parents[3] / "connectors" / "api"
-PROJECT_PACKAGES = {"worker", "rest", "plugins", "offsets", "converters", "deploy", "transforms", "connectors"}
+PROJECT_PACKAGES = {"worker", "rest", "plugins", "offsets", "converters", "deploy", "transforms", "connectors", "cli"}
 ALLOWED_THIRD_PARTY = {"pydantic", "pydantic_core", "typing_extensions"}
 
 

@@ -22,6 +22,7 @@ from sluice.connectors.backfill.cdc_snapshot import (
 from sluice.connectors.backfill.cdc_topic import key_parts, parse_handoff, record_parts
 from sluice.connectors.source.postgres_cdc import types as pg
 from sluice.connectors.source.postgres_cdc.tables import Column, Table
+from sluice.converters.json import JsonConverter
 from sluice.worker.backfill.models import masked_spec, parse_spec
 
 BASE = {
@@ -133,11 +134,13 @@ def test_the_constant_parts_are_the_connectors_own_bytes() -> None:
         "before": None, "after": after, "source": source, "transaction": None, "op": "r",
         "ts_ms": 1_700_000_000_123, "ts_us": 1_700_000_000_123_456, "ts_ns": 1_700_000_000_123_456_789,
     }  # fmt: skip
-    whole = handoff.value_converter.from_connect_data(t.topic, t.envelope_schema, event)
-    plain = type(handoff.value_converter)()
+    # What the connector's JsonConverter plugin writes for the whole event, and for the row alone.
+    whole = JsonConverter().from_connect_data(t.topic, t.envelope_schema, event)
+    plain = JsonConverter()
     plain.configure({"schemas.enable": False})
     after_json = plain.from_connect_data(t.topic, t.value_schema, after)
     assert whole == head + (after_json or b"") + tail
+    assert handoff.value_converter.value_json(t.envelope_schema, event) == whole
     assert head.startswith(b'{"schema":{"type":"struct","fields":[{"type":"struct","fields":[{"type":"int64","optional":false,"field":"id"}')
     assert b'"name":"dbserver1.public.orders.Envelope"' in head and b',"op":"r",' in tail
     key_head, key_tail = key_parts(t, handoff)

@@ -11,11 +11,11 @@ import pytest
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
+from sluice.cli.main import main
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
 from sluice.rest import create_app
 from sluice.worker.backfill import BackfillManager, MemoryBackfillStore
-from sluice.worker.cli import main
 from sluice.worker.config import WorkerConfig
 from sluice.worker.standalone import StandaloneHerder
 from sluice.worker.worker import Worker

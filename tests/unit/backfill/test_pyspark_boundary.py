@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
-PACKAGES = ("connectors", "converters", "offsets", "worker", "rest", "plugins", "deploy", "transforms")
+PACKAGES = ("connectors", "converters", "offsets", "worker", "rest", "plugins", "deploy", "transforms", "cli")
 _IMPORT = re.compile(r"^\s*(?:import pyspark|from pyspark)", re.MULTILINE)
 
 
@@ -23,5 +23,5 @@ def test_only_connectors_backfill_imports_pyspark() -> None:
 
 
 def test_the_rest_app_and_manager_do_not_load_pyspark() -> None:
-    code = "import sys, rest, worker.backfill, worker.cli; assert 'pyspark' not in sys.modules, 'pyspark loaded'"
+    code = "import sys, sluice.rest, sluice.worker.backfill, sluice.cli.main; assert 'pyspark' not in sys.modules, 'pyspark loaded'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)

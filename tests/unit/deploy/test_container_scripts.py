@@ -129,5 +129,5 @@ def test_the_build_context_digest_skips_what_the_ignore_file_keeps_out() -> None
     assert container_image._ignored("worker/__pycache__/cli.cpython-311.pyc", patterns)
     assert container_image._ignored("native/target/release/x.so", patterns)
     assert container_image._ignored(".venv/bin/python", patterns)
-    assert not container_image._ignored("worker/cli.py", patterns)
+    assert not container_image._ignored("cli/main.py", patterns)
     assert not container_image._ignored("native/src/lib.rs", patterns)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from sluice.worker.standalone_main import serve
+from sluice.cli.standalone import serve
 
 
 class SlowToStop:

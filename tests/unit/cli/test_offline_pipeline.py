@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner, Result
 
-from sluice.worker.cli import main
+from sluice.cli.main import main
 
 SOURCE = {
     "connector.class": "FileStreamSource",

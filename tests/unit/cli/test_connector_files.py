@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sluice.worker.connector_files import (
+from sluice.cli.connector_files import (
     ConnectorFileError,
     ConnectorFileErrors,
     dump_document,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sluice.worker.connector_diff import (
+from sluice.cli.connector_diff import (
     Action,
     KeyChange,
     diff_config,

@@ -16,7 +16,7 @@ from typing import Any
 import click
 import orjson
 
-from sluice.worker.rest_client import ConnectRestClient, open_client, rest_path
+from sluice.cli.rest_client import ConnectRestClient, open_client, rest_path
 
 DEFAULT_URL = "http://127.0.0.1:8083"
 _FINISHED = ("SUCCEEDED", "FAILED", "CANCELLED")

@@ -8,6 +8,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
+from sluice.cli.standalone import load_config_file, provide_spark_jars, serve
 from sluice.connectors.api import ConfigError
 from sluice.offsets.kafka import KafkaOffsetStore
 from sluice.plugins import PluginRegistry
@@ -18,7 +19,6 @@ from sluice.worker.config import with_cli_defaults
 from sluice.worker.distributed.config import DistributedConfig
 from sluice.worker.distributed.herder import DistributedHerder
 from sluice.worker.distributed.topics import InternalTopic, ensure_topics
-from sluice.worker.standalone_main import load_config_file, serve
 from sluice.worker.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -78,6 +78,7 @@ class DistributedWorker:
 
 def run_distributed(worker_file: str) -> int:
     """Run until a signal arrives; return the process exit code."""
+    provide_spark_jars()
     try:
         node = DistributedWorker(load_config_file(worker_file))
     except ConfigError as exc:

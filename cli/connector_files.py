@@ -9,7 +9,7 @@ A file holds one connector in the body shape of Connect's ``POST /connectors``, 
       topics: orders
       tasks.max: 2                       # numbers and booleans become Connect's strings
       connection.password: ${file:/etc/sluice/secrets/db.properties:password}
-    tests: [...]                         # optional, for `sluice test` (worker.offline_pipeline)
+    tests: [...]                         # optional, for `sluice test` (cli.offline_pipeline)
 
 A file that has ``tests`` and ``connector`` (a path to such a file) but no ``config`` is a test
 file only: ``sluice apply`` passes over it. Every problem is a :class:`ConnectorFileError` that

@@ -13,7 +13,7 @@ from typing import IO, Any
 import click
 import orjson
 
-from sluice.worker.cli_connector_io import (
+from sluice.cli.connector_io import (
     TARGET_STATES,
     connector_file,
     echo_json,
@@ -25,7 +25,7 @@ from sluice.worker.cli_connector_io import (
     trace_summary,
     wait_for,
 )
-from sluice.worker.rest_client import ConnectRestClient, WorkerRequestFailed, open_client, rest_path
+from sluice.cli.rest_client import ConnectRestClient, WorkerRequestFailed, open_client, rest_path
 
 __all__ = ["DEFAULT_URL", "connectors", "trace_summary"]
 

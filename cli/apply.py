@@ -1,9 +1,9 @@
 """``sluice apply``, ``sluice export`` and ``sluice test``: connectors as code.
 
-Connector configs live in files under version control (:mod:`sluice.worker.connector_files`); ``apply``
+Connector configs live in files under version control (:mod:`sluice.cli.connector_files`); ``apply``
 makes a cluster match them through Connect's REST API, ``export`` writes a cluster's connectors out
 as such files, and ``test`` runs a connector's transforms and converters over sample records
-without Kafka (:mod:`sluice.worker.offline_pipeline`). ``apply`` changes only what differs, so running it
+without Kafka (:mod:`sluice.cli.offline_pipeline`). ``apply`` changes only what differs, so running it
 again, from CI or from the Helm chart's hook, restarts nothing.
 """
 
@@ -16,20 +16,14 @@ from typing import Any, TypeVar
 
 import click
 
-from sluice.connectors.api import ConfigError
-from sluice.offsets.memory import MemoryOffsetStore
-from sluice.plugins import PluginRegistry
-from sluice.worker.cli_connector_io import wait_for
-from sluice.worker.cli_connectors import DEFAULT_URL
-from sluice.worker.config import WorkerConfig
-from sluice.worker.connector_diff import (
+from sluice.cli.connector_diff import (
     Action,
     ConnectorChange,
     hidden_values_without_source,
     plan_changes,
     render_plan,
 )
-from sluice.worker.connector_files import (
+from sluice.cli.connector_files import (
     ConnectorFile,
     ConnectorFileError,
     ConnectorFileErrors,
@@ -38,10 +32,16 @@ from sluice.worker.connector_files import (
     load_connector_files,
     read_connector_file,
 )
+from sluice.cli.connector_io import wait_for
+from sluice.cli.connectors import DEFAULT_URL
+from sluice.cli.offline_pipeline import CaseError, OfflinePipeline
+from sluice.cli.rest_client import ConnectRestClient, WorkerRequestFailed, open_client, rest_path
+from sluice.connectors.api import ConfigError
+from sluice.offsets.memory import MemoryOffsetStore
+from sluice.plugins import PluginRegistry
+from sluice.worker.config import WorkerConfig
 from sluice.worker.masking import MASK
-from sluice.worker.offline_pipeline import CaseError, OfflinePipeline
 from sluice.worker.properties import load_properties
-from sluice.worker.rest_client import ConnectRestClient, WorkerRequestFailed, open_client, rest_path
 from sluice.worker.worker import Worker
 
 F = TypeVar("F", bound=Callable[..., Any])

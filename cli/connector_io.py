@@ -14,8 +14,8 @@ from typing import Any
 import click
 import orjson
 
+from sluice.cli.rest_client import ConnectRestClient, rest_path
 from sluice.worker.properties import parse_properties
-from sluice.worker.rest_client import ConnectRestClient, rest_path
 
 TARGET_STATES = ("RUNNING", "PAUSED", "STOPPED")
 

@@ -6,11 +6,11 @@ import sys
 
 import click
 
+from sluice.cli.apply import apply, export, test_command
+from sluice.cli.backfill import backfill
+from sluice.cli.connectors import connectors
 from sluice.connectors.api import ConfigError
 from sluice.worker import tracing
-from sluice.worker.cli_apply import apply, export, test_command
-from sluice.worker.cli_backfill import backfill
-from sluice.worker.cli_connectors import connectors
 from sluice.worker.logcontext import LOG_FORMATS, configure_logging
 
 
@@ -51,7 +51,7 @@ def standalone(worker_config: str, connector_configs: tuple[str, ...], log_level
     SIGTERM or Ctrl-C stops the worker cleanly: tasks flush and commit their offsets.
     """
     # Here: the client commands start without loading the worker and its REST server.
-    from sluice.worker.standalone_main import run_standalone
+    from sluice.cli.standalone import run_standalone
 
     _configure_observability(worker_config, log_level, log_format)
     sys.exit(run_standalone(worker_config, list(connector_configs)))
@@ -77,7 +77,7 @@ def distributed(worker_config: str, log_level: str, log_format: str | None) -> N
     group at once, so the others take over without waiting for the session timeout.
     """
     # Here: the client commands start without loading the worker and its REST server.
-    from sluice.worker.distributed.main import run_distributed
+    from sluice.cli.distributed import run_distributed
 
     _configure_observability(worker_config, log_level, log_format)
     sys.exit(run_distributed(worker_config))
@@ -87,7 +87,7 @@ def _configure_observability(worker_config: str, log_level: str, log_format: str
     """Logging (``--log-format``, else the worker's ``log.format``) and tracing
     (``tracing.otlp.endpoint``) of a worker process, before the worker is built."""
     # Here: the client commands start without loading the worker (the worker commands load it next).
-    from sluice.worker.standalone_main import load_config_file
+    from sluice.cli.standalone import load_config_file
 
     try:
         settings = load_config_file(worker_config)

@@ -14,6 +14,8 @@ from typing import Any, Protocol
 import orjson
 
 from sluice.connectors.api import ConfigError, ConnectError
+from sluice.connectors.backfill.session import use_jar_source
+from sluice.deploy.spark import provisioned_jars
 from sluice.offsets import FileOffsetStore, MemoryOffsetStore, OffsetStore
 from sluice.plugins import PluginRegistry
 from sluice.rest import create_app
@@ -159,8 +161,15 @@ def serve(
     return exit_code
 
 
+def provide_spark_jars() -> None:
+    """Backfills of this process get Spark's extra jars from the dev-stack fetcher (Maven), called
+    when the first one starts Spark: a worker that never backfills fetches nothing."""
+    use_jar_source(provisioned_jars)
+
+
 def run_standalone(worker_file: str, connector_files: list[str]) -> int:
     """Run until a signal arrives; return the process exit code."""
+    provide_spark_jars()
     try:
         node = StandaloneWorker(load_config_file(worker_file))
         connectors = [connector_from_file(f) for f in connector_files]
