@@ -98,8 +98,10 @@ class PostgresServer:
         database: str = "sluice",
         kill_with_parent: bool = False,
         extra_settings: dict[str, str] | None = None,
+        bin_dir: Path | None = None,
     ) -> None:
         self.port = port
+        self.bin_dir = bin_dir  # None: find_bin_dir() (the system's server)
         self.database = database
         self.kill_with_parent = kill_with_parent
         self.extra_settings = dict(extra_settings or {})
@@ -145,7 +147,7 @@ class PostgresServer:
         """
         if self._proc is not None:
             return self
-        bin_dir = find_bin_dir()
+        bin_dir = self.bin_dir or find_bin_dir()
         run_as = _service_user()
         if self.base_dir is None:
             self.base_dir = Path(tempfile.mkdtemp(prefix="sluice-pg-"))

@@ -33,6 +33,7 @@ from sluice.transforms.flatten import Flatten, FlattenKey, FlattenValue
 from sluice.transforms.headers import DropHeaders, HeaderFrom, HeaderFromKey, HeaderFromValue, InsertHeader
 from sluice.transforms.java_time import JavaDateFormat
 from sluice.transforms.metadata import SetSchemaMetadata, SetSchemaMetadataKey, SetSchemaMetadataValue
+from sluice.transforms.outbox import EventRouter
 from sluice.transforms.predicates import HasHeaderKey, RecordIsTombstone, TopicNameMatches
 from sluice.transforms.routing import RegexRouter, TimestampRouter
 from sluice.transforms.timestamp import TimestampConverter, TimestampConverterKey, TimestampConverterValue
@@ -45,6 +46,7 @@ BUILTIN_TRANSFORMS: dict[str, type[Transformation]] = {
         CastKey,
         CastValue,
         DropHeaders,
+        EventRouter,
         ExtractFieldKey,
         ExtractFieldValue,
         ExtractNewRecordState,
@@ -84,6 +86,7 @@ __all__ = [
     "CastKey",
     "CastValue",
     "DropHeaders",
+    "EventRouter",
     "ExtractField",
     "ExtractFieldKey",
     "ExtractFieldValue",

@@ -55,8 +55,13 @@ def split_own_keys(
     define them.
     """
     known_keys = model_keys(model)
-    known = {k: v for k, v in own.items() if k in known_keys}
-    unknown = {k: v for k, v in own.items() if k not in known_keys}
+    prefixes = tuple(getattr(model, "prefixed_keys", {}))
+
+    def owned(key: str) -> bool:
+        return key in known_keys or (bool(prefixes) and key.startswith(prefixes))
+
+    known = {k: v for k, v in own.items() if owned(k)}
+    unknown = {k: v for k, v in own.items() if not owned(k)}
     unknown.update({k: v for k, v in (common or {}).items() if k in CONNECTOR_ERRORS_KEYS and k not in known_keys})
     return known, unknown
 

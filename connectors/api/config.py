@@ -14,9 +14,9 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError, model_validator
 
 from sluice.connectors.api.errors import ConfigError
 
@@ -73,6 +73,33 @@ class PluginConfig(BaseModel):
         str_strip_whitespace=True,
         hide_input_in_errors=True,
     )
+
+    #: Key prefixes whose keys pass through to a client the plugin builds (Debezium's
+    #: ``signal.consumer.*``): ``{"signal.consumer.": "signal_consumer"}`` gathers every
+    #: ``signal.consumer.<setting>`` key into the ``dict[str, str]`` attribute ``signal_consumer`` as
+    #: ``{"<setting>": value}``. Such keys are the plugin's own: accepted, validated as strings, kept.
+    prefixed_keys: ClassVar[Mapping[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_prefixed(cls, data: Any) -> Any:
+        if not cls.prefixed_keys or not isinstance(data, Mapping):
+            return data
+        out = dict(data)
+        for prefix, name in cls.prefixed_keys.items():
+            gathered = {k[len(prefix) :]: out.pop(k) for k in list(out) if k.startswith(prefix)}
+            if gathered:
+                out[name] = {**out.get(name, {}), **gathered}
+        return out
+
+    @classmethod
+    def prefixed_flat(cls, model: BaseModel) -> dict[str, Any]:
+        """The prefixed keys of ``model`` as the flat keys they came from (for a task config)."""
+        return {
+            prefix + key: value
+            for prefix, name in cls.prefixed_keys.items()
+            for key, value in (getattr(model, name, None) or {}).items()
+        }
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any], *, ignore: frozenset[str] | set[str] = frozenset()) -> Any:

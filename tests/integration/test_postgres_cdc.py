@@ -35,6 +35,7 @@ from tests.integration.cdc_helpers import (
     write_connector,
 )
 from tests.integration.kafka_helpers import unique_topic_name
+from tests.integration.postgres_fixtures import ON_PG15_AND_PG18
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +44,8 @@ def _decimal(encoded: str, scale: int) -> decimal.Decimal:
     return decimal.Decimal(int.from_bytes(base64.b64decode(encoded), "big", signed=True)).scaleb(-scale)
 
 
-def test_changes_match_debezium_envelope_and_types(kafka: Any, postgres: PostgresServer, postgres_db: str, tmp_path: Path) -> None:
+@ON_PG15_AND_PG18
+def test_changes_match_debezium_envelope_and_types(kafka: Any, pg_server: PostgresServer, postgres_db: str, tmp_path: Path) -> None:
     bootstrap = kafka.bootstrap_servers
     prefix = unique_topic_name("cdc")
     run_sql(
@@ -56,7 +58,7 @@ def test_changes_match_debezium_envelope_and_types(kafka: Any, postgres: Postgre
         "CREATE TABLE plain (id int PRIMARY KEY, name text NOT NULL, qty int)",
         "INSERT INTO plain VALUES (100, 'before-start', 1)",
     )
-    config = cdc_config(postgres.port, dbname(postgres_db), prefix, **{"table.include.list": r"public\.(items|plain)"})
+    config = cdc_config(pg_server.port, dbname(postgres_db), prefix, **{"table.include.list": r"public\.(items|plain)"})
     w = worker(tmp_path, bootstrap).start(write_connector(tmp_path / "cdc.json", "cdc", config))
     try:
         w.wait_running("cdc")
@@ -338,7 +340,8 @@ def test_idle_database_with_heartbeats_advances_the_slot(
         w.stop()
 
 
-def test_signal_table_runs_an_incremental_snapshot(kafka: Any, postgres: PostgresServer, postgres_db: str, tmp_path: Path) -> None:
+@ON_PG15_AND_PG18
+def test_signal_table_runs_an_incremental_snapshot(kafka: Any, pg_server: PostgresServer, postgres_db: str, tmp_path: Path) -> None:
     bootstrap = kafka.bootstrap_servers
     prefix = unique_topic_name("cdcsig")
     run_sql(
@@ -348,7 +351,7 @@ def test_signal_table_runs_an_incremental_snapshot(kafka: Any, postgres: Postgre
         "CREATE TABLE dbz_signal (id text PRIMARY KEY, type text NOT NULL, data text)",
     )
     config = cdc_config(
-        postgres.port, dbname(postgres_db), prefix,
+        pg_server.port, dbname(postgres_db), prefix,
         **{
             "table.include.list": r"public\.t",
             "snapshot.mode": "no_data",
@@ -402,14 +405,15 @@ def test_streaming_starts_after_an_lsn_recorded_elsewhere(
         w.stop()
 
 
-def test_table_changes_show_up_in_record_schemas(kafka: Any, postgres: PostgresServer, postgres_db: str, tmp_path: Path) -> None:
+@ON_PG15_AND_PG18
+def test_table_changes_show_up_in_record_schemas(kafka: Any, pg_server: PostgresServer, postgres_db: str, tmp_path: Path) -> None:
     import orjson
 
     bootstrap = kafka.bootstrap_servers
     prefix = unique_topic_name("cdcddl")
     run_sql(postgres_db, "CREATE TABLE t (id int PRIMARY KEY, n int)")
     config = cdc_config(
-        postgres.port, dbname(postgres_db), prefix, **{"table.include.list": r"public\.t", "snapshot.mode": "no_data"}
+        pg_server.port, dbname(postgres_db), prefix, **{"table.include.list": r"public\.t", "snapshot.mode": "no_data"}
     )
     w = worker(tmp_path, bootstrap).start(write_connector(tmp_path / "cdc.json", "cdc", config))
     try:

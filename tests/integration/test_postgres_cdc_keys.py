@@ -23,6 +23,7 @@ from sluice.connectors.source.postgres_cdc.replication import ReplicationStream
 from sluice.deploy.postgres import PostgresServer
 from tests.integration.cdc_helpers import cdc_config, dbname, key, read_events, run_sql, value, worker, write_connector
 from tests.integration.kafka_helpers import unique_topic_name
+from tests.integration.postgres_fixtures import ON_PG15_AND_PG18, skip_without_extension
 from tests.integration.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.integration
@@ -78,7 +79,9 @@ def _pair_events(
         w.stop()
 
 
-def test_hstore_as_json_and_as_map(kafka: Any, postgres: PostgresServer, postgres_db: str, tmp_path: Path) -> None:
+@ON_PG15_AND_PG18
+def test_hstore_as_json_and_as_map(kafka: Any, pg_server: PostgresServer, postgres_db: str, tmp_path: Path) -> None:
+    skip_without_extension(pg_server, "hstore")
     bootstrap = kafka.bootstrap_servers
     run_sql(
         postgres_db,
@@ -89,7 +92,7 @@ def test_hstore_as_json_and_as_map(kafka: Any, postgres: PostgresServer, postgre
     tag = unique_topic_name("hs")[-6:]
     variants = {"json": (f"hsj{tag}", {}), "map": (f"hsm{tag}", {"hstore.handling.mode": "map"})}
     change = "INSERT INTO attrs VALUES (3, 'b=>2, a=>1, \"k e y\"=>\"\u00e9\"', 'x=>y')"
-    got, _ = _pair_events(tmp_path, bootstrap, postgres, postgres_db, "attrs", variants, change, 3)
+    got, _ = _pair_events(tmp_path, bootstrap, pg_server, postgres_db, "attrs", variants, change, 3)
     as_json = [value(r)["after"] for r in got["json"]]
     assert [value(r)["op"] for r in got["json"]] == ["r", "r", "c"]
     assert as_json[0] == {"id": 1, "h": '{"size":null,"color":"red"}', "tags": "{}"}  # Debezium's (HashMap) order
@@ -146,8 +149,9 @@ def test_unknown_types_are_left_out_unless_included(
     assert fields["at"]["type"] == "bytes" and fields["ats"]["items"]["type"] == "bytes"
 
 
+@ON_PG15_AND_PG18
 def test_message_key_columns_replace_the_primary_key(
-    kafka: Any, postgres: PostgresServer, postgres_db: str, tmp_path: Path
+    kafka: Any, pg_server: PostgresServer, postgres_db: str, tmp_path: Path
 ) -> None:
     """Snapshot and stream, native encoding on and off: the events of public.orders are keyed by
     customer; another table keeps its primary key."""
@@ -167,7 +171,7 @@ def test_message_key_columns_replace_the_primary_key(
         "message.key.columns": r"public\.ORDERS:Customer;nothing\.matches:x",
     }  # fmt: skip
     configs = {
-        name: cdc_config(postgres.port, dbname(postgres_db), prefix, **extra, **({"native.encoding": "false"} if name == "python" else {}))
+        name: cdc_config(pg_server.port, dbname(postgres_db), prefix, **extra, **({"native.encoding": "false"} if name == "python" else {}))
         for name, prefix in prefixes.items()
     }  # fmt: skip
     w = worker(tmp_path, bootstrap).start(*(write_connector(tmp_path / f"{n}.json", n, c) for n, c in configs.items()))

@@ -22,6 +22,7 @@ from sluice.deploy.kafka_stack import KafkaBroker
 from sluice.deploy.postgres import PostgresError, PostgresServer
 from tests.integration.cdc_helpers import cdc_config, dbname, libpq, run_sql
 from tests.integration.cdc_helpers import worker as sluice_worker
+from tests.integration.postgres_fixtures import ON_PG15_AND_PG18
 
 pytestmark = pytest.mark.integration
 
@@ -45,8 +46,9 @@ def orders_db(postgres_db: str) -> str:
     return postgres_db
 
 
-def test_a_ready_database_has_no_problem(orders_db: str, postgres: PostgresServer) -> None:
-    assert _problems(postgres.port, dbname(orders_db)) == {}
+@ON_PG15_AND_PG18
+def test_a_ready_database_has_no_problem(orders_db: str, pg_server: PostgresServer) -> None:
+    assert _problems(pg_server.port, dbname(orders_db)) == {}
 
 
 def test_a_user_without_replication_rights_is_named(orders_db: str, postgres: PostgresServer) -> None:
@@ -68,20 +70,22 @@ def test_a_missing_publication_is_named_when_autocreate_is_disabled(orders_db: s
         run_sql(orders_db, "DROP PUBLICATION not_there")
 
 
-def test_a_table_postgres_cannot_publish_is_named_until_it_has_an_identity(orders_db: str, postgres: PostgresServer) -> None:
+@ON_PG15_AND_PG18
+def test_a_table_postgres_cannot_publish_is_named_until_it_has_an_identity(orders_db: str, pg_server: PostgresServer) -> None:
     run_sql(orders_db, "CREATE TABLE events (at timestamptz, what text)")
     include = {"table.include.list": "public.orders,public.events"}
-    problems = _problems(postgres.port, dbname(orders_db), **include)
+    problems = _problems(pg_server.port, dbname(orders_db), **include)
     assert set(problems) == {"table.include.list"}
     assert "public.events" in problems["table.include.list"] and "public.orders" not in problems["table.include.list"]
     run_sql(orders_db, "ALTER TABLE events REPLICA IDENTITY FULL")
-    assert _problems(postgres.port, dbname(orders_db), **include) == {}
+    assert _problems(pg_server.port, dbname(orders_db), **include) == {}
 
 
-def test_a_slot_of_another_plugin_is_named(orders_db: str, postgres: PostgresServer) -> None:
+@ON_PG15_AND_PG18
+def test_a_slot_of_another_plugin_is_named(orders_db: str, pg_server: PostgresServer) -> None:
     run_sql(orders_db, "SELECT pg_create_logical_replication_slot('decoding_slot', 'test_decoding')")
     try:
-        problems = _problems(postgres.port, dbname(orders_db), **{"slot.name": "decoding_slot"})
+        problems = _problems(pg_server.port, dbname(orders_db), **{"slot.name": "decoding_slot"})
         assert set(problems) == {"slot.name"} and "'test_decoding'" in problems["slot.name"]
     finally:
         run_sql(orders_db, "SELECT pg_drop_replication_slot('decoding_slot')")

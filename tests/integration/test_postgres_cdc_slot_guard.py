@@ -25,6 +25,7 @@ import pytest
 from sluice.deploy.postgres import PostgresServer
 from tests.integration.cdc_helpers import cdc_config, dbname, libpq, run_sql, worker, write_connector
 from tests.integration.kafka_helpers import unique_topic_name
+from tests.integration.postgres_fixtures import ON_PG15_AND_PG18
 from tests.integration.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.integration
@@ -79,8 +80,9 @@ class Scenario:
         return lambda: [self.retained(name) for name in self.slots] != before
 
 
+@ON_PG15_AND_PG18
 def test_paused_connectors_slots_grow_the_guard_warns_degrades_fails_and_clears(
-    kafka: Any, postgres: PostgresServer, postgres_db: str, tmp_path: Path
+    kafka: Any, pg_server: PostgresServer, postgres_db: str, tmp_path: Path
 ) -> None:
     run_sql(postgres_db, "CREATE TABLE churn (id int PRIMARY KEY, pad text)", "INSERT INTO churn VALUES (1, 'x')",
             "CREATE TABLE hold (n int)", "INSERT INTO hold VALUES (0)")  # fmt: skip
@@ -89,8 +91,8 @@ def test_paused_connectors_slots_grow_the_guard_warns_degrades_fails_and_clears(
         "slot.max.retained.wal.bytes": str(BOUND),
         "slot.retained.wal.warn.ratio": str(WARN_RATIO),
     }
-    degrade = cdc_config(postgres.port, dbname(postgres_db), unique_topic_name("guard"), **guard)
-    fail = cdc_config(postgres.port, dbname(postgres_db), unique_topic_name("guardfail"),
+    degrade = cdc_config(pg_server.port, dbname(postgres_db), unique_topic_name("guard"), **guard)
+    fail = cdc_config(pg_server.port, dbname(postgres_db), unique_topic_name("guardfail"),
                       **guard, **{"slot.retained.wal.action": "fail"})  # fmt: skip
     w = worker(tmp_path, kafka.bootstrap_servers).start(
         write_connector(tmp_path / "degrade.json", "degrade", degrade), write_connector(tmp_path / "fail.json", "fail", fail)

@@ -14,9 +14,10 @@ from psycopg import Connection, sql
 
 from sluice.connectors.api import ConfigError
 from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig, PublicationMode, parse_message_key_columns
+from sluice.connectors.source.postgres_cdc.defaults import column_default
 from sluice.connectors.source.postgres_cdc.tables import Column, Table
 from sluice.connectors.source.postgres_cdc.type_registry import TypeResolver, unknown_type
-from sluice.connectors.source.postgres_cdc.types import TypeModes
+from sluice.connectors.source.postgres_cdc.types import ColumnType, TypeModes
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +70,10 @@ class TableFilter:
 
 
 _COLUMNS_SQL = """
-SELECT a.attname, a.atttypid::int, a.atttypmod, NOT a.attnotnull
+SELECT a.attname, a.atttypid::int, a.atttypmod, NOT a.attnotnull, t.typname, pg_get_expr(d.adbin, d.adrelid), t.typtype = 'e'
 FROM pg_attribute a
+JOIN pg_type t ON t.oid = a.atttypid
+LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''
 ORDER BY a.attnum
 """
@@ -146,7 +149,8 @@ def load_table(
             if col_name not in always:
                 _warn_unknown(f"{schema}.{name}", col_name, type_name)
             ctype = unknown_type(resolver.modes)
-        columns.append(Column(col_name, type_oid, typmod, optional and col_name not in primary_key, ctype))
+        default = _default(info, type_oid, typmod, ctype)
+        columns.append(Column(col_name, type_oid, typmod, optional and col_name not in primary_key, ctype, default))
         included.append(col_name in always or (known and table_filter.column_included(schema, name, col_name)))
     primary_key = [k for k in primary_key if k in names]
     return Table(
@@ -162,6 +166,14 @@ def load_table(
         key_columns=key_columns,
         placeholder=config.placeholder_bytes,
     )
+
+
+def _default(info: tuple[Any, ...] | None, type_oid: int, typmod: int, ctype: ColumnType) -> Any:
+    """A column's schema default from its catalog row (:data:`_COLUMNS_SQL`): only while the column
+    still has the type the stream sent."""
+    if info is None or info[1] != type_oid:
+        return None
+    return column_default(info[5], info[4], typmod, ctype, enum=info[6])
 
 
 def type_modes(config: PostgresCdcConfig) -> TypeModes:
@@ -290,9 +302,26 @@ def ensure_slot(conn: Connection[Any], config: PostgresCdcConfig) -> bool:
                 key="slot.name",
             )
         return False
-    conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (config.slot_name,))
-    log.info("Created replication slot %s", config.slot_name)
+    if config.slot_failover:
+        if conn.info.server_version < FAILOVER_SLOT_SERVER_VERSION:
+            raise ConfigError(failover_unsupported(conn.info.server_version), key="slot.failover")
+        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput', failover => true)", (config.slot_name,))
+    else:
+        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (config.slot_name,))
+    log.info("Created replication slot %s%s", config.slot_name, " (failover)" if config.slot_failover else "")
     return True
+
+
+#: Failover slots (``failover => true``) arrived in PostgreSQL 17.
+FAILOVER_SLOT_SERVER_VERSION = 170000
+
+
+def failover_unsupported(server_version: int) -> str:
+    """Why ``slot.failover=true`` cannot be honoured on a server of ``server_version``."""
+    return (
+        f"slot.failover=true needs PostgreSQL 17 or later (failover slots); this server runs PostgreSQL "
+        f"{server_version // 10000}. Set slot.failover=false, or upgrade the server."
+    )
 
 
 def drop_slot(conn: Connection[Any], slot: str) -> None:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
-from sluice.connectors.api import ConfigError, PluginConfig
+from sluice.connectors.api import ConfigError, PluginConfig, dotted
 from sluice.connectors.source.postgres_cdc.slot_guard import SlotWalAction
 
 
@@ -46,6 +46,10 @@ def format_lsn(lsn: int) -> str:
     return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
+#: Debezium's post processor that reselects unavailable (TOASTed) and null column values.
+RESELECTOR_CLASS = "io.debezium.processors.reselect.ReselectColumnsPostProcessor"
+
+
 class SnapshotMode(enum.StrEnum):
     INITIAL = "initial"
     NO_DATA = "no_data"
@@ -64,6 +68,8 @@ _SNAPSHOT_ALIASES = {"never": "no_data", "schema_only": "no_data"}
 
 class PostgresCdcConfig(PluginConfig):
     """Debezium ``PostgresConnector`` keys (plus two Sluice additions, see the module docstring)."""
+
+    prefixed_keys: ClassVar[Mapping[str, str]] = {"signal.consumer.": "signal_consumer"}
 
     database_hostname: str = Field("localhost", description="Host name of the PostgreSQL server.")
     database_port: int = Field(5432, ge=1, le=65535, description="Port of the PostgreSQL server.")
@@ -84,6 +90,11 @@ class PostgresCdcConfig(PluginConfig):
     )
     slot_name: str = Field("debezium", description="Replication slot to create or reuse.")
     slot_drop_on_stop: bool = Field(False, description="Drop the slot when the task stops (development only).")
+    slot_failover: bool = Field(
+        False,
+        description="Create the slot as a failover slot (PostgreSQL 17+), which a standby with "
+        "sync_replication_slots=on keeps in step, so capture resumes after a failover.",
+    )
     publication_name: str = Field("dbz_publication", description="Publication pgoutput streams from.")
     publication_autocreate_mode: PublicationMode = Field(
         PublicationMode.ALL_TABLES,
@@ -149,6 +160,27 @@ class PostgresCdcConfig(PluginConfig):
     )
     signal_data_collection: str = Field("", description="Signal table <schema>.<table> (columns id, type, data).")
     incremental_snapshot_chunk_size: int = Field(1024, ge=1, description="Rows per chunk of an incremental snapshot.")
+    signal_enabled_channels: list[str] = Field(
+        default_factory=lambda: ["source"],
+        description="Channels signals are read from: source (the signal.data.collection table), kafka.",
+    )
+    signal_kafka_topic: str = Field("", description="Topic of Kafka signals (default <topic.prefix>-signal).")
+    signal_kafka_bootstrap_servers: str = Field(
+        "", validate_default=True, description="Kafka cluster of the signal topic (required with the kafka channel)."
+    )
+    signal_kafka_group_id: str = Field(
+        "kafka-signal", alias="signal.kafka.groupId", description="Consumer group of the Kafka signal consumer."
+    )
+    signal_consumer: dict[str, str] = Field(
+        default_factory=dict,
+        description="signal.consumer.<setting>: librdkafka settings of the Kafka signal consumer (security, SASL, ...).",
+    )
+    notification_enabled_channels: list[str] = Field(
+        default_factory=list, description="Where snapshot notifications go: sink (a topic), log (an INFO line)."
+    )
+    notification_sink_topic_name: str = Field(
+        "", validate_default=True, description="Topic of notifications (required with the sink channel)."
+    )
     provide_transaction_metadata: bool = Field(
         False, description="Emit BEGIN/END events to <prefix>.transaction and a transaction block in each event."
     )
@@ -201,6 +233,29 @@ class PostgresCdcConfig(PluginConfig):
         description="Sluice: with no stored offset, stream only changes committed after this LSN (e.g. 0/16B6C50, "
         "recorded by a backfill). The slot must already exist at or before it.",
     )
+    message_prefix_include_list: list[str] = Field(
+        default_factory=list, description="Regexes of logical decoding message prefixes emitted as events (op m)."
+    )
+    message_prefix_exclude_list: list[str] = Field(
+        default_factory=list, description="Regexes of logical decoding message prefixes not emitted as events."
+    )
+    post_processors: list[str] = Field(
+        default_factory=list, description="Post processors by name; 'reselector' (the reselector.* keys) is available."
+    )
+    reselector_type: str = Field("", validate_default=True, description=f"The reselector's class: {RESELECTOR_CLASS}.")
+    reselector_reselect_columns_include_list: list[str] = Field(
+        default_factory=list, description="Regexes of <schema>.<table>.<column> the reselector fills (default: all)."
+    )
+    reselector_reselect_columns_exclude_list: list[str] = Field(
+        default_factory=list, description="Regexes of <schema>.<table>.<column> the reselector leaves alone."
+    )
+    reselector_reselect_unavailable_values: bool = Field(
+        True, description="Reselect columns holding the unavailable-value placeholder (unchanged TOASTed values)."
+    )
+    reselector_reselect_null_values: bool = Field(True, description="Reselect columns that are null in the event.")
+    reselector_reselect_use_event_key: bool = Field(
+        False, description="Find the row by the event key (message.key.columns) instead of the primary key."
+    )
 
     @field_validator(
         "schema_include_list",
@@ -210,6 +265,11 @@ class PostgresCdcConfig(PluginConfig):
         "column_include_list",
         "column_exclude_list",
         "skipped_operations",
+        "message_prefix_include_list",
+        "message_prefix_exclude_list",
+        "post_processors",
+        "reselector_reselect_columns_include_list",
+        "reselector_reselect_columns_exclude_list",
         mode="before",
     )
     @classmethod
@@ -217,7 +277,9 @@ class PostgresCdcConfig(PluginConfig):
         return split_list(value)
 
     @field_validator("schema_include_list", "schema_exclude_list", "table_include_list", "table_exclude_list",
-                     "column_include_list", "column_exclude_list")  # fmt: skip
+                     "column_include_list", "column_exclude_list", "message_prefix_include_list",
+                     "message_prefix_exclude_list", "reselector_reselect_columns_include_list",
+                     "reselector_reselect_columns_exclude_list")  # fmt: skip
     @classmethod
     def _regexes(cls, value: list[str]) -> list[str]:
         for pattern in value:
@@ -280,6 +342,47 @@ class PostgresCdcConfig(PluginConfig):
             raise ValueError(f"unknown operations {bad}; use c, u, d, t or none")
         return value
 
+    @field_validator("signal_enabled_channels", "notification_enabled_channels", mode="before")
+    @classmethod
+    def _channels(cls, value: Any, info: ValidationInfo) -> Any:
+        known = ("source", "kafka") if info.field_name == "signal_enabled_channels" else ("sink", "log")
+        value = [str(v).lower() for v in split_list(value)]
+        unknown = [v for v in value if v not in known]
+        if unknown:
+            raise ValueError(f"unknown channel(s) {', '.join(unknown)}; the channels are {', '.join(known)}")
+        return value
+
+    @field_validator("signal_consumer")
+    @classmethod
+    def _consumer_settings(cls, value: dict[str, str]) -> dict[str, str]:
+        """Each ``signal.consumer.*`` setting must be one librdkafka knows: a name only Java's client
+        has (``sasl.jaas.config``, ``ssl.truststore.location``) fails here, not in the signal thread."""
+        if not value:
+            return value
+        from confluent_kafka import Consumer, KafkaException  # the worker's client; loaded only when used
+
+        try:
+            Consumer({"group.id": "sluice-config-check", **value}).close()
+        except (KafkaException, ValueError, TypeError) as exc:
+            named = [setting for setting in value if f'"{setting}"' in str(exc)]
+            key = f"signal.consumer.{(named or list(value))[0]}"
+            raise ConfigError(f"Invalid configuration: {key}: {exc}", key=key) from None
+        return value
+
+    @field_validator("signal_kafka_bootstrap_servers", "notification_sink_topic_name")
+    @classmethod
+    def _channel_needs(cls, value: str, info: ValidationInfo) -> str:
+        channels, needed = (
+            ("signal_enabled_channels", "kafka")
+            if info.field_name == "signal_kafka_bootstrap_servers"
+            else ("notification_enabled_channels", "sink")
+        )
+        if not value and needed in info.data.get(channels, ()):
+            # A default is validated under the attribute's name; the error names the dotted key.
+            key = dotted(info.field_name or "")
+            raise ConfigError(f"Invalid configuration: {key}: required when the {needed} channel is enabled", key=key)
+        return value
+
     @field_validator("signal_data_collection")
     @classmethod
     def _signal_table(cls, value: str) -> str:
@@ -311,6 +414,20 @@ class PostgresCdcConfig(PluginConfig):
                 bytes.fromhex(value[4:])
             except ValueError:
                 raise ValueError("hex: must be followed by an even number of hex digits") from None
+        return value
+
+    @field_validator("post_processors")
+    @classmethod
+    def _post_processors(cls, value: list[str]) -> list[str]:
+        if any(name != "reselector" for name in value):
+            raise ValueError("the one post processor available is named 'reselector' (configured by reselector.*)")
+        return value
+
+    @field_validator("reselector_type")
+    @classmethod
+    def _reselector_type(cls, value: str, info: ValidationInfo) -> str:
+        if "reselector" in info.data.get("post_processors", ()) and value != RESELECTOR_CLASS:
+            raise ValueError(f"reselector.type must be {RESELECTOR_CLASS} when post.processors names the reselector")
         return value
 
     @model_validator(mode="after")
@@ -367,7 +484,8 @@ class PostgresCdcConfig(PluginConfig):
 
     def to_task_config(self) -> dict[str, Any]:
         """Dotted keys, lists comma-joined, the password in clear (the runtime masks task configs)."""
-        data = self.model_dump(by_alias=True, exclude_none=True, mode="json")
+        data = self.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"signal_consumer"})
+        data.update(self.prefixed_flat(self))
         for key, value in list(data.items()):
             if isinstance(value, list):
                 data[key] = (
@@ -418,7 +536,6 @@ _SNAPSHOT = "the snapshot reads primary-key chunks between WAL watermarks while 
 POSTGRES_CDC_UNIMPLEMENTED_KEYS: dict[str, str] = {
     "database.server.name": "replaced by topic.prefix in Debezium 2.0; set topic.prefix",
     "database.initial.statements": "not implemented",
-    "slot.failover": "failover slots (PostgreSQL 17) are not implemented",
     "slot.stream.params": "not implemented",
     "lsn.flush.mode": "the slot's LSN is always flushed by the connector after Kafka acknowledged (connector)",
     "flush.lsn.source": "the slot's LSN is always flushed by the connector after Kafka acknowledged",
@@ -436,9 +553,7 @@ POSTGRES_CDC_UNIMPLEMENTED_KEYS: dict[str, str] = {
     "snapshot.delay.ms": "not implemented",
     "snapshot.lock.timeout.ms": "not applicable: the snapshot takes no table locks",
     "replica.identity.autoset.values": "not implemented; the connector warns about tables without a primary key",
-    "signal.enabled.channels": "only the source channel (signal.data.collection) is implemented",
-    "signal.kafka.*": "the Kafka signal channel is not implemented; use signal.data.collection",
-    "notification.enabled.channels": "notifications are not implemented",
+    "signal.kafka.poll.timeout.ms": "the Kafka signal consumer polls in a thread of its own",
     "incremental.snapshot.watermarking.strategy": "not implemented",
     "read.only": "read-only incremental snapshots are not implemented",
     "schema.refresh.mode": "schemas are refreshed from relation messages (columns_diff)",
@@ -449,8 +564,6 @@ POSTGRES_CDC_UNIMPLEMENTED_KEYS: dict[str, str] = {
     "column.truncate.*": "column truncation is not implemented",
     "column.propagate.source.type": "not implemented",
     "datatype.propagate.source.type": "not implemented",
-    "message.prefix.include.list": "logical decoding messages are not captured",
-    "message.prefix.exclude.list": "logical decoding messages are not captured",
     "converters": "custom converters are Java classes; not applicable",
     "max.queue.size": "not applicable: changes go straight from the WAL stream to the producer in batches of max.batch.size",
     "max.queue.size.in.bytes": "not applicable: changes go straight from the WAL stream to the producer in batches",

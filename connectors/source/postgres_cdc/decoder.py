@@ -478,12 +478,10 @@ class ChangeDecoder:
                 self._emit(table, "t", None, None, None, lsn, "TRUNCATE")
 
     def _message(self, buf: bytes) -> None:
-        if self.on_message is None:
-            return
-        lsn = _Q(buf, 27)[0]
-        prefix, pos = _cstring(buf, 35)
-        length = _I(buf, pos)[0]
-        self.on_message(prefix, buf[pos + 4 : pos + 4 + length], lsn)
+        if self.on_message is not None:  # the snapshot's watermarks, message events (messages.py)
+            prefix, pos = _cstring(buf, 35)
+            self.message_flags = buf[26]  # bit 0: transactional
+            self.on_message(prefix, buf[pos + 4 : pos + 4 + _I(buf, pos)[0]], _Q(buf, 27)[0])
 
     # -- records -----------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from sluice.connectors.api import Schema, Serialization, WireFormat
 from sluice.connectors.source.postgres_cdc import types as pgtypes
 from sluice.connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
 from sluice.connectors.source.postgres_cdc.tables import Table
-from sluice.converters.json import JsonConverter
+from sluice.converters.json_data import JsonData
 from sluice.converters.json_text import dumps
 from sluice.converters.json_write import json_schema
 
@@ -82,8 +82,7 @@ def column_kind(column: Any) -> str | None:
 def encoder_for(table: Table, *, prefix: str, database: str, tombstones: bool, serialization: Serialization) -> Any:
     """A ``CdcEncoder`` for ``table``'s changes, written in ``serialization``'s wire formats (which
     :func:`serializes_for` accepted), or ``None`` when a column needs the Python path."""
-    plain = JsonConverter()  # renders a required column's fallback value, as the Python path writes it
-    plain.configure({"schemas.enable": False})
+    plain = JsonData({"schemas.enable": False})  # renders a required column's fallback value, as the Python path writes it
     columns = []
     for column, keep in zip(table.columns, table.included):
         kind = column_kind(column)
@@ -100,7 +99,7 @@ def encoder_for(table: Table, *, prefix: str, database: str, tombstones: bool, s
         zero = b""
         if keep and not column.optional:
             probe = Schema.struct([("v", column.ctype.schema)])
-            zero = plain.from_connect_data("", probe, {"v": column.ctype.fallback}) or b""
+            zero = plain.value_json(probe, {"v": column.ctype.fallback}) or b""
             zero = zero[len(b'{"v":') : -1]
         columns.append((kind, dumps(column.name) + b":", keep, column.optional, zero))
     names = [c.name for c in table.columns]

@@ -8,6 +8,7 @@ Each problem is reported on the config key the user acts on, with what to do abo
 - ``publication.name``: missing while ``publication.autocreate.mode=disabled``;
 - ``slot.name``: a slot of another plugin or database, a slot another client is reading, or no
   free slot left to create it (``max_replication_slots``);
+- ``slot.failover``: ``true`` on a server before PostgreSQL 17, which has no failover slots;
 - ``table.include.list``: a captured table whose updates and deletes PostgreSQL cannot publish (no
   primary key under ``REPLICA IDENTITY DEFAULT``, or ``REPLICA IDENTITY NOTHING``): once the table is
   in the publication, the application's own UPDATE and DELETE statements on it fail.
@@ -19,7 +20,12 @@ from typing import Any
 
 from psycopg import Connection
 
-from sluice.connectors.source.postgres_cdc.catalog import TableFilter, list_tables
+from sluice.connectors.source.postgres_cdc.catalog import (
+    FAILOVER_SLOT_SERVER_VERSION,
+    TableFilter,
+    failover_unsupported,
+    list_tables,
+)
 from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig, PublicationMode
 
 #: pgoutput, logical replication of tables, arrived in PostgreSQL 10.
@@ -38,6 +44,7 @@ def preflight_problems(conn: Connection[Any], config: PostgresCdcConfig) -> dict
         *_role_problems(conn, config),
         *_publication_problems(conn, config),
         *_slot_problems(conn, config),
+        *_failover_problems(conn, config),
         *_table_problems(conn, config),
     ):
         problems.setdefault(key, []).append(problem)
@@ -109,6 +116,13 @@ def _slot_problems(conn: Connection[Any], config: PostgresCdcConfig) -> list[tup
         return [("slot.name", f"Replication slot {name!r} is being read by another client ({holder}); a slot has "
                  "one reader. Stop that client, or name another slot.")]
     return []
+
+
+def _failover_problems(conn: Connection[Any], config: PostgresCdcConfig) -> list[tuple[str, str]]:
+    version = conn.info.server_version
+    if not config.slot_failover or version >= FAILOVER_SLOT_SERVER_VERSION:
+        return []
+    return [("slot.failover", failover_unsupported(version))]
 
 
 def _table_problems(conn: Connection[Any], config: PostgresCdcConfig) -> list[tuple[str, str]]:

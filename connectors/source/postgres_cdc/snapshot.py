@@ -30,19 +30,31 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-from psycopg import Connection, pq, sql
+from psycopg import Connection, sql
 
 from sluice.connectors.api import SourceRecordBatch
+from sluice.connectors.source.postgres_cdc.copy_text import copy_out, copy_result, lines
 from sluice.connectors.source.postgres_cdc.decoder import ChangeDecoder
 from sluice.connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
 from sluice.connectors.source.postgres_cdc.tables import Table, unescape_copy
 
 log = logging.getLogger(__name__)
 
+__all__ = ["BLOCKING", "INCREMENTAL", "INITIAL", "ChunkedSnapshot", "ChunkWindow", "copy_out", "copy_result"]
+
 WATERMARK_PREFIX = "sluice-cdc-watermark"
 
 INITIAL = "initial"
 INCREMENTAL = "incremental"
+#: An ``execute-snapshot`` of type ``blocking``: streaming pauses while these tables are read.
+BLOCKING = "blocking"
+
+_AGGREGATE = {INCREMENTAL: "Incremental Snapshot", INITIAL: "Initial Snapshot", BLOCKING: "Initial Snapshot"}
+
+
+def _no_notification(aggregate_type: str, kind: str, data: dict[str, Any] | None = None) -> None:
+    pass
+
 
 #: The high watermark, flushed. A non-transactional message is WAL-logged but not flushed, and the
 #: walsender only sends flushed WAL: without a flush the stream reaches the watermark only when
@@ -88,7 +100,7 @@ class ChunkWindow:
         if self.text is None:
             return
         table = self.table
-        self.values = list(map(table.from_copy, _lines(self.text)))
+        self.values = list(map(table.from_copy, lines(self.text)))
         self.keys = list(map(table.key_of, self.values)) if table.key_schema is not None else [None] * len(self.values)
         self.text = None
 
@@ -130,7 +142,9 @@ class ChunkedSnapshot:
         self.rows_emitted = 0
         #: Rows of each table (``schema.table``) its snapshot chunks emitted (Debezium's RowsScanned).
         self.rows_scanned: dict[str, int] = {}
-        self._tables_begun = 0  # tables of the initial snapshot whose first chunk was emitted
+        self._table_rows = 0  # rows of the table being read
+        self.maximum_key: str | None = None  # of the table an incremental snapshot reads
+        self._begun: dict[str, int] = {}  # tables of the initial (blocking) snapshot whose first chunk was emitted
         #: The initial snapshot's point, ``(lsn, txId)``, that all its rows carry (as Debezium's
         #: rows carry their snapshot transaction's); taken when its first chunk is opened.
         self.point: tuple[int, int] | None = None
@@ -139,12 +153,26 @@ class ChunkedSnapshot:
         self._tracking: ChunkWindow | None = None  # the window the stream is inside (L seen, H not yet)
         self._prefetched: tuple[ChunkWindow, int, Connection[Any]] | None = None  # query sent, not read
         self._type_names: dict[int, str] = {}
+        #: Incremental chunking is paused (``pause-snapshot``); initial and blocking tables go on.
+        self.paused = False
+        #: Where snapshot notifications go: ``(aggregate_type, type, additional_data)``.
+        self.notify: Callable[..., None] = _no_notification
 
     # -- state -------------------------------------------------------------------------------------
 
     @property
     def active(self) -> bool:
         return bool(self.pending)
+
+    @property
+    def blocking(self) -> bool:
+        """The next table is a blocking snapshot's (read with streaming paused)."""
+        return bool(self.pending) and self.pending[0][1] == BLOCKING and self.window is None
+
+    @property
+    def can_start(self) -> bool:
+        """A chunk may be opened now (something pending, no window open, not paused)."""
+        return bool(self.pending) and self.window is None and not (self.paused and self.pending[0][1] == INCREMENTAL)
 
     def progress(self) -> dict[str, Any] | None:
         """The offset keys that let a restart continue (``None`` once nothing is pending)."""
@@ -171,19 +199,57 @@ class ChunkedSnapshot:
 
     def add(self, tables: list[str], kind: str) -> None:
         queued = {t for t, _ in self.pending}
-        for table in tables:
-            if table not in queued:
-                self.pending.append([table, kind])
+        added = [t for t in tables if t not in queued]
+        self.pending.extend([t, kind] for t in added)
         self.decoder.snapshot_progress = self.progress()
+        if added:
+            self._begun.pop(kind, None)
+            self.notify(_AGGREGATE[kind], "STARTED", {"data_collections": added} if kind == INCREMENTAL else None)
 
-    def stop(self) -> None:
-        self.pending.clear()
-        self.window = None
-        self._tracking = None
-        self.decoder.on_change = None
-        self.last_key = None
-        self.decoder.snapshot_progress = None
-        self._drop_prefetch()
+    def pause(self) -> None:
+        """``pause-snapshot``: no new incremental chunk until :meth:`resume`."""
+        if not self.paused and any(k == INCREMENTAL for _, k in self.pending):
+            self.paused = True
+            self.notify(_AGGREGATE[INCREMENTAL], "PAUSED")
+
+    def resume(self) -> None:
+        if self.paused:
+            self.paused = False
+            self.notify(_AGGREGATE[INCREMENTAL], "RESUMED")
+
+    def stop(self, tables: list[str] | None = None) -> None:
+        """``stop-snapshot``: drop the incremental snapshot of ``tables`` (every pending table when ``None``)."""
+        current = self.pending[0][0] if self.pending else None
+        if tables is None:
+            aborted = [t for t, _ in self.pending]
+        else:
+            aborted = [t for t, k in self.pending if t in tables and k == INCREMENTAL]
+        self.pending = [p for p in self.pending if p[0] not in aborted]
+        if current is not None and current in aborted:
+            self.window = None
+            self._tracking = None
+            self.decoder.on_change = None
+            self.last_key = None
+            self._table_rows = 0
+            self._drop_prefetch()
+        if not any(k == INCREMENTAL for _, k in self.pending):
+            self.paused = False
+        self.decoder.snapshot_progress = self.progress()
+        if aborted:
+            self.notify(_AGGREGATE[INCREMENTAL], "ABORTED", {"data_collections": aborted})
+
+    def blocking_chunk(self, conn: Connection[Any]) -> None:
+        """One chunk of a blocking snapshot, read and emitted at once: streaming is paused, so no
+        change can interleave with it and no watermark is awaited."""
+        name = self.pending[0][0]
+        table = self.describe(name)
+        if table is None:
+            log.warning("Blocking snapshot: table %s no longer exists; skipped", name)
+            self._table_done()
+            return
+        window, size = self._open_chunk(conn, table, BLOCKING, self.last_key)
+        self._read_chunk(conn, window, size)
+        self._emit(window, self.decoder.position[1])
 
     def reset_window(self) -> None:
         """The stream was lost: a chunk not emitted yet is read again. The task closes the snapshot
@@ -217,7 +283,7 @@ class ChunkedSnapshot:
         The query of the chunk after it is sent right away (its low watermark first) and read on
         the next call, so PostgreSQL runs it while this chunk is emitted, converted and produced.
         ``conn`` serves the snapshot alone: a prefetched ``COPY`` keeps it busy in between."""
-        while self.pending and self.window is None:
+        while self.can_start and self.pending[0][1] != BLOCKING:
             prefetched, self._prefetched = self._prefetched, None
             if prefetched is not None and prefetched[2] is conn:
                 window, size = prefetched[0], prefetched[1]
@@ -230,6 +296,8 @@ class ChunkedSnapshot:
                     log.warning("Snapshot: table %s no longer exists; skipped", name)
                     self._table_done()
                     continue
+                if kind == INCREMENTAL and (self.last_key is None or self.maximum_key is None):
+                    self.maximum_key = self._maximum_key(conn, table)
                 window, size = self._open_chunk(conn, table, kind, self.last_key)
             self._read_chunk(conn, window, size)
             conn.execute(_HIGH_WATERMARK_SQL, (WATERMARK_PREFIX, "H:" + window.id))
@@ -237,6 +305,17 @@ class ChunkedSnapshot:
             if not window.exhausted and window.last_key is not None:
                 next_window, next_size = self._open_chunk(conn, window.table, window.kind, window.last_key)
                 self._prefetched = (next_window, next_size, conn)
+
+    @staticmethod
+    def _maximum_key(conn: Connection[Any], table: Table) -> str | None:
+        """The table's largest primary key now, as Debezium's notifications show it (``[9, 'b']``)."""
+        if not table.primary_key:
+            return None
+        keys = sql.SQL(", ").join(sql.Identifier(k) for k in table.primary_key)
+        order = sql.SQL(", ").join(sql.SQL("{} DESC").format(sql.Identifier(k)) for k in table.primary_key)
+        target = sql.Identifier(table.schema_name, table.name)
+        row = conn.execute(sql.SQL("SELECT {} FROM {} ORDER BY {} LIMIT 1").format(keys, target, order)).fetchone()
+        return f"[{', '.join(str(v) for v in row)}]" if row else None
 
     def _take_point(self, conn: Connection[Any]) -> None:
         row = conn.execute("SELECT (pg_current_wal_lsn() - '0/0')::bigint, txid_current()").fetchone()
@@ -252,7 +331,7 @@ class ChunkedSnapshot:
         self._count += 1
         window = ChunkWindow(f"{self._run_id}:{self._count}", table, kind)
         window.first = after_key is None
-        size = self.chunk_size if kind == INITIAL else self.incremental_chunk_size
+        size = self.incremental_chunk_size if kind == INCREMENTAL else self.chunk_size
         columns = table.included_columns
         select = sql.SQL(", ").join(sql.Identifier(c.name) for c in columns)
         target = sql.Identifier(table.schema_name, table.name)
@@ -340,7 +419,8 @@ class ChunkedSnapshot:
             self.last_key = window.last_key
         if window.exhausted:
             self._table_done()
-        finished_initial = window.kind == INITIAL and not any(k == INITIAL for _, k in self.pending)
+        kind_done = not any(k == window.kind for _, k in self.pending)
+        finished_initial = window.kind != INCREMENTAL and kind_done
         markers = self._markers(window, finished_initial)
         decoder.snapshot_progress = self.progress()
         offset = decoder.offset(None, lsn)
@@ -354,20 +434,50 @@ class ChunkedSnapshot:
         self.rows_emitted += rows
         qualified = window.table.qualified
         self.rows_scanned[qualified] = self.rows_scanned.get(qualified, 0) + rows
+        self._table_rows += rows
         if finished_initial:
-            log.info("Initial snapshot finished: %d rows", self.rows_emitted)
+            log.info("%s snapshot finished: %d rows", window.kind.capitalize(), self.rows_emitted)
         if rows:
             decoder.outbox.append(batch)
+        self._notify_chunk(window, kind_done)
+
+    def _notify_chunk(self, window: ChunkWindow, kind_done: bool) -> None:
+        """Debezium's notifications for an emitted chunk: IN_PROGRESS (each incremental chunk, each
+        table's first initial chunk), TABLE_SCAN_COMPLETED at a table's end, COMPLETED at the last."""
+        aggregate, name = _AGGREGATE[window.kind], window.table.qualified
+        collections = [name] + [t for t, k in self.pending if k == window.kind and t != name]
+        if window.kind == INCREMENTAL:
+            key = f"[{', '.join(window.last_key)}]" if window.last_key is not None else None
+            self.notify(
+                aggregate,
+                "IN_PROGRESS",
+                {
+                    "data_collections": collections,
+                    "current_collection_in_progress": name,
+                    "maximum_key": self.maximum_key,
+                    "last_processed_key": key,
+                },
+            )
+        elif window.first:
+            self.notify(
+                aggregate, "IN_PROGRESS", {"data_collections": collections, "current_collection_in_progress": name}
+            )
+        if window.exhausted:
+            data = {"data_collection": name, "scanned_collection": name, "total_rows_scanned": self._table_rows}
+            self._table_rows = 0
+            self.notify(aggregate, "TABLE_SCAN_COMPLETED", {**data, "status": "SUCCEEDED"})
+        if kind_done and window.exhausted:
+            self.notify(aggregate, "COMPLETED")
 
     def _markers(self, window: ChunkWindow, finished_initial: bool) -> tuple[str | None, str | None]:
         """Debezium's ``source.snapshot`` of the chunk's first and last rows, where they differ from
         ``true``: the first row of a table's first chunk, the last row of its last chunk."""
-        if window.kind != INITIAL:
+        if window.kind == INCREMENTAL:
             return None, None
         first = None
         if window.first:
-            first = "first" if self._tables_begun == 0 else "first_in_data_collection"
-            self._tables_begun += 1
+            first = "first" if self._begun.get(window.kind, 0) == 0 else "first_in_data_collection"
+            self._begun[window.kind] = self._begun.get(window.kind, 0) + 1
         last = ("last" if finished_initial else "last_in_data_collection") if window.exhausted else None
         return first, last
 
@@ -382,7 +492,7 @@ class ChunkedSnapshot:
             "connector": CONNECTOR,
             "name": decoder.prefix,
             "ts_ms": now // 1_000_000,
-            "snapshot": "true" if window.kind == INITIAL else "incremental",
+            "snapshot": "incremental" if window.kind == INCREMENTAL else "true",
             "db": decoder.database,
             "sequence": None if point is None else f'[null,"{point[0]}"]',
             "ts_us": now // 1000,
@@ -434,7 +544,7 @@ class ChunkedSnapshot:
             return None
         keys: list[bytes | None] = []
         values: list[bytes | None] = []
-        kind = "true" if window.kind == INITIAL else "incremental"
+        kind = "incremental" if window.kind == INCREMENTAL else "true"
         point = self.point if window.kind == INITIAL else None
         at, txid = (lsn, None) if point is None else point
         if not encoder.encode_copy(window.text, kind, markers[0], markers[1], at, txid, now, keys, values):
@@ -470,46 +580,3 @@ def _marked_rows(rows: int, first: str | None, last: str | None) -> list[tuple[i
         return [(0, min(first, last, key=_PRECEDENCE.index))]
     marked = [(0, first)] if first is not None else []
     return marked + ([(rows - 1, last)] if last is not None else [])
-
-
-def _lines(text: bytes) -> list[bytes]:
-    """The rows of a ``COPY … TO STDOUT`` text, one per line."""
-    lines = text.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    return lines
-
-
-def copy_out(conn: Connection[Any], statement: bytes) -> bytes:
-    """Run ``COPY … TO STDOUT`` and return its text."""
-    conn.pgconn.send_query(statement)
-    return copy_result(conn)
-
-
-def copy_result(conn: Connection[Any]) -> bytes:
-    """The text of the ``COPY … TO STDOUT`` sent on ``conn``. libpq hands out one row per call;
-    going through libpq's wrapper directly costs a fraction of psycopg's per-row generator."""
-    pgconn = conn.pgconn
-    result = pgconn.get_result()
-    while result is not None and result.status == pq.ExecStatus.TUPLES_OK:  # a statement before the COPY
-        result = pgconn.get_result()
-    if result is None or result.status != pq.ExecStatus.COPY_OUT:
-        message = (result.error_message if result is not None else pgconn.error_message).decode(errors="replace")
-        while pgconn.get_result() is not None:
-            pass
-        raise psycopg.DatabaseError(f"snapshot query failed: {message.strip()}")
-    chunks: list[Any] = []  # memoryviews; join copies them once
-    add = chunks.append
-    get = pgconn.get_copy_data
-    while True:
-        nbytes, data = get(0)
-        if nbytes < 0:
-            break
-        add(data)
-    failed = None
-    while (result := pgconn.get_result()) is not None:
-        if result.status == pq.ExecStatus.FATAL_ERROR:
-            failed = result.error_message.decode(errors="replace")
-    if failed:
-        raise psycopg.DatabaseError(f"snapshot query failed: {failed.strip()}")
-    return b"".join(chunks)

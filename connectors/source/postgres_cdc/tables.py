@@ -108,6 +108,14 @@ class Column:
     typmod: int
     optional: bool
     ctype: ColumnType
+    #: The field schema's ``default`` (see :mod:`.defaults`), in the column's representation.
+    default: Any = None
+
+    @property
+    def schema(self) -> Schema:
+        """The column's field schema: optional unless ``NOT NULL``, with its default."""
+        schema = self.ctype.schema.as_optional() if self.optional else self.ctype.schema
+        return schema if self.default is None else schema.with_(default=self.default)
 
 
 @dataclass
@@ -147,14 +155,11 @@ class Table:
         fields: list[tuple[str, Schema]] = []
         for column, keep in zip(self.columns, self.included):
             if keep:
-                schema = column.ctype.schema
-                fields.append((column.name, schema.as_optional() if column.optional else schema))
+                fields.append((column.name, column.schema))
         self.value_schema = Schema.struct(fields, name=f"{base}.Value", optional=True)
         key = self.key
         if key:
-            self.key_schema = Schema.struct(
-                [(k, _field_schema(by_name[k])) for k in key if k in by_name], name=f"{base}.Key"
-            )
+            self.key_schema = Schema.struct([(k, by_name[k].schema) for k in key if k in by_name], name=f"{base}.Key")
         else:
             self.key_schema = None
         self.envelope_schema = Schema.struct(
@@ -181,7 +186,9 @@ class Table:
         self.decode = _tuple_decoder(self.columns, self.included, self._unavailable)
         #: The new row of an update under ``REPLICA IDENTITY FULL``: unchanged values come out as
         #: :data:`UNCHANGED`, for :meth:`fill_unchanged` to take from the old row.
-        self.decode_beside_old = _tuple_decoder(self.columns, self.included, dict.fromkeys(self._unavailable, UNCHANGED))
+        self.decode_beside_old = _tuple_decoder(
+            self.columns, self.included, dict.fromkeys(self._unavailable, UNCHANGED)
+        )
         self.from_copy = _copy_decoder(self.columns, self.included)
         self._fallbacks = [
             (c.name, c.ctype.fallback)
@@ -220,8 +227,8 @@ class Table:
         return after
 
     def same_shape(self, other: Table) -> bool:
-        def shape(t: Table) -> list[tuple[str, int, int, bool]]:
-            return [(c.name, c.type_oid, c.typmod, c.optional) for c in t.columns]
+        def shape(t: Table) -> list[tuple[str, int, int, bool, Any]]:
+            return [(c.name, c.type_oid, c.typmod, c.optional, c.default) for c in t.columns]
 
         return (
             shape(self) == shape(other)
@@ -230,10 +237,6 @@ class Table:
             and self.included == other.included
             and self.replica_identity == other.replica_identity
         )
-
-
-def _field_schema(column: Column) -> Schema:
-    return column.ctype.schema.as_optional() if column.optional else column.ctype.schema
 
 
 def _key_builder(primary_key: Sequence[str]) -> Callable[[dict[str, Any]], dict[str, Any] | None]:

@@ -13,13 +13,11 @@ crash at any point replays from a position whose changes are either in Kafka or 
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
 import psycopg
 
 from sluice.connectors.api import (
@@ -32,13 +30,13 @@ from sluice.connectors.api import (
     SourceTaskContext,
 )
 from sluice.connectors.api.metrics import TaskMetricGroup
-from sluice.connectors.source.postgres_cdc import catalog, native
+from sluice.connectors.source.postgres_cdc import catalog, messages, native, notifications, reselect, signals
 from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig, SnapshotMode, format_lsn, parse_lsn
 from sluice.connectors.source.postgres_cdc.decoder import ChangeDecoder, Relation
 from sluice.connectors.source.postgres_cdc.metrics import CdcMetrics
 from sluice.connectors.source.postgres_cdc.replication import ReplicationLost, ReplicationStream, SlotInUse
 from sluice.connectors.source.postgres_cdc.slot_guard import SlotUsage, query_slot_usage
-from sluice.connectors.source.postgres_cdc.snapshot import INCREMENTAL, INITIAL, ChunkedSnapshot
+from sluice.connectors.source.postgres_cdc.snapshot import INITIAL, ChunkedSnapshot
 from sluice.connectors.source.postgres_cdc.tables import Table
 
 log = logging.getLogger(__name__)
@@ -80,6 +78,7 @@ class PostgresCdcTask(SourceTask):
         self._closed = False
         self._streaming_enabled = True
         self._metrics: CdcMetrics | None = None  # metrics() and the slot guard
+        self._signals: signals.SignalDispatcher | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -106,6 +105,7 @@ class PostgresCdcTask(SourceTask):
         self._next_status = now + cfg.status_update_interval_ms / 1000
         self._next_heartbeat = now + cfg.heartbeat_interval_ms / 1000
         self._choose_serialization(cfg, decoder, context.serialization)
+        self._reselector = reselect.Reselector(cfg, self._connect_sql, self._tables)  # post.processors
 
     def _build_decoder(self, cfg: PostgresCdcConfig) -> tuple[ChangeDecoder, ChunkedSnapshot]:
         """The stream's decoder and the snapshot that shares it, wired to this task's hooks."""
@@ -125,8 +125,10 @@ class PostgresCdcTask(SourceTask):
             chunk_size=cfg.snapshot_chunk_size,
             incremental_chunk_size=cfg.incremental_snapshot_chunk_size,
         )
-        decoder.on_message = snapshot.on_message  # the snapshot sets on_change while a chunk window is open
-        decoder.on_signal = self._on_signal
+        decoder.on_message = messages.message_hook(cfg, decoder, snapshot.on_message)  # watermarks, then message events
+        snapshot.notify = notifications.SnapshotNotifier(cfg, decoder)
+        self._signals = signals.SignalDispatcher(cfg, snapshot, self._captured_names)  # signal.enabled.channels
+        decoder.on_signal = self._signals.on_table_signal
         self._decoder, self._snapshot = decoder, snapshot
         return decoder, snapshot
 
@@ -273,30 +275,9 @@ class PostgresCdcTask(SourceTask):
         self._tables[table.qualified] = table
         return table, captured
 
-    def _on_signal(self, row: dict[str, Any], lsn: int) -> None:
-        """A row inserted into the signal table: Debezium's ``execute-snapshot`` / ``stop-snapshot``."""
-        snapshot = self._snapshot
-        assert snapshot is not None
-        kind = row.get("type")
-        try:
-            data = orjson.loads(row.get("data") or "{}")
-        except orjson.JSONDecodeError:
-            log.warning("Signal %s has data that is not JSON; ignored", row.get("id"))
-            return
-        if kind == "execute-snapshot":
-            patterns = [re.compile(p) for p in data.get("data-collections", [])]
-            conn = self._connect_sql()
-            names = [f"{s}.{t}" for _, s, t in catalog.list_tables(conn, self._filter)]
-            chosen = [n for n in names if any(p.fullmatch(n) for p in patterns)]
-            log.info("Signal %s: incremental snapshot of %s", row.get("id"), chosen)
-            snapshot.add(chosen, INCREMENTAL)
-        elif kind == "stop-snapshot":
-            log.info("Signal %s: snapshot stopped", row.get("id"))
-            snapshot.stop()
-        elif kind == "log":
-            log.info("Signal %s: %s", row.get("id"), data.get("message"))
-        else:
-            log.warning("Signal %s of unknown type %r ignored", row.get("id"), kind)
+    def _captured_names(self) -> list[str]:
+        """``schema.table`` of the captured tables: what a snapshot signal's data-collections match."""
+        return [f"{s}.{t}" for _, s, t in catalog.list_tables(self._connect_sql(), self._filter)]
 
     # -- polling -----------------------------------------------------------------------------------
 
@@ -319,9 +300,7 @@ class PostgresCdcTask(SourceTask):
             if not stream.is_open:
                 self._reconnect()
                 self._slot_refusals = 0
-            if snapshot.active and snapshot.window is None:
-                snapshot.start_chunk(self._connect_snapshot_sql())
-            self._read(cfg, decoder, stream)
+            self._advance(cfg, decoder, stream, snapshot)
             self._failures = 0
         except SlotInUse as exc:
             self._slot_in_use(exc)
@@ -329,6 +308,7 @@ class PostgresCdcTask(SourceTask):
         except (ReplicationLost, psycopg.OperationalError, psycopg.InterfaceError) as exc:
             return self._lost(exc)
         records = decoder.finish_batch()
+        self._reselector.fill([records, *decoder.outbox])
         self._seen(len(records) + sum(len(item) for item in decoder.outbox))  # change events; heartbeats are not
         if decoder.outbox:
             self._outbox = decoder.outbox + ([records] if records else [])
@@ -400,6 +380,22 @@ class PostgresCdcTask(SourceTask):
         if not self._outbox:
             self._polled_safe = self._outbox_safe  # everything decoded has been handed out
         return item
+
+    def _advance(
+        self, cfg: PostgresCdcConfig, decoder: ChangeDecoder, stream: ReplicationStream, snapshot: ChunkedSnapshot
+    ) -> None:
+        """Run the Kafka signals received, then the snapshot's next chunk and the stream; a blocking
+        snapshot's chunk is read instead of the stream (streaming pauses where it is)."""
+        if self._signals is not None:
+            self._signals.drain()
+        if snapshot.blocking:
+            snapshot.blocking_chunk(self._connect_snapshot_sql())
+            if time.monotonic() >= self._next_status:  # the stream is not read: keep the walsender's timeout away
+                self._send_status()
+            return
+        if snapshot.can_start:
+            snapshot.start_chunk(self._connect_snapshot_sql())
+        self._read(cfg, decoder, stream)
 
     def _read(self, cfg: PostgresCdcConfig, decoder: ChangeDecoder, stream: ReplicationStream) -> None:
         """Read messages until a full batch, or the poll interval ends with nothing (more) to read."""
@@ -548,6 +544,8 @@ class PostgresCdcTask(SourceTask):
         cfg = self._config
         if self._stream is not None:
             self._stream.close()
+        if self._signals is not None:
+            self._signals.close()
         if cfg is not None and cfg.slot_drop_on_stop:
             try:
                 catalog.drop_slot(self._connect_sql(), cfg.slot_name)
