@@ -11,6 +11,12 @@ an int32, an optional string, a double) are written and read back by:
 * **Sluice's AvroConverter**: ``from_connect_batch`` / ``to_connect_batch`` with a real Schema
   Registry (Apicurio, started here; its schema lookups happen once, before timing).
 
+``python -m benchmarks.avro_converter arrow`` measures reading a batch into Arrow columns (what
+the JDBC and S3 sinks need), with no registry: the decoded path (the converter's per-record reader
+gives Connect dicts, then a table is built from them with the S3 sink's Arrow schema) against
+``read_avro_values`` (the native reader, straight into Arrow buffers), in ns per record; and the
+Elasticsearch sink's documents, decoded then serialised against ``avro_documents`` (native).
+
 Figures are CPU seconds of this process (``time.process_time``), so the registry and the
 machine's other load do not count. The ratio is fastavro's CPU ÷ Sluice's for the same records
 (1.0 = no overhead). Run: ``python -m benchmarks.avro_converter`` (``SLUICE_BENCH_RECORDS``,
@@ -28,6 +34,8 @@ from collections.abc import Callable
 from typing import Any
 
 import fastavro
+import pyarrow as pa
+import sluice_native
 
 from sluice.connectors.api.schema import (
     BOOLEAN_SCHEMA,
@@ -41,8 +49,11 @@ from sluice.connectors.api.schema import (
     Schema,
     Timestamp,
 )
+from sluice.connectors.s3_common.parquet_format import arrow_schema
+from sluice.connectors.sink.elasticsearch.documents import document_bytes
 from sluice.converters.avro import AvroConverter
-from sluice.converters.avro_data import AvroData, strip_logical_types
+from sluice.converters.avro_arrow import avro_documents, read_avro_values
+from sluice.converters.avro_data import AvroData, native_read_plan, strip_logical_types
 from sluice.converters.json import JsonConverter
 from sluice.deploy.schema_registry import SchemaRegistryServer
 
@@ -151,6 +162,7 @@ def main() -> list[tuple[str, float]]:
             ("read: fastavro, datums", cpu(lambda: fastavro_read(plain))),
             ("read: fastavro, logical types", cpu(lambda: fastavro_read(logical))),
             ("read: Sluice AvroConverter", cpu(lambda: [reader.to_connect_batch("bench", b) for b in encoded])),
+            ("read: Sluice read_avro_values (Arrow)", cpu(lambda: [read_avro_values(b, avro) for b in encoded])),
             (
                 "read: Sluice JsonConverter (envelope)",
                 cpu(lambda: [json.to_connect_batch("bench", b) for b in json_encoded]),
@@ -175,5 +187,58 @@ def main() -> list[tuple[str, float]]:
     return timings
 
 
+def arrow_main() -> list[tuple[str, float]]:
+    """A batch of Avro values into an Arrow table: the decoded path against ``read_avro_values``."""
+    rows = make_rows(RECORDS)
+    avro = AvroData().avro_schema(ROW)
+    parsed = fastavro.parse_schema(strip_logical_types(avro))
+    encode = AvroData().encoder(ROW)
+    header = b"\x00\x00\x00\x00\x01"
+    flat = []
+    for row in rows:
+        buf = io.BytesIO()
+        buf.write(header)
+        fastavro.schemaless_writer(buf, parsed, encode(row))
+        flat.append(buf.getvalue())
+    batches = [flat[i : i + BATCH] for i in range(0, len(flat), BATCH)]
+    plan = native_read_plan(avro)
+    assert plan is not None
+    record_reader = sluice_native.AvroRecordReader(plan)  # what AvroConverter reads this schema with
+    schema = arrow_schema(ROW)
+
+    def decoded(batch: list[bytes]) -> Any:
+        values = [record_reader.read(data, 5) for data in batch]
+        return pa.Table.from_pydict({n: [v[n] for v in values] for n in schema.names}, schema=schema)
+
+    assert read_avro_values(batches[0], avro) == decoded(batches[0])
+    assert avro_documents(batches[0], avro) == [document_bytes(record_reader.read(d, 5)) for d in batches[0]]
+    timings = [
+        (
+            "decode to Connect dicts (AvroRecordReader)",
+            cpu(lambda: [[record_reader.read(d, 5) for d in b] for b in batches]),
+        ),
+        ("decoded path: dicts, then Arrow table", cpu(lambda: [decoded(b) for b in batches])),
+        ("read_avro_values: Arrow table", cpu(lambda: [read_avro_values(b, avro) for b in batches])),
+        (
+            "decoded path: dicts, then ES documents",
+            cpu(lambda: [[document_bytes(record_reader.read(d, 5)) for d in b] for b in batches]),
+        ),
+        ("avro_documents: ES documents", cpu(lambda: [avro_documents(b, avro) for b in batches])),
+    ]
+    print(f"{RECORDS:,} rows of {len(ROW.fields)} fields in batches of {BATCH}; best of {ROUNDS}")
+    for name, seconds in timings:
+        print(f"  {name:<44} {seconds / RECORDS * 1e9:7.0f} ns/record")
+    by = dict(timings)
+    print(
+        f"ratio (decoded path ÷ read_avro_values) "
+        f"{by['decoded path: dicts, then Arrow table'] / by['read_avro_values: Arrow table']:.1f}, "
+        f"(decoded documents ÷ avro_documents) "
+        f"{by['decoded path: dicts, then ES documents'] / by['avro_documents: ES documents']:.1f}"
+    )
+    return timings
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    arrow_main() if sys.argv[1:] == ["arrow"] else main()

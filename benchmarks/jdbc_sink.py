@@ -1,12 +1,16 @@
 """topic → JdbcSink → PostgreSQL, against a bare psycopg ``COPY`` of the same rows into the same server.
 
 Run: ``python -m benchmarks.jdbc_sink`` (``SLUICE_BENCH_RECORDS``, ``SLUICE_BENCH_ROUNDS`` to change
-the size). Prints rows/s for the raw COPY, for the sink in ``insert`` mode (COPY straight into the
-table) and in ``upsert`` mode (COPY into a staging table + ``INSERT … ON CONFLICT``), and their
-ratios. Both sink modes render the COPY data column-wise and send each batch's transaction
-without waiting for it (see ``connectors/sink/jdbc/pgcopy.py`` and ``pgsend.py``). The sink runs
-in an in-process standalone herder: consume, JSON decode (schemaless, orjson), put, commit. No
-assertions. Each Sluice run also prints the CPU seconds of the sink's process and of its task
+the size; ``SLUICE_BENCH_FORMATS``, default ``schemas,schemaless,avro``, which value formats). Prints
+rows/s for the raw COPY, for the sink in ``insert`` mode (COPY straight into the table) and in
+``upsert`` mode (COPY into a staging table + ``INSERT … ON CONFLICT``), and their ratios, for each
+value format: ``schemas`` is JsonConverter with ``schemas.enable=true`` (each value the
+``{"schema": …, "payload": …}`` envelope, as Connect users run the JDBC sink), ``schemaless`` the
+plain JSON objects, ``avro`` Confluent's Avro wire format with a Schema Registry (Apicurio, started
+for the run) and the AvroConverter. Both sink modes render the COPY data column-wise and send each batch's
+transaction without waiting for it (see ``connectors/sink/jdbc/pgcopy.py`` and ``pgsend.py``). The
+sink runs in an in-process standalone herder: consume, put (the raw values read into columns by the
+native parser), commit. No assertions. Each Sluice run also prints the CPU seconds of the sink's process and of its task
 thread (the rest is the JSON helper thread and librdkafka's threads).
 
 A sink's time runs from its connector configuration to the last row being committed, so it
@@ -26,6 +30,8 @@ next) and with WAL room for a whole round, the previous run's table is dropped a
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 import time
 from pathlib import Path
@@ -47,7 +53,10 @@ from benchmarks.common import (
     wait_until,
 )
 from sluice.connectors.jdbc_common.connection import import_sqlalchemy
+from sluice.converters.avro import AvroConverter
+from sluice.converters.json import JsonConverter
 from sluice.deploy.postgres import PostgresServer
+from sluice.deploy.schema_registry import SchemaRegistryServer
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
 from sluice.worker.config import WorkerConfig
@@ -67,12 +76,49 @@ def make_rows(count: int) -> list[tuple[object, ...]]:
     ]
 
 
-def fill_topic(bootstrap: str, rows: list[tuple[object, ...]]) -> str:
-    topic = create_topic(bootstrap, f"bench-jdbc-{time.time_ns()}")
-    names = ["id", "name", "email", "amount", "qty", "active", "city", "score"]
+#: The value formats measured (``SLUICE_BENCH_FORMATS``): JSON with schemas, schemaless JSON, Avro.
+FORMATS = [f.strip() for f in os.environ.get("SLUICE_BENCH_FORMATS", "schemas,schemaless,avro").split(",") if f.strip()]
+#: The Schema Registry's URL while an ``avro`` run needs one (set by :func:`main`).
+REGISTRY: dict[str, str] = {}
+NAMES = ["id", "name", "email", "amount", "qty", "active", "city", "score"]
+#: The Connect schema of a row as JsonConverter writes it (``schemas.enable=true``).
+SCHEMA = orjson.dumps(
+    {
+        "type": "struct",
+        "fields": [
+            {"type": kind, "optional": name != "id", "field": name}
+            for name, kind in zip(
+                NAMES, ["int64", "string", "string", "double", "int32", "boolean", "string", "double"], strict=True
+            )
+        ],
+        "optional": False,
+        "name": "bench.Row",
+    }
+)
+
+
+def encode_value(row: tuple[object, ...], fmt: str) -> bytes:
+    """A row as the value a JsonConverter producer writes: the envelope for ``schemas``."""
+    payload = orjson.dumps(dict(zip(NAMES, row)))
+    return b'{"schema":' + SCHEMA + b',"payload":' + payload + b"}" if fmt == "schemas" else payload
+
+
+def avro_values(topic: str, rows: list[tuple[object, ...]]) -> list[bytes]:
+    """The rows as the AvroConverter writes them (registering the schema)."""
+    converter = AvroConverter()
+    converter.configure({"schema.registry.url": REGISTRY["url"]}, False)
+    schema = JsonConverter().as_connect_schema(orjson.loads(SCHEMA))
+    values = converter.from_connect_batch(topic, [schema] * len(rows), [dict(zip(NAMES, row)) for row in rows])
+    converter.close()
+    return values  # type: ignore[return-value]
+
+
+def fill_topic(bootstrap: str, rows: list[tuple[object, ...]], fmt: str = "schemaless") -> str:
+    topic = create_topic(bootstrap, f"bench-jdbc-{fmt}-{time.time_ns()}")
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 1_000_000})
-    for row in rows:
-        value = orjson.dumps(dict(zip(names, row)))
+    encoded = avro_values(topic, rows) if fmt == "avro" else None
+    for i, row in enumerate(rows):
+        value = encoded[i] if encoded is not None else encode_value(row, fmt)
         while True:
             try:
                 producer.produce(topic, value)
@@ -131,7 +177,7 @@ def raw_copy(pg: PostgresServer, rows: list[tuple[object, ...]]) -> Result:
     return Result("bare psycopg COPY write_row", len(rows), 0, time.perf_counter() - start)
 
 
-def jdbc_herder(bootstrap: str) -> StandaloneHerder:
+def jdbc_herder(bootstrap: str, fmt: str = "schemaless") -> StandaloneHerder:
     """:func:`benchmarks.common.herder` with JSON values and the repository on the plugin path
     (the worker finds the sink by Python path until the JDBC entry points are declared)."""
     config = WorkerConfig.from_mapping(
@@ -140,8 +186,17 @@ def jdbc_herder(bootstrap: str) -> StandaloneHerder:
             "listeners": "http://127.0.0.1:0",
             "offset.flush.interval.ms": "5000",
             "key.converter": "StringConverter",
-            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "value.converter.schemas.enable": "false",
+            **(
+                {
+                    "value.converter": "io.confluent.connect.avro.AvroConverter",
+                    "value.converter.schema.registry.url": REGISTRY["url"],
+                }
+                if fmt == "avro"
+                else {
+                    "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+                    "value.converter.schemas.enable": str(fmt == "schemas").lower(),
+                }
+            ),
         }
     )
     h = StandaloneHerder(Worker(config, PluginRegistry(plugin_path=[str(_REPO_ROOT)]), MemoryOffsetStore()))
@@ -150,10 +205,10 @@ def jdbc_herder(bootstrap: str) -> StandaloneHerder:
     return h
 
 
-def sluice_sink(pg: PostgresServer, bootstrap: str, topic: str, n: int, mode: str) -> Result:
+def sluice_sink(pg: PostgresServer, bootstrap: str, topic: str, n: int, mode: str, fmt: str = "schemaless") -> Result:
     table = f"sink_{mode}"
     create_table(pg, table, primary_key=True)
-    h = jdbc_herder(bootstrap)
+    h = jdbc_herder(bootstrap, fmt)
     config = {
         "connector.class": SINK,
         "topics": topic,
@@ -182,7 +237,7 @@ def sluice_sink(pg: PostgresServer, bootstrap: str, topic: str, n: int, mode: st
     print(
         f"    {mode}: sink process {cpu:.2f} CPU s, of which the task thread {task_cpu:.2f} (the rest: JSON helper, librdkafka)"
     )
-    return Result(f"Sluice topic → JdbcSink ({mode})", n, 0, elapsed)
+    return Result(f"Sluice topic → JdbcSink ({mode}, {fmt})", n, 0, elapsed)
 
 
 def task_thread_cpu() -> float:
@@ -205,22 +260,30 @@ def warm_up(pg: PostgresServer, bootstrap: str) -> None:
     and Arrow's allocations, NumPy's structured types) and measured 0.65 against 0.70-0.75."""
     import_sqlalchemy()
     rows = make_rows(30_000)
-    sluice_sink(pg, bootstrap, fill_topic(bootstrap, rows), len(rows), "insert")
+    for fmt in FORMATS:
+        sluice_sink(pg, bootstrap, fill_topic(bootstrap, rows, fmt), len(rows), "insert", fmt)
 
 
 def main() -> list[tuple[Result, Result]]:
     rows = make_rows(RECORDS)
-    print(f"topic → JDBC sink (PostgreSQL): {RECORDS:,} rows of 8 columns, {ROUNDS} rounds")
+    print(f"topic → JDBC sink (PostgreSQL): {RECORDS:,} rows of 8 columns, {ROUNDS} rounds, formats {FORMATS}")
     results: list[tuple[Result, Result]] = []
-    with broker() as bootstrap, PostgresServer(extra_settings=BENCH_SETTINGS, kill_with_parent=True) as pg:
+    with (
+        broker() as bootstrap,
+        PostgresServer(extra_settings=BENCH_SETTINGS, kill_with_parent=True) as pg,
+        SchemaRegistryServer(kill_with_parent=True) if "avro" in FORMATS else contextlib.nullcontext() as registry,
+    ):
+        if registry is not None:
+            REGISTRY["url"] = registry.url
         warm_up(pg, bootstrap)
-        topic = fill_topic(bootstrap, rows)
+        topics = {fmt: fill_topic(bootstrap, rows, fmt) for fmt in FORMATS}
         raws: list[Result] = []
-        ours: dict[str, list[Result]] = {"insert": [], "upsert": []}
+        ours: dict[str, list[Result]] = {f"{m} {f}": [] for f in FORMATS for m in ("insert", "upsert")}
         for i in range(ROUNDS):
             raws.append(raw_copy(pg, rows))
-            for mode in ours:
-                ours[mode].append(sluice_sink(pg, bootstrap, topic, len(rows), mode))
+            for key in ours:
+                mode, fmt = key.split()
+                ours[key].append(sluice_sink(pg, bootstrap, topics[fmt], len(rows), mode, fmt))
             print(
                 f"  round {i + 1}: raw COPY {raws[-1].rate:>9,.0f} rows/s   "
                 + "   ".join(

@@ -7,9 +7,13 @@
 
 The sink run covers everything a deployment does: consume from a real broker, JsonConverter,
 partition, encode, upload to a real S3 server (S3Proxy) and commit. It starts when the connector
-is configured and ends when the last object is visible in the bucket. With schemaless JSON values
-and no transforms the runtime only checks the value bytes, and the sink writes them as they are
-(JSON lines) or parses them with pyarrow's JSON reader (Parquet); see docs/connectors/s3.md.
+is configured and ends when the last object is visible in the bucket. Four cases: JSON lines and
+Parquet from schemaless JSON values, and Parquet from JSON with schemas (``schemas.enable=true``,
+each value the ``{"schema": …, "payload": …}`` envelope, ``ts`` a Connect Timestamp), as Connect
+users configure it, and Parquet from Avro with a Schema Registry (``SLUICE_BENCH_FORMATS``,
+default ``json,parquet,parquet+schemas,parquet+avro``). With no
+transforms the sink takes the consumed bytes: JSON lines writes them as they are, Parquet reads
+them into typed columns with the native parser; see docs/connectors/s3.md.
 
 Before the timed rounds, one small untimed run per format warms what a running deployment has
 warm already: the broker's consumer-offsets topic (created by the first consumer group of a new
@@ -25,7 +29,9 @@ hundredths of a second: that ratio is dominated by consuming and converting the 
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
 import time
 import uuid
 from pathlib import Path
@@ -37,7 +43,10 @@ import pyarrow.parquet as pq
 from confluent_kafka import Producer
 
 from benchmarks.common import RECORDS, ROUNDS, Result, broker, create_topic, median_result, wait_until
+from sluice.converters.avro import AvroConverter
+from sluice.converters.json import JsonConverter
 from sluice.deploy.s3_server import S3Server
+from sluice.deploy.schema_registry import SchemaRegistryServer
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
 from sluice.worker.config import WorkerConfig
@@ -50,7 +59,41 @@ TOPICS_DIR = "topics/"  # the sink's default topics.dir
 CONNECTOR = "sluice.connectors.sink.s3.connector.S3SinkConnector"
 
 
-def herder(bootstrap: str) -> StandaloneHerder:
+#: The cases measured: object format, then ``+schemas`` for JSON values with schemas or ``+avro`` for
+#: Avro values (AvroConverter with a Schema Registry, started for the run); schemaless JSON without.
+CASES = [
+    c.strip()
+    for c in os.environ.get("SLUICE_BENCH_FORMATS", "json,parquet,parquet+schemas,parquet+avro").split(",")
+    if c.strip()
+]
+#: The Schema Registry's URL while an Avro case needs one (set by :func:`main`).
+REGISTRY: dict[str, str] = {}
+VALUE_NAMES = {"schemaless": "schemaless JSON", "schemas": "JSON with schemas", "avro": "Avro"}
+#: The Connect schema of a row as JsonConverter writes it (``schemas.enable=true``).
+SCHEMA = orjson.dumps(
+    {
+        "type": "struct",
+        "fields": [
+            {"type": "int64", "optional": False, "field": "id"},
+            {"type": "string", "optional": True, "field": "customer"},
+            {"type": "double", "optional": True, "field": "amount"},
+            {"type": "boolean", "optional": True, "field": "paid"},
+            {
+                "type": "int64",
+                "optional": True,
+                "name": "org.apache.kafka.connect.data.Timestamp",
+                "version": 1,
+                "field": "ts",
+            },
+            {"type": "string", "optional": True, "field": "note"},
+        ],
+        "optional": False,
+        "name": "bench.Row",
+    }
+)
+
+
+def herder(bootstrap: str, values: str = "schemaless") -> StandaloneHerder:
     """An in-process standalone herder; plugin.path is the repository, so the connector is found
     by its Python path whether or not the installed entry points list it yet."""
     config = WorkerConfig.from_mapping(
@@ -59,8 +102,14 @@ def herder(bootstrap: str) -> StandaloneHerder:
             "listeners": "http://127.0.0.1:0",
             "offset.flush.interval.ms": "5000",
             "key.converter": "StringConverter",
-            "value.converter": "JsonConverter",
-            "value.converter.schemas.enable": "false",
+            **(
+                {"value.converter": "AvroConverter", "value.converter.schema.registry.url": REGISTRY["url"]}
+                if values == "avro"
+                else {
+                    "value.converter": "JsonConverter",
+                    "value.converter.schemas.enable": str(values == "schemas").lower(),
+                }
+            ),
         }
     )
     h = StandaloneHerder(
@@ -87,12 +136,30 @@ def make_rows(count: int) -> list[dict[str, Any]]:
     ]
 
 
-def fill_topic(bootstrap: str, rows: list[dict[str, Any]]) -> tuple[str, int]:
+def encode_values(topic: str, rows: list[dict[str, Any]], values: str) -> list[bytes]:
+    """The rows as the producer's converter writes them: JSON (in the envelope for ``schemas``), or
+    Avro (the envelopes decoded into Connect data and written by the AvroConverter)."""
+    plain = [orjson.dumps(row) for row in rows]
+    if values == "schemaless":
+        return plain
+    envelopes = [b'{"schema":' + SCHEMA + b',"payload":' + value + b"}" for value in plain]
+    if values == "schemas":
+        return envelopes
+    json_converter = JsonConverter()
+    json_converter.configure({"schemas.enable": True}, False)
+    avro = AvroConverter()
+    avro.configure({"schema.registry.url": REGISTRY["url"]}, False)
+    try:
+        return avro.from_connect_batch(topic, *json_converter.to_connect_batch(topic, envelopes))  # type: ignore[return-value]
+    finally:
+        avro.close()
+
+
+def fill_topic(bootstrap: str, rows: list[dict[str, Any]], values: str = "schemaless") -> tuple[str, int]:
     topic = create_topic(bootstrap, f"bench-s3-{time.time_ns()}")
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "queue.buffering.max.messages": 1_000_000})
     nbytes = 0
-    for row in rows:
-        value = orjson.dumps(row)
+    for value in encode_values(topic, rows, values):
         nbytes += len(value)
         while True:
             try:
@@ -124,11 +191,18 @@ def objects(s3: S3Server, bucket: str) -> dict[str, int]:
 
 
 def sluice_sink(
-    bootstrap: str, s3: S3Server, topic: str, count: int, nbytes: int, fmt: str, flush_size: int = FLUSH_SIZE
+    bootstrap: str,
+    s3: S3Server,
+    topic: str,
+    count: int,
+    nbytes: int,
+    fmt: str,
+    flush_size: int = FLUSH_SIZE,
+    values: str = "schemaless",
 ) -> tuple[Result, str]:
     bucket = s3.create_bucket(f"bench-{uuid.uuid4().hex[:12]}")
     expected = count // flush_size
-    h = herder(bootstrap)
+    h = herder(bootstrap, values)
     try:
         start = time.perf_counter()
         config = {
@@ -144,13 +218,13 @@ def sluice_sink(
         elapsed = time.perf_counter() - start
     finally:
         h.stop()
-    return Result(f"Sluice topic → S3 sink ({fmt})", count, nbytes, elapsed), bucket
+    return Result(f"Sluice topic → S3 sink ({fmt} from {VALUE_NAMES[values]})", count, nbytes, elapsed), bucket
 
 
-def warm_up(bootstrap: str, s3: S3Server, rows: list[dict[str, Any]], fmt: str) -> None:
+def warm_up(bootstrap: str, s3: S3Server, rows: list[dict[str, Any]], fmt: str, values: str = "schemaless") -> None:
     """One untimed run of ``WARM_UP_RECORDS`` records (one object), see the module docstring."""
-    topic, nbytes = fill_topic(bootstrap, rows[:WARM_UP_RECORDS])
-    sluice_sink(bootstrap, s3, topic, WARM_UP_RECORDS, nbytes, fmt, flush_size=WARM_UP_RECORDS)
+    topic, nbytes = fill_topic(bootstrap, rows[:WARM_UP_RECORDS], values)
+    sluice_sink(bootstrap, s3, topic, WARM_UP_RECORDS, nbytes, fmt, flush_size=WARM_UP_RECORDS, values=values)
 
 
 WARM_UP_RECORDS = 1_000
@@ -182,14 +256,23 @@ def main() -> list[tuple[Result, Result]]:
     rows = make_rows(count)
     print(f"topic → S3 sink: {count:,} records (~200 B JSON), flush.size={FLUSH_SIZE:,}, {ROUNDS} rounds")
     pairs: list[tuple[Result, Result]] = []
-    with broker() as bootstrap, S3Server() as s3:
+    kinds = {case.partition("+")[2] or "schemaless" for case in CASES}
+    with (
+        broker() as bootstrap,
+        S3Server() as s3,
+        SchemaRegistryServer(kill_with_parent=True) if "avro" in kinds else contextlib.nullcontext() as registry,
+    ):
+        if registry is not None:
+            REGISTRY["url"] = registry.url
         print(f"S3 server: {s3.kind} at {s3.endpoint_url}")
-        topic, nbytes = fill_topic(bootstrap, rows)
-        for fmt in ("json", "parquet"):
-            warm_up(bootstrap, s3, rows, fmt)
+        topics = {kind: fill_topic(bootstrap, rows, kind) for kind in kinds}
+        for case in CASES:
+            fmt, values = case.partition("+")[0], case.partition("+")[2] or "schemaless"
+            topic, nbytes = topics[values]
+            warm_up(bootstrap, s3, rows, fmt, values)
             sinks, uploads, arrows = [], [], []
             for _ in range(ROUNDS):
-                sink, bucket = sluice_sink(bootstrap, s3, topic, count, nbytes, fmt)
+                sink, bucket = sluice_sink(bootstrap, s3, topic, count, nbytes, fmt, values=values)
                 sinks.append(sink)
                 uploads.append(raw_boto3(s3, bucket, count, nbytes))
                 if fmt == "parquet":
@@ -197,7 +280,7 @@ def main() -> list[tuple[Result, Result]]:
                 ratio = f"   vs boto3 {sink.rate / uploads[-1].rate:.2f}"
                 if arrows:
                     ratio += f"   vs pyarrow {sink.rate / arrows[-1].rate:.2f}"
-                print(f"  {fmt} round: sluice {sink.rate:>10,.0f} rec/s{ratio}")
+                print(f"  {case} round: sluice {sink.rate:>10,.0f} rec/s{ratio}")
             sink, upload = median_result(sinks), median_result(uploads)
             print(upload.line())
             print(sink.line(upload))
@@ -208,7 +291,7 @@ def main() -> list[tuple[Result, Result]]:
                 print(sink.line(arrow))
                 pairs.append((arrow, sink))
             if ROUNDS > 1:  # each round's ratio pairs runs that saw the same load from neighbours
-                line = f"  {fmt} median of round ratios: vs boto3 {_median_ratio(sinks, uploads):.2f}"
+                line = f"  {case} median of round ratios: vs boto3 {_median_ratio(sinks, uploads):.2f}"
                 if arrows:
                     line += f"   vs pyarrow {_median_ratio(sinks, arrows):.2f}"
                 print(line)

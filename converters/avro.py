@@ -34,7 +34,7 @@ import orjson
 import pydantic
 
 from sluice.connectors.api.config import PluginConfig
-from sluice.connectors.api.converter import Converter
+from sluice.connectors.api.converter import Converter, WireFormat
 from sluice.connectors.api.errors import ConfigError, DataError
 from sluice.connectors.api.records import Headers
 from sluice.connectors.api.schema import Schema, SchemaAndValue, infer_schema
@@ -329,6 +329,20 @@ class AvroConverter(Converter):
         return name if self._strategy == "RecordNameStrategy" else f"{topic}-{name}"
 
     # -- reading ----------------------------------------------------------------------------------
+
+    def wire_format(self) -> WireFormat:
+        """Confluent's Avro wire format: schemas by registry id (see :meth:`writer_schema`)."""
+        return WireFormat("avro")
+
+    def writer_schema(self, schema_id: int) -> Mapping[str, Any]:
+        """The Avro schema registered under ``schema_id`` (parsed JSON; from the registry client's cache)."""
+        if self._registry is None:
+            raise DataError("AvroConverter is not configured")
+        try:
+            schema: Mapping[str, Any] = orjson.loads(self._registry.schema(schema_id))
+        except orjson.JSONDecodeError as exc:
+            raise DataError(f"Schema id {schema_id} from the registry is not valid JSON: {exc}") from exc
+        return schema
 
     def to_connect_data(self, topic: str, data: bytes | None, headers: Headers | None = None) -> SchemaAndValue:
         """Deserialize bytes in Confluent's wire format, fetching the writer's schema by its id."""

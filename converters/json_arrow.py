@@ -17,13 +17,18 @@ doubles, as orjson reads them.
 
 Columns come in the order their keys first appear; a value without a key holds null there. A
 member that is null in every value is a column of Arrow's ``null`` type.
+
+JSON with schemas (``schemas.enable=true``) is read the same way by :func:`read_envelopes`: the
+payloads become the columns, and each distinct ``schema`` text comes back once for the caller to
+check (:mod:`sluice.converters.connect_arrow` types the columns as that schema says).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 try:
+    import numpy as np
     import pyarrow as pa
 except ImportError:  # pragma: no cover - every extra that writes columns brings pyarrow
     pa = None
@@ -50,8 +55,11 @@ def read_flat_objects(raws: list[bytes]) -> Any | None:
     if parsed is None:
         return None
     rows, columns = parsed
-    if not columns:
-        return None
+    return _table(rows, columns) if columns else None
+
+
+def _table(rows: int, columns: list[Any]) -> Any:
+    """The native parser's column buffers wrapped as an Arrow table (no copy)."""
     arrays = []
     for _, kind, validity, values, offsets in columns:
         if kind == "null":
@@ -62,3 +70,30 @@ def read_flat_objects(raws: list[bytes]) -> Any | None:
         buffers = [valid, data] if offsets is None else [valid, pa.py_buffer(offsets), data]
         arrays.append(pa.Array.from_buffers(getattr(pa, _TYPES[kind])(), rows, buffers))
     return pa.Table.from_arrays(arrays, names=[column[0] for column in columns])
+
+
+class Envelopes(NamedTuple):
+    """A batch of JsonConverter envelopes read by :func:`read_envelopes`."""
+
+    #: The payloads' columns, as :func:`read_flat_objects` gives them (``None``: no member at all).
+    table: Any
+    #: The distinct texts of the ``schema`` members, in the order first seen.
+    schemas: list[bytes]
+    #: Per row, the index of its schema in ``schemas`` (a NumPy ``uint32`` array).
+    schema_of_row: Any
+
+
+def read_envelopes(raws: list[bytes]) -> Envelopes | None:
+    """``raws`` (JsonConverter envelopes, ``schemas.enable=true``) as the Arrow table of their
+    payloads and their distinct schema texts, or ``None`` when a value is not an envelope of a
+    flat payload read exactly as orjson reads it, or when the native parser is not installed.
+
+    Each distinct schema text comes once, so a caller parses and checks it once per batch."""
+    if not available() or not raws:
+        return None
+    parsed = sluice_native.parse_json_envelopes(raws if type(raws) is list else list(raws))
+    if parsed is None:
+        return None
+    rows, columns, schemas, schema_of_row = parsed
+    table = _table(rows, columns) if columns else None
+    return Envelopes(table, schemas, np.frombuffer(schema_of_row, dtype="<u4"))

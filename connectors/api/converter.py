@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 from sluice.connectors.api.config import PluginConfig
+from sluice.connectors.api.errors import DataError
 from sluice.connectors.api.records import Headers
 from sluice.connectors.api.schema import Schema, SchemaAndValue
+from sluice.connectors.api.wire import OPAQUE, WireFormat
 
 
 class Converter(abc.ABC):
@@ -59,26 +61,12 @@ class Converter(abc.ABC):
         """
         return OPAQUE
 
-
-class WireFormat(NamedTuple):
-    """The bytes a converter writes, as a declaration (see :meth:`Converter.wire_format`)."""
-
-    #: ``"json"`` (Connect's JsonConverter format), ``"bytes"`` (the value is the bytes),
-    #: ``"string"`` (UTF-8 text) or ``"opaque"`` (anything else: nothing may be assumed).
-    kind: str
-    #: For ``json``: each value is the ``{"schema": …, "payload": …}`` envelope.
-    schemas: bool = False
-    #: For ``json``: how decimals are written, ``"BASE64"`` (Connect's default) or ``"NUMERIC"``.
-    decimal_format: str = "BASE64"
-
-    @property
-    def schemaless_json(self) -> bool:
-        """Whether every value is one plain JSON document (or a null)."""
-        return self.kind == "json" and not self.schemas
-
-
-#: What a converter that declares nothing writes.
-OPAQUE = WireFormat("opaque")
+    def writer_schema(self, schema_id: int) -> Mapping[str, Any]:
+        """The writer schema registered under ``schema_id``, parsed, for a converter whose wire
+        format names schemas by id (``avro``): what a sink task that reads raw values
+        (:attr:`~connectors.api.SinkRecordBatch.raw_values`) decodes them with. Raises
+        :class:`~connectors.api.errors.DataError` for an unknown id or a converter without ids."""
+        raise DataError(f"{type(self).__name__} does not name schemas by id")
 
 
 class HeaderConverter(abc.ABC):

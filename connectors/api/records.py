@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, overload
 
 from sluice.connectors.api.errors import UnusableRawValues
 from sluice.connectors.api.schema import Schema
+from sluice.connectors.api.wire import WireFormat
 
 #: Headers travel as a tuple of ``(key, value)`` pairs; keys repeat as Kafka allows. Values are the
 #: header converter's business: ``bytes`` on the wire, plain data after conversion.
@@ -110,8 +111,11 @@ class SinkRecordBatch(Sequence[SinkRecord]):
       the consumed messages the first time they are read.
     * ``raw_values``: the value bytes exactly as consumed, for a task that asked for them
       (:attr:`~connectors.api.SinkTask.value_format`) when the runtime could give them (no
-      transform ran, and the value converter writes schemaless JSON, or any bytes for ``raw_bytes``);
-      ``None`` otherwise, and then ``values`` is what to write. ``values`` of a batch with raw
+      transform ran, and the value converter writes schemaless JSON, also JSON with schemas or Avro
+      for ``raw_typed``, or any bytes for ``raw_bytes``); ``None`` otherwise, and then ``values`` is
+      what to write. ``raw_format`` is then the converter's
+      :class:`~connectors.api.converter.WireFormat` (what the bytes are), and ``writer_schema``
+      for Avro gives the writer schema of a registry id (:meth:`Converter.writer_schema`). ``values`` of a batch with raw
       values are decoded on first read; if that fails, reading them raises
       :class:`~connectors.api.UnusableRawValues` from the batch's first record, which the runtime
       answers by delivering the records again decoded, under ``errors.*``.
@@ -121,6 +125,8 @@ class SinkRecordBatch(Sequence[SinkRecord]):
         "topic",
         "original_topic",
         "raw_values",
+        "raw_format",
+        "writer_schema",
         "keys",
         "key_schemas",
         "_values",
@@ -143,6 +149,8 @@ class SinkRecordBatch(Sequence[SinkRecord]):
         original_topic: str | None = None,
         raw_values: list[bytes | None] | None = None,
         decode: Callable[[], tuple[list[Schema | None], list[Any]]] | None = None,
+        raw_format: WireFormat | None = None,
+        writer_schema: Callable[[int], Mapping[str, Any]] | None = None,
     ) -> None:
         """``loader(name)`` gives the ``partition``, ``kafka_offset``, ``timestamp``,
         ``timestamp_type`` and ``headers`` columns on first read; ``values`` may be ``None`` only
@@ -152,6 +160,8 @@ class SinkRecordBatch(Sequence[SinkRecord]):
         self.topic = topic
         self.original_topic = topic if original_topic is None else original_topic
         self.raw_values = raw_values
+        self.raw_format = raw_format
+        self.writer_schema = writer_schema
         self._values = values
         self._value_schemas = value_schemas
         self._decode = decode

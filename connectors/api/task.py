@@ -162,6 +162,9 @@ class ValueFormat(enum.StrEnum):
 
     CONNECT = "connect"
     RAW_JSON = "raw_json"
+    #: Raw values in any format a columnar fast path reads: schemaless JSON, JSON with schemas
+    #: (the envelope) and Avro; the batch's :attr:`~connectors.api.SinkRecordBatch.raw_format` says which.
+    RAW_TYPED = "raw_typed"
     RAW_BYTES = "raw_bytes"
 
 
@@ -177,8 +180,9 @@ class SinkTask(Task):
 
     #: How the task wants record values, said once: :attr:`ValueFormat.CONNECT` (the default)
     #: for converted Connect data; :attr:`ValueFormat.RAW_JSON` for the consumed bytes whenever the
-    #: value converter writes schemaless JSON; :attr:`ValueFormat.RAW_BYTES` for the consumed
-    #: bytes whatever the converter. Raw values come in
+    #: value converter writes schemaless JSON; :attr:`ValueFormat.RAW_TYPED` for them also when it
+    #: writes JSON with schemas (decimals as base64) or Avro; :attr:`ValueFormat.RAW_BYTES` for the
+    #: consumed bytes whatever the converter. Raw values come in
     #: :attr:`~connectors.api.SinkRecordBatch.raw_values` only when no transform runs and the
     #: converter allows; the batch's ``values`` are then decoded on first read. The runtime does
     #: not check raw bytes: the task parses what it writes (or checks it, e.g. with

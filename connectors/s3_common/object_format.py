@@ -88,6 +88,13 @@ class ObjectWriter(abc.ABC):
         """
         self.write(decode_raw_values(raws), None)
 
+    def write_table(self, table: Any, schema: Schema) -> bool:
+        """Encode one batch of struct values of ``schema`` given as an Arrow table: its fields as
+        columns typed as decoding the values types them (raw values a fast path read, see
+        :mod:`sluice.converters.connect_arrow`). ``False`` when the format does not take it that
+        way (the default): the caller writes the decoded values instead."""
+        return False
+
     @property
     def pending_bytes(self) -> int:
         """A rough size of what the writer holds in memory, not yet written to the output."""

@@ -7,15 +7,16 @@ inferred from the first row group and kept for the whole object.
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from concurrent.futures import wait as futures_wait
+from functools import partial
 from typing import Any
 
 import orjson
 
 from sluice.connectors.api import DataError, Schema, Type
-from sluice.connectors.api.schema import Date, Decimal, Time, Timestamp
+from sluice.connectors.api.schema import Decimal
 from sluice.connectors.s3_common import require_module
 from sluice.connectors.s3_common.object_format import (
     InvalidRawJson,
@@ -35,25 +36,11 @@ def arrow_type(schema: Schema) -> Any:
         params = schema.parameters or {}
         precision = int(params.get("connect.decimal.precision", 38))
         return pa.decimal128(precision, Decimal.scale(schema))
-    if schema.name == Date.LOGICAL_NAME:
-        return pa.date32()
-    if schema.name == Time.LOGICAL_NAME:
-        return pa.time32("ms")
-    if schema.name == Timestamp.LOGICAL_NAME:
-        return pa.timestamp("ms", tz="UTC")
-    simple = {
-        Type.INT8: pa.int8(),
-        Type.INT16: pa.int16(),
-        Type.INT32: pa.int32(),
-        Type.INT64: pa.int64(),
-        Type.FLOAT32: pa.float32(),
-        Type.FLOAT64: pa.float64(),
-        Type.BOOLEAN: pa.bool_(),
-        Type.STRING: pa.string(),
-        Type.BYTES: pa.binary(),
-    }
-    if schema.type in simple:
-        return simple[schema.type]
+    from sluice.converters import connect_arrow  # here: importing it loads pyarrow (the s3 extra)
+
+    flat = connect_arrow.arrow_type(schema)  # primitives and the other logical types: one mapping for every path
+    if flat is not None:
+        return flat
     if schema.type is Type.ARRAY:
         assert schema.value_schema is not None
         return pa.list_(arrow_field("element", schema.value_schema))
@@ -141,8 +128,13 @@ class ParquetObjectWriter(ObjectWriter):
         self._job: Future[None] | None = None
         self._job_rows: list[bytes] = []
         self._job_bytes = 0
+        #: What the job runs (encoding ``_job_rows``, or a table of typed rows), run here if it never started.
+        self._job_run: Callable[[], None] | None = None
         #: What schemaless rows must keep: learnt from the first rows, then the schema's own.
         self._shape = RowShape(row_group_rows)
+        #: Tables of typed rows (write_table) not encoded yet, and their row count.
+        self._tables: list[Any] = []
+        self._table_rows = 0
 
     @property
     def pending_bytes(self) -> int:
@@ -153,6 +145,10 @@ class ParquetObjectWriter(ObjectWriter):
         if schema is not None and self._schema is None:
             self._schema = arrow_schema(schema)
             self._connect_schema = schema
+        if self._tables:  # typed rows came before these: they go first, as rows of the same schema
+            tables, self._tables, self._table_rows = self._tables, [], 0
+            self._rows.extend(row for table in tables for row in table.to_pylist())
+            self._pending_estimate = 100 * len(self._rows)
         # Keep the order: what came raw before these is decoded with them.
         pending = decode_raw_values(self._raw) if self._raw else []
         if schema is None:  # a Connect schema was enforced by the converter
@@ -192,7 +188,46 @@ class ParquetObjectWriter(ObjectWriter):
             else:
                 # The group is parsed and encoded without the GIL: the task goes on consuming meanwhile.
                 self._job_rows, self._job_bytes = group, share
-                self._job = self.executor.submit(self._encode_raw, group)
+                self._job_run = partial(self._encode_raw, group)
+                self._job = self.executor.submit(self._job_run)
+
+    def write_table(self, table: Any, schema: Schema) -> bool:
+        """Rows already typed as the decoded path types them, taken when their Arrow schema is the
+        object's (the first write's): cut into the same row groups as rows written by :meth:`write`."""
+        if self._schema is None:
+            self._schema = arrow_schema(schema)
+            self._connect_schema = schema
+        if table.schema != self._schema or self._raw:
+            return False
+        if self._rows:  # decoded rows are waiting: these follow them as rows
+            self.write(table.to_pylist(), schema)
+            return True
+        pa = require_module("pyarrow", "ParquetFormat")
+        self._tables.append(table)
+        self._table_rows += table.num_rows
+        self._pending_estimate += table.nbytes
+        rows = self.row_group_rows
+        if self._table_rows >= rows:
+            whole = pa.concat_tables(self._tables)
+            start = 0
+            while whole.num_rows - start >= rows:
+                self._encode_later(whole.slice(start, rows))
+                start += rows
+            rest = whole.slice(start)
+            self._tables, self._table_rows = ([rest], rest.num_rows) if rest.num_rows else ([], 0)
+            self._pending_estimate = rest.nbytes if rest.num_rows else 0
+        return True
+
+    def _encode_later(self, table: Any) -> None:
+        """Encode a row group of typed rows on the executor (here without one), after the one before it."""
+        self._finish_job()
+        if self.executor is None:
+            self._encode(table)
+            return
+        # pyarrow encodes without the GIL: the task goes on consuming meanwhile.
+        self._job_bytes = table.nbytes
+        self._job_run = partial(self._encode, table)
+        self._job = self.executor.submit(self._job_run)
 
     def _encode_raw(self, group: list[bytes]) -> None:
         self._encode(self._raw_table(group))
@@ -204,10 +239,11 @@ class ParquetObjectWriter(ObjectWriter):
         if job is None:
             return
         if job.cancel():
-            self._encode_raw(self._job_rows)
+            assert self._job_run is not None
+            self._job_run()
         else:
             job.result()
-        self._job, self._job_rows, self._job_bytes = None, [], 0
+        self._job, self._job_rows, self._job_bytes, self._job_run = None, [], 0, None
 
     def _check_rows(self, pending: list[Any], values: Sequence[Any]) -> None:
         """Refuse the first schemaless value that cannot be a row of the object, before anything
@@ -270,11 +306,16 @@ class ParquetObjectWriter(ObjectWriter):
         job = self._job
         if job is not None and not job.cancel():
             futures_wait([job])  # never leave a thread writing into an aborted upload
-        self._job, self._job_rows, self._job_bytes = None, [], 0
+        self._job, self._job_rows, self._job_bytes, self._job_run = None, [], 0, None
         self._rows, self._raw, self._pending_estimate = [], [], 0
+        self._tables, self._table_rows = [], 0
 
     def close(self) -> None:
         self._finish_job()
+        if self._tables:
+            pa = require_module("pyarrow", "ParquetFormat")
+            tables, self._tables, self._table_rows = self._tables, [], 0
+            self._encode(pa.concat_tables(tables))
         if self._raw:
             raws, self._raw = self._raw, []
             self._encode(self._raw_table(raws))

@@ -20,7 +20,9 @@
 //! are doubles, as orjson reads them.
 
 mod avro;
+mod avro_arrow;
 mod cdc;
+mod envelope;
 
 use std::collections::HashMap;
 
@@ -169,6 +171,17 @@ impl Batch {
         }
         let mut p = Cursor { buf: raw, pos: 0 };
         p.skip_ws();
+        self.object(&mut p)?;
+        p.skip_ws();
+        if p.pos != raw.len() {
+            return Err(Refused);
+        }
+        Ok(())
+    }
+
+    /// One flat object at the cursor as the batch's next row (the caller checked the UTF-8).
+    fn object(&mut self, p: &mut Cursor) -> Parsed<()> {
+        let raw = p.buf;
         p.expect(b'{')?;
         p.skip_ws();
         let mut hint = 0usize; // members usually come in the same order in every object
@@ -194,7 +207,7 @@ impl Batch {
                 p.skip_ws();
                 p.expect(b':')?;
                 p.skip_ws();
-                self.value(&mut p, at)?;
+                self.value(p, at)?;
                 p.skip_ws();
                 match p.next() {
                     Some(b',') => p.skip_ws(),
@@ -202,10 +215,6 @@ impl Batch {
                     _ => return Err(Refused),
                 }
             }
-        }
-        p.skip_ws();
-        if p.pos != raw.len() {
-            return Err(Refused);
         }
         self.rows += 1;
         for column in &mut self.columns {
@@ -498,7 +507,7 @@ fn hex4(buf: &[u8], at: usize) -> Parsed<u32> {
 }
 
 /// Bits, least significant first, as Arrow packs validity and boolean buffers.
-fn pack_bits(bits: &[bool]) -> Vec<u8> {
+pub(crate) fn pack_bits(bits: &[bool]) -> Vec<u8> {
     let mut out = vec![0u8; bits.len().div_ceil(8)];
     for (i, &bit) in bits.iter().enumerate() {
         if bit {
@@ -508,7 +517,7 @@ fn pack_bits(bits: &[bool]) -> Vec<u8> {
     out
 }
 
-fn as_bytes<T: Copy>(values: &[T]) -> &[u8] {
+pub(crate) fn as_bytes<T: Copy>(values: &[T]) -> &[u8] {
     // SAFETY: i64, f64 and i32 have no padding and every bit pattern is a valid byte.
     unsafe {
         std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
@@ -521,6 +530,24 @@ struct Values(Vec<(*const u8, usize)>);
 
 // SAFETY: see `Values`: the memory outlives the parse and nobody writes to it.
 unsafe impl Send for Values {}
+
+/// The batch's values as bytes objects (the owning references, to hold while the pointers are
+/// read) and their `Values`; `None` when one is not bytes (a tombstone).
+pub(crate) fn borrow_values<'py>(
+    raws: &Bound<'py, PyList>,
+) -> Option<(Vec<Bound<'py, PyBytes>>, Values)> {
+    let mut owned: Vec<Bound<'py, PyBytes>> = Vec::with_capacity(raws.len());
+    for item in raws.iter() {
+        owned.push(item.downcast_into::<PyBytes>().ok()?);
+    }
+    let values = Values(
+        owned
+            .iter()
+            .map(|b| (b.as_bytes().as_ptr(), b.as_bytes().len()))
+            .collect(),
+    );
+    Some((owned, values))
+}
 
 fn parse(values: &Values) -> Parsed<Batch> {
     let mut batch = Batch::new(values.0.len());
@@ -570,19 +597,9 @@ fn parse_json_objects<'py>(
     py: Python<'py>,
     raws: &Bound<'py, PyList>,
 ) -> PyResult<Option<(usize, Vec<ColumnBuffers<'py>>)>> {
-    let mut owned: Vec<Bound<'py, PyBytes>> = Vec::with_capacity(raws.len());
-    for item in raws.iter() {
-        match item.downcast_into::<PyBytes>() {
-            Ok(bytes) => owned.push(bytes),
-            Err(_) => return Ok(None), // a tombstone, or not bytes
-        }
-    }
-    let values = Values(
-        owned
-            .iter()
-            .map(|b| (b.as_bytes().as_ptr(), b.as_bytes().len()))
-            .collect(),
-    );
+    let Some((owned, values)) = borrow_values(raws) else {
+        return Ok(None); // a tombstone, or not bytes
+    };
     let parsed = py.allow_threads(move || parse(&values));
     drop(owned);
     let Ok(batch) = parsed else { return Ok(None) };
@@ -597,6 +614,8 @@ fn parse_json_objects<'py>(
 #[pymodule]
 fn sluice_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_json_objects, m)?)?;
+    m.add_function(wrap_pyfunction!(avro_arrow::read_avro_arrow, m)?)?;
+    m.add_function(wrap_pyfunction!(envelope::parse_json_envelopes, m)?)?;
     m.add_class::<cdc::CdcEncoder>()?;
     m.add_class::<avro::AvroRecordWriter>()?;
     m.add_class::<avro::AvroRecordReader>()?;

@@ -29,6 +29,7 @@ from sluice.connectors.api import (
     TopicPartition,
     UnusableRawValues,
     ValueFormat,
+    WireFormat,
 )
 from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig, Stage
 from sluice.worker.outages import DEFAULT_DEGRADED_AFTER_MS
@@ -152,6 +153,7 @@ class SinkTaskRunner(SinkOffsetTracking):
         self._init_error_handling(errors, dlq, errant_record_reporter)
         # Raw values for a task that asks for them (SinkTask.value_format, read after its start()).
         self._raw = False
+        self._raw_format: WireFormat | None = None
         # Partitions consumed again after UnusableRawValues: their records are delivered decoded
         # until the consumer is past this offset again.
         self._decode_until: dict[TopicPartition, int] = {}
@@ -183,12 +185,25 @@ class SinkTaskRunner(SinkOffsetTracking):
         self._next_commit = time.monotonic() + self._flush_interval_s
 
     def _takes_raw_values(self) -> bool:
-        """Whether batches carry raw values: the task asked (after its start()), no transform reads
-        the values, and the value converter's bytes are what the task asked for."""
+        """Whether batches carry raw values (see :meth:`_raw_values_format`, kept for the batches)."""
+        self._raw_format = self._raw_values_format()
+        return self._raw_format is not None
+
+    def _raw_values_format(self) -> WireFormat | None:
+        """The converter's wire format when batches carry raw values (``None``: they do not): the
+        task asked (after its start()), no transform reads the values, and the value converter's
+        bytes are what the task asked for."""
         wanted = ValueFormat(self.task.value_format)
         if wanted is ValueFormat.CONNECT or self._transform is not None:
-            return False
-        return wanted is ValueFormat.RAW_BYTES or self._value_converter.wire_format().schemaless_json
+            return None
+        wire = self._value_converter.wire_format()
+        if wanted is ValueFormat.RAW_BYTES or wire.schemaless_json:
+            return wire
+        if wanted is ValueFormat.RAW_TYPED and (
+            (wire.kind == "json" and wire.decimal_format == "BASE64") or wire.kind == "avro"
+        ):
+            return wire
+        return None
 
     def _on_kafka_stats(self, stats_json: str) -> None:
         """Also the consumer lag for ``GET /metrics`` (once per statistics interval, not per batch)."""
@@ -428,6 +443,8 @@ class SinkTaskRunner(SinkOffsetTracking):
             partial(self._column, topic, messages),
             raw_values=raws if raw else None,
             decode=partial(self._value_converter.to_connect_batch, topic, raws) if raw else None,
+            raw_format=self._raw_format if raw else None,
+            writer_schema=self._value_converter.writer_schema if raw else None,
         )
         return [(batch, messages)]
 

@@ -3,7 +3,9 @@
 One call of :meth:`ActionBuilder.build` turns the records of one topic (a columnar
 :class:`~connectors.api.SinkRecordBatch` or a list) into NDJSON action bytes, already split into
 the task's sending *lanes*. Per record it costs one ``orjson.dumps`` of the value and a few byte
-concatenations; the action line's constant parts are built once per topic.
+concatenations; the action line's constant parts are built once per topic. Avro values that come
+raw (no transform, no ``external.version.field``, not a data stream) skip decoding: the native
+reader writes their documents (:func:`sluice.converters.avro_arrow.avro_documents`).
 
 Lanes keep writes of one document in order: a document id always goes to the same lane and a lane
 sends one request at a time, so with ``max.in.flight.requests`` > 1 an older version of a document
@@ -26,8 +28,9 @@ from typing import Any
 
 import orjson
 
-from sluice.connectors.api import SinkRecord, SinkRecordBatch, TopicPartition
+from sluice.connectors.api import DataError, SinkRecord, SinkRecordBatch, TopicPartition
 from sluice.connectors.sink.elasticsearch.config import ElasticsearchSinkConfig, NullValueBehavior, WriteMethod
+from sluice.converters.avro_arrow import avro_documents
 
 
 class Chunk:
@@ -129,6 +132,22 @@ def document_bytes(value: Any) -> bytes:
     raise InvalidDocument(f"the value is a {kind.__name__}, not a struct, map or JSON object")
 
 
+def _avro_documents(records: SinkRecordBatch) -> list[bytes | None] | None:
+    """The documents of a batch of raw Avro values (one writer schema), written natively exactly as
+    :func:`document_bytes` writes their decoded values; ``None`` when the batch must be decoded."""
+    raws, wire, writer_schema = records.raw_values, records.raw_format, records.writer_schema
+    if raws is None or wire is None or wire.kind != "avro" or writer_schema is None:
+        return None
+    first = next((raw for raw in raws if raw is not None), None)
+    if first is None or len(first) < 5:
+        return None
+    try:
+        schema = writer_schema(int.from_bytes(first[1:5], "big"))
+    except DataError:
+        return None
+    return avro_documents(raws, dict(schema))
+
+
 def key_id(key: Any) -> str:
     """A record key as a document id: strings and integers (Connect's rule), UTF-8 bytes (Sluice)."""
     kind = type(key)
@@ -178,7 +197,9 @@ class ActionBuilder:
         cfg = self.config
         n_lanes = self.lanes
         built = Built([[] for _ in range(n_lanes)], [[] for _ in range(n_lanes)], [[] for _ in range(n_lanes)])
-        values, keys = records.values, records.keys
+        # Avro values read natively come as their documents already; anything else is decoded.
+        documents = None if cfg.external_version_field or target.data_stream else _avro_documents(records)
+        values, keys = (records.values if documents is None else documents), records.keys
         # Offsets are tracked in the consumed coordinates (a routed batch keeps them).
         partitions, offsets, consumed_topic = records.partitions, records.offsets, records.original_topic
         chunk_of = self._chunks(consumed_topic, partitions, offsets, records, built)
@@ -227,7 +248,7 @@ class ActionBuilder:
                         continue
                     payload = open_delete + b',"_id":' + _dumps(doc_id) + tail
                 else:
-                    doc = document_bytes(value)
+                    doc = document_bytes(value) if documents is None else value
                     if timestamp_of is not None:
                         doc = timestamp_of(i, value, doc)
                     head = open_action if doc_id is None else open_action + b',"_id":' + _dumps(doc_id)

@@ -35,12 +35,14 @@ from sluice.connectors.api import (
     SinkTaskContext,
     TopicPartition,
     UnwritableRecordError,
+    ValueFormat,
 )
 from sluice.connectors.sink.elasticsearch.bulk import BulkProcessor
 from sluice.connectors.sink.elasticsearch.client import FatalHttpError, SearchClient, TransientHttpError
 from sluice.connectors.sink.elasticsearch.config import DataStreamType, ElasticsearchSinkConfig
 from sluice.connectors.sink.elasticsearch.documents import ActionBuilder, Chunk, Rejected, Target
 from sluice.connectors.sink.elasticsearch.mapping import index_name, mapping_for
+from sluice.converters import avro_arrow
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +84,9 @@ class ElasticsearchSinkTask(SinkTask):
         self._processor = BulkProcessor(cfg, client)
         self._processor.report_refused = getattr(context, "errant_record_reporter", None) is not None
         self._builder = ActionBuilder(cfg, self._processor.lanes)
+        if avro_arrow.available():
+            # Avro values then come raw and become documents natively (others are decoded as before).
+            self.value_format = ValueFormat.RAW_TYPED
         logger.info(
             "Writing documents to %s (write.method=%s, %d lanes, batch.size=%d)",
             ", ".join(cfg.connection_url),

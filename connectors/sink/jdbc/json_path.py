@@ -1,5 +1,9 @@
-"""The JDBC sink's JSON fast path: a chunk of undecoded schemaless JSON as COPY data, and the
-helper thread that sends a chunk while the task returns to the runtime.
+"""The JDBC sink's raw fast path: a chunk of undecoded values as COPY data, and the helper
+thread that sends a chunk while the task returns to the runtime.
+
+The values are read into Arrow columns by the format the value converter writes: schemaless JSON
+(:func:`.pgjson.read_json_lines`), JSON with schemas (the payloads, typed by the schema as the
+converter would, :mod:`sluice.converters.connect_arrow`) or Avro (the native Avro reader).
 
 The rows and columns are those the ordinary path would write; a batch the fast path cannot take
 exactly goes the ordinary way (see :mod:`sluice.connectors.sink.jdbc.task` for the pipelining).
@@ -8,16 +12,20 @@ exactly goes the ordinary way (see :mod:`sluice.connectors.sink.jdbc.task` for t
 from __future__ import annotations
 
 import contextvars
+import datetime as _dt
 import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
+from sluice.connectors.api import SinkRecordBatch
 from sluice.connectors.jdbc_common.errors import describe
+from sluice.connectors.jdbc_common.types import timezone
 from sluice.connectors.sink.jdbc.config import InsertMode, JdbcSinkConfig, PkMode
-from sluice.connectors.sink.jdbc.pgjson import COPY_BINARY, read_json_lines
+from sluice.connectors.sink.jdbc.pgjson import COPY_BINARY, JsonColumns, read_json_lines, typed_columns
 from sluice.connectors.sink.jdbc.rows import TopicRecords
 from sluice.connectors.sink.jdbc.tables import TableManager
+from sluice.converters.connect_arrow import EnvelopeReader, read_avro_batch
 
 logger = logging.getLogger(__name__)
 
@@ -40,10 +48,32 @@ class JsonFastPath:
         self.records = 0
         #: … of which as COPY binary data.
         self.records_binary = 0
+        # Parses JSON-with-schemas envelopes, each distinct schema once (made on the first such batch).
+        self._envelopes: EnvelopeReader | None = None
 
     def sit_out(self) -> None:
         """Leave the next few batches to the ordinary path."""
         self.skip = JSON_RETRY_AFTER
+
+    def read(self, batch: SinkRecordBatch, cfg: JdbcSinkConfig) -> JsonColumns | None:
+        """The batch's raw values as columns, by the format they are in (``None``: decode them)."""
+        raws = batch.raw_values
+        wire = batch.raw_format
+        if raws is None:
+            return None
+        if wire is None or wire.schemaless_json:
+            return read_json_lines(raws)
+        if wire.kind == "json" and wire.schemas:
+            reader = self._envelopes
+            if reader is None or reader.replace_null_with_default != wire.replace_null_with_default:
+                reader = self._envelopes = EnvelopeReader(wire.replace_null_with_default)
+            read = reader.read(raws)
+            table = None if read is None else read[0]
+        elif wire.kind == "avro":
+            table = read_avro_batch(raws, batch.writer_schema)
+        else:
+            return None
+        return None if table is None else typed_columns(table, timezone(cfg.db_timezone) is _dt.UTC)
 
     def try_prepare(self, group: TopicRecords, cfg: JdbcSinkConfig, writer: Any, tables: TableManager) -> Any:
         """:meth:`prepare`, which never fails a batch the ordinary path can write: an
@@ -73,7 +103,7 @@ class JsonFastPath:
         raws = group.batch.raw_values  # type: ignore[union-attr]
         if types is None or raws is None:  # the table's types are read by the first ordinary write
             return None
-        parsed = read_json_lines(raws)
+        parsed = self.read(group.batch, cfg)  # type: ignore[arg-type]
         if parsed is None:
             self.skip = JSON_RETRY_AFTER
             return None

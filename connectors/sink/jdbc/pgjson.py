@@ -44,7 +44,9 @@ integer ``-0``), or strings Arrow would turn into timestamps (read again as stri
 
 from __future__ import annotations
 
+import decimal
 import re
+import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -73,6 +75,16 @@ _FIXED = {
     ("double", "float8"): ">f8",
     ("bool", "bool"): "u1",
 }
+#: Typed columns (JSON with schemas, Avro): Connect's Date, Time and Timestamp as PostgreSQL's
+#: binary ``date`` (days since 2000-01-01), ``time`` and ``timestamp`` (microseconds, since midnight
+#: and since 2000-01-01 UTC); the Arrow type → its integer view, the factor to PostgreSQL's unit, the shift.
+_TEMPORAL = {
+    ("date32[day]", "date"): ("int32", ">i4", 1, -10_957),
+    ("time32[ms]", "time"): ("int32", ">i8", 1000, 0),
+    ("timestamp[ms, tz=UTC]", "timestamp"): ("int64", ">i8", 1000, -946_684_800_000_000),
+}
+#: Typed columns CSV renders as the text the ordinary path sends (same value), by Arrow type → column type.
+_CSV_TYPED = {("date32[day]", "date"), ("time32[ms]", "time"), ("timestamp[ms, tz=UTC]", "timestamp")}
 _INT_RANGE = {"int4": (-(2**31), 2**31 - 1), "int2": (-(2**15), 2**15 - 1)}
 _TEXT_TYPES = {"text", "varchar"}
 # The JSON integer -0 (not -0.5, -0e1 or -0.0); also matches inside strings, which costs only a closer look.
@@ -128,27 +140,28 @@ class JsonColumns:
                 layout.append((f"l{i}", ">i4"))
                 values.append(-1)
                 continue
-            if pa.types.is_string(kind):
-                if target not in _TEXT_TYPES:
+            if pa.types.is_string(kind) or pa.types.is_binary(kind):
+                if target not in (_TEXT_TYPES if pa.types.is_string(kind) else ("bytea",)):
                     return None
                 lengths = pc.binary_length(column)
                 if column.null_count:
-                    lengths, column = pc.fill_null(lengths, -1), pc.fill_null(column, "")
+                    empty = "" if pa.types.is_string(kind) else b""
+                    lengths, column = pc.fill_null(lengths, -1), pc.fill_null(column, empty)
                 layout.append((f"l{i}", ">i4"))
                 values.append(lengths.to_numpy())
                 close_layout()
                 pieces.append(column.cast(pa.large_binary()))
                 continue
-            dtype = _FIXED.get((str(kind), target or ""))
-            if dtype is None:
+            if pa.types.is_decimal128(kind):
+                if target != "numeric":
+                    return None
+                close_layout()
+                pieces.append(_numeric_fields(column))
+                continue
+            fixed = _fixed_width(column, target or "", self.maybe_minus_zero)
+            if fixed is None:
                 return None
-            if target in _INT_RANGE:
-                low, high = _INT_RANGE[target]
-                bounds = pc.min_max(column)
-                if column.null_count < n and not low <= bounds["min"].as_py() <= bounds["max"].as_py() <= high:
-                    return None  # out of range: the CSV path lets the server say so
-            elif dtype == ">f8" and self.maybe_minus_zero and _has_minus_zero(column):
-                return None
+            dtype, column = fixed
             width = np.dtype(dtype).itemsize
             if not column.null_count:
                 layout += [(f"l{i}", ">i4"), (f"v{i}", dtype)]
@@ -184,6 +197,8 @@ class JsonColumns:
                     return None
                 continue
             if pa.types.is_boolean(kind) and target == "bool":
+                continue
+            if (str(kind), target) in _CSV_TYPED or (pa.types.is_decimal128(kind) and target == "numeric"):
                 continue
             return None
         sink = pa.BufferOutputStream()
@@ -239,6 +254,33 @@ def read_json_lines(raws: Sequence[bytes | None]) -> JsonColumns | None:
     return JsonColumns(table, _INTEGER_MINUS_ZERO.search(blob) is not None)
 
 
+def typed_columns(table: Any, utc: bool) -> JsonColumns | None:
+    """A table of typed columns (JSON with schemas, Avro) ready for :meth:`JsonColumns.copy_data`,
+    or ``None`` if a column holds what the ordinary path would write differently: a Timestamp
+    unless ``db.timezone`` is UTC (the ordinary path writes it in that zone), a float32 (written
+    from its double text and rounded by the server), a type the COPY renderers do not take."""
+    columns = []
+    for column in table.columns:
+        kind = column.type
+        if pa.types.is_integer(kind):
+            column = column.cast(pa.int64())
+        elif pa.types.is_timestamp(kind):
+            if not utc or str(kind) != "timestamp[ms, tz=UTC]":
+                return None
+        elif not (
+            pa.types.is_null(kind)
+            or pa.types.is_float64(kind)
+            or pa.types.is_boolean(kind)
+            or pa.types.is_string(kind)
+            or pa.types.is_binary(kind)
+            or pa.types.is_decimal128(kind)
+            or str(kind) in ("date32[day]", "time32[ms]")
+        ):
+            return None
+        columns.append(column)
+    return JsonColumns(pa.Table.from_arrays(columns, names=table.column_names), maybe_minus_zero=False)
+
+
 def _fixed_rows(n: int, layout: list[tuple[str, str]], values: list[Any]) -> Any:
     """``n`` rows of the fixed-width fields ``layout`` (name, dtype) filled with ``values`` (a
     scalar or an array each), as a ``large_binary`` array sharing the structured array's memory."""
@@ -248,6 +290,61 @@ def _fixed_rows(n: int, layout: list[tuple[str, str]], values: list[Any]) -> Any
     width = rows.dtype.itemsize
     offsets = np.arange(0, (n + 1) * width, width, dtype=np.int64)
     return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(rows)])
+
+
+def _fixed_width(column: Any, target: str, maybe_minus_zero: bool) -> tuple[str, Any] | None:
+    """A fixed-width column's network-order dtype for a ``target`` column, and its values in
+    PostgreSQL's binary form; ``None`` if binary does not take the pair (see the module docstring)."""
+    kind = str(column.type)
+    temporal = _TEMPORAL.get((kind, target))
+    if temporal is not None:
+        storage, dtype, factor, shift = temporal
+        return dtype, pc.add(pc.multiply(column.view(storage).cast(pa.int64()), factor), shift)
+    fixed = _FIXED.get((kind, target))
+    if fixed is None:
+        return None
+    if target in _INT_RANGE:
+        low, high = _INT_RANGE[target]
+        bounds = pc.min_max(column)
+        if column.null_count < len(column) and not low <= bounds["min"].as_py() <= bounds["max"].as_py() <= high:
+            return None  # out of range: the CSV path lets the server say so
+    elif fixed == ">f8" and maybe_minus_zero and _has_minus_zero(column):
+        return None
+    return fixed, column
+
+
+def _numeric_fields(column: Any) -> Any:
+    """A decimal column as COPY binary ``numeric`` fields (length, then PostgreSQL's base-10000
+    digits), as a ``large_binary`` array; value by value, decimals being few and short."""
+    fields = [_NULL_FIELD if d is None else _numeric_field(d) for d in column.to_pylist()]
+    return pa.array(fields, pa.large_binary())
+
+
+def _numeric_field(value: decimal.Decimal) -> bytes:
+    """One ``numeric`` in PostgreSQL's binary form: digit count, weight, sign, display scale, digits."""
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)  # finite: decimals from Arrow
+    text = "".join(map(str, digits))
+    scale = max(0, -exponent)
+    if exponent >= 0:
+        whole, fraction = text + "0" * exponent, ""
+    else:
+        whole, fraction = text[:exponent].lstrip("0"), text[exponent:].rjust(scale, "0")
+    whole = whole.lstrip("0")
+    whole = whole.rjust(-(-len(whole) // 4) * 4, "0")
+    fraction = fraction.ljust(-(-len(fraction) // 4) * 4, "0")
+    groups = [int(whole[i : i + 4]) for i in range(0, len(whole), 4)]
+    groups += [int(fraction[i : i + 4]) for i in range(0, len(fraction), 4)]
+    weight = len(whole) // 4 - 1
+    while groups and groups[0] == 0:
+        groups.pop(0)
+        weight -= 1
+    while groups and groups[-1] == 0:
+        groups.pop()
+    if not groups:
+        weight, sign = 0, 0
+    body = struct.pack(f">hhHh{len(groups)}h", len(groups), weight, 0x4000 if sign else 0, scale, *groups)
+    return struct.pack(">i", len(body)) + body
 
 
 def _has_minus_zero(column: Any) -> bool:

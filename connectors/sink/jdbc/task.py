@@ -78,10 +78,10 @@ class JdbcSinkTask(SinkTask):
     """
 
     version = "0.1.0"
-    # Schemaless JSON batches may be written from their consumed bytes (pgjson.py), which the JSON
-    # fast path parses with Arrow, refusing what the converter would (pgjson.read_json_lines);
-    # every other batch reads ``values``, decoded on first read.
-    value_format = ValueFormat.RAW_JSON
+    # Batches of JSON (with or without schemas) or Avro may be written from their consumed bytes
+    # (json_path.py, pgjson.py), which the fast path parses into Arrow columns, refusing what the
+    # converter would; every other batch reads ``values``, decoded on first read.
+    value_format = ValueFormat.RAW_TYPED
 
     def __init__(self) -> None:
         self._stopping = threading.Event()

@@ -62,6 +62,12 @@ class Columns:
     timestamps: Callable[[], Sequence[int | None]]
     headers: Callable[[], Sequence[Headers | None]]
     raw: Sequence[bytes | None] | None = None
+    #: Raw values read into typed columns (JSON with schemas, Avro; see
+    #: :meth:`~connectors.s3_common.formats.ObjectWriter.write_table`): the Arrow table, one row per
+    #: record, with ``schemas`` their value schema and ``decoded`` the decoded values, for an
+    #: object that does not take the table.
+    table: Any = None
+    decoded: Callable[[], Sequence[Any]] | None = None
 
 
 def null_probe(raw: Sequence[bytes | None]) -> Sequence[Any]:
@@ -79,6 +85,13 @@ def _pick(column: Sequence[Any], index: Sequence[int] | slice) -> Sequence[Any]:
     if isinstance(index, slice):
         return column[index]
     return [column[i] for i in index]
+
+
+def _rows_of(table: Any, index: Sequence[int] | slice) -> Any:
+    if isinstance(index, slice):
+        start, stop, _ = index.indices(table.num_rows)
+        return table.slice(start, stop - start)
+    return table.take(list(index))
 
 
 class _Sidecar:
@@ -132,8 +145,14 @@ class OpenObject:
             raws = _pick(cols.raw, index)
             self.writer.write_raw_json(raws)
             self.count += len(raws)
+        elif (
+            cols.table is not None
+            and schema is not None
+            and self.writer.write_table(_rows_of(cols.table, index), schema)
+        ):
+            self.count += len(_pick(cols.offsets, index))
         else:
-            values = _pick(cols.values, index)
+            values = _pick(cols.values if cols.decoded is None else cols.decoded(), index)
             try:
                 self.writer.write(values, schema)
             except UnfitValue as exc:  # nothing of the call is kept: name the record for put()

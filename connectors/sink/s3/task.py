@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 from sluice.connectors.api import (
     ConnectError,
     Headers,
+    Schema,
     SinkRecord,
     SinkRecordBatch,
     SinkTask,
@@ -45,6 +46,7 @@ from sluice.connectors.s3_common.parquet_rows import UnfitValue
 from sluice.connectors.s3_common.partitioners import Partitioner, extractor_reads_values, make_partitioner
 from sluice.connectors.s3_common.storage import ObjectStorage, S3Storage
 from sluice.connectors.sink.s3.config import S3SinkConfig
+from sluice.connectors.sink.s3.typed_values import TypedValues
 from sluice.connectors.sink.s3.writer import Columns, TopicPartitionWriter, WriterSettings, null_probe
 from sluice.converters.json_documents import first_malformed
 
@@ -81,6 +83,7 @@ class S3SinkTask(SinkTask):
         self._settings: WriterSettings | None = None
         self._uploader: ThreadPoolExecutor | None = None
         self._raw_json = False
+        self._typed = TypedValues()  # reads JSON with schemas and Avro into columns for Parquet
 
     # -- SPI --------------------------------------------------------------------------------------
 
@@ -111,7 +114,11 @@ class S3SinkTask(SinkTask):
         )
         # Parquet parses every raw value into columns, refusing what is not JSON; JSON lines copies
         # the bytes into objects and checks them first (_check_raw).
-        self.value_format = ValueFormat.RAW_JSON if self._raw_json else ValueFormat.CONNECT
+        # Parquet also reads JSON with schemas and Avro into typed columns (typed_values.py).
+        parquet = isinstance(self._format, ParquetFormat)
+        self.value_format = (
+            (ValueFormat.RAW_TYPED if parquet else ValueFormat.RAW_JSON) if self._raw_json else ValueFormat.CONNECT
+        )
         if cfg.s3_upload_threads > 0:
             self._uploader = ThreadPoolExecutor(cfg.s3_upload_threads, thread_name_prefix="s3-upload")
             if isinstance(self._format, ParquetFormat):
@@ -249,6 +256,10 @@ class S3SinkTask(SinkTask):
     def _split(self, records: SinkRecordBatch) -> list[tuple[TopicPartition, Columns]]:
         """The records by Kafka partition, as columns (without building records)."""
         raw = records.raw_values if self._raw_json else None
+        wire = records.raw_format
+        if raw is not None and wire is not None and not wire.schemaless_json:
+            typed = self._typed.read(records)  # JSON with schemas or Avro: Parquet only
+            return _split_batch(records, None, typed)
         if raw is not None and not isinstance(self._format, ParquetFormat):
             bad = first_malformed(raw)
             if bad is not None:  # JSON lines copies the bytes: each must be one JSON document
@@ -301,10 +312,15 @@ def _may_interleave(partitioner: Partitioner, cfg: S3SinkConfig) -> bool:
     return not (partitioner.time_based and cfg.rotate_interval_ms > 0)
 
 
-def _split_batch(batch: SinkRecordBatch, raw: Sequence[bytes | None] | None) -> list[tuple[TopicPartition, Columns]]:
+def _split_batch(
+    batch: SinkRecordBatch, raw: Sequence[bytes | None] | None, typed: tuple[Any, Schema] | None = None
+) -> list[tuple[TopicPartition, Columns]]:
     """The batch by Kafka partition. With ``raw`` (checked JSON bytes) the converted values and
-    their schemas (all ``None``: schemaless) are never read; without, ``values`` is read here,
-    before any writer sees the batch."""
+    their schemas (all ``None``: schemaless) are never read; with ``typed`` (the values as a
+    typed table and their schema) they are read only by an object that does not take the table;
+    otherwise ``values`` is read here, before any writer sees the batch."""
+    if typed is not None:
+        return _split_typed(batch, *typed)
     partitions = batch.partitions
     first = partitions[0]
     topic = batch.original_topic  # offsets are the consumed topic's
@@ -347,4 +363,38 @@ def _split_batch(batch: SinkRecordBatch, raw: Sequence[bytes | None] | None) -> 
             raw=sub_raw,
         )
         out.append((TopicPartition(topic, p), cols))
+    return out
+
+
+def _split_typed(batch: SinkRecordBatch, table: Any, schema: Schema) -> list[tuple[TopicPartition, Columns]]:
+    """The batch by Kafka partition, its values as rows of ``table`` (no nulls: the readers refuse
+    tombstones), each partition's rows taken from it."""
+    partitions = batch.partitions
+    raws = batch.raw_values
+    assert raws is not None
+    indices: dict[int, list[int]] = {}
+    for i, p in enumerate(partitions):
+        indices.setdefault(p, []).append(i)
+    out = []
+    for p, idx in indices.items():
+        whole = len(idx) == len(partitions)
+
+        def pick(
+            column: Callable[[], Sequence[Any]], idx: list[int] = idx, whole: bool = whole
+        ) -> Callable[[], Sequence[Any]]:
+            return column if whole else lambda: [column()[i] for i in idx]
+
+        cols = Columns(
+            topic=batch.topic,
+            partition=p,
+            offsets=batch.offsets if whole else [batch.offsets[i] for i in idx],
+            values=raws if whole else [raws[i] for i in idx],  # never None: all the writer reads of them
+            schemas=[schema] * len(idx),
+            keys=batch.keys if whole else [batch.keys[i] for i in idx],
+            timestamps=pick(lambda: batch.timestamps),
+            headers=pick(lambda: batch.headers),
+            table=table if whole else table.take(idx),
+            decoded=pick(lambda: batch.values),
+        )
+        out.append((TopicPartition(batch.original_topic, p), cols))
     return out

@@ -8,9 +8,9 @@ from typing import Any, NamedTuple
 import pytest
 from click.testing import CliRunner
 
+from sluice.cli.main import main
 from sluice.connectors.api import SourceRecord, SourceRecordBatch, TopicPartition
 from sluice.worker import tracing
-from sluice.worker.cli import main
 from sluice.worker.status import ConnectorTaskId
 
 
