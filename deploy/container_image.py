@@ -107,11 +107,16 @@ def _local_cas() -> list[Path]:
 
 
 def repository_root() -> Path:
-    """The directory holding ``pyproject.toml`` and ``deploy/container`` (the build context)."""
-    for parent in Path(__file__).resolve().parents:
+    """The directory holding ``pyproject.toml`` and ``deploy/container`` (the build context): the
+    checkout this module runs from, or, installed from a wheel, the checkout it is run in."""
+    here, cwd = Path(__file__).resolve(), Path.cwd().resolve()
+    for parent in (*here.parents, cwd, *cwd.parents):
         if (parent / "pyproject.toml").is_file() and (parent / "deploy" / "container" / "Containerfile").is_file():
             return parent
-    raise ContainerImageError(f"no repository root with deploy/container/Containerfile above {__file__}")
+    raise ContainerImageError(
+        f"no source checkout with deploy/container/Containerfile above {here} or {cwd}: the image is built "
+        "from the sources, so run this in a checkout of Sluice"
+    )
 
 
 def containerfile() -> Path:

@@ -268,12 +268,15 @@ def _config_entries(
     return configs
 
 
-def check_connectivity(connector_cls: type[Connector], own: Any, timeout_s: float = CONNECTIVITY_TIMEOUT_S) -> dict[str, str]:
-    """The connector's :meth:`~connectors.api.Connector.validate_connectivity` answer, on a thread
-    of its own so that a system that never answers costs the request ``timeout_s`` + 1 s at most."""
-    overridden = getattr(connector_cls.validate_connectivity, "__func__", None) is not getattr(
-        Connector.validate_connectivity, "__func__", None
-    )
+def check_connectivity(
+    connector_cls: type[Connector], own: Any, timeout_s: float = CONNECTIVITY_TIMEOUT_S, *, on_create: bool = False
+) -> dict[str, str]:
+    """The connector's :meth:`~connectors.api.Connector.validate_connectivity` answer (with
+    ``on_create``, its :meth:`~connectors.api.Connector.validate_on_create` one), on a thread of its
+    own so that a system that never answers costs the request ``timeout_s`` + 1 s at most."""
+    name = "validate_on_create" if on_create else "validate_connectivity"
+    check = getattr(connector_cls, name)
+    overridden = getattr(check, "__func__", None) is not getattr(getattr(Connector, name), "__func__", None)
     if own is None or not overridden:
         return {}
     result: dict[str, str] = {}
@@ -281,7 +284,7 @@ def check_connectivity(connector_cls: type[Connector], own: Any, timeout_s: floa
 
     def run() -> None:
         try:
-            result.update(connector_cls.validate_connectivity(own, timeout_s))
+            result.update(check(own, timeout_s))
         except Exception as exc:  # a connector bug must not turn validate into a 500
             failure.append(exc)
 

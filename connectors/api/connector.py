@@ -92,10 +92,23 @@ class Connector(abc.ABC):
         ``connection.password`` for refused credentials); an empty mapping when all is well.
         Messages must not contain secrets. Give up after about ``timeout_s`` seconds.
 
-        Called only by the validate endpoint (``PUT /connector-plugins/{p}/config/validate``), as
-        Connect's connectors do in ``validate``; creating a connector never calls it. Thread: a
-        short-lived thread of the REST request, which stops waiting after ``timeout_s`` plus a
-        margin and reports a timeout on ``connector.class``; the thread may outlive the answer.
+        Called by the validate endpoint (``PUT /connector-plugins/{p}/config/validate``), as
+        Connect's connectors do in ``validate``; creating or updating a connector calls it only when
+        :meth:`validate_on_create` says so. Thread: a short-lived thread of the REST request, which
+        stops waiting after ``timeout_s`` plus a margin and reports a timeout on
+        ``connector.class``; the thread may outlive the answer.
+        """
+        return {}
+
+    @classmethod
+    def validate_on_create(cls, config: Any, timeout_s: float) -> dict[str, str]:
+        """Problems that refuse creating or updating the connector, ``{key: message}`` as
+        :meth:`validate_connectivity` gives them; by default none, as Connect's connectors mostly
+        leave their external systems to the tasks. Debezium's check their database in ``validate``,
+        which Connect runs on create: a connector whose tasks could do nothing useful while such a
+        problem lasts (a CDC source on a server without ``wal_level=logical``) overrides this, and
+        leaves out what passes by itself (a slot another client is still reading). Same thread
+        and timeout as :meth:`validate_connectivity`.
         """
         return {}
 

@@ -294,10 +294,16 @@ def test_validate_names_an_unreachable_database_and_refused_credentials(
     unreachable = _validate(worker, {**cdc, "database.port": str(_closed_port()), "database.password": password})
     assert list(_errors(unreachable)) == ["database.hostname"]
 
-    # Creating does not check connectivity (as in Connect): the task reports the outage instead.
+    # Creating a JDBC connector does not check connectivity (as in Connect): the task reports the
+    # outage instead. Debezium's PostgreSQL connector checks its database in validate(), which
+    # Connect runs on create, so the CDC source refuses the same way.
     created = httpx.put(f"{worker.url}/connectors/jdbc-wrong-pw/config", json={**base, "connection.password": "x"}, timeout=TIMEOUT_S)
     assert created.status_code == 201
     httpx.delete(f"{worker.url}/connectors/jdbc-wrong-pw", timeout=TIMEOUT_S)
+    refused_create = httpx.put(f"{worker.url}/connectors/cdc-wrong-pw/config", json=cdc, timeout=TIMEOUT_S)
+    assert refused_create.status_code == 400, refused_create.text
+    assert "database.password: " in refused_create.json()["message"]
+    assert "wrong-password-123" not in refused_create.text
 
 
 def test_a_misspelt_connector_class_gets_the_closest_names(worker: WorkerProcess) -> None:

@@ -216,7 +216,7 @@ def test_message_key_column_that_does_not_exist_is_named(
         **{"table.include.list": r"public\.orders", "message.key.columns": "public.orders:customer,regoin"},
     )  # fmt: skip
     w = worker(tmp_path, bootstrap, **{"task.restart.max.attempts": "0"})
-    w.start(write_connector(tmp_path / "bad.json", "bad", config))
+    w.start()
     try:
         r = httpx.put(f"{w.url}/connector-plugins/{config['connector.class']}/config/validate", json=config, timeout=30)
         assert r.status_code == 200, r.text
@@ -224,6 +224,15 @@ def test_message_key_column_that_does_not_exist_is_named(
         assert list(errors) == ["message.key.columns"], errors
         (message,) = errors["message.key.columns"]
         assert "'regoin'" in message and "public.orders" in message
+        # Creating it is refused the same way (Debezium's validate runs on create).
+        created = httpx.post(f"{w.url}/connectors", json={"name": "bad", "config": config}, timeout=30)
+        assert created.status_code == 400, created.text
+        assert "message.key.columns: " in created.json()["message"] and "'regoin'" in created.json()["message"]
+        # A column dropped after the connector was created fails its task, naming the key.
+        run_sql(postgres_db, "ALTER TABLE orders ADD COLUMN regoin text")
+        assert httpx.post(f"{w.url}/connectors", json={"name": "bad", "config": config}, timeout=30).status_code == 201
+        run_sql(postgres_db, "ALTER TABLE orders DROP COLUMN regoin")
+        httpx.post(f"{w.url}/connectors/bad/restart?includeTasks=true", timeout=30)
         trace = _task_status(w, "bad", "FAILED")["trace"]
         assert "message.key.columns" in trace and "'regoin'" in trace and "public.orders" in trace
         malformed = {**config, "message.key.columns": "public.orders"}

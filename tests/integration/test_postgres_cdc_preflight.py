@@ -121,6 +121,10 @@ def test_a_slot_another_client_reads_is_named_with_that_client(orders_db: str, p
     problems = _problems(postgres.port, dbname(orders_db), **{"slot.name": slot_reader, "publication.name": "held_pub"})
     assert set(problems) == {"slot.name"}
     assert "being read by another client (PID " in problems["slot.name"] and "'pg_recvlogical'" in problems["slot.name"]
+    # Creating the connector is not refused for it: the task waits for the slot (slot.max.retries).
+    config = {**cdc_config(postgres.port, dbname(orders_db), "pre"), "table.include.list": "public.orders",
+              "slot.name": slot_reader, "publication.name": "held_pub"}
+    assert PostgresCdcSourceConnector.validate_on_create(_parse(config), 10) == {}
 
 
 @pytest.fixture
@@ -160,8 +164,20 @@ def test_the_validate_endpoint_reports_them_on_their_keys(tmp_path: Path, kafka:
     worker = sluice_worker(tmp_path, kafka.bootstrap_servers).start()
     try:
         response = httpx.put(f"{worker.url}/connector-plugins/PostgresCdcSource/config/validate", json=config, timeout=60)
+        # Creating runs the same checks (Debezium's validate does, on Connect's create): refused,
+        # every problem named, nothing stored.
+        created = httpx.post(f"{worker.url}/connectors", json={"name": "pre", "config": config}, timeout=60)
+        stored = httpx.get(f"{worker.url}/connectors/pre", timeout=10)
+        fixed = {**config, "database.user": "postgres", "publication.autocreate.mode": "all_tables"}
+        created_fixed = httpx.put(f"{worker.url}/connectors/pre/config", json=fixed, timeout=60)
     finally:
         worker.stop()
+    assert created.status_code == 400, created.text
+    message = created.json()["message"]
+    assert message.startswith("Connector configuration is invalid and contains the following 2 error(s):")
+    assert "database.user: " in message and "REPLICATION" in message and "publication.name: " in message
+    assert stored.status_code == 404
+    assert created_fixed.status_code == 201, created_fixed.text
     assert response.status_code == 200, response.text
     body: dict[str, Any] = response.json()
     errors = {c["value"]["name"]: c["value"]["errors"] for c in body["configs"] if c["value"]["errors"]}

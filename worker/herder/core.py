@@ -26,8 +26,9 @@ from urllib.parse import quote
 
 from confluent_kafka.admin import AdminClient
 
-from sluice.connectors.api import AlreadyExistsError, NotFoundError
+from sluice.connectors.api import AlreadyExistsError, ConfigError, NotFoundError
 from sluice.plugins import PluginInfo
+from sluice.worker.config_infos import check_connectivity
 from sluice.worker.herder.api import (
     HEALTH_TIMEOUT_S,
     ConnectorInfo,
@@ -293,6 +294,7 @@ class HerderCore(Herder):
         validated = self.worker.validate(raw)
         if current is not None and not allow_replace:
             raise AlreadyExistsError(f"Connector {name} already exists")
+        _check_on_create(validated)
         self.configs.put_connector_config(name, raw, initial_state=initial_state if current is None else None)
         self._written()
         tasks = list(range(len(self.configs.snapshot().task_configs.get(name, ()))))
@@ -405,3 +407,19 @@ def _info_from_json(body: Any) -> ConnectorInfo:
         [int(t["task"]) for t in body.get("tasks") or []],
         str(body.get("type")),
     )
+
+
+def _check_on_create(validated: Any) -> None:
+    """Refuse the config when the connector's ``validate_on_create`` names problems (Debezium's
+    database checks), as Connect refuses a config whose ``validate`` found errors: nothing is
+    stored, and the answer lists every problem."""
+    problems = check_connectivity(validated.plugin.cls, validated.own, on_create=True)
+    if problems:
+        listed = "\n".join(f"{key}: {message}" for key, message in problems.items())
+        raise ConfigError(
+            f"Connector configuration is invalid and contains the following {len(problems)} error(s):\n{listed}\n"
+            "You can also find the above list of errors at the endpoint "
+            "`/connector-plugins/{connectorType}/config/validate`",
+            key=next(iter(problems)),
+            problems=problems,
+        )

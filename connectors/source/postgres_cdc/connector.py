@@ -42,6 +42,12 @@ class PostgresCdcSourceConnector(SourceConnector):
         publication, slot, tables PostgreSQL cannot publish), each on its key."""
         return connectivity_problems(config, timeout_s)
 
+    @classmethod
+    def validate_on_create(cls, config: Any, timeout_s: float) -> dict[str, str]:
+        """The same checks, as Debezium's ``validate`` runs them when Connect creates the connector;
+        a slot another client is reading is left to the task (``slot.max.retries``)."""
+        return connectivity_problems(config, timeout_s, transient=False)
+
     def start(self, config: Any) -> None:
         """Keep the validated configuration. Thread: the connector thread."""
         self._config = config if isinstance(config, PostgresCdcConfig) else PostgresCdcConfig.parse(config)
@@ -90,15 +96,16 @@ def _pairs(offsets: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> Iterable[t
     return offsets
 
 
-def connectivity_problems(config: PostgresCdcConfig, timeout_s: float) -> dict[str, str]:
+def connectivity_problems(config: PostgresCdcConfig, timeout_s: float, *, transient: bool = True) -> dict[str, str]:
     """Open (and close) one ordinary connection with the connector's settings; ``{}`` when it works,
-    otherwise the problem on the key to fix. The message never contains the password."""
+    otherwise the problem on the key to fix. The message never contains the password. Without
+    ``transient``, problems that pass by themselves are left out (see :func:`preflight_problems`)."""
     info = {**config.conninfo(), "connect_timeout": max(1, int(timeout_s))}
     where = f"{config.database_hostname}:{config.database_port}/{config.database_dbname} as {config.database_user}"
     try:
         with psycopg.connect(**info, autocommit=True) as conn:
             key_problem = catalog.check_message_key_columns(conn, config) if config.message_key_columns else None
-            problems = preflight_problems(conn, config)
+            problems = preflight_problems(conn, config, transient=transient)
     except psycopg.Error as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if config.password:

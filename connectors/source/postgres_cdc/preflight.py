@@ -36,14 +36,15 @@ OWN_APPLICATION = "sluice-postgres-cdc"
 _LISTED = 5
 
 
-def preflight_problems(conn: Connection[Any], config: PostgresCdcConfig) -> dict[str, str]:
-    """``{key: problem}`` for everything that would stop this connector on this server."""
+def preflight_problems(conn: Connection[Any], config: PostgresCdcConfig, *, transient: bool = True) -> dict[str, str]:
+    """``{key: problem}`` for everything that would stop this connector on this server; without
+    ``transient``, not a slot another client is reading (the task waits for it, ``slot.max.retries``)."""
     problems: dict[str, list[str]] = {}
     for key, problem in (
         *_server_problems(conn, config),
         *_role_problems(conn, config),
         *_publication_problems(conn, config),
-        *_slot_problems(conn, config),
+        *_slot_problems(conn, config, transient),
         *_failover_problems(conn, config),
         *_table_problems(conn, config),
     ):
@@ -88,7 +89,7 @@ def _publication_problems(conn: Connection[Any], config: PostgresCdcConfig) -> l
              "publication.autocreate.mode=filtered.")]
 
 
-def _slot_problems(conn: Connection[Any], config: PostgresCdcConfig) -> list[tuple[str, str]]:
+def _slot_problems(conn: Connection[Any], config: PostgresCdcConfig, transient: bool) -> list[tuple[str, str]]:
     name = config.slot_name
     row = conn.execute(
         "SELECT s.plugin, s.database, s.active_pid, a.application_name, a.client_addr::text "
@@ -111,7 +112,7 @@ def _slot_problems(conn: Connection[Any], config: PostgresCdcConfig) -> list[tup
     if database != config.database_dbname:
         return [("slot.name", f"Replication slot {name!r} belongs to database {database!r}, not "
                  f"{config.database_dbname!r}. Name another slot.")]
-    if pid is not None and application != OWN_APPLICATION:
+    if pid is not None and application != OWN_APPLICATION and transient:
         holder = f"PID {pid}" + (f", application {application!r}" if application else "") + (f", from {client}" if client else "")
         return [("slot.name", f"Replication slot {name!r} is being read by another client ({holder}); a slot has "
                  "one reader. Stop that client, or name another slot.")]

@@ -240,6 +240,28 @@ def test_validation_and_existence_rules_are_the_same(herder: HerderCore) -> None
         herder.delete_connector("nope")
 
 
+def test_a_connector_that_checks_on_create_is_refused_with_every_problem_and_nothing_stored(
+    herder: HerderCore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.plugins.controllable import ControllableSource
+
+    def problems(cls: type, config: Any, timeout_s: float) -> dict[str, str]:
+        if config.topic != "unusable":
+            return {}
+        return {"topic": "the topic is unusable", "fail.flag": "the flag is unusable"}
+
+    monkeypatch.setattr(ControllableSource, "validate_on_create", classmethod(problems))
+    with pytest.raises(ConfigError) as refused:
+        herder.put_connector_config("c", _config(topic="unusable"), allow_replace=False)
+    message = str(refused.value)
+    assert message.startswith("Connector configuration is invalid and contains the following 2 error(s):\n")
+    assert "topic: the topic is unusable" in message and "fail.flag: the flag is unusable" in message
+    assert refused.value.problems == {"topic": "the topic is unusable", "fail.flag": "the flag is unusable"}
+    assert herder.connectors() == []
+    herder.put_connector_config("c", _config(), allow_replace=False)
+    assert herder.connectors() == ["c"]
+
+
 def test_offsets_change_only_while_stopped(herder: HerderCore) -> None:
     herder.put_connector_config("c", _config(), allow_replace=False)
     eventually(lambda: _running(herder))
