@@ -108,9 +108,11 @@ def _local_cas() -> list[Path]:
 
 def repository_root() -> Path:
     """The directory holding ``pyproject.toml`` and ``deploy/container`` (the build context): the
-    checkout this module runs from, or, installed from a wheel, the checkout it is run in."""
+    checkout named by ``SLUICE_SOURCE_DIR``, else the checkout this module runs from, or, installed
+    from a wheel, the checkout it is run in."""
     here, cwd = Path(__file__).resolve(), Path.cwd().resolve()
-    for parent in (*here.parents, cwd, *cwd.parents):
+    named = [Path(os.environ["SLUICE_SOURCE_DIR"]).resolve()] if os.environ.get("SLUICE_SOURCE_DIR") else []
+    for parent in (*named, *here.parents, cwd, *cwd.parents):
         if (parent / "pyproject.toml").is_file() and (parent / "deploy" / "container" / "Containerfile").is_file():
             return parent
     raise ContainerImageError(

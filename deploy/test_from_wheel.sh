@@ -5,6 +5,7 @@
 # virtualenv, and runs pytest in a copy of the tree whose sluice/ directory (the symlinks that map
 # the top-level folders onto the import name) is removed, so every `import sluice` resolves to the
 # installed wheel: a module, data file or subpackage the wheel lacks fails the test that uses it.
+# The container image, built from the sources, is built from an untouched copy (SLUICE_SOURCE_DIR).
 # The services are the ones `make test` fetched (cached under ~/.cache/sluice).
 #
 #   make test-wheel                      # the whole suite
@@ -16,18 +17,21 @@ PYTHON=${PYTHON:-python3}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/sluice-wheel-suite.XXXXXX")
 echo "sluice: wheel suite in $WORK"
 
-mkdir -p "$WORK/tree" "$WORK/dist"
-git archive HEAD | tar -x -C "$WORK/tree"
-"$ROOT/.venv/bin/python" -m build --wheel --outdir "$WORK/dist" "$WORK/tree" >"$WORK/build.log" 2>&1 \
+mkdir -p "$WORK/src" "$WORK/dist"
+git archive HEAD | tar -x -C "$WORK/src"
+cp -a "$WORK/src" "$WORK/tree"
+"$ROOT/.venv/bin/python" -m build --wheel --outdir "$WORK/dist" "$WORK/src" >"$WORK/build.log" 2>&1 \
   || { cat "$WORK/build.log" >&2; exit 1; }
 wheel=$(ls "$WORK"/dist/sluice-*.whl)
 
 "$PYTHON" -m venv "$WORK/venv"
 "$WORK/venv/bin/python" -m pip install --quiet --upgrade pip
 "$WORK/venv/bin/python" -m pip install --quiet "${wheel}[dev,jdbc,s3,spark,otel]"
-PATH="$HOME/.cargo/bin:$PATH" "$WORK/venv/bin/python" -m pip install --quiet "$WORK/tree/native"
+PATH="$HOME/.cargo/bin:$PATH" "$WORK/venv/bin/python" -m pip install --quiet "$WORK/src/native"
 
 rm -rf "$WORK/tree/sluice"
+# What builds from the sources (the container image) takes them from the untouched copy.
+export SLUICE_SOURCE_DIR="$WORK/src"
 cd "$WORK/tree"
 # The checkout's venv path is what a few tests and scripts expect; it is the wheel's venv here.
 ln -s "$WORK/venv" .venv

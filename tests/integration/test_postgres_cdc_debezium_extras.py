@@ -73,7 +73,7 @@ def test_logical_decoding_messages_are_message_events(
     assert (tx["db"], tx["name"], tx["connector"]) == (dbname(postgres_db), prefix, "postgresql")
     doc = orjson.loads(messages[0].value)
     assert doc["schema"]["name"] == "io.debezium.connector.postgresql.MessageValue"
-    assert [f["field"] for f in doc["schema"]["fields"]] == ["op", "ts_ms", "source", "message"]
+    assert [f["field"] for f in doc["schema"]["fields"]] == ["op", "ts_ms", "source", "transaction", "message"]
     assert orjson.loads(messages[0].key)["schema"]["name"] == "io.debezium.connector.postgresql.MessageKey"
 
 

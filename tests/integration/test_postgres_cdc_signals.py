@@ -178,9 +178,9 @@ def test_kafka_signal_runs_an_incremental_snapshot_while_streaming(
     assert by_type["STARTED"][0]["data_collections"] == "public.t"
     assert len(by_type["IN_PROGRESS"]) >= rows // 50
     assert {d["current_collection_in_progress"] for d in by_type["IN_PROGRESS"]} == {"public.t"}
-    assert {d["maximum_key"] for d in by_type["IN_PROGRESS"]} == {f"[{rows + 1000}]"}  # no key beyond it is written
+    assert {d["maximum_key"] for d in by_type["IN_PROGRESS"]} == {f"{rows + 1000}"}  # no key beyond it is written
     processed = [d["last_processed_key"] for d in by_type["IN_PROGRESS"] if "last_processed_key" in d]
-    assert processed[-1] == f"[{rows + 1000}]"  # (an empty last chunk has no key)
+    assert processed[-1] == f"{rows + 1000}"  # a one-column key as Debezium shows it (an empty last chunk has none)
     scan = by_type["TABLE_SCAN_COMPLETED"][0]
     assert (scan["scanned_collection"], scan["status"]) == ("public.t", "SUCCEEDED")
     assert int(scan["total_rows_scanned"]) == len(reads)

@@ -12,7 +12,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from sluice.connectors.api import TopicPartition, UnusableRawValues
+from sluice.connectors.api import RetriableError, TopicPartition, UnusableRawValues
 from sluice.worker.runners.sink_redelivery import SinkRedelivery
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,8 @@ class SinkOffsetTracking(SinkRedelivery):
     _committed: dict[TopicPartition, int]
     _next_commit: float
     _flush_interval_s: float
+    #: A pre_commit() raised RetriableError: the outage it reported ends at the next one that succeeds.
+    _commit_outage: bool = False
 
     def _assign_from_committed(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
         """Assign ``partitions`` at their committed offsets, and one without a commit at the start or
@@ -120,6 +122,16 @@ class SinkOffsetTracking(SinkRedelivery):
         except UnusableRawValues as unusable:
             self._redeliver_decoded(unusable)  # nothing is committed past what is consumed again
             return []
+        except RetriableError as exc:
+            # The task could not make its writes durable (a write it sent in the background failed
+            # and retrying it failed too): an outage like a put()'s, and nothing is committed.
+            self.retry.total_retries += 1
+            self._system_unreachable(self._sink_system, exc)
+            self._commit_outage = True
+            return []
+        if self._commit_outage:  # what failed at the last commit is durable now: the system answers
+            self._commit_outage = False
+            self.outages.reached(self._sink_system)
         to_commit = [
             KafkaTopicPartition(tp.topic, tp.partition, offset)
             for tp, offset in safe.items()

@@ -190,13 +190,13 @@ class JdbcSinkTask(SinkTask):
         self._settle()
 
     def pre_commit(self, offsets: Mapping[TopicPartition, int]) -> Mapping[TopicPartition, int]:
-        """Everything consumed is committed, except past the first record a failed put() left out."""
-        try:
-            self._join()
-            self._give_back_unconvertible([])
-            self._settle()
-        except RetriableError as exc:  # the chunk stays pending (its offsets unwritten); the next put() retries it
-            logger.debug("Retrying a failed chunk at pre_commit failed: %s", exc)
+        """Everything consumed is committed, except past the first record a failed put() left out.
+        A chunk that failed in the background is written again here; if that fails too, the
+        :class:`RetriableError` goes to the runtime, which commits nothing and reports the outage
+        (no put() may come to report it: the chunk may hold the last records consumed)."""
+        self._join()
+        self._give_back_unconvertible([])
+        self._settle()
         if not self._unwritten:
             return offsets
         return {

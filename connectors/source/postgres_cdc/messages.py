@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from sluice.connectors.api import Schema, SourceRecord, Type
 from sluice.connectors.source.postgres_cdc.snapshot import WATERMARK_PREFIX
 from sluice.connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
-from sluice.connectors.source.postgres_cdc.tables import SOURCE_SCHEMA
+from sluice.connectors.source.postgres_cdc.tables import SOURCE_SCHEMA, TRANSACTION_BLOCK_SCHEMA
 
 if TYPE_CHECKING:
     from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
@@ -51,6 +51,7 @@ def message_value_schema(binary_mode: str) -> Schema:
             ("op", Schema(Type.STRING)),
             ("ts_ms", Schema(Type.INT64, optional=True)),
             ("source", SOURCE_SCHEMA),
+            ("transaction", TRANSACTION_BLOCK_SCHEMA),  # always null: Debezium's schema has it
             ("message", block),
         ],
         name="io.debezium.connector.postgresql.MessageValue",
@@ -136,6 +137,7 @@ class MessageEvents:
             "ts_ms": ts_ms,
             "source": source,
             "message": {"prefix": prefix, "content": render_content(bytes(content), self.binary_mode)},
+            "transaction": None,
         }
         decoder.message_type = "MESSAGE"
         decoder.records.append(

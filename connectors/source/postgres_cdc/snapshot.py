@@ -315,7 +315,7 @@ class ChunkedSnapshot:
         order = sql.SQL(", ").join(sql.SQL("{} DESC").format(sql.Identifier(k)) for k in table.primary_key)
         target = sql.Identifier(table.schema_name, table.name)
         row = conn.execute(sql.SQL("SELECT {} FROM {} ORDER BY {} LIMIT 1").format(keys, target, order)).fetchone()
-        return f"[{', '.join(str(v) for v in row)}]" if row else None
+        return _shown_key([str(v) for v in row]) if row else None
 
     def _take_point(self, conn: Connection[Any]) -> None:
         row = conn.execute("SELECT (pg_current_wal_lsn() - '0/0')::bigint, txid_current()").fetchone()
@@ -447,7 +447,7 @@ class ChunkedSnapshot:
         aggregate, name = _AGGREGATE[window.kind], window.table.qualified
         collections = [name] + [t for t, k in self.pending if k == window.kind and t != name]
         if window.kind == INCREMENTAL:
-            key = f"[{', '.join(window.last_key)}]" if window.last_key is not None else None
+            key = _shown_key(window.last_key)
             self.notify(
                 aggregate,
                 "IN_PROGRESS",
@@ -463,7 +463,7 @@ class ChunkedSnapshot:
                 aggregate, "IN_PROGRESS", {"data_collections": collections, "current_collection_in_progress": name}
             )
         if window.exhausted:
-            data = {"data_collection": name, "scanned_collection": name, "total_rows_scanned": self._table_rows}
+            data = {"data_collections": name, "scanned_collection": name, "total_rows_scanned": self._table_rows}
             self._table_rows = 0
             self.notify(aggregate, "TABLE_SCAN_COMPLETED", {**data, "status": "SUCCEEDED"})
         if kind_done and window.exhausted:
@@ -580,3 +580,11 @@ def _marked_rows(rows: int, first: str | None, last: str | None) -> list[tuple[i
         return [(0, min(first, last, key=_PRECEDENCE.index))]
     marked = [(0, first)] if first is not None else []
     return marked + ([(rows - 1, last)] if last is not None else [])
+
+
+def _shown_key(key: Any) -> str | None:
+    """A primary key as Debezium 3.6's notifications show it: the value of a one-column key
+    (``2``), ``[9, b]`` for several columns."""
+    if key is None:
+        return None
+    return str(key[0]) if len(key) == 1 else f"[{', '.join(key)}]"

@@ -46,7 +46,7 @@ def test_transactional_and_non_transactional_messages() -> None:
     assert [r.topic for r in records] == ["srv.message", "srv.public.t", "srv.message"]
     assert (tx.key, tx.key_schema) == ({"prefix": "audit"}, MESSAGE_KEY_SCHEMA)
     assert tx.value_schema.name == "io.debezium.connector.postgresql.MessageValue"
-    assert [f.name for f in tx.value_schema.fields] == ["op", "ts_ms", "source", "message"]
+    assert [f.name for f in tx.value_schema.fields] == ["op", "ts_ms", "source", "transaction", "message"]
     assert tx.value["op"] == "m" and tx.value["message"] == {"prefix": "audit", "content": b"\x00\xff"}
     source = tx.value["source"]
     assert (source["txId"], source["lsn"], source["ts_us"], source["schema"], source["table"]) == (7, 90, T0, "", "")
