@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Final
 
 from sluice.deploy.maven import COMPLETE_MARKER, cache_dir, exclusive_lock
+from sluice.deploy.sources import SourceTreeNotFound, source_root
 
 log = logging.getLogger(__name__)
 
@@ -107,18 +108,11 @@ def _local_cas() -> list[Path]:
 
 
 def repository_root() -> Path:
-    """The directory holding ``pyproject.toml`` and ``deploy/container`` (the build context): the
-    checkout named by ``SLUICE_SOURCE_DIR``, else the checkout this module runs from, or, installed
-    from a wheel, the checkout it is run in."""
-    here, cwd = Path(__file__).resolve(), Path.cwd().resolve()
-    named = [Path(os.environ["SLUICE_SOURCE_DIR"]).resolve()] if os.environ.get("SLUICE_SOURCE_DIR") else []
-    for parent in (*named, *here.parents, cwd, *cwd.parents):
-        if (parent / "pyproject.toml").is_file() and (parent / "deploy" / "container" / "Containerfile").is_file():
-            return parent
-    raise ContainerImageError(
-        f"no source checkout with deploy/container/Containerfile above {here} or {cwd}: the image is built "
-        "from the sources, so run this in a checkout of Sluice"
-    )
+    """The directory holding ``pyproject.toml`` and ``deploy/container`` (the build context)."""
+    try:
+        return source_root("deploy/container/Containerfile")
+    except SourceTreeNotFound as exc:
+        raise ContainerImageError(f"{exc}; the image is built from the sources") from None
 
 
 def containerfile() -> Path:

@@ -26,13 +26,18 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from sluice.connectors.api import dotted
+from sluice.deploy.sources import source_root
 from sluice.plugins import PluginInfo, PluginKind, PluginRegistry
 from sluice.rest import settings as rest_settings
 from sluice.worker.config import ConnectorConfig, WorkerConfig, with_cli_defaults
 from sluice.worker.config_infos import key_info
 from sluice.worker.distributed.config import DistributedConfig
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+def docs_dir() -> Path:
+    """The checkout's ``docs/`` (:func:`~sluice.deploy.sources.source_root`)."""
+    return source_root("docs/transforms.md") / "docs"
+
 REGENERATE = ".venv/bin/python -m sluice.deploy.docs_gen"
 
 _BLOCK = re.compile(r"(<!-- BEGIN GENERATED: (?P<id>[^>]+?) -->\n)(?P<body>.*?)(<!-- END GENERATED -->)", re.S)
@@ -270,10 +275,11 @@ def pages(registry: PluginRegistry | None = None) -> dict[Path, Callable[[str], 
     transforms = _transform_blocks(registry)
     worker = _worker_blocks()
     moving = {"class-names": _class_names(registry)}
+    docs = docs_dir()
     return {
-        DOCS / "moving-from-kafka-connect.md": lambda text: render(text, moving, "docs/moving-from-kafka-connect.md"),
-        DOCS / "worker-config.md": lambda text: render(text, worker, "docs/worker-config.md"),
-        DOCS / "transforms.md": lambda text: render(text, transforms, "docs/transforms.md"),
+        docs / "moving-from-kafka-connect.md": lambda text: render(text, moving, "docs/moving-from-kafka-connect.md"),
+        docs / "worker-config.md": lambda text: render(text, worker, "docs/worker-config.md"),
+        docs / "transforms.md": lambda text: render(text, transforms, "docs/transforms.md"),
     }
 
 

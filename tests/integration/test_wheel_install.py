@@ -18,7 +18,8 @@ from tests.integration.worker_process import free_port
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
+# The checkout the wheel is built from (SLUICE_SOURCE_DIR when the suite itself runs from a wheel).
+ROOT = Path(os.environ.get("SLUICE_SOURCE_DIR") or Path(__file__).resolve().parents[2])
 
 
 def _run(cmd: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600) -> str:

@@ -6,6 +6,7 @@ A breach is planted in a copy of the project's packages, so the real tree is nev
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+# The checkout's sources (SLUICE_SOURCE_DIR when the suite runs against the installed wheel).
+ROOT = Path(os.environ.get("SLUICE_SOURCE_DIR") or Path(__file__).resolve().parents[2])
 PACKAGES = ("connectors", "converters", "transforms", "offsets", "worker", "rest", "plugins", "deploy", "cli")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,8 @@ from sluice.transforms import BUILTIN_PREDICATES, BUILTIN_TRANSFORMS
 from sluice.worker.config import WorkerConfig
 from sluice.worker.transform_chain import build_chain
 
-ROOT = Path(docs_gen.__file__).resolve().parent.parent
-TRANSFORMS_PAGE = docs_gen.DOCS / "transforms.md"
+ROOT = docs_gen.docs_dir().parent  # the checkout (SLUICE_SOURCE_DIR when the suite runs from the wheel)
+TRANSFORMS_PAGE = ROOT / "docs" / "transforms.md"
 
 
 @pytest.fixture(scope="module")
