@@ -34,7 +34,7 @@ enum Kind {
 }
 
 #[derive(Clone, Copy, PartialEq)]
-enum Null {
+pub(crate) enum Null {
     /// A required field: null is refused.
     No,
     /// `["null", T]`: null is branch 0.
@@ -414,7 +414,7 @@ fn parse_kind(kind: &str) -> PyResult<Kind> {
     })
 }
 
-fn parse_null(null: &str) -> PyResult<Null> {
+pub(crate) fn parse_null(null: &str) -> PyResult<Null> {
     Ok(match null {
         "no" => Null::No,
         "first" => Null::First,

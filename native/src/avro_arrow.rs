@@ -21,6 +21,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
+use crate::avro::{parse_null, Null};
 use crate::{as_bytes, pack_bits};
 
 #[path = "avro_json.rs"]
@@ -63,13 +64,6 @@ enum Decode {
         fixed: Option<usize>,
         limit: i128,
     },
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Null {
-    No,
-    First,
-    Second,
 }
 
 enum Values {
@@ -425,19 +419,6 @@ fn decode_of(kind: &str, size: i64, precision: u32, symbols: Vec<Vec<u8>>) -> Py
     })
 }
 
-fn null_of(null: &str) -> PyResult<Null> {
-    Ok(match null {
-        "no" => Null::No,
-        "first" => Null::First,
-        "second" => Null::Second,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "unknown null position {other:?}"
-            )))
-        }
-    })
-}
-
 /// One field of a JSON document: its decoding, its key (JSON text) and how its value is written.
 struct JsonField {
     decode: Decode,
@@ -517,7 +498,7 @@ pub fn read_avro_arrow<'py>(
     for (kind, null, size, precision, symbols) in fields {
         plan.push((
             kind.clone(),
-            null_of(&null)?,
+            parse_null(&null)?,
             decode_of(&kind, size, precision, symbols)?,
         ));
     }
