@@ -208,6 +208,7 @@ def _backfill_metrics(out: Exposition, jobs: Iterable[Mapping[str, Any]], worker
         for value in _BACKFILL_STATES:
             out.add("sluice_backfill_state", {**labels, "state": value}, 1 if value == state else 0, "Current state (1) of the backfill job's latest run.")
         out.add("sluice_backfill_rows_done", labels, status.get("rows_done") or 0, "Rows the job's latest run has written.")
+        out.add("sluice_backfill_bytes_done", labels, status.get("bytes_done") or 0, "Bytes the job's latest run has written.")
         if status.get("rows_total") is not None:
             out.add("sluice_backfill_rows_expected", labels, status["rows_total"], "Rows the job's latest run will write, when known.")
         if status.get("percent") is not None:

@@ -7,7 +7,9 @@ replication slot family (``sluice_postgres_replication_slot_<figure>{slot}``):
 * streaming: ``TotalNumberOfEventsSeen``, ``MilliSecondsSinceLastEvent``,
   ``MilliSecondsBehindSource`` (as Debezium: the commit time of the last event's transaction vs
   the time the task processed it; -1 before the first), ``Connected``;
-* snapshot: ``SnapshotRunning``, ``SnapshotCompleted``, ``TotalTableCount``,
+* snapshot: ``SnapshotRunning``, ``SnapshotCompleted``, ``SnapshotPaused`` (an incremental
+  snapshot held by ``pause-snapshot``), ``SnapshotAborted`` (a ``stop-snapshot`` dropped tables
+  of the last snapshot; 0 again when one starts), ``TotalTableCount``,
   ``RemainingTableCount``, and ``RowsScanned`` per table (a ``table`` label, ``schema.table``);
 * slot: ``lag_bytes`` (current WAL position − ``confirmed_flush_lsn``: what the connector has
   not confirmed), ``retained_wal_bytes`` (current − ``restart_lsn``: what the server keeps on
@@ -86,7 +88,14 @@ class CdcMetrics:
         self.guard.check(usage.retained_wal_bytes)
 
     def groups(
-        self, *, connected: bool, snapshot_running: bool, remaining_tables: int, rows_scanned: dict[str, int]
+        self,
+        *,
+        connected: bool,
+        snapshot_running: bool,
+        remaining_tables: int,
+        rows_scanned: dict[str, int],
+        snapshot_paused: bool = False,
+        snapshot_aborted: bool = False,
     ) -> list[TaskMetricGroup]:
         """The task's metric groups as of now."""
         now = self._clock()
@@ -103,7 +112,9 @@ class CdcMetrics:
             }),
             TaskMetricGroup("debezium_metrics", snapshot, {
                 "SnapshotRunning": 1 if snapshot_running else 0,
-                "SnapshotCompleted": 1 if self.snapshot_tables and not snapshot_running else 0,
+                "SnapshotCompleted": 1 if self.snapshot_tables and not snapshot_running and not snapshot_aborted else 0,
+                "SnapshotPaused": 1 if snapshot_paused else 0,
+                "SnapshotAborted": 1 if snapshot_aborted else 0,
                 "TotalTableCount": self.snapshot_tables,
                 "RemainingTableCount": remaining_tables,
             }),

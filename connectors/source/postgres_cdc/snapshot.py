@@ -155,6 +155,9 @@ class ChunkedSnapshot:
         self._type_names: dict[int, str] = {}
         #: Incremental chunking is paused (``pause-snapshot``); initial and blocking tables go on.
         self.paused = False
+        #: A ``stop-snapshot`` dropped tables of the last snapshot (Debezium's ``SnapshotAborted``);
+        #: cleared when a snapshot starts again.
+        self.aborted = False
         #: Where snapshot notifications go: ``(aggregate_type, type, additional_data)``.
         self.notify: Callable[..., None] = _no_notification
 
@@ -203,6 +206,7 @@ class ChunkedSnapshot:
         self.pending.extend([t, kind] for t in added)
         self.decoder.snapshot_progress = self.progress()
         if added:
+            self.aborted = False
             self._begun.pop(kind, None)
             self.notify(_AGGREGATE[kind], "STARTED", {"data_collections": added} if kind == INCREMENTAL else None)
 
@@ -236,6 +240,7 @@ class ChunkedSnapshot:
             self.paused = False
         self.decoder.snapshot_progress = self.progress()
         if aborted:
+            self.aborted = True
             self.notify(_AGGREGATE[INCREMENTAL], "ABORTED", {"data_collections": aborted})
 
     def blocking_chunk(self, conn: Connection[Any]) -> None:

@@ -351,6 +351,8 @@ class PostgresCdcTask(SourceTask):
         return metrics.groups(
             connected=stream is not None and stream.is_open,
             snapshot_running=snapshot.active,
+            snapshot_paused=snapshot.paused,
+            snapshot_aborted=snapshot.aborted,
             remaining_tables=len(snapshot.pending),
             rows_scanned=snapshot.rows_scanned,
         )

@@ -155,7 +155,7 @@ def test_collector_names_metrics_as_the_jmx_exporter_rules_do() -> None:
 class _Backfills:
     def list(self) -> list[dict]:
         return [
-            {"id": "j1", "kind": "jdbc_to_topic", "status": {"state": "RUNNING", "worker_id": "w1", "rows_done": 500, "rows_total": 1000, "percent": 50.0, "rows_per_s": 250.0}},
+            {"id": "j1", "kind": "jdbc_to_topic", "status": {"state": "RUNNING", "worker_id": "w1", "rows_done": 500, "bytes_done": 64000, "rows_total": 1000, "percent": 50.0, "rows_per_s": 250.0}},
             {"id": "j2", "kind": "s3_to_topic", "status": {"state": "RUNNING", "worker_id": "w2", "rows_done": 7}},
         ]
 
@@ -164,6 +164,7 @@ def test_backfill_jobs_of_this_worker_are_exposed() -> None:
     text = MetricsCollector(_Herder()).render(_Backfills())
     assert 'sluice_backfill_state{backfill="j1",kind="jdbc_to_topic",state="running"} 1' in text
     assert 'sluice_backfill_rows_done{backfill="j1",kind="jdbc_to_topic"} 500' in text
+    assert 'sluice_backfill_bytes_done{backfill="j1",kind="jdbc_to_topic"} 64000' in text
     assert 'sluice_backfill_progress_ratio{backfill="j1",kind="jdbc_to_topic"} 0.5' in text
     assert 'backfill="j2"' not in text  # runs on another worker
     if shutil.which("promtool"):

@@ -69,14 +69,16 @@ def test_signals_queue_pause_resume_and_stop_snapshots_with_notifications() -> N
         ("Incremental Snapshot", "STARTED", {"connector_name": "srv", "data_collections": "public.a,public.b"})
     ]
     signals.run("2", "pause-snapshot", {})
-    assert not snap.can_start
+    assert not snap.can_start and snap.paused
     signals.run("3", "resume-snapshot", {})
-    assert snap.can_start
+    assert snap.can_start and not snap.paused
     signals.run("4", "stop-snapshot", {"data-collections": ["public.b"]})
     assert snap.pending == [["public.a", INCREMENTAL]]
+    assert snap.aborted  # Debezium's SnapshotAborted
     assert [n[1] for n in notes(outbox)] == ["PAUSED", "RESUMED", "ABORTED"]
     signals.run("5", "execute-snapshot", {"data-collections": ["other.a"], "type": "BLOCKING"})
     assert snap.pending[-1] == ["other.a", BLOCKING]
+    assert not snap.aborted  # a snapshot started again
     signals.run("6", "execute-snapshot", {"data-collections": ["public.b"], "type": "unheard-of"})
     assert len(snap.pending) == 2
 

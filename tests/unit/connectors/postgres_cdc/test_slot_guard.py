@@ -140,13 +140,28 @@ def test_cdc_metrics_carry_debezium_names_rows_per_table_and_the_slot() -> None:
     assert streaming == {"TotalNumberOfEventsSeen": 3, "MilliSecondsSinceLastEvent": 1000,
                          "MilliSecondsBehindSource": 2500, "Connected": 1}
     snapshot = by[("debezium_metrics", (("context", "snapshot"), *base))]
-    assert snapshot == {"SnapshotRunning": 0, "SnapshotCompleted": 1, "TotalTableCount": 2, "RemainingTableCount": 0}
+    assert snapshot == {"SnapshotRunning": 0, "SnapshotCompleted": 1, "SnapshotPaused": 0, "SnapshotAborted": 0,
+                        "TotalTableCount": 2, "RemainingTableCount": 0}
     assert by[("debezium_metrics", (("context", "snapshot"), *base, ("table", "public.items")))] == {"RowsScanned": 4}
     assert by[("debezium_metrics", (("context", "snapshot"), *base, ("table", "public.orders")))] == {"RowsScanned": 10}
     assert by[("sluice_postgres_replication_slot", (("slot", "orders_slot"),))] == {
         "lag_bytes": 5 * MiB, "retained_wal_bytes": 120 * MiB, "max_retained_wal_bytes": 100 * MiB,
     }
     assert m.guard.notice is not None  # the measurement fed the guard
+
+
+def test_a_paused_or_aborted_snapshot_is_reported_as_debezium_names_it() -> None:
+    m = CdcMetrics(config())
+    m.snapshot_tables = 3
+
+    def snapshot_values(**state: bool) -> dict[str, float]:
+        groups = m.groups(connected=True, remaining_tables=1, rows_scanned={}, **state)
+        return next(dict(g.values) for g in groups if g.labels.get("context") == "snapshot")
+
+    paused = snapshot_values(snapshot_running=True, snapshot_paused=True)
+    assert (paused["SnapshotRunning"], paused["SnapshotPaused"], paused["SnapshotAborted"]) == (1, 1, 0)
+    aborted = snapshot_values(snapshot_running=False, snapshot_aborted=True)
+    assert (aborted["SnapshotCompleted"], aborted["SnapshotAborted"]) == (0, 1)
 
 
 def test_without_a_bound_the_slot_group_has_no_bound_and_without_an_answer_no_slot_group() -> None:
