@@ -149,9 +149,11 @@ class SourceTask(Task):
         """Called on the task thread after the runtime stored a batch of offsets."""
 
     def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:  # noqa: B027
-        """Called for each record once Kafka acknowledged it (``metadata`` is ``None`` if it was
-        filtered out by a transform). Only called when a task overrides it, because the per-record
-        callback has a cost.
+        """Called once for each record :meth:`poll` returned: when Kafka acknowledged it, with
+        where it was stored, or with ``metadata`` ``None`` when it will never be produced (a
+        transform filtered it out, or ``errors.tolerance=all`` skipped it). ``record`` is the
+        record as the task returned it, before transforms. Only called when a task overrides it,
+        because the per-record callback has a cost.
 
         Thread: the task thread.
         """

@@ -299,15 +299,41 @@ class SourceTaskRunner(SourceErrorHandling):
         """Steps 2 and 3 for the whole poll at once; ``None`` when anything failed (the caller then
         goes record by record). A batch of one topic that no transform or callback needs as records
         is converted a column at a time, without building a record object."""
+        dropped: list[SourceRecord] = []
         try:
             if batch is not None and self._as_polled and batch.topic is not None:
                 return self._convert_columns(batch, batch.topic)
             records: Sequence[SourceRecord] = polled if batch is None else batch.records()
-            if self._transform is not None:
+            origins: list[SourceRecord] | None = None
+            if self._transform is not None and self._wants_commit_record:
+                records, origins = self._transform_noting_drops(records, dropped)
+            elif self._transform is not None:
                 records = self._transform(list(records))
-            return self._convert_records(records)
+            out = self._convert_records(records, origins)
         except Exception:
             return None
+        for record in dropped:
+            self.task.commit_record(record, None)
+        return out
+
+    def _transform_noting_drops(
+        self, records: Sequence[SourceRecord], dropped: list[SourceRecord]
+    ) -> tuple[list[SourceRecord], list[SourceRecord]]:
+        """The chain applied record by record for a task that overrides ``commit_record``, which
+        hears of each record it polled, as in Connect: the records out and, for each, the polled
+        record it came from; a record the chain filters out goes to ``dropped``."""
+        transform = self._transform
+        assert transform is not None
+        kept: list[SourceRecord] = []
+        origins: list[SourceRecord] = []
+        for record in records:
+            out = transform([record])
+            if out:
+                kept.extend(out)
+                origins.extend([record] * len(out))
+            else:
+                dropped.append(record)
+        return kept, origins
 
     def _convert_columns(self, batch: SourceRecordBatch, topic: str) -> _Outgoing:
         n = len(batch)
@@ -318,7 +344,7 @@ class SourceTaskRunner(SourceErrorHandling):
             keys = self._key_converter.from_connect_batch(topic, [batch.key_schema] * n, key_values)
         return _Outgoing(topic, None, keys, values, _partition_options(batch.partitions), batch)
 
-    def _convert_records(self, records: Sequence[SourceRecord]) -> _Outgoing:
+    def _convert_records(self, records: Sequence[SourceRecord], origins: Sequence[SourceRecord] | None = None) -> _Outgoing:
         if not records:
             return _Outgoing("", None, None, [], None, records)
         topic = records[0].topic
@@ -329,7 +355,8 @@ class SourceTaskRunner(SourceErrorHandling):
         if commit_record is not None or any(
             r.partition is not None or r.timestamp is not None or r.headers for r in records
         ):
-            options = [self._options(r, self._convert_headers(r), commit_record) for r in records]
+            polled = records if origins is None else origins  # what commit_record is called with
+            options = [self._options(r, self._convert_headers(r), commit_record, p) for r, p in zip(records, polled)]
         return _Outgoing(topic if topics is None else None, topics, keys, values, options, records)
 
     def _produce(self, out: _Outgoing) -> None:

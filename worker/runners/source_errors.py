@@ -81,7 +81,9 @@ class SourceErrorHandling(WorkerTask):
 
     def _serialize_each(self, polled: Sequence[SourceRecord]) -> _Outgoing:
         """Steps 2 and 3 one record at a time, under ``errors.*``: a record that fails is skipped
-        (its offset still counts as done, after it reached the DLQ) or fails the task."""
+        (its offset still counts as done, after it reached the DLQ) or fails the task. A task that
+        overrides ``commit_record`` hears of every record that will not be produced (filtered out
+        or skipped) with ``None`` metadata, as Connect's ``commitRecord(record, null)``."""
         execute = self.retry.execute
         kc, vc, transform = self._key_converter, self._value_converter, self._transform
         kname, vname, hname = _class_name(kc), _class_name(vc), _class_name(self._header_converter)
@@ -93,30 +95,37 @@ class SourceErrorHandling(WorkerTask):
         for record in polled:
             where = f"source partition {record.source_partition} offset {record.source_offset}"
             transformed = transform_each(transform, record, self.retry, where) if transform is not None else [record]
-            if transformed is SKIPPED:
+            if transformed is SKIPPED or not transformed:
+                if commit_record is not None:
+                    commit_record(record, None)  # filtered out, or skipped under errors.tolerance
                 continue
             for r in transformed:
                 key = None
                 if r.key is not None or r.key_schema is not None:
                     key = execute(Stage.KEY_CONVERTER, partial(kc.from_connect_data, r.topic, r.key_schema, r.key), class_name=kname, coordinates=where, record=r)
-                    if key is SKIPPED:
-                        continue
-                value = execute(Stage.VALUE_CONVERTER, partial(vc.from_connect_data, r.topic, r.value_schema, r.value), class_name=vname, coordinates=where, record=r)
-                if value is SKIPPED:
-                    continue
-                headers = execute(Stage.HEADER_CONVERTER, partial(self._convert_headers, r), class_name=hname, coordinates=where, record=r) if r.headers else None
-                if headers is SKIPPED:
+                value = SKIPPED if key is SKIPPED else execute(Stage.VALUE_CONVERTER, partial(vc.from_connect_data, r.topic, r.value_schema, r.value), class_name=vname, coordinates=where, record=r)
+                headers = None
+                if value is not SKIPPED and r.headers:
+                    headers = execute(Stage.HEADER_CONVERTER, partial(self._convert_headers, r), class_name=hname, coordinates=where, record=r)
+                if value is SKIPPED or headers is SKIPPED:
+                    if commit_record is not None:
+                        commit_record(record, None)  # skipped under errors.tolerance
                     continue
                 out.append(r)
                 keys.append(key)
                 values.append(value)
-                options.append(self._options(r, headers, commit_record))
+                options.append(self._options(r, headers, commit_record, record))
         return _Outgoing(None, [r.topic for r in out], keys, values, options, out)
 
     def _options(
-        self, record: SourceRecord, headers: list[tuple[str, bytes | None]] | None, commit_record: Any
+        self,
+        record: SourceRecord,
+        headers: list[tuple[str, bytes | None]] | None,
+        commit_record: Any,
+        polled: SourceRecord | None = None,
     ) -> dict[str, Any] | None:
-        """``produce()``'s keyword arguments for ``record`` beyond topic, key and value."""
+        """``produce()``'s keyword arguments for ``record`` beyond topic, key and value; the
+        delivery callback names ``polled``, the record the task returned (before transforms)."""
         kwargs: dict[str, Any] = {}
         if record.partition is not None:
             kwargs["partition"] = record.partition
@@ -125,7 +134,7 @@ class SourceErrorHandling(WorkerTask):
         if headers:
             kwargs["headers"] = headers
         if commit_record is not None:
-            kwargs["on_delivery"] = self._record_callback(record, commit_record)
+            kwargs["on_delivery"] = self._record_callback(polled if polled is not None else record, commit_record)
         return kwargs or None
 
     def _record_callback(self, record: SourceRecord, commit_record: Callable[[SourceRecord, RecordMetadata | None], None]) -> Callable[[KafkaError | None, Any], None]:
