@@ -106,8 +106,16 @@ class KafkaLog:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(10)
-        if self._producer is not None:
-            self._producer.flush(5)
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            left = producer.flush(5)
+            if left:
+                log.warning("%d record(s) for %s were not written before the worker stopped", left, self.topic)
+                producer.purge()
+                producer.flush(0)
+            # The last reference: the client is destroyed now, with its threads and its connection
+            # attempts, rather than retrying an unreachable broker for as long as the process lives.
+            del producer
         try:
             self._consumer.close()
         except (KafkaException, RuntimeError):
@@ -193,7 +201,7 @@ class KafkaLog:
     def send_all(self, records: list[tuple[bytes, bytes | None]], *, timeout: float = 30.0) -> None:
         """Write ``records`` and wait until the broker acknowledged every one; raise on any failure."""
         if self._producer is None:
-            raise KafkaLogError(f"This log of {self.topic} is read-only")
+            raise KafkaLogError(f"This log of {self.topic} is {'stopped' if self._stop.is_set() else 'read-only'}")
         errors: list[KafkaError] = []
 
         def on_delivery(err: KafkaError | None, _msg: Message) -> None:
@@ -211,7 +219,7 @@ class KafkaLog:
     def send_async(self, key: bytes, value: bytes | None) -> None:
         """Write one record without waiting (status updates); failures are logged."""
         if self._producer is None:
-            raise KafkaLogError(f"This log of {self.topic} is read-only")
+            raise KafkaLogError(f"This log of {self.topic} is {'stopped' if self._stop.is_set() else 'read-only'}")
 
         def on_delivery(err: KafkaError | None, _msg: Message) -> None:
             if err is not None:
