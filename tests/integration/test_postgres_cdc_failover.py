@@ -75,6 +75,18 @@ def test_without_the_key_the_slot_is_not_a_failover_slot(pg_server: PostgresServ
     assert _slot_failover(postgres_db, config.slot_name) is False
 
 
+@pytest.mark.parametrize("pg_server", [18], indirect=True, ids=["pg18"])
+def test_an_existing_slot_follows_the_key_both_ways(pg_server: PostgresServer, postgres_db: str) -> None:
+    plain = cdc_config(pg_server.port, dbname(postgres_db), "fo")
+    with psycopg.connect(libpq(postgres_db), autocommit=True) as conn:
+        assert catalog.ensure_slot(conn, _parse(plain)) is True
+        assert _slot_failover(postgres_db, plain["slot.name"]) is False
+        assert catalog.ensure_slot(conn, _parse({**plain, "slot.failover": "true"})) is False  # kept, altered
+        assert _slot_failover(postgres_db, plain["slot.name"]) is True
+        assert catalog.ensure_slot(conn, _parse(plain)) is False
+        assert _slot_failover(postgres_db, plain["slot.name"]) is False
+
+
 def test_postgres_15_names_slot_failover_at_validate_and_at_start(pg_server: PostgresServer, postgres_db: str) -> None:
     run_sql(postgres_db, "CREATE TABLE t (id int PRIMARY KEY)")
     raw = {

@@ -10,7 +10,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from psycopg import Connection, sql
+import psycopg
+from psycopg import Connection, pq, sql
 
 from sluice.connectors.api import ConfigError
 from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig, PublicationMode, parse_message_key_columns
@@ -301,6 +302,7 @@ def ensure_slot(conn: Connection[Any], config: PostgresCdcConfig) -> bool:
                 f"Replication slot {config.slot_name!r} belongs to database {database!r}, not {config.database_dbname!r}",
                 key="slot.name",
             )
+        _align_failover(conn, config)
         return False
     if config.slot_failover:
         if conn.info.server_version < FAILOVER_SLOT_SERVER_VERSION:
@@ -310,6 +312,29 @@ def ensure_slot(conn: Connection[Any], config: PostgresCdcConfig) -> bool:
         conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (config.slot_name,))
     log.info("Created replication slot %s%s", config.slot_name, " (failover)" if config.slot_failover else "")
     return True
+
+
+def _align_failover(conn: Connection[Any], config: PostgresCdcConfig) -> None:
+    """An existing slot made a failover slot, or no longer one, as ``slot.failover`` says
+    (``ALTER_REPLICATION_SLOT``, PostgreSQL 17+, on a replication connection: the only way to
+    change it without dropping the slot and what it retains)."""
+    if conn.info.server_version < FAILOVER_SLOT_SERVER_VERSION:
+        return  # no failover slots; slot.failover=true is refused at validate and at creation
+    row = conn.execute("SELECT failover FROM pg_replication_slots WHERE slot_name = %s", (config.slot_name,)).fetchone()
+    if row is None or bool(row[0]) == config.slot_failover:
+        return
+    slot = config.slot_name.replace('"', '""')
+    command = f'ALTER_REPLICATION_SLOT "{slot}" (FAILOVER {"true" if config.slot_failover else "false"})'
+    with psycopg.connect(**config.conninfo(replication=True), autocommit=True) as replication:
+        result = replication.pgconn.exec_(command.encode())  # walsender commands: simple protocol only
+        if result.status != pq.ExecStatus.COMMAND_OK:
+            message = result.error_message.decode(errors="replace").strip()
+            raise ConfigError(
+                f"Replication slot {config.slot_name!r} exists with failover={bool(row[0])}, and changing it to "
+                f"slot.failover={config.slot_failover} failed: {message}",
+                key="slot.failover",
+            )
+    log.info("Replication slot %s %s a failover slot", config.slot_name, "is now" if config.slot_failover else "is no longer")
 
 
 #: Failover slots (``failover => true``) arrived in PostgreSQL 17.
