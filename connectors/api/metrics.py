@@ -55,3 +55,17 @@ class ReportsDegraded(Protocol):
     """
 
     def degraded_notice(self) -> str | None: ...
+
+
+@runtime_checkable
+class ReportsFailure(Protocol):
+    """A task with a reason to fail that can arise while it is paused (a replication slot past its
+    bound with ``slot.retained.wal.action=fail``, say) defines::
+
+        def failure(self) -> Exception | None: ...
+
+    While the task is paused, the runner calls it right after ``metrics()``; an error fails the
+    task as if ``poll`` had raised it (while running, the task raises it from ``poll`` itself).
+    """
+
+    def failure(self) -> Exception | None: ...

@@ -25,7 +25,7 @@ from sluice.connectors.api import (
     SourceRecordBatch,
     SourceTask,
 )
-from sluice.connectors.api.metrics import ReportsMetrics
+from sluice.connectors.api.metrics import ReportsFailure, ReportsMetrics
 from sluice.offsets import OffsetStore, StoreOffsetReader, offset_key
 from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig, RetryWithTolerance, Stage
 from sluice.worker.outages import DEFAULT_DEGRADED_AFTER_MS
@@ -180,9 +180,14 @@ class SourceTaskRunner(SourceErrorHandling):
         self.task.stop()
 
     def _while_paused(self) -> None:
-        # The task's own metrics (a CDC slot's growing lag, say) stay current while it is paused.
+        # The task's own metrics (a CDC slot's growing lag, say) stay current while it is paused,
+        # and what they find may fail it (ReportsFailure).
         if self._reports_metrics:
             self.metrics.ask_task(self.task, time.monotonic())
+            if isinstance(self.task, ReportsFailure):
+                failure = self.task.failure()
+                if failure is not None:
+                    raise failure
 
     def _close(self) -> None:
         try:

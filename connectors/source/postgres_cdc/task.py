@@ -362,9 +362,14 @@ class PostgresCdcTask(SourceTask):
         (:class:`~sluice.connectors.api.metrics.ReportsDegraded`). Thread: the task thread."""
         return self._metrics.guard.notice if self._metrics is not None else None
 
+    def failure(self) -> Exception | None:
+        """``slot.retained.wal.action=fail`` and the slot reached its bound: what fails the task
+        (:class:`~sluice.connectors.api.metrics.ReportsFailure`; while it runs, from :meth:`poll`).
+        Thread: the task thread."""
+        return self._metrics.guard.failure if self._metrics is not None else None
+
     def _check_slot_guard(self) -> None:
-        """``slot.retained.wal.action=fail`` and the slot reached its bound: fail the task."""
-        failure = self._metrics.guard.failure if self._metrics is not None else None
+        failure = self.failure()
         if failure is not None:
             raise failure
 
