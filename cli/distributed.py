@@ -13,7 +13,7 @@ from sluice.connectors.api import ConfigError
 from sluice.offsets.kafka import KafkaOffsetStore
 from sluice.plugins import PluginRegistry
 from sluice.rest import create_app
-from sluice.rest.server import RestServer
+from sluice.rest.server import RestServer, metrics_listener_server
 from sluice.rest.settings import RestSettings
 from sluice.worker.config import with_cli_defaults
 from sluice.worker.distributed.config import DistributedConfig
@@ -56,13 +56,17 @@ class DistributedWorker:
         store = KafkaOffsetStore(self.config.offset_storage_topic, self.config.bootstrap_servers, client_id=client_id)
         self.herder = DistributedHerder(Worker(self.config, registry, store), self.config)
         _, host, port = self.config.listener
-        self.rest = RestServer(create_app(self.herder, rest_settings), host, port)
+        app = create_app(self.herder, rest_settings)
+        self.rest = RestServer(app, host, port)
+        self.metrics_server = metrics_listener_server(app, self.config.metrics_listener)
 
     def start(self) -> None:
         # The REST server first, as Connect's: GET /health answers 503 "starting" until the worker
         # has joined its group (KIP-1017), and writes are refused until the herder is ready.
         self._rest_started = True
         self.rest.start()
+        if self.metrics_server is not None:
+            self.metrics_server.start()
         ensure_topics(self.admin, internal_topics(self.config))
         self._herder_started = True
         self.herder.start()
@@ -70,6 +74,8 @@ class DistributedWorker:
     def stop(self) -> None:
         try:
             if getattr(self, "_rest_started", False):
+                if self.metrics_server is not None:
+                    self.metrics_server.stop()
                 self.rest.stop()
         finally:
             if getattr(self, "_herder_started", False):

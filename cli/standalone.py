@@ -19,7 +19,7 @@ from sluice.deploy.spark import provisioned_jars
 from sluice.offsets import FileOffsetStore, MemoryOffsetStore, OffsetStore
 from sluice.plugins import PluginRegistry
 from sluice.rest import create_app
-from sluice.rest.server import RestServer
+from sluice.rest.server import RestServer, metrics_listener_server
 from sluice.rest.settings import RestSettings
 from sluice.worker.config import WorkerConfig, with_cli_defaults
 from sluice.worker.properties import load_properties
@@ -77,17 +77,23 @@ class StandaloneWorker:
             store = MemoryOffsetStore()
         self.herder = StandaloneHerder(Worker(self.config, registry, store))
         _, host, port = self.config.listener
-        self.rest = RestServer(create_app(self.herder, rest_settings), host, port)
+        app = create_app(self.herder, rest_settings)
+        self.rest = RestServer(app, host, port)
+        self.metrics_server = metrics_listener_server(app, self.config.metrics_listener)
 
     def start(self) -> None:
         # The REST server first, as Connect's: GET /health answers 503 "starting" meanwhile (KIP-1017).
         self.rest.start()
+        if self.metrics_server is not None:
+            self.metrics_server.start()
         self.herder.start()
 
     def stop(self) -> None:
         try:
             self.herder.stop()
         finally:
+            if self.metrics_server is not None:
+                self.metrics_server.stop()
             self.rest.stop()
 
 

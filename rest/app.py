@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sluice.rest.audit import AuditTrail
 from sluice.rest.authn import Authenticator
@@ -14,6 +16,23 @@ from sluice.rest.routes import backfills, connectors, loggers, metrics, offsets,
 from sluice.rest.settings import RestSettings
 from sluice.worker.herder import Herder
 from sluice.worker.metrics import MetricsCollector
+
+#: What a ``metrics.listeners`` listener serves.
+METRICS_LISTENER_PATHS = frozenset({"/metrics", "/health"})
+
+
+def metrics_only(app: FastAPI) -> ASGIApp:
+    """``app`` as ``metrics.listeners`` serves it: ``/metrics`` and ``/health`` pass (through the
+    same authentication and access rules as on the REST listener), any other path is 404."""
+
+    async def serve(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] not in METRICS_LISTENER_PATHS:
+            message = "Not found: this listener (metrics.listeners) serves only /metrics and /health"
+            await JSONResponse({"error_code": 404, "message": message}, status_code=404)(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return serve
 
 
 def create_app(herder: Herder, settings: RestSettings | None = None) -> FastAPI:

@@ -21,6 +21,7 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from sluice.rest.app import metrics_only
 from sluice.rest.settings import RestSettings
 
 log = logging.getLogger(__name__)
@@ -29,10 +30,16 @@ _CERT_REQS = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required":
 
 
 class RestServer:
-    """uvicorn on a thread; the worker's main thread keeps signal handling."""
+    """uvicorn on a thread; the worker's main thread keeps signal handling.
 
-    def __init__(self, app: FastAPI, host: str, port: int) -> None:
-        settings = getattr(app.state, "rest_settings", None) or RestSettings()
+    ``app`` is the FastAPI app, or (with ``settings``) any ASGI app, e.g. :func:`metrics_only`'s;
+    ``name`` names the listener in errors and logs.
+    """
+
+    def __init__(
+        self, app: Any, host: str, port: int, *, settings: RestSettings | None = None, name: str = "REST server"
+    ) -> None:
+        settings = settings or getattr(app.state, "rest_settings", None) or RestSettings()
         tls: dict[str, Any] = {}
         if settings.scheme == "https":
             tls = {
@@ -59,24 +66,43 @@ class RestServer:
             **tls,
         )
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name="rest-server", daemon=True)
+        self._thread = threading.Thread(target=self._server.run, name=name.split(" (")[0].lower().replace(" ", "-"), daemon=True)
         self.host = host
         self.port = port
+        self.name = name
 
     def start(self, timeout: float = 15.0) -> None:
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self._server.started:
             if not self._thread.is_alive():
-                raise RuntimeError(f"The REST server could not listen on {self.host}:{self.port} (is the port in use?)")
+                raise RuntimeError(f"The {self.name} could not listen on {self.host}:{self.port} (is the port in use?)")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"The REST server did not start on {self.host}:{self.port} within {timeout:.0f}s")
+                raise RuntimeError(f"The {self.name} did not start on {self.host}:{self.port} within {timeout:.0f}s")
             time.sleep(0.02)
-        log.info("REST API listening on %s://%s:%d", self.scheme, self.host, self.port)
+        log.info("The %s is listening on %s://%s:%d", self.name, self.scheme, self.host, self.port)
 
     def stop(self) -> None:
+        if self._thread.ident is None:
+            return  # never started (an earlier part of the worker failed to start)
         self._server.should_exit = True
         self._thread.join(10)
+
+
+def metrics_listener_server(app: FastAPI, listener: tuple[str, str, int] | None) -> RestServer | None:
+    """The server of ``metrics.listeners`` (``listener`` is its scheme, host and port), ``None`` when unset.
+
+    It serves ``app`` restricted to ``GET /metrics`` and ``GET /health``, behind the same
+    authentication and access rules; like the REST listener, one other machines can reach is
+    refused without authentication. Raises :class:`~sluice.connectors.api.ConfigError` before
+    anything listens.
+    """
+    if listener is None:
+        return None
+    scheme, host, port = listener
+    settings = cast("RestSettings", app.state.rest_settings).for_metrics_listener(scheme)
+    settings.check_exposure(host, "The metrics listener (metrics.listeners)")
+    return RestServer(metrics_only(app), host, port, settings=settings, name="metrics listener (metrics.listeners)")
 
 
 class ConnectionLimits:

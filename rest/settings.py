@@ -48,6 +48,10 @@ Keys (all optional, in ``worker.properties``):
 ``rest.auth.allow.unauthenticated``
     ``true`` lets a worker whose listener is not on a loopback address start without any
     authentication (default ``false``: it refuses to start, naming the keys to set).
+``metrics.listeners``
+    A listener of its own for ``GET /metrics`` and ``GET /health`` only (see
+    :meth:`RestSettings.for_metrics_listener`): the authentication above and the
+    ``listeners.https.*`` keys apply to it, and so does ``rest.auth.allow.unauthenticated``.
 
 With any user, token or client authentication configured, every endpoint except ``/health``
 requires credentials.
@@ -57,7 +61,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -97,17 +101,18 @@ class RestSettings:
     def auth_enabled(self) -> bool:
         return bool(self.basic_users or self.bearer_tokens or self.client_auth != "none")
 
-    def check_exposure(self, host: str) -> None:
+    def check_exposure(self, host: str, listener: str = "The REST listener") -> None:
         """Refuse to serve ``host`` without authentication unless it is loopback or the operator opted out.
 
         The REST API decides what code runs on the worker, so an open listener other machines can
-        reach is refused with a :class:`ConfigError` that names the keys to set.
+        reach is refused with a :class:`ConfigError` that names the keys to set. ``listener`` names
+        the listener in messages (the REST one, or ``metrics.listeners``).
         """
         if self.auth_enabled or is_loopback_host(host):
             return
         if not self.allow_unauthenticated:
             raise ConfigError(
-                f"The REST listener on {host or 'all interfaces'} is reachable from other machines but has no "
+                f"{listener} on {host or 'all interfaces'} is reachable from other machines but has no "
                 "authentication. Set rest.auth.basic.users (or rest.auth.basic.users.file), rest.auth.bearer.tokens, "
                 "or listeners.https.ssl.client.authentication=required with listeners.https.ssl.cafile on an https "
                 "listener; or listen on 127.0.0.1; or set rest.auth.allow.unauthenticated=true to let anyone who "
@@ -115,10 +120,24 @@ class RestSettings:
                 key="rest.auth.allow.unauthenticated",
             )
         log.warning(
-            "The REST listener on %s has no authentication and rest.auth.allow.unauthenticated=true: anyone who can "
-            "reach it can create connectors and so run code on this worker",
+            "%s on %s has no authentication and rest.auth.allow.unauthenticated=true: anyone who can "
+            "reach it can read what it serves (the REST listener: create connectors and so run code on this worker)",
+            listener,
             host or "all interfaces",
         )
+
+    def for_metrics_listener(self, scheme: str) -> RestSettings:
+        """These settings for the ``metrics.listeners`` listener, whose scheme may differ from the
+        REST listener's: an https one takes the same ``listeners.https.*`` TLS keys."""
+        key = "metrics.listeners"
+        if scheme == "https" and not self.ssl_certfile:
+            raise ConfigError(f"An https {key} listener needs listeners.https.ssl.certfile (and keyfile)",
+                              key="listeners.https.ssl.certfile")
+        if scheme != "https" and self.client_auth != "none" and not (self.basic_users or self.bearer_tokens):
+            # Client certificates are the only credentials, and a plain http listener sees none.
+            raise ConfigError(f"{key} must be https:// when listeners.https.ssl.client.authentication is the only "
+                              "authentication", key=key)
+        return replace(self, scheme=scheme)
 
     @classmethod
     def from_worker_config(cls, raw: Mapping[str, Any]) -> RestSettings:

@@ -64,6 +64,12 @@ class WorkerConfig(PluginConfig):
         "as threads (0: one per core)",
     )
     listeners: str = Field("http://127.0.0.1:8083", description="REST listeners, e.g. http://127.0.0.1:8083")
+    metrics_listeners: str = Field(
+        "",
+        description="A listener of its own (e.g. http://127.0.0.1:9404) serving only GET /metrics and GET /health, "
+        "besides the REST listener; REST authentication and the listeners.https.* TLS keys apply to it, and one "
+        "beyond loopback without authentication is refused as the REST listener is. Empty: none",
+    )
     rest_advertised_host_name: str | None = Field(None, description="Host name other workers and status use for this worker")
     rest_advertised_port: int | None = Field(None, description="Port other workers and status use for this worker")
     plugin_path: str = Field("", description="Comma-separated directories searched for plugin modules")
@@ -134,6 +140,23 @@ class WorkerConfig(PluginConfig):
         first = self.listeners.split(",")[0].strip()
         url = urlparse(first if "://" in first else f"http://{first}")
         return url.scheme or "http", url.hostname or "0.0.0.0", url.port or 8083
+
+    @property
+    def metrics_listener(self) -> tuple[str, str, int] | None:
+        """``(scheme, host, port)`` of ``metrics.listeners`` (its first listener), ``None`` when unset."""
+        first = self.metrics_listeners.split(",")[0].strip()
+        if not first:
+            return None
+        url = urlparse(first if "://" in first else f"http://{first}")
+        if url.scheme not in ("http", "https"):
+            raise ConfigError(f"metrics.listeners must be http:// or https://, got {first!r}", key="metrics.listeners")
+        try:
+            port = url.port
+        except ValueError:
+            port = None
+        if not port:
+            raise ConfigError(f"metrics.listeners needs a port, e.g. http://127.0.0.1:9404, got {first!r}", key="metrics.listeners")
+        return url.scheme, url.hostname or "0.0.0.0", port
 
     @property
     def restart_policy(self) -> RestartPolicy:

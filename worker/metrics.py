@@ -11,7 +11,9 @@ Connect render them, so dashboards and alerts written for a Connect worker keep 
   ``connector-task-metrics``, ``source-task-metrics``, ``sink-task-metrics`` and
   ``task-error-metrics`` (e.g. ``kafka_connect_source_task_metrics_source_record_poll_total``);
 * ``kafka_consumer_consumer_fetch_manager_metrics_records_lag{client_id,topic,partition,...}``
-  for each sink task's assigned partitions.
+  for each sink task's assigned partitions, and Sluice's
+  ``sluice_sink_task_partition_lag_seconds{connector,task,topic,partition}``, that lag in time
+  (see :func:`sluice.worker.task_metrics.time_lag`).
 
 Dashes become underscores, as the exporter writes them. ``*-total`` attributes are counters;
 Connect's ``*-count`` attributes are ``untyped`` (as the exporter types them, and so that
@@ -62,6 +64,7 @@ _HELP = {
     "sink-record-active-count": "Records read but not yet covered by a committed consumer offset.",
     "partition-count": "Topic partitions assigned to the sink task.",
     "records-lag": "Records between the sink task consumer's position and the partition's end.",
+    "lag-seconds": "0 without record lag, else the age of the last record the sink task consumed from the partition.",
 }
 
 _STATUS_VALUES = ("running", "paused", "stopped", "failed", "restarting", "unassigned", "destroyed")
@@ -181,7 +184,7 @@ class MetricsCollector:
             for attr, value in values.items():
                 out.add(f"{prefix}_{attr}".replace("-", "_").replace(".", "_"), {**group_labels, **labels}, value)
         client_id = f"connector-consumer-{tid}"
-        for topic, partition, lag in snap.get("lag", ()):
+        for topic, partition, lag, seconds in snap.get("lag", ()):
             out.add(
                 "kafka_consumer_consumer_fetch_manager_metrics_records_lag",
                 {"client_id": client_id, "connector": tid.connector, "task": tid.task, "topic": topic, "partition": partition},
@@ -189,6 +192,14 @@ class MetricsCollector:
                 _HELP["records-lag"],
                 "gauge",
             )
+            if seconds is not None:
+                out.add(
+                    "sluice_sink_task_partition_lag_seconds",
+                    {"connector": tid.connector, "task": tid.task, "topic": topic, "partition": partition},
+                    seconds,
+                    _HELP["lag-seconds"],
+                    "gauge",
+                )
 
 
 _BACKFILL_STATES = ("pending", "running", "succeeded", "failed", "cancelled")

@@ -15,15 +15,16 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from sluice.connectors.api.metrics import METRICS_INTERVAL_S, ReportsDegraded
 
 log = logging.getLogger(__name__)
 
-#: One partition's lag: (topic, partition, records between the consumer's position and the end).
-Lag = tuple[str, int, int]
+#: One partition's lag: (topic, partition, records between the consumer's position and the end,
+#: seconds of :func:`time_lag` or ``None``). A plain tuple: with ``task.executor=process`` it is pickled.
+Lag = tuple[str, int, int, float | None]
 
 #: Snapshot sources by task id: thread runners, and task-process stand-ins in the worker.
 _LIVE: weakref.WeakValueDictionary[Hashable, Any] = weakref.WeakValueDictionary()
@@ -191,11 +192,32 @@ def live_snapshots() -> dict[Hashable, dict[str, Any]]:
     return out
 
 
-def consumer_lag(stats: dict[str, Any], positions: dict[Any, int], read_committed: bool) -> list[Lag]:
+def time_lag(records: int, last_timestamp_ms: int | None, now_s: float) -> float | None:
+    """A partition's lag in seconds, approximated (Kafka gives none): 0 when it has no record lag,
+    else how old the last record the task consumed from it is (an upper bound of how far behind
+    the data the task works on is); ``None`` before the task consumed anything from it."""
+    if records <= 0:
+        return 0.0
+    if last_timestamp_ms is None:
+        return None
+    return max(0.0, now_s - last_timestamp_ms / 1000)
+
+
+def consumer_lag(
+    stats: dict[str, Any],
+    positions: dict[Any, int],
+    read_committed: bool,
+    timestamps: Mapping[Any, int] | None = None,
+    now_s: float | None = None,
+) -> list[Lag]:
     """Lag per assigned partition from librdkafka's statistics: the end of the partition (the
     last stable offset under ``read_committed``) minus the consumer's position. ``positions``
     maps ``(topic, partition)`` to the next offset to consume, where the runner knows it;
-    otherwise librdkafka's own position (or the committed offset) counts."""
+    otherwise librdkafka's own position (or the committed offset) counts. ``timestamps`` maps
+    ``(topic, partition)`` to the timestamp (ms) of the last record consumed from it, for
+    :func:`time_lag` at ``now_s`` (default: now)."""
+    timestamps = timestamps or {}
+    now_s = time.time() if now_s is None else now_s
     out: list[Lag] = []
     for topic, t in (stats.get("topics") or {}).items():
         for key, p in (t.get("partitions") or {}).items():
@@ -212,7 +234,8 @@ def consumer_lag(stats: dict[str, Any], positions: dict[Any, int], read_committe
                     position = p.get("committed_offset", -1)
             if position is None or position < 0:
                 continue
-            out.append((topic, partition, max(0, end - position)))
+            records = max(0, end - position)
+            out.append((topic, partition, records, time_lag(records, timestamps.get((topic, partition)), now_s)))
     return out
 
 

@@ -4,7 +4,7 @@ default) while Prometheus scrapes it every second.
 
 What an operator checks on a dashboard: the totals equal the lines written and delivered, the
 rates equal the pace the lines were written at, the sink's consumer lag shows the records
-waiting while it is paused and drops to zero once it has caught up, and ``promtool`` reads the
+waiting (and their age) while it is paused and drops to zero once it has caught up, and ``promtool`` reads the
 exposition.
 """
 
@@ -101,10 +101,14 @@ def test_prometheus_scrapes_totals_rates_and_lag(kafka, prometheus, tmp_path: Pa
         prom.wait_for('kafka_connect_connector_task_status{connector="file-sink",status="paused"}', lambda v: v == 1)
         _append(source_file, streamed, PAUSED_LINES)
         prom.wait_for(lag, lambda v: v == PAUSED_LINES)
+        # ... and in time: the age of the last record it consumed before the pause.
+        lag_seconds = f'sluice_sink_task_partition_lag_seconds{{connector="file-sink",topic="{topic}",partition="0"}}'
+        prom.wait_for(lag_seconds, lambda v: v > 0)
         prom.wait_for('kafka_connect_connector_task_metrics_pause_ratio{connector="file-sink"}', lambda v: v > 0)
         assert httpx.put(f"{worker.url}/connectors/file-sink/resume", timeout=10).status_code == 202
         _wait_lines(sink_file, streamed + PAUSED_LINES, worker)
         prom.wait_for(lag, lambda v: v == 0)
+        prom.wait_for(lag_seconds, lambda v: v == 0)
         prom.wait_for(
             'kafka_connect_sink_task_metrics_sink_record_send_total{connector="file-sink"}', lambda v: v == streamed + PAUSED_LINES
         )

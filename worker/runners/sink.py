@@ -144,6 +144,7 @@ class SinkTaskRunner(SinkOffsetTracking):
         self.assignment: set[TopicPartition] = set()
         self._paused_by_task: set[TopicPartition] = set()
         self._consumed: dict[TopicPartition, int] = {}  # next offset to consume, per partition
+        self._consumed_ts: dict[tuple[str, int], int] = {}  # timestamp (ms) of the last record consumed, per partition
         self._committed: dict[TopicPartition, int] = {}
         self._rewinds: dict[TopicPartition, int] = {}
         self.commit_requested = False
@@ -215,7 +216,7 @@ class SinkTaskRunner(SinkOffsetTracking):
         except orjson.JSONDecodeError:
             return
         positions = {(tp.topic, tp.partition): offset for tp, offset in self._consumed.items()}
-        self.metrics.lag = consumer_lag(stats, positions, self._read_committed)
+        self.metrics.lag = consumer_lag(stats, positions, self._read_committed, self._consumed_ts)
 
     def _on_client_error(self, err: KafkaError) -> None:
         if not self._kafka_unreachable(err):
@@ -265,6 +266,7 @@ class SinkTaskRunner(SinkOffsetTracking):
             for tp in tps:
                 self.assignment.discard(tp)
                 self._consumed.pop(tp, None)
+                self._consumed_ts.pop(tp, None)
                 self._committed.pop(tp, None)
                 self._decode_until.pop(tp, None)
             self.metrics.partitions = len(self.assignment)
@@ -278,6 +280,7 @@ class SinkTaskRunner(SinkOffsetTracking):
         for tp in tps:
             self.assignment.discard(tp)
             self._consumed.pop(tp, None)
+            self._consumed_ts.pop(tp, None)
             self._decode_until.pop(tp, None)
         self.metrics.partitions = len(self.assignment)
 

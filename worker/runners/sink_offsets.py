@@ -14,6 +14,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from sluice.connectors.api import RetriableError, TopicPartition, UnusableRawValues
 from sluice.worker.runners.sink_redelivery import SinkRedelivery
+from sluice.worker.task_metrics import Lag, time_lag
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class SinkOffsetTracking(SinkRedelivery):
     commit_requested: bool
     _consumer_config: dict[str, Any]
     _committed: dict[TopicPartition, int]
+    _consumed_ts: dict[tuple[str, int], int]
     _next_commit: float
     _flush_interval_s: float
     #: A pre_commit() raised RetriableError: the outage it reported ends at the next one that succeeds.
@@ -75,12 +77,14 @@ class SinkOffsetTracking(SinkRedelivery):
         self._rewinds.clear()
 
     def _track_consumed(self, messages: list[Any]) -> None:
-        """Remember the next offset of each partition in the batch.
+        """Remember the next offset of each partition in the batch, and its last record's timestamp
+        (for the lag in seconds).
 
         Messages of one partition arrive in offset order, so scanning from the end finds each
         partition's last offset; with one assigned partition that is a single step.
         """
         consumed = self._consumed
+        stamps = self._consumed_ts
         distinct = max(1, len(self.assignment))
         seen: set[tuple[str, int]] = set()
         for m in reversed(messages):
@@ -89,13 +93,17 @@ class SinkOffsetTracking(SinkRedelivery):
                 seen.add(tp)
                 self.active_topics.add(tp[0])
                 consumed[TopicPartition(*tp)] = m.offset() + 1
+                stamp = m.timestamp()[1]
+                if stamp >= 0:  # -1: the record has no timestamp (TIMESTAMP_NOT_AVAILABLE)
+                    stamps[tp] = stamp
                 if len(seen) >= distinct:
                     break
 
     def _paused_lag(self, consumer: Consumer) -> None:
         """The lag of paused partitions, whose ends librdkafka's statistics no longer follow: ask
         the brokers (about once a second, only while the task is paused)."""
-        lag = []
+        lag: list[Lag] = []
+        now = time.time()
         for tp in sorted(self.assignment):
             position = self._consumed.get(tp, self._committed.get(tp))
             if position is None:
@@ -104,7 +112,8 @@ class SinkOffsetTracking(SinkRedelivery):
                 _, end = consumer.get_watermark_offsets(KafkaTopicPartition(tp.topic, tp.partition), timeout=1.0, cached=False)
             except KafkaException:
                 return  # keep the last figures; the next second asks again
-            lag.append((tp.topic, tp.partition, max(0, end - position)))
+            records = max(0, end - position)
+            lag.append((tp.topic, tp.partition, records, time_lag(records, self._consumed_ts.get(tp), now)))
         self.metrics.lag = lag
 
     def _commit(self, partitions: Sequence[TopicPartition]) -> list[KafkaTopicPartition]:

@@ -10,7 +10,7 @@ import pytest
 
 from sluice.worker.metrics import Exposition, MetricsCollector, RateWindow
 from sluice.worker.status import ConnectorTaskId, State, Status, StatusStore
-from sluice.worker.task_metrics import StartupCounters, TaskMetrics, consumer_lag, register
+from sluice.worker.task_metrics import StartupCounters, TaskMetrics, consumer_lag, register, time_lag
 
 
 class _Clock:
@@ -68,8 +68,28 @@ def test_consumer_lag_uses_the_runners_position_and_the_right_end() -> None:
             }
         }
     }
-    assert consumer_lag(stats, {("t", 0): 70}, False) == [("t", 0, 30), ("t", 1, 6)]
-    assert consumer_lag(stats, {}, True) == [("t", 0, 40), ("t", 1, 6)]
+    assert consumer_lag(stats, {("t", 0): 70}, False) == [("t", 0, 30, None), ("t", 1, 6, None)]
+    assert consumer_lag(stats, {}, True) == [("t", 0, 40, None), ("t", 1, 6, None)]
+
+
+def test_lag_in_seconds_is_the_age_of_the_last_consumed_record_while_records_lag() -> None:
+    assert time_lag(0, None, 1000.0) == 0.0  # caught up: no lag, consumed or not
+    assert time_lag(0, 400_000, 1000.0) == 0.0
+    assert time_lag(5, None, 1000.0) is None  # nothing consumed from the partition yet
+    assert time_lag(5, 997_500, 1000.0) == pytest.approx(2.5)
+    assert time_lag(5, 1_001_000, 1000.0) == 0.0  # a producer clock ahead of ours is no negative lag
+    stats = {"topics": {"t": {"partitions": {
+        "0": {"fetch_state": "active", "hi_offset": 100},
+        "1": {"fetch_state": "active", "hi_offset": 10},
+        "2": {"fetch_state": "active", "hi_offset": 8},
+    }}}}
+    positions = {("t", 0): 90, ("t", 1): 10, ("t", 2): 3}
+    stamps = {("t", 0): 990_000, ("t", 1): 100}
+    assert consumer_lag(stats, positions, False, stamps, now_s=1000.0) == [
+        ("t", 0, 10, pytest.approx(10.0)),
+        ("t", 1, 0, 0.0),
+        ("t", 2, 5, None),
+    ]
 
 
 def test_rates_cover_a_sliding_window_and_survive_restarts() -> None:
@@ -131,7 +151,7 @@ def test_collector_names_metrics_as_the_jmx_exporter_rules_do() -> None:
     herder.status.put_task(ConnectorTaskId("elsewhere", 0), Status(State.RUNNING, "w2"))
     metrics = TaskMetrics("sink")
     metrics.batch(5, 5, 0.001)
-    metrics.lag = [("orders", 3, 7)]
+    metrics.lag = [("orders", 3, 7, 12.5), ("orders", 4, 2, None)]
     source = _Snapshots(metrics.snapshot({"total-record-errors": 1}))
     register(tid, source)
     text = MetricsCollector(herder).render()
@@ -143,6 +163,8 @@ def test_collector_names_metrics_as_the_jmx_exporter_rules_do() -> None:
     assert 'kafka_connect_connect_worker_metrics_connector_running_task_count{connector="sink-a"} 1' in text
     assert re.search(r'kafka_consumer_consumer_fetch_manager_metrics_records_lag\{client_id="connector-consumer-sink-a-0",'
                      r'connector="sink-a",task="0",topic="orders",partition="3"\} 7', text)
+    assert 'sluice_sink_task_partition_lag_seconds{connector="sink-a",task="0",topic="orders",partition="3"} 12.5' in text
+    assert 'partition_lag_seconds{connector="sink-a",task="0",topic="orders",partition="4"}' not in text  # nothing consumed yet
     assert 'kafka_connect_sink_task_metrics_sink_record_read_rate{connector="sink-a",task="0"}' in text
     if shutil.which("promtool"):
         check = subprocess.run(["promtool", "check", "metrics"], input=text.encode(), capture_output=True)
