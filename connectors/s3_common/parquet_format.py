@@ -110,6 +110,10 @@ class ParquetObjectWriter(ObjectWriter):
     decoded values by :meth:`write` (:class:`UnfitValue`, naming its position), raw ones when the
     readers refuse their row group and it is decoded, as :class:`InvalidRawJson`, which has the
     sink deliver them again decoded. Good raw row groups never reach the check.
+
+    Raw JSON with schemas and Avro come as typed tables (:meth:`write_table`), or as their raw
+    bytes with a reader (:meth:`write_typed_raws`) that reads each row group on the executor, like
+    the raw JSON ones; a row group that reader refuses raises :class:`InvalidRawJson` as well.
     """
 
     def __init__(self, out: Output, codec: str, row_group_rows: int, executor: Executor | None = None) -> None:
@@ -124,17 +128,19 @@ class ParquetObjectWriter(ObjectWriter):
         self._writer: Any = None
         self._sink: Any = None
         self._pending_estimate = 0
-        #: The raw row group being encoded on the executor (at most one: row groups stay in order).
+        #: The row group being encoded on the executor (at most one: row groups stay in order).
         self._job: Future[None] | None = None
-        self._job_rows: list[bytes] = []
         self._job_bytes = 0
-        #: What the job runs (encoding ``_job_rows``, or a table of typed rows), run here if it never started.
+        #: What the job runs (reading and encoding a row group), run here if it never started.
         self._job_run: Callable[[], None] | None = None
         #: What schemaless rows must keep: learnt from the first rows, then the schema's own.
         self._shape = RowShape(row_group_rows)
         #: Tables of typed rows (write_table) not encoded yet, and their row count.
         self._tables: list[Any] = []
         self._table_rows = 0
+        #: Raw values to be read into typed rows (write_typed_raws) not encoded yet, and their reader.
+        self._typed: list[bytes] = []
+        self._typed_read: Callable[[list[bytes]], Any] | None = None
 
     @property
     def pending_bytes(self) -> int:
@@ -145,6 +151,7 @@ class ParquetObjectWriter(ObjectWriter):
         if schema is not None and self._schema is None:
             self._schema = arrow_schema(schema)
             self._connect_schema = schema
+        self._typed_as_table()
         if self._tables:  # typed rows came before these: they go first, as rows of the same schema
             tables, self._tables, self._table_rows = self._tables, [], 0
             self._rows.extend(row for table in tables for row in table.to_pylist())
@@ -167,7 +174,7 @@ class ParquetObjectWriter(ObjectWriter):
             self._encode(self._table(group))
 
     def write_raw_json(self, raws: Sequence[bytes | None]) -> None:
-        if self._rows or None in raws:
+        if self._rows or self._typed or None in raws:
             try:
                 super().write_raw_json(raws)  # decoded rows are waiting (or a tombstone to refuse)
             except UnfitValue as exc:
@@ -182,14 +189,8 @@ class ParquetObjectWriter(ObjectWriter):
             share = self._pending_estimate * rows // len(self._raw)
             group, self._raw = self._raw[:rows], self._raw[rows:]
             self._pending_estimate -= share
-            self._finish_job()
-            if self.executor is None:
-                self._encode_raw(group)
-            else:
-                # The group is parsed and encoded without the GIL: the task goes on consuming meanwhile.
-                self._job_rows, self._job_bytes = group, share
-                self._job_run = partial(self._encode_raw, group)
-                self._job = self.executor.submit(self._job_run)
+            # The group is parsed and encoded without the GIL: the task goes on consuming meanwhile.
+            self._run_later(partial(self._encode_raw, group), share)
 
     def write_table(self, table: Any, schema: Schema) -> bool:
         """Rows already typed as the decoded path types them, taken when their Arrow schema is the
@@ -197,6 +198,7 @@ class ParquetObjectWriter(ObjectWriter):
         if self._schema is None:
             self._schema = arrow_schema(schema)
             self._connect_schema = schema
+        self._typed_as_table()
         if table.schema != self._schema or self._raw:
             return False
         if self._rows:  # decoded rows are waiting: these follow them as rows
@@ -218,16 +220,68 @@ class ParquetObjectWriter(ObjectWriter):
             self._pending_estimate = rest.nbytes if rest.num_rows else 0
         return True
 
+    def write_typed_raws(self, raws: Sequence[bytes], schema: Schema, read: Callable[[list[bytes]], Any]) -> None:
+        """Raw values of the value schema ``schema`` that ``read`` gives as a typed table later
+        (:class:`~connectors.sink.s3.typed_values.LateTable`), a row group at a time, on the
+        executor: cut into the same row groups as :meth:`write_table` would cut their table. A row
+        group ``read`` refuses (``None``) or types otherwise than the object raises
+        :class:`InvalidRawJson` then, at a later write or at the commit, which has the sink deliver
+        the values again decoded."""
+        if self._schema is None:
+            self._schema = arrow_schema(schema)
+            self._connect_schema = schema
+        if self._rows or self._raw or self._tables or (self._typed and read is not self._typed_read):
+            # Other rows are waiting (rare: a batch decoded before these): read these now, after them.
+            if not self.write_table(self._read_typed(list(raws), read), schema):
+                raise InvalidRawJson("typed raw values follow raw JSON values in one object")
+            return
+        self._typed.extend(raws)
+        self._typed_read = read
+        self._pending_estimate += sum(map(len, raws))
+        rows = self.row_group_rows
+        while len(self._typed) >= rows:
+            share = self._pending_estimate * rows // len(self._typed)
+            group, self._typed = self._typed[:rows], self._typed[rows:]
+            self._pending_estimate -= share
+            # The native readers and pyarrow work mostly without the GIL: the task goes on meanwhile.
+            self._run_later(partial(self._encode_typed, group, read), share)
+
     def _encode_later(self, table: Any) -> None:
         """Encode a row group of typed rows on the executor (here without one), after the one before it."""
+        # pyarrow encodes without the GIL: the task goes on consuming meanwhile.
+        self._run_later(partial(self._encode, table), table.nbytes)
+
+    def _run_later(self, run: Callable[[], None], nbytes: int) -> None:
+        """Run the encoding of a row group of ``nbytes`` bytes on the executor (here without one),
+        after the one before it."""
         self._finish_job()
         if self.executor is None:
-            self._encode(table)
+            run()
             return
-        # pyarrow encodes without the GIL: the task goes on consuming meanwhile.
-        self._job_bytes = table.nbytes
-        self._job_run = partial(self._encode, table)
-        self._job = self.executor.submit(self._job_run)
+        self._job_bytes = nbytes
+        self._job_run = run
+        self._job = self.executor.submit(run)
+
+    def _encode_typed(self, raws: list[bytes], read: Callable[[list[bytes]], Any]) -> None:
+        self._encode(self._read_typed(raws, read))
+
+    def _read_typed(self, raws: list[bytes], read: Callable[[list[bytes]], Any]) -> Any:
+        table = read(raws)
+        if table is None or table.schema != self._schema:
+            raise InvalidRawJson("a row group of raw values does not read exactly as decoding reads it")
+        return table
+
+    def _typed_as_table(self) -> None:
+        """The raw values :meth:`write_typed_raws` holds as a typed table held by :meth:`write_table`
+        (rows of another kind follow them)."""
+        if not self._typed:
+            return
+        raws, read = self._typed, self._typed_read
+        assert read is not None
+        self._typed, self._typed_read = [], None
+        table = self._read_typed(raws, read)
+        self._tables.append(table)
+        self._table_rows += table.num_rows
 
     def _encode_raw(self, group: list[bytes]) -> None:
         self._encode(self._raw_table(group))
@@ -243,7 +297,7 @@ class ParquetObjectWriter(ObjectWriter):
             self._job_run()
         else:
             job.result()
-        self._job, self._job_rows, self._job_bytes, self._job_run = None, [], 0, None
+        self._job, self._job_bytes, self._job_run = None, 0, None
 
     def _check_rows(self, pending: list[Any], values: Sequence[Any]) -> None:
         """Refuse the first schemaless value that cannot be a row of the object, before anything
@@ -306,12 +360,14 @@ class ParquetObjectWriter(ObjectWriter):
         job = self._job
         if job is not None and not job.cancel():
             futures_wait([job])  # never leave a thread writing into an aborted upload
-        self._job, self._job_rows, self._job_bytes, self._job_run = None, [], 0, None
+        self._job, self._job_bytes, self._job_run = None, 0, None
         self._rows, self._raw, self._pending_estimate = [], [], 0
         self._tables, self._table_rows = [], 0
+        self._typed, self._typed_read = [], None
 
     def close(self) -> None:
         self._finish_job()
+        self._typed_as_table()
         if self._tables:
             pa = require_module("pyarrow", "ParquetFormat")
             tables, self._tables, self._table_rows = self._tables, [], 0

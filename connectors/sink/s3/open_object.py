@@ -16,6 +16,7 @@ from typing import Any
 from sluice.connectors.api import Headers, Schema
 from sluice.connectors.s3_common.formats import JsonFormat, ObjectWriter, RecordFormat, json_default
 from sluice.connectors.s3_common.layout import sidecar_key
+from sluice.connectors.s3_common.parquet_format import ParquetObjectWriter
 from sluice.connectors.s3_common.parquet_rows import UnfitValue
 from sluice.connectors.s3_common.storage import ObjectStorage, ObjectUpload
 
@@ -68,6 +69,10 @@ class Columns:
     #: object that does not take the table.
     table: Any = None
     decoded: Callable[[], Sequence[Any]] | None = None
+    #: Instead of ``table``: what reads ``values`` (the raw bytes, all of the value schema in
+    #: ``schemas``) into that table later, a row group at a time on the upload threads
+    #: (:meth:`~connectors.s3_common.parquet_format.ParquetObjectWriter.write_typed_raws`).
+    read_later: Callable[[list[bytes]], Any] | None = None
 
 
 def null_probe(raw: Sequence[bytes | None]) -> Sequence[Any]:
@@ -145,6 +150,10 @@ class OpenObject:
             raws = _pick(cols.raw, index)
             self.writer.write_raw_json(raws)
             self.count += len(raws)
+        elif cols.read_later is not None and schema is not None and isinstance(self.writer, ParquetObjectWriter):
+            typed_raws = _pick(cols.values, index)
+            self.writer.write_typed_raws(typed_raws, schema, cols.read_later)
+            self.count += len(typed_raws)
         elif (
             cols.table is not None
             and schema is not None

@@ -46,7 +46,7 @@ from sluice.connectors.s3_common.parquet_rows import UnfitValue
 from sluice.connectors.s3_common.partitioners import Partitioner, extractor_reads_values, make_partitioner
 from sluice.connectors.s3_common.storage import ObjectStorage, S3Storage
 from sluice.connectors.sink.s3.config import S3SinkConfig
-from sluice.connectors.sink.s3.typed_values import TypedValues
+from sluice.connectors.sink.s3.typed_values import LateTable, TypedValues
 from sluice.connectors.sink.s3.writer import Columns, TopicPartitionWriter, WriterSettings, null_probe
 from sluice.converters.json_documents import first_malformed
 
@@ -258,7 +258,9 @@ class S3SinkTask(SinkTask):
         raw = records.raw_values if self._raw_json else None
         wire = records.raw_format
         if raw is not None and wire is not None and not wire.schemaless_json:
-            typed = self._typed.read(records)  # JSON with schemas or Avro: Parquet only
+            # JSON with schemas or Avro (Parquet only): typed now, or a row group at a time on the
+            # upload threads when the values visibly share one schema (see typed_values.py).
+            typed = self._typed.read(records)
             return _split_batch(records, None, typed)
         if raw is not None and not isinstance(self._format, ParquetFormat):
             bad = first_malformed(raw)
@@ -313,12 +315,17 @@ def _may_interleave(partitioner: Partitioner, cfg: S3SinkConfig) -> bool:
 
 
 def _split_batch(
-    batch: SinkRecordBatch, raw: Sequence[bytes | None] | None, typed: tuple[Any, Schema] | None = None
+    batch: SinkRecordBatch,
+    raw: Sequence[bytes | None] | None,
+    typed: LateTable | tuple[Any, Schema] | None = None,
 ) -> list[tuple[TopicPartition, Columns]]:
     """The batch by Kafka partition. With ``raw`` (checked JSON bytes) the converted values and
     their schemas (all ``None``: schemaless) are never read; with ``typed`` (the values as a
-    typed table and their schema) they are read only by an object that does not take the table;
-    otherwise ``values`` is read here, before any writer sees the batch."""
+    typed table and their schema, or their schema and what reads the table later) they are read
+    only by an object that does not take the table; otherwise ``values`` is read here, before any
+    writer sees the batch."""
+    if isinstance(typed, LateTable):
+        return _split_typed(batch, None, typed.schema, typed.read)
     if typed is not None:
         return _split_typed(batch, *typed)
     partitions = batch.partitions
@@ -366,15 +373,21 @@ def _split_batch(
     return out
 
 
-def _split_typed(batch: SinkRecordBatch, table: Any, schema: Schema) -> list[tuple[TopicPartition, Columns]]:
+def _split_typed(
+    batch: SinkRecordBatch, table: Any, schema: Schema, read_later: Callable[[list[bytes]], Any] | None = None
+) -> list[tuple[TopicPartition, Columns]]:
     """The batch by Kafka partition, its values as rows of ``table`` (no nulls: the readers refuse
-    tombstones), each partition's rows taken from it."""
+    tombstones), each partition's rows taken from it; or, with ``read_later``, its raw values
+    read into such rows later."""
     partitions = batch.partitions
     raws = batch.raw_values
     assert raws is not None
     indices: dict[int, list[int]] = {}
-    for i, p in enumerate(partitions):
-        indices.setdefault(p, []).append(i)
+    if partitions.count(partitions[0]) == len(partitions):  # the common case: one partition per batch
+        indices[partitions[0]] = list(range(len(partitions)))
+    else:
+        for i, p in enumerate(partitions):
+            indices.setdefault(p, []).append(i)
     out = []
     for p, idx in indices.items():
         whole = len(idx) == len(partitions)
@@ -393,8 +406,9 @@ def _split_typed(batch: SinkRecordBatch, table: Any, schema: Schema) -> list[tup
             keys=batch.keys if whole else [batch.keys[i] for i in idx],
             timestamps=pick(lambda: batch.timestamps),
             headers=pick(lambda: batch.headers),
-            table=table if whole else table.take(idx),
+            table=table if whole or table is None else table.take(idx),
             decoded=pick(lambda: batch.values),
+            read_later=read_later,
         )
         out.append((TopicPartition(batch.original_topic, p), cols))
     return out
