@@ -87,6 +87,10 @@ class KafkaLog:
         self._positions: dict[int, int] = {}
         self._requests: list[_EndRequest] = []
         self._error: BaseException | None = None
+        #: Who closes the consumer: :meth:`stop`, or the reader thread when stop could not wait for it.
+        self._close_lock = threading.Lock()
+        self._reader_done = False
+        self._reader_closes = False
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -104,8 +108,9 @@ class KafkaLog:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
+        reader = self._thread
+        if reader is not None:
+            reader.join(10)
         producer, self._producer = self._producer, None
         if producer is not None:
             left = producer.flush(5)
@@ -116,6 +121,17 @@ class KafkaLog:
             # The last reference: the client is destroyed now, with its threads and its connection
             # attempts, rather than retrying an unreachable broker for as long as the process lives.
             del producer
+        with self._close_lock:
+            if reader is not None and reader.is_alive() and not self._reader_done:
+                # Still inside a call to a broker out of reach (end offsets wait up to 10 s per
+                # partition): closing the consumer under it would pull the client from under a
+                # call in flight, so the reader closes it as it returns.
+                log.info("The reader of %s is still waiting on Kafka; it closes its consumer when it returns", self.topic)
+                self._reader_closes = True
+                return
+        self._close_consumer()
+
+    def _close_consumer(self) -> None:
         try:
             self._consumer.close()
         except (KafkaException, RuntimeError):
@@ -144,6 +160,15 @@ class KafkaLog:
             raise KafkaLogError(f"Reading {self.topic} failed: {request.error}")
 
     def _run(self) -> None:
+        try:
+            self._follow()
+        finally:
+            with self._close_lock:
+                self._reader_done = True
+                if self._reader_closes:
+                    self._close_consumer()
+
+    def _follow(self) -> None:
         while not self._stop.is_set():
             try:
                 with self._cond:
