@@ -18,13 +18,8 @@ from sluice.rest.app import metrics_only
 from sluice.rest.server import metrics_listener_server
 from sluice.rest.settings import RestSettings
 from sluice.worker.config import WorkerConfig
+from tests.integration.worker_process import free_port as _free_port
 from tests.tls_certs import make_tls_files
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _app(settings: RestSettings) -> FastAPI:
