@@ -37,15 +37,19 @@ class _Batch:
         self.converter = converter
 
     def __call__(self, raws: Sequence[bytes], start: int, *, raw: bool, partitions: list[int]) -> SinkRecordBatch:
+        return self.batch(raws, range(start, start + len(raws)), raw=raw, partitions=partitions)
+
+    def batch(self, raws: Sequence[bytes], offsets: Sequence[int], *, raw: bool, partitions: list[int]) -> SinkRecordBatch:
+        """The batch of ``raws`` at ``offsets`` (any, e.g. a replay's)."""
         n = len(raws)
         columns = {
             "partition": partitions,
-            "kafka_offset": list(range(start, start + n)),
-            "timestamp": [1_700_000_000_000 + i for i in range(n)],
+            "kafka_offset": list(offsets),
+            "timestamp": [1_700_000_000_000 + o for o in offsets],
             "timestamp_type": [1] * n,
             "headers": [None] * n,
         }
-        keys = [f"k{start + i}" for i in range(n)]
+        keys = [f"k{o}" for o in offsets]
         if not raw:
             schemas, values = self.converter.to_connect_batch("t", list(raws))
             return SinkRecordBatch("t", values, schemas, keys, [None] * n, columns.__getitem__)

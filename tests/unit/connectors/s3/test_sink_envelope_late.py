@@ -24,6 +24,7 @@ from sluice.connectors.s3_common.storage import MemoryStorage
 from sluice.connectors.sink.s3 import S3SinkTask
 from sluice.converters import json_arrow
 from sluice.converters.json import JsonConverter
+from tests.unit.connectors.s3.test_sink_envelope import _Batch
 
 pytestmark = pytest.mark.skipif(not json_arrow.available(), reason="the native parser is not installed")
 
@@ -45,42 +46,11 @@ def _envelope(i: int, **extra: Any) -> bytes:
     return orjson.dumps({"schema": SCHEMA, "payload": {"i": i, "s": f"v{i}", **extra}})
 
 
-class _Batches:
-    """Batches as the runtime builds them (raw with their wire format, or decoded), counting how
-    many raw batches were decoded."""
+class _Batches(_Batch):
+    """Batches of partition 0 at given offsets, raw unless ``raw=False`` (see ``_Batch``)."""
 
-    def __init__(self) -> None:
-        self.decoded = 0
-
-    def __call__(self, raws: Sequence[bytes], offsets: Sequence[int], *, raw: bool = True) -> SinkRecordBatch:
-        n = len(raws)
-        columns = {
-            "partition": [0] * n,
-            "kafka_offset": list(offsets),
-            "timestamp": [1_700_000_000_000 + o for o in offsets],
-            "timestamp_type": [1] * n,
-            "headers": [None] * n,
-        }
-        keys = [f"k{o}" for o in offsets]
-        if not raw:
-            schemas, values = _CONVERTER.to_connect_batch("t", list(raws))
-            return SinkRecordBatch("t", values, schemas, keys, [None] * n, columns.__getitem__)
-
-        def decode() -> Any:
-            self.decoded += 1
-            return _CONVERTER.to_connect_batch("t", list(raws))
-
-        return SinkRecordBatch(
-            "t",
-            None,
-            None,
-            keys,
-            [None] * n,
-            columns.__getitem__,
-            raw_values=list(raws),
-            decode=decode,
-            raw_format=_CONVERTER.wire_format(),
-        )
+    def __call__(self, raws: Sequence[bytes], offsets: Sequence[int], *, raw: bool = True) -> SinkRecordBatch:  # type: ignore[override]
+        return self.batch(raws, offsets, raw=raw, partitions=[0] * len(raws))
 
 
 def _task(storage: MemoryStorage, threads: str) -> S3SinkTask:
