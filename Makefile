@@ -64,14 +64,19 @@ image: setup
 quickstart: setup kafka
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" bash deploy/quickstart/run.sh
 
+# Four pytest-xdist workers, a test file each at a time, the slowest files first (tests/xdist_schedule.py);
+# the session services are shared by the workers (tests/integration/shared_services.py). TEST_WORKERS=0: serially.
+TEST_WORKERS ?= 4
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
 test: setup kafka kafka-connect postgres18 s3 opensearch spark schema-registry helm-tools image
-	$(PY) -m pytest
+	$(PY) -m pytest $(XDIST) --durations=40 --file-times
 
 unit: setup
 	$(PY) -m pytest tests/unit
 
 integration: setup kafka kafka-connect postgres18 s3 opensearch spark schema-registry helm-tools image
-	$(PY) -m pytest tests/integration
+	$(PY) -m pytest $(XDIST) tests/integration
 
 # The suite against the installed wheel instead of the checkout (deploy/test_from_wheel.sh); ARGS=pytest arguments.
 test-wheel: setup kafka kafka-connect postgres18 s3 opensearch spark schema-registry helm-tools image

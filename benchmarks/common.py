@@ -134,6 +134,8 @@ def herder(bootstrap: str, **settings: Any) -> StandaloneHerder:
             "offset.flush.interval.ms": "5000",
             "key.converter": "StringConverter",
             "value.converter": "StringConverter",
+            # The benchmarks' files live in their temporary directories; tasks run in this process.
+            "connector.allowed.paths": "*",
             **settings,
         }
     )

@@ -21,7 +21,6 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -53,9 +52,7 @@ def herder(bootstrap: str) -> StandaloneHerder:
             "value.converter.schemas.enable": "false",
         }
     )
-    h = StandaloneHerder(
-        Worker(config, PluginRegistry([str(Path(__file__).resolve().parents[1])]), MemoryOffsetStore())
-    )
+    h = StandaloneHerder(Worker(config, PluginRegistry(), MemoryOffsetStore()))
     h.start()
     tune_gc()
     return h
@@ -124,7 +121,9 @@ def sluice_sink(bootstrap: str, node: OpenSearchNode, topic: str, count: int, nb
     return Result("Sluice topic → OpenSearch sink", count, nbytes, elapsed)
 
 
-def raw_bulk(node: OpenSearchNode, docs: list[tuple[str, bytes]], nbytes: int, index: str, batch_size: int = BATCH) -> Result:
+def raw_bulk(
+    node: OpenSearchNode, docs: list[tuple[str, bytes]], nbytes: int, index: str, batch_size: int = BATCH
+) -> Result:
     """The same documents and ids in bulk requests of ``batch_size`` actions, IN_FLIGHT threads posting."""
     status, body = node.request("PUT", f"/{index}", {})
     assert status == 200, body
@@ -156,7 +155,11 @@ def raw_bulk(node: OpenSearchNode, docs: list[tuple[str, bytes]], nbytes: int, i
     elapsed = time.perf_counter() - start
     if errors:
         raise RuntimeError(f"the raw bulk run failed: {errors[0]}")
-    name = "bare httpx _bulk, same docs, same batch size" if batch_size == BATCH else f"bare httpx _bulk, batches of {batch_size}"
+    name = (
+        "bare httpx _bulk, same docs, same batch size"
+        if batch_size == BATCH
+        else f"bare httpx _bulk, batches of {batch_size}"
+    )
     return Result(name, len(docs), nbytes, elapsed)
 
 
@@ -167,7 +170,9 @@ def _delete(node: OpenSearchNode, index: str) -> Any:
 def main() -> list[tuple[Result, Result]]:
     tune_gc()
     docs = make_docs(RECORDS)
-    print(f"topic → OpenSearch sink: {RECORDS:,} documents (~200 B JSON), batch.size={BATCH}, {IN_FLIGHT} in flight, {ROUNDS} rounds")
+    print(
+        f"topic → OpenSearch sink: {RECORDS:,} documents (~200 B JSON), batch.size={BATCH}, {IN_FLIGHT} in flight, {ROUNDS} rounds"
+    )
     with broker() as bootstrap, OpenSearchNode(kill_with_parent=True) as node:
         print(f"OpenSearch {node.version} at {node.url}")
         topic, nbytes = fill_topic(bootstrap, docs)

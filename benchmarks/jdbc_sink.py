@@ -34,7 +34,6 @@ import contextlib
 import os
 import threading
 import time
-from pathlib import Path
 
 import orjson
 import psycopg
@@ -63,8 +62,6 @@ from sluice.worker.config import WorkerConfig
 from sluice.worker.runtime import tune_gc
 from sluice.worker.standalone import StandaloneHerder
 from sluice.worker.worker import Worker
-
-_REPO_ROOT = Path(__file__).resolve().parents[1]
 
 COLUMNS = "id bigint, name text, email text, amount double precision, qty integer, active boolean, city text, score double precision"
 SINK = "sluice.connectors.sink.jdbc.connector.JdbcSinkConnector"
@@ -178,8 +175,7 @@ def raw_copy(pg: PostgresServer, rows: list[tuple[object, ...]]) -> Result:
 
 
 def jdbc_herder(bootstrap: str, fmt: str = "schemaless") -> StandaloneHerder:
-    """:func:`benchmarks.common.herder` with JSON values and the repository on the plugin path
-    (the worker finds the sink by Python path until the JDBC entry points are declared)."""
+    """:func:`benchmarks.common.herder` with JSON values."""
     config = WorkerConfig.from_mapping(
         {
             "bootstrap.servers": bootstrap,
@@ -199,7 +195,7 @@ def jdbc_herder(bootstrap: str, fmt: str = "schemaless") -> StandaloneHerder:
             ),
         }
     )
-    h = StandaloneHerder(Worker(config, PluginRegistry(plugin_path=[str(_REPO_ROOT)]), MemoryOffsetStore()))
+    h = StandaloneHerder(Worker(config, PluginRegistry(), MemoryOffsetStore()))
     h.start()
     tune_gc()
     return h

@@ -114,7 +114,10 @@ def standalone(tree_root: Path, bootstrap: str, workdir: Path) -> Iterator[tuple
         f"bootstrap.servers={bootstrap}\nlisteners=http://127.0.0.1:{port}\n"
         f"offset.storage.file.filename={workdir / 'offsets.json'}\noffset.flush.interval.ms=10000\n"
         "key.converter=StringConverter\nvalue.converter=StringConverter\ntask.executor=process\n"
+        # The connectors' files, apart from the worker's own (sandboxed task hosts reach only these).
+        f"connector.allowed.paths={workdir / 'data'}\n"
     )
+    (workdir / "data").mkdir(exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(tree_root)}
     log = (workdir / "worker.log").open("ab")
     proc = subprocess.Popen(
@@ -179,7 +182,7 @@ def delete_all(url: str) -> None:
 def rest_figures(pid: int, url: str, bootstrap: str, workdir: Path) -> dict[str, tuple[float, float, int]]:
     """PSS and CPU with 0, 10 idle and 10 busy connectors."""
     out = {"0 connectors": (time.sleep(3), measure(pid))[1]}
-    files = [workdir / f"idle-{i}.txt" for i in range(IDLE_CONNECTORS)]
+    files = [workdir / "data" / f"idle-{i}.txt" for i in range(IDLE_CONNECTORS)]
     for i, path in enumerate(files):
         path.touch()
         add_source(url, f"idle-{i}", path, create_topic(bootstrap, f"mem-{os.getpid()}-{workdir.name}-{i}"))
@@ -244,7 +247,7 @@ def figures(tree_root: Path, bootstrap: str) -> dict[str, Any]:
         workdir = Path(d)
         out: dict[str, Any] = rest_figures(pid, url, bootstrap, workdir)
         lines = b"\n".join(make_lines(RECORDS)) + b"\n"
-        inputs = [workdir / f"input-{i}.txt" for i in range(2)]
+        inputs = [workdir / "data" / f"input-{i}.txt" for i in range(2)]
         for path in inputs:
             path.write_bytes(lines)
         for tasks in (1, 2):

@@ -40,7 +40,6 @@ import io
 import os
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -101,8 +100,7 @@ SCHEMA = orjson.dumps(
 
 
 def herder(bootstrap: str, values: str = "schemaless") -> StandaloneHerder:
-    """An in-process standalone herder; plugin.path is the repository, so the connector is found
-    by its Python path whether or not the installed entry points list it yet."""
+    """An in-process standalone herder; the connector is found by the Python path of its entry point."""
     config = WorkerConfig.from_mapping(
         {
             "bootstrap.servers": bootstrap,
@@ -119,9 +117,7 @@ def herder(bootstrap: str, values: str = "schemaless") -> StandaloneHerder:
             ),
         }
     )
-    h = StandaloneHerder(
-        Worker(config, PluginRegistry([str(Path(__file__).resolve().parents[1])]), MemoryOffsetStore())
-    )
+    h = StandaloneHerder(Worker(config, PluginRegistry(), MemoryOffsetStore()))
     h.start()
     tune_gc()
     return h

@@ -80,6 +80,8 @@ def run(ctx: click.Context, job_file: str, detach: bool, interval: float) -> Non
     spec = _load_spec(job_file)
     _, info = client.call("POST", "/backfills", body=spec)
     job_id = info["id"]
+    for warning in info.get("warnings", ()):
+        click.echo(f"Warning: {warning}", err=True)
     if info.get("schedule"):
         click.echo(f"Scheduled backfill {job_id} ({info['schedule'].get('cron')}); next run {info.get('next_run')}")
         return

@@ -8,7 +8,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
-from sluice.cli.standalone import load_config_file, provide_spark_jars, serve
+from sluice.cli.standalone import load_worker_file, provide_spark_jars, serve
 from sluice.connectors.api import ConfigError
 from sluice.offsets.kafka import KafkaOffsetStore
 from sluice.plugins import PluginRegistry
@@ -19,6 +19,7 @@ from sluice.worker.config import with_cli_defaults
 from sluice.worker.distributed.config import DistributedConfig
 from sluice.worker.distributed.herder import DistributedHerder
 from sluice.worker.distributed.topics import InternalTopic, ensure_topics
+from sluice.worker.local_paths import create_data_dir
 from sluice.worker.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -27,16 +28,30 @@ log = logging.getLogger(__name__)
 def internal_topics(config: DistributedConfig) -> list[InternalTopic]:
     return [
         InternalTopic(
-            config.config_storage_topic, "config.storage.topic", 1, config.config_storage_replication_factor, exact_partitions=True
+            config.config_storage_topic,
+            "config.storage.topic",
+            1,
+            config.config_storage_replication_factor,
+            exact_partitions=True,
         ),
         InternalTopic(
-            config.sluice_topic, "sluice.storage.topic", 1, config.config_storage_replication_factor, exact_partitions=True
+            config.sluice_topic,
+            "sluice.storage.topic",
+            1,
+            config.config_storage_replication_factor,
+            exact_partitions=True,
         ),
         InternalTopic(
-            config.offset_storage_topic, "offset.storage.topic", config.offset_storage_partitions, config.offset_storage_replication_factor
+            config.offset_storage_topic,
+            "offset.storage.topic",
+            config.offset_storage_partitions,
+            config.offset_storage_replication_factor,
         ),
         InternalTopic(
-            config.status_storage_topic, "status.storage.topic", config.status_storage_partitions, config.status_storage_replication_factor
+            config.status_storage_topic,
+            "status.storage.topic",
+            config.status_storage_partitions,
+            config.status_storage_replication_factor,
         ),
     ]
 
@@ -51,10 +66,13 @@ class DistributedWorker:
         rest_settings.check_exposure(self.config.listener[1])
         registry = PluginRegistry([p.strip() for p in self.config.plugin_path.split(",") if p.strip()])
         client_id = self.config.client_id or f"sluice-{self.config.group_id}-{self.config.worker_id}"
-        security = {k: v for k, v in self.config.prefixed("admin.").items() if k.startswith(("security.", "ssl.", "sasl."))}
-        self.admin = AdminClient({"bootstrap.servers": self.config.bootstrap_servers, **security})
+        security = {
+            k: v for k, v in self.config.prefixed("admin.").items() if k.startswith(("security.", "ssl.", "sasl."))
+        }
+        self.admin: AdminClient | None = AdminClient({"bootstrap.servers": self.config.bootstrap_servers, **security})
         store = KafkaOffsetStore(self.config.offset_storage_topic, self.config.bootstrap_servers, client_id=client_id)
         self.herder = DistributedHerder(Worker(self.config, registry, store), self.config)
+        create_data_dir(self.config)  # after the worker checked that it overlaps nothing protected
         _, host, port = self.config.listener
         app = create_app(self.herder, rest_settings)
         self.rest = RestServer(app, host, port)
@@ -67,9 +85,16 @@ class DistributedWorker:
         self.rest.start()
         if self.metrics_server is not None:
             self.metrics_server.start()
-        ensure_topics(self.admin, internal_topics(self.config))
+        admin = self.admin
+        if admin is None:
+            raise RuntimeError("the worker was stopped")
+        ensure_topics(admin, internal_topics(self.config))
         self._herder_started = True
         self.herder.start()
+
+    def refresh_plugins(self) -> None:
+        """Scan ``plugin.path`` again: the operator's ``kill -HUP`` (on each worker), never a REST request."""
+        self.herder.worker.refresh_plugins()
 
     def stop(self) -> None:
         try:
@@ -78,16 +103,22 @@ class DistributedWorker:
                     self.metrics_server.stop()
                 self.rest.stop()
         finally:
-            if getattr(self, "_herder_started", False):
-                self.herder.stop()
+            try:
+                if getattr(self, "_herder_started", False):
+                    self.herder.stop()
+            finally:
+                # The last reference: the client is destroyed now, on this thread, instead of
+                # reconnecting for as long as this object lives and then going wherever the garbage
+                # collector runs (on a librdkafka thread, rd_kafka_destroy() aborts the process).
+                self.admin = None
 
 
 def run_distributed(worker_file: str) -> int:
     """Run until a signal arrives; return the process exit code."""
     provide_spark_jars()
     try:
-        node = DistributedWorker(load_config_file(worker_file))
+        node = DistributedWorker(load_worker_file(worker_file))
     except ConfigError as exc:
         print(f"sluice: invalid configuration: {exc}", file=sys.stderr)
         return 2
-    return serve(node)
+    return serve(node, on_hangup=node.refresh_plugins)

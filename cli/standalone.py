@@ -22,6 +22,7 @@ from sluice.rest import create_app
 from sluice.rest.server import RestServer, metrics_listener_server
 from sluice.rest.settings import RestSettings
 from sluice.worker.config import WorkerConfig, with_cli_defaults
+from sluice.worker.local_paths import create_data_dir
 from sluice.worker.properties import load_properties
 from sluice.worker.runtime import tune_gc
 from sluice.worker.standalone import StandaloneHerder
@@ -44,6 +45,11 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
             raise ConfigError(f"{path} must hold a JSON object")
         return data
     return load_properties(path)
+
+
+def load_worker_file(path: str | Path) -> dict[str, Any]:
+    """A worker config file's keys, with ``worker.config.file`` naming it: no connector may reach it."""
+    return {**load_config_file(path), "worker.config.file": str(Path(path).resolve())}
 
 
 def connector_from_file(path: str | Path) -> tuple[str, dict[str, Any]]:
@@ -76,6 +82,7 @@ class StandaloneWorker:
             log.warning("offset.storage.file.filename is not set: source offsets are kept in memory only")
             store = MemoryOffsetStore()
         self.herder = StandaloneHerder(Worker(self.config, registry, store))
+        create_data_dir(self.config)  # after the worker checked that it overlaps nothing protected
         _, host, port = self.config.listener
         app = create_app(self.herder, rest_settings)
         self.rest = RestServer(app, host, port)
@@ -87,6 +94,10 @@ class StandaloneWorker:
         if self.metrics_server is not None:
             self.metrics_server.start()
         self.herder.start()
+
+    def refresh_plugins(self) -> None:
+        """Scan ``plugin.path`` again: the operator's ``kill -HUP``, never a REST request."""
+        self.herder.worker.refresh_plugins()
 
     def stop(self) -> None:
         try:
@@ -109,10 +120,51 @@ class Node(Protocol):
 SHUTDOWN_STACK_DUMP_S = 20.0
 
 
+class _SignalCounts:
+    """What SIGTERM/SIGINT and SIGHUP asked for, counted by the handlers and acted on by :meth:`wait`.
+
+    The handlers only count: a handler runs on the main thread between two of its bytecodes, and
+    that may be inside ``stop.wait()``, holding the Event's (non-reentrant) lock — ``stop.set()``
+    there would wait for that lock forever (seen as a worker that ignored SIGTERM).
+    """
+
+    def __init__(self) -> None:
+        self.stops = 0
+        self.hangups = 0
+
+    def install(self, *, hangup: bool) -> None:
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        if hangup and hasattr(signal, "SIGHUP"):
+            signal.signal(signal.SIGHUP, self._on_hangup)
+
+    def _on_stop(self, signum: int, frame: Any) -> None:
+        self.stops += 1
+        if self.stops > 1:
+            log.warning("Second signal: exiting without waiting for tasks")
+            raise SystemExit(130)
+        log.info("Received %s, shutting down (flushing and committing offsets)", signal.Signals(signum).name)
+
+    def _on_hangup(self, signum: int, frame: Any) -> None:
+        self.hangups += 1
+
+    def wait(self, stop: threading.Event, on_hangup: Callable[[], object] | None) -> None:
+        """Until a stop signal or ``stop`` is set, calling ``on_hangup`` once per SIGHUP batch."""
+        handled = 0
+        while not self.stops and not stop.wait(0.2):
+            if on_hangup is not None and self.hangups != handled:
+                handled = self.hangups
+                try:
+                    on_hangup()
+                except Exception:  # a refresh that fails leaves the worker as it was, running
+                    log.exception("SIGHUP handling failed")
+
+
 def serve(
     node: Node,
     after_start: Callable[[threading.Event], int] | None = None,
     stack_dump_after_s: float = SHUTDOWN_STACK_DUMP_S,
+    on_hangup: Callable[[], object] | None = None,
 ) -> int:
     """Start ``node``, run until SIGTERM/SIGINT (or ``after_start`` sets the event), stop it.
 
@@ -122,24 +174,13 @@ def serve(
     ``kill -USR1 <pid>`` writes every thread's stack to stderr at any time (the worker's
     ``jstack``). A shutdown that takes longer than ``stack_dump_after_s`` does so by itself, so
     whatever holds it up is in the log; a second SIGTERM/SIGINT exits without waiting.
+    ``kill -HUP <pid>`` calls ``on_hangup`` (the plugin refresh) on the main thread.
     """
     stop = threading.Event()
-    signals = {"count": 0}
+    signals = _SignalCounts()
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, all_threads=True)
-
-    def on_signal(signum: int, frame: Any) -> None:
-        signals["count"] += 1
-        if signals["count"] > 1:
-            log.warning("Second signal: exiting without waiting for tasks")
-            raise SystemExit(130)
-        log.info("Received %s, shutting down (flushing and committing offsets)", signal.Signals(signum).name)
-        # Only the counter: the handler runs on the main thread between two of its bytecodes, and
-        # that may be inside stop.wait(), holding the Event's (non-reentrant) lock — stop.set() here
-        # would then wait for that lock forever (seen as a worker that ignored SIGTERM).
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    signals.install(hangup=on_hangup is not None)
     try:
         node.start()
     except ConfigError as exc:
@@ -155,8 +196,7 @@ def serve(
     try:
         if after_start is not None:
             exit_code = after_start(stop)
-        while not signals["count"] and not stop.wait(0.2):
-            pass
+        signals.wait(stop, on_hangup)
     finally:
         if stack_dump_after_s > 0:
             faulthandler.dump_traceback_later(stack_dump_after_s, exit=False)
@@ -177,7 +217,7 @@ def run_standalone(worker_file: str, connector_files: list[str]) -> int:
     """Run until a signal arrives; return the process exit code."""
     provide_spark_jars()
     try:
-        node = StandaloneWorker(load_config_file(worker_file))
+        node = StandaloneWorker(load_worker_file(worker_file))
         connectors = [connector_from_file(f) for f in connector_files]
     except ConfigError as exc:
         print(f"sluice: invalid configuration: {exc}", file=sys.stderr)
@@ -193,4 +233,4 @@ def run_standalone(worker_file: str, connector_files: list[str]) -> int:
                 return 1
         return 0
 
-    return serve(node, create_connectors)
+    return serve(node, create_connectors, on_hangup=node.refresh_plugins)

@@ -71,7 +71,9 @@ class ByteArrayConverter(Converter, HeaderConverter):
         return [OPTIONAL_BYTES_SCHEMA] * len(datas), list(datas)
 
     def from_connect_header(self, topic: str, key: str, schema: Schema | None, value: Any) -> bytes | None:
-        """Pass a header value through exactly as a record value."""
+        """Pass a header value through exactly as a record value, with the schema a transform attached to it if any."""
+        if type(value) is SchemaAndValue:
+            schema, value = value
         return self.from_connect_data(topic, schema, value)
 
     def to_connect_header(self, topic: str, key: str, data: bytes | None) -> SchemaAndValue:

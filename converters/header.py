@@ -90,6 +90,9 @@ class SimpleHeaderConverter(HeaderConverter):
     def from_connect_header(self, topic: str, key: str, schema: Schema | None, value: Any) -> bytes | None:
         """Header ``key``'s value as UTF-8 text; ``None`` stays ``None`` and bytes pass through."""
         kind = type(value)
+        if kind is SchemaAndValue:  # a schema a transform attached: it types numbers and containers
+            schema, value = value
+            kind = type(value)
         if kind is str:
             return value.encode("utf-8", "replace")
         if value is None or kind is bytes:

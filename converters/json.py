@@ -246,7 +246,9 @@ class JsonConverter(JsonData, Converter, HeaderConverter):
     # -- headers -------------------------------------------------------------------------------
 
     def from_connect_header(self, topic: str, key: str, schema: Schema | None, value: Any) -> bytes | None:
-        """Serialize a header value exactly as a record value."""
+        """Serialize a header value exactly as a record value, with the schema a transform attached to it if any."""
+        if type(value) is SchemaAndValue:
+            schema, value = value
         return self.from_connect_data(topic, schema, value)
 
     def to_connect_header(self, topic: str, key: str, data: bytes | None) -> SchemaAndValue:

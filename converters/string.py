@@ -168,7 +168,9 @@ class StringConverter(Converter, HeaderConverter):
         return schemas, [None if d is None else decode(d) for d in datas]
 
     def from_connect_header(self, topic: str, key: str, schema: Schema | None, value: Any) -> bytes | None:
-        """Encode a header value exactly as a record value."""
+        """Encode a header value exactly as a record value, with the schema a transform attached to it if any."""
+        if type(value) is SchemaAndValue:
+            schema, value = value
         return self.from_connect_data(topic, schema, value)
 
     def to_connect_header(self, topic: str, key: str, data: bytes | None) -> SchemaAndValue:

@@ -38,6 +38,7 @@ def docs_dir() -> Path:
     """The checkout's ``docs/`` (:func:`~sluice.deploy.sources.source_root`)."""
     return source_root("docs/transforms.md") / "docs"
 
+
 REGENERATE = ".venv/bin/python -m sluice.deploy.docs_gen"
 
 _BLOCK = re.compile(r"(<!-- BEGIN GENERATED: (?P<id>[^>]+?) -->\n)(?P<body>.*?)(<!-- END GENERATED -->)", re.S)
@@ -57,29 +58,66 @@ REST_KEY_TYPES: dict[str, tuple[str, str | None]] = {
     "rest.request.header.timeout.ms": ("LONG", str(rest_settings.DEFAULT_HEADER_TIMEOUT_MS)),
     "rest.request.body.timeout.ms": ("LONG", str(rest_settings.DEFAULT_BODY_TIMEOUT_MS)),
     "rest.connections.per.client.max": ("INT", str(rest_settings.DEFAULT_CONNECTIONS_PER_CLIENT)),
+    "rest.connections.max": ("INT", "RLIMIT_NOFILE/4, at most 1024"),
+    "rest.connections.fd.reserve": ("INT", "RLIMIT_NOFILE/4"),
     "rest.auth.allow.unauthenticated": ("BOOLEAN", "false"),
 }
 
 #: Worker keys read outside the models and :mod:`sluice.rest.settings` (key, type, default, description).
 #: ``tests/unit/deploy/test_docs_gen.py`` checks that each exact key still occurs in the code.
 OTHER_WORKER_KEYS: tuple[tuple[str, str, str | None, str], ...] = (
-    ("topic.tracking.enable", "BOOLEAN", "true",
-     "Record the topics each connector uses (KIP-558); `false` makes `GET /connectors/{name}/topics` answer 403"),
+    (
+        "topic.tracking.enable",
+        "BOOLEAN",
+        "true",
+        "Record the topics each connector uses (KIP-558); `false` makes `GET /connectors/{name}/topics` answer 403",
+    ),
     ("topic.tracking.allow.reset", "BOOLEAN", "true", "`false` makes `PUT /connectors/{name}/topics/reset` answer 403"),
-    ("rest.audit.topic", "STRING", None,
-     "Kafka topic that receives a JSON record of every mutating or refused REST request, besides the `sluice.audit` logger"),
-    ("backfill.storage.file.filename", "STRING", None,
-     "Standalone: file holding backfill jobs and schedules (default `backfills.json` beside "
-     "`offset.storage.file.filename`; memory only when neither is set). A cluster keeps them in the config topic"),
-    ("backfill.bootstrap.servers", "STRING", None, "Kafka that backfill jobs read and write (default: `bootstrap.servers`)"),
-    ("backfill.spark.*", "STRING", None, "Spark confs for backfill jobs, without `spark.` (`backfill.spark.master=local[4]`)"),
-    ("producer.*, consumer.*, admin.*", "–", None,
-     "librdkafka settings for the clients of every task, the worker's own clients included"),
-    ("key.converter.*, value.converter.*, header.converter.*", "–", None,
-     "Settings of the default converters (`value.converter.schemas.enable=false`)"),
-    ("config.providers.<name>.class, config.providers.<name>.param.*", "–", None,
-     "A declared provider's class (not needed for `env`, `file`, `dir`) and its settings "
-     "(`allowed.paths`, `allowlist.pattern`)"),
+    (
+        "rest.audit.topic",
+        "STRING",
+        None,
+        "Kafka topic that receives a JSON record of every mutating or refused REST request, besides the `sluice.audit` logger",
+    ),
+    (
+        "backfill.storage.file.filename",
+        "STRING",
+        None,
+        "Standalone: file holding backfill jobs and schedules (default `backfills.json` beside "
+        "`offset.storage.file.filename`; memory only when neither is set). A cluster keeps them in "
+        "`sluice.storage.topic` (and still reads those an earlier Sluice kept in the config topic)",
+    ),
+    (
+        "backfill.bootstrap.servers",
+        "STRING",
+        None,
+        "Kafka that backfill jobs read and write (default: `bootstrap.servers`)",
+    ),
+    (
+        "backfill.spark.*",
+        "STRING",
+        None,
+        "Spark confs for backfill jobs, without `spark.` (`backfill.spark.master=local[4]`)",
+    ),
+    (
+        "producer.*, consumer.*, admin.*",
+        "–",
+        None,
+        "librdkafka settings for the clients of every task, the worker's own clients included",
+    ),
+    (
+        "key.converter.*, value.converter.*, header.converter.*",
+        "–",
+        None,
+        "Settings of the default converters (`value.converter.schemas.enable=false`)",
+    ),
+    (
+        "config.providers.<name>.class, config.providers.<name>.param.*",
+        "–",
+        None,
+        "A declared provider's class (not needed for `env`, `file`, `dir`) and its settings "
+        "(`allowed.paths`, `allowlist.pattern`)",
+    ),
 )
 
 
@@ -178,7 +216,9 @@ def _rest_rows() -> list[tuple[str, str, str, str]]:
             if key in model_keys:
                 continue
             if key not in REST_KEY_TYPES:
-                raise SystemExit(f"deploy/docs_gen.py: add {key!r} (from rest/settings.py's docstring) to REST_KEY_TYPES")
+                raise SystemExit(
+                    f"deploy/docs_gen.py: add {key!r} (from rest/settings.py's docstring) to REST_KEY_TYPES"
+                )
             kind, default = REST_KEY_TYPES[key]
             rows.append((f"`{key}`", kind, _default(default, False), text))
     return rows

@@ -6,8 +6,10 @@ Everything comes through the Go module proxy with the machine's ``go``:
   ``go install github.com/yannh/kubeconform/cmd/kubeconform@<version>`` build the two tools;
 - ``go mod download k8s.io/kubernetes@v<version>`` brings the Kubernetes source, whose
   ``api/openapi-spec/swagger.json`` describes every built-in kind of that release, and the
-  Prometheus Operator's module brings its ``ServiceMonitor`` CustomResourceDefinition;
-  :mod:`sluice.deploy.kube_schemas` turns both into the JSON schemas kubeconform reads offline.
+  Prometheus Operator's module brings the CustomResourceDefinitions of the kinds the chart renders
+  besides (``ServiceMonitor``, ``PrometheusRule``: :data:`OPERATOR_CRDS`);
+  :mod:`sluice.deploy.kube_schemas` turns both into the JSON schemas kubeconform reads offline, so
+  every document of the chart's renders is validated, none skipped.
 
 Layout under the cache (``$SLUICE_CACHE_DIR``, default ``~/.cache/sluice``)::
 
@@ -16,7 +18,9 @@ Layout under the cache (``$SLUICE_CACHE_DIR``, default ``~/.cache/sluice``)::
     kube-schemas-1.34.4/v1.34.4-standalone-strict/*.json   (+ .complete)
 
 Each piece is written under a temporary name and renamed into place, so an interrupted fetch is
-never taken for a complete one; concurrent fetches serialise on a lock file.
+never taken for a complete one; concurrent fetches serialise on a lock file. A cache lacking the
+schema of a CRD added to :data:`OPERATOR_CRDS` since it was made is not complete: the next fetch
+adds that schema (from Go's module cache) without rebuilding the rest.
 """
 
 from __future__ import annotations
@@ -45,7 +49,13 @@ KUBECONFORM_VERSION: Final = "v0.8.0"
 #: The Kubernetes release whose API the rendered manifests are validated against.
 KUBERNETES_VERSION: Final = "1.34.4"
 PROMETHEUS_OPERATOR_VERSION: Final = "v0.85.0"
-_SERVICEMONITOR_CRD: Final = "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"
+#: The Prometheus Operator's CRDs (paths in its Go module) of the kinds the chart renders, with the
+#: kind each defines: kubeconform knows only Kubernetes' own kinds.
+OPERATOR_CRDS: Final = (
+    ("ServiceMonitor", "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"),
+    ("PrometheusRule", "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml"),
+)
+_OPERATOR_MODULE: Final = "github.com/prometheus-operator/prometheus-operator"
 GO_TIMEOUT_S: Final = 1800.0
 
 
@@ -78,12 +88,21 @@ def _schema_root() -> Path:
     return cache_dir() / f"kube-schemas-{KUBERNETES_VERSION}"
 
 
+def _missing_operator_schemas(root: Path) -> list[str]:
+    """The CRD paths of :data:`OPERATOR_CRDS` whose schema ``root`` lacks."""
+    directory = kube_schemas.layout_dir(root, KUBERNETES_VERSION)
+    return [
+        path for kind, path in OPERATOR_CRDS
+        if not (directory / kube_schemas.schema_file_name(kind, "monitoring.coreos.com", "v1")).is_file()
+    ]
+
+
 def cached_tools() -> HelmTools | None:
     """The tools if a complete fetch is in the cache; never downloads."""
     tools = HelmTools(
         _bin_dir() / f"helm-{HELM_VERSION}", _bin_dir() / f"kubeconform-{KUBECONFORM_VERSION}", _schema_root()
     )
-    complete = (tools.schemas / COMPLETE_MARKER).is_file()
+    complete = (tools.schemas / COMPLETE_MARKER).is_file() and not _missing_operator_schemas(tools.schemas)
     return tools if complete and os.access(tools.helm, os.X_OK) and os.access(tools.kubeconform, os.X_OK) else None
 
 
@@ -127,14 +146,29 @@ def _module_dir(module: str, version: str) -> Path:
     return Path(info["Dir"])
 
 
+def _add_operator_schemas(root: Path, crds: Sequence[Path]) -> None:
+    """Add the schemas of ``crds`` to a complete cache, each file renamed into place."""
+    target = kube_schemas.layout_dir(root, KUBERNETES_VERSION)
+    with tempfile.TemporaryDirectory(dir=root.parent) as scratch:
+        for crd in crds:
+            kube_schemas.write_schemas(kube_schemas.schemas_from_crd_file(crd), Path(scratch))
+        for made in Path(scratch).iterdir():
+            os.replace(made, target / made.name)
+
+
 def _build_schemas(root: Path) -> None:
-    if (root / COMPLETE_MARKER).is_file():
+    missing = _missing_operator_schemas(root)
+    if (root / COMPLETE_MARKER).is_file() and not missing:
+        return
+    operator = _module_dir(_OPERATOR_MODULE, PROMETHEUS_OPERATOR_VERSION)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    if (root / COMPLETE_MARKER).is_file():  # made before a CRD joined OPERATOR_CRDS
+        _add_operator_schemas(root, [operator / path for path in missing])
         return
     swagger = _module_dir("k8s.io/kubernetes", f"v{KUBERNETES_VERSION}") / "api/openapi-spec/swagger.json"
-    crd = _module_dir("github.com/prometheus-operator/prometheus-operator", PROMETHEUS_OPERATOR_VERSION) / _SERVICEMONITOR_CRD
-    root.parent.mkdir(parents=True, exist_ok=True)
+    crds = [operator / path for _, path in OPERATOR_CRDS]
     with tempfile.TemporaryDirectory(dir=root.parent) as scratch:
-        kube_schemas.generate(swagger, [crd], Path(scratch) / "schemas", KUBERNETES_VERSION)
+        kube_schemas.generate(swagger, crds, Path(scratch) / "schemas", KUBERNETES_VERSION)
         (Path(scratch) / "schemas" / COMPLETE_MARKER).write_text(f"k8s.io/kubernetes@v{KUBERNETES_VERSION}\n")
         if root.exists():
             shutil.rmtree(root)

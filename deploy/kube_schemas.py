@@ -6,8 +6,8 @@ the suffix is ``-<first word of the API group>-<version>`` (``deployment-apps-v1
 ``-<version>`` for the core group (``service-v1.json``). This module writes that layout from:
 
 - the Kubernetes source's ``api/openapi-spec/swagger.json`` (OpenAPI 2, every built-in kind), and
-- CustomResourceDefinition manifests (the Prometheus Operator's ``ServiceMonitor``), whose
-  ``openAPIV3Schema`` already is a JSON schema.
+- CustomResourceDefinition manifests (the Prometheus Operator's ``ServiceMonitor`` and
+  ``PrometheusRule``), whose ``openAPIV3Schema`` already is a JSON schema.
 
 Each file holds its kind's schema plus only the definitions it reaches, under ``definitions``,
 so ``$ref``s stay local and recursive types stay finite. What the API server accepts but the
@@ -136,6 +136,15 @@ def schemas_from_crd(crd: Mapping[str, Any], *, strict: bool = True) -> dict[str
     return files
 
 
+def schemas_from_crd_file(path: Path, *, strict: bool = True) -> dict[str, dict[str, Any]]:
+    """File name → JSON schema for every CustomResourceDefinition in a manifest file."""
+    files: dict[str, dict[str, Any]] = {}
+    for document in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+        if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition":
+            files.update(schemas_from_crd(document, strict=strict))
+    return files
+
+
 def write_schemas(files: Mapping[str, Mapping[str, Any]], directory: Path) -> int:
     """Write ``files`` into ``directory``; the number written."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -149,9 +158,7 @@ def generate(swagger: Path, crds: Iterable[Path], out: Path, kubernetes_version:
     directory = layout_dir(out, kubernetes_version)
     write_schemas(schemas_from_openapi(json.loads(swagger.read_text(encoding="utf-8"))), directory)
     for path in crds:
-        for document in yaml.safe_load_all(path.read_text(encoding="utf-8")):
-            if isinstance(document, dict) and document.get("kind") == "CustomResourceDefinition":
-                write_schemas(schemas_from_crd(document), directory)
+        write_schemas(schemas_from_crd_file(path), directory)
     return directory
 
 

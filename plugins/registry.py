@@ -1,13 +1,18 @@
 """The plugin registry.
 
-Every plugin, built-ins included, is found the same way: through Python entry points in the groups
-of :data:`ENTRY_POINT_GROUPS`. A plugin can be named by its entry-point name (``FileStreamSource``),
-by any of its ``aliases`` (Kafka Connect class names such as
-``org.apache.kafka.connect.json.JsonConverter``), by its Python path (``package.module.Class`` or
-``package.module:Class``), or by its class name with or without the ``Connector`` suffix, as
-Connect accepts. Directories on ``plugin.path`` are put on ``sys.path`` first, and only modules
-found in them can be named by their Python path (a REST client must not make the worker import
-arbitrary installed modules).
+Every plugin is discovered when the registry is built, never while a request is answered:
+
+- through Python entry points in the groups of :data:`ENTRY_POINT_GROUPS` (built-ins included, and
+  packages installed with ``pip install --target`` into a ``plugin.path`` directory);
+- by a scan of the ``plugin.path`` directories, which imports every module the operator put there
+  and registers the plugin classes they define.
+
+A plugin can then be named by its entry-point name (``FileStreamSource``), by any of its ``aliases``
+(Kafka Connect class names such as ``org.apache.kafka.connect.json.JsonConverter``), by its Python
+path (``package.module.Class`` or ``package.module:Class``), or by its class name with or without
+the ``Connector`` suffix, as Connect accepts. A name that is none of these is unknown: a REST client
+naming a module makes the worker import nothing, so a file that appears in ``plugin.path`` later
+runs no code until the operator asks for a :meth:`PluginRegistry.refresh` (``kill -HUP``).
 """
 
 from __future__ import annotations
@@ -15,14 +20,15 @@ from __future__ import annotations
 import difflib
 import enum
 import importlib
-import importlib.util
+import inspect
 import logging
+import pkgutil
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from importlib.metadata import distributions, entry_points
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 from sluice.connectors.api import (
     ConfigError,
@@ -68,14 +74,22 @@ _BASES: list[tuple[type, PluginKind]] = [
 ]
 
 
+def kinds_of(cls: type) -> list[PluginKind]:
+    """Every plugin kind a class implements, judged by its base classes (in :class:`PluginKind` order).
+
+    A class may implement several, as Connect's ``JsonConverter`` is both a converter and a header
+    converter: it is then registered, listed and found under each.
+    """
+    kinds = [kind for base, kind in _BASES if isinstance(cls, type) and issubclass(cls, base)]
+    if not kinds and hasattr(cls, "get") and hasattr(cls, "Config") and getattr(cls, "is_config_provider", False):
+        kinds.append(PluginKind.CONFIG_PROVIDER)
+    return kinds
+
+
 def kind_of(cls: type) -> PluginKind | None:
-    """The plugin kind a class implements, judged by its base class."""
-    for base, kind in _BASES:
-        if isinstance(cls, type) and issubclass(cls, base):
-            return kind
-    if hasattr(cls, "get") and hasattr(cls, "Config") and getattr(cls, "is_config_provider", False):
-        return PluginKind.CONFIG_PROVIDER
-    return None
+    """The first plugin kind a class implements, judged by its base class."""
+    kinds = kinds_of(cls)
+    return kinds[0] if kinds else None
 
 
 @dataclass(frozen=True)
@@ -110,19 +124,30 @@ class PluginInfo:
 
 @dataclass
 class PluginRegistry:
-    """All plugins visible to this worker."""
+    """All plugins visible to this worker, discovered once when it is built.
+
+    ``path_modules`` replaces the scan of ``plugin_path`` with the import of exactly these modules:
+    a task host process gets the list its worker discovered, so a module that appeared in
+    ``plugin.path`` since the worker's last scan is not imported when a task starts.
+    """
 
     plugin_path: Sequence[str] = ()
+    path_modules: Sequence[str] | None = None
     _plugins: list[PluginInfo] = field(default_factory=list)
     _by_name: dict[tuple[PluginKind, str], PluginInfo] = field(default_factory=dict)
-    _roots: list[Path] = field(default_factory=list)
+    _roots: list[_PluginRoot] = field(default_factory=list)
+    _imported: dict[str, ModuleType] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self._roots = [Path(d).resolve() for d in self.plugin_path if d]
-        for directory in self.plugin_path:
-            if directory and directory not in sys.path:
-                sys.path.insert(0, directory)
+        self._roots = [_plugin_root(Path(d)) for d in self.plugin_path if d]
+        for root in self._roots:
+            if str(root.search_path) not in sys.path:
+                sys.path.insert(0, str(root.search_path))
         self._discover()
+        if self.path_modules is None:
+            self._scan_plugin_path()
+        else:
+            self.adopt(self.path_modules)
 
     def _discover(self) -> None:
         for group, kinds in ENTRY_POINT_GROUPS.items():
@@ -132,9 +157,18 @@ class PluginRegistry:
                 except Exception as exc:  # a broken third-party plugin must not stop the worker
                     log.error("Cannot load plugin %s from entry point %s: %s", ep.name, ep.value, exc)
                     continue
-                kind = kind_of(cls) or kinds[0]
-                if kind not in kinds:
-                    log.error("Entry point %s in group %s is a %s, not a %s; ignored", ep.name, group, kind.value, kinds[0].value)
+                implemented = kinds_of(cls)
+                # The group names the kind: a converter class that is a header converter too (as
+                # Connect's JsonConverter) is listed in both groups and registered under each.
+                kind = next((k for k in kinds if k in implemented), None if implemented else kinds[0])
+                if kind is None:
+                    log.error(
+                        "Entry point %s in group %s is a %s, not a %s; ignored",
+                        ep.name,
+                        group,
+                        implemented[0].value,
+                        kinds[0].value,
+                    )
                     continue
                 dist = getattr(ep, "dist", None)
                 self._register(
@@ -147,12 +181,90 @@ class PluginRegistry:
                     )
                 )
 
-    def _register(self, info: PluginInfo) -> None:
-        if any(p.cls is info.cls and p.kind is info.kind for p in self._plugins):
-            return
-        self._plugins.append(info)
-        for name in info.names():
-            self._by_name.setdefault((info.kind, name), info)
+    def _register(self, info: PluginInfo, extra_names: Iterable[str] = ()) -> bool:
+        """Add ``info`` (``False`` when its class was registered already: only ``extra_names`` are added)."""
+        known = next((p for p in self._plugins if p.cls is info.cls and p.kind is info.kind), None)
+        added = known is None
+        if known is None:
+            self._plugins.append(info)
+            known = info
+        for name in (*info.names(), *extra_names) if added else extra_names:
+            self._by_name.setdefault((known.kind, name), known)
+        return added
+
+    # -- plugin.path --------------------------------------------------------------------------
+
+    @property
+    def imported_path_modules(self) -> list[str]:
+        """The modules imported from ``plugin.path`` so far, in import order (for task hosts)."""
+        return list(self._imported)
+
+    def refresh(self) -> list[PluginInfo]:
+        """Scan ``plugin.path`` again and register the plugins of modules not imported before.
+
+        The operator's explicit act (``kill -HUP`` on the worker): nothing a REST client sends
+        leads here. A module imported before is not imported again, so a changed module needs a
+        restart; a module that failed before is tried again. Returns (and logs) what was added.
+        """
+        added = self._scan_plugin_path()
+        for info in added:
+            log.info("Plugin refresh: added %s %s (%s)", info.kind.value, info.name, info.class_name)
+        log.info(
+            "Plugin refresh of %s: %d plugin(s) added", ", ".join(self.plugin_path) or "(no plugin.path)", len(added)
+        )
+        return added
+
+    def adopt(self, modules: Iterable[str]) -> list[PluginInfo]:
+        """Import exactly ``modules`` (names another registry's scan found in ``plugin.path``), no scan."""
+        importlib.invalidate_caches()
+        added: list[PluginInfo] = []
+        for name in modules:
+            for root in self._roots:
+                if root.owns_name(name):
+                    added += self._import_and_register(name, root)
+                    break
+            else:
+                log.warning("Plugin module %s is not under plugin.path here; not imported", name)
+        return added
+
+    def _scan_plugin_path(self) -> list[PluginInfo]:
+        # A file created a moment ago may be missing from the import system's cached listings.
+        importlib.invalidate_caches()
+        added: list[PluginInfo] = []
+        for root in self._roots:
+            for name in root.module_names():
+                added += self._import_and_register(name, root)
+        return added
+
+    def _import_and_register(self, name: str, root: _PluginRoot) -> list[PluginInfo]:
+        if name in self._imported:
+            return []
+        try:
+            module = importlib.import_module(name)
+        except (Exception, SystemExit) as exc:  # an operator's broken module must not take the worker down
+            log.error("Cannot import plugin module %s from %s: %r", name, root.directory, exc)
+            return []
+        if not root.owns_file(getattr(module, "__file__", None)):
+            # Already imported from elsewhere (a same-named standard or installed module): not ours.
+            log.warning("Module %s in plugin.path %s is shadowed by %s; ignored", name, root.directory, module)
+            return []
+        self._imported[name] = module
+        added: list[PluginInfo] = []
+        for attr, obj in sorted(vars(module).items()):
+            if not isinstance(obj, type) or inspect.isabstract(obj) or not self._from_plugin_path(obj):
+                continue  # imported from elsewhere (the SPI's own bases), or not concrete
+            for kind in kinds_of(obj):
+                info = PluginInfo(name=obj.__name__, kind=kind, cls=obj, aliases=tuple(getattr(obj, "aliases", ())))
+                # Re-exported by a package (pkg.Class for pkg.module.Class): both paths name it.
+                if self._register(info, extra_names=(f"{name}.{attr}", f"{name}:{attr}")):
+                    added.append(info)
+        return added
+
+    def _from_plugin_path(self, cls: type) -> bool:
+        """Whether ``cls`` is defined in a module of a ``plugin.path`` directory."""
+        module = sys.modules.get(cls.__module__)
+        location = getattr(module, "__file__", None)
+        return any(root.owns_file(location) for root in self._roots)
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -163,18 +275,10 @@ class PluginRegistry:
         return sorted((p for p in self._plugins if p.kind in wanted), key=lambda p: (order.index(p.kind), p.class_name))
 
     def find(self, name: str, kinds: Iterable[PluginKind]) -> PluginInfo | None:
-        """The plugin of one of ``kinds`` known by ``name``, importing a Python path if needed."""
-        kinds = tuple(kinds)
+        """The discovered plugin of one of ``kinds`` known by ``name``; never imports anything."""
         for kind in kinds:
             info = self._by_name.get((kind, name))
             if info is not None:
-                return info
-        cls = _import_path(name, self._roots)
-        if cls is not None:
-            found = kind_of(cls)
-            if found is not None and found in kinds:
-                info = PluginInfo(name=cls.__name__, kind=found, cls=cls, aliases=tuple(getattr(cls, "aliases", ())))
-                self._register(info)
                 return info
         return None
 
@@ -182,7 +286,7 @@ class PluginRegistry:
         """Like :meth:`find`, but raise a :class:`ConfigError` for ``key`` listing the known plugins."""
         kinds = tuple(kinds)
         if not name:
-            raise ConfigError(f"Missing required configuration \"{key}\"", key=key)
+            raise ConfigError(f'Missing required configuration "{key}"', key=key)
         info = self.find(name, kinds)
         if info is None:
             known = sorted({p.name for p in self.plugins(kinds)})
@@ -228,51 +332,79 @@ class PluginRegistry:
         return self.resolve(name, (PluginKind.HEADER_CONVERTER,), key).cls
 
 
-def _import_path(name: str, roots: Sequence[Path]) -> Any:
-    """Import ``pkg.module.Class`` or ``pkg.module:Class`` from a ``plugin.path`` directory.
+@dataclass(frozen=True)
+class _PluginRoot:
+    """One ``plugin.path`` entry: a directory of plugin modules and packages, or a package directory.
 
-    Names arrive from REST clients, so only modules that live under one of ``roots`` are imported:
-    importing an arbitrary installed module by name would run its import-time code (some start
-    programs or exit the process). ``None`` when the name is not such a class.
+    A package directory (one with ``__init__.py``) is scanned as that package, named as its
+    ancestors that are packages too name it: ``/repo/tests/plugins`` is ``tests.plugins`` and
+    ``/repo`` goes on ``sys.path``. A plain directory goes on ``sys.path`` itself and every module
+    and package in it is scanned.
     """
-    if ":" in name:
-        module_name, _, attr = name.partition(":")
-    elif "." in name:
-        module_name, _, attr = name.rpartition(".")
-    else:
-        return None
-    if not module_name or not all(part.isidentifier() for part in module_name.split(".")):
-        return None
-    if not _on_plugin_path(module_name.split(".")[0], roots):
-        return None
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError:
-        return None
-    except BaseException as exc:  # noqa: BLE001 - a plugin module must not take the worker down (SystemExit too)
-        log.warning("Importing plugin module %s failed: %r", module_name, exc)
-        return None
-    obj: Any = module
-    for part in attr.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return None
-    return obj if isinstance(obj, type) else None
 
+    directory: Path
+    search_path: Path
+    package: str | None
 
-def _on_plugin_path(top_level: str, roots: Sequence[Path]) -> bool:
-    """Whether the top-level module ``top_level`` is found in one of ``roots`` (without importing it)."""
-    if not roots:
-        return False
-    try:
-        spec = importlib.util.find_spec(top_level)
-    except (ImportError, ValueError):
-        return False
-    if spec is None:
-        return False
-    locations = list(spec.submodule_search_locations or []) or ([spec.origin] if spec.origin else [])
-    for location in locations:
+    def module_names(self) -> list[str]:
+        """Every module under this entry, packages before their modules, ``__main__`` left out
+        (it runs a program, it defines no plugin). What ``pip install --target`` put in the
+        directory is left out too: such a distribution declares its plugins as entry points, and
+        its dependencies define none (walking them would import whole libraries)."""
+        if self.package is not None:
+            return [self.package, *_walk([str(self.directory)], f"{self.package}.")]
+        installed = _installed_top_levels(self.directory)
+        return [name for name in _walk([str(self.directory)], "") if name.split(".")[0] not in installed]
+
+    def owns_name(self, name: str) -> bool:
+        """Whether ``name`` is a module this entry's scan can yield."""
+        if self.package is not None:
+            return name == self.package or name.startswith(f"{self.package}.")
+        top = self.directory / name.split(".")[0]
+        return top.with_suffix(".py").is_file() or (top / "__init__.py").is_file()
+
+    def owns_file(self, location: str | None) -> bool:
+        """Whether a module's ``__file__`` lies in this entry."""
+        if not location:
+            return False
         path = Path(location).resolve()
-        if any(path == root or root in path.parents for root in roots):
-            return True
-    return False
+        return self.directory in path.parents
+
+
+def _plugin_root(directory: Path) -> _PluginRoot:
+    directory = directory.resolve()
+    if not (directory / "__init__.py").is_file():
+        return _PluginRoot(directory, directory, None)
+    parts = [directory.name]
+    search_path = directory.parent
+    while (search_path / "__init__.py").is_file():
+        parts.insert(0, search_path.name)
+        search_path = search_path.parent
+    return _PluginRoot(directory, search_path, ".".join(parts))
+
+
+def _walk(path: list[str], prefix: str) -> list[str]:
+    """Module names under ``path`` (recursively, without importing anything), sorted per level."""
+    names: list[str] = []
+    for found in sorted(pkgutil.iter_modules(path, prefix), key=lambda m: m.name):
+        if found.name.rsplit(".", 1)[-1] == "__main__" or not all(p.isidentifier() for p in found.name.split(".")):
+            continue
+        names.append(found.name)
+        if found.ispkg:
+            names += _walk([str(Path(path[0]) / found.name.rsplit(".", 1)[-1])], f"{found.name}.")
+    return names
+
+
+def _installed_top_levels(directory: Path) -> set[str]:
+    """Top-level module names of the distributions installed into ``directory`` (their dist-info)."""
+    names: set[str] = set()
+    for dist in distributions(path=[str(directory)]):
+        listed = dist.read_text("top_level.txt")
+        if listed:
+            names.update(line.strip() for line in listed.splitlines() if line.strip())
+            continue
+        for file in dist.files or ():
+            top = file.parts[0] if file.parts else ""
+            if top and not top.endswith((".dist-info", ".egg-info", ".data")) and top != "..":
+                names.add(top.removesuffix(".py"))
+    return names

@@ -17,6 +17,13 @@ Roles (``rest.auth.roles``, format in :mod:`sluice.rest.settings`):
 ``admin``
     everything: create, config ``PUT``/``PATCH``, delete, and the worker-wide writes.
 
+A grant may also scope what an admin's connectors reach (``principal:admin:pattern;topics=a|b;groups=c``):
+the caller's :class:`~sluice.worker.connector_scope.ConnectorScope` (:meth:`AccessPolicy.connector_scope`)
+is stamped into every config it writes (:func:`stamp_scope`) and enforced by the worker. A grant on
+a narrower pattern than ``*`` reaches no topic unless ``topics=`` names some (``topics=*`` for all);
+only an admin on ``*`` without ``topics=`` is unrestricted (every topic, and client overrides that
+point at another cluster).
+
 Routes without a connector in the path (plugins, loggers, backfills, ``/``, the OpenAPI document
 and its viewers) need the role granted on pattern ``*``, except :attr:`Permission.LIST` routes
 (``GET /``, ``/connectors``, ``/connector-plugins``), which any grant opens; ``GET /connectors``
@@ -44,6 +51,7 @@ from sluice.connectors.api import ConfigError
 from sluice.rest.audit import ANONYMOUS, AuditTrail, is_audited
 from sluice.rest.authn import Authenticator
 from sluice.rest.errors import error_response
+from sluice.worker.connector_scope import SCOPE_KEYS, ConnectorScope
 
 log = logging.getLogger(__name__)
 
@@ -153,11 +161,29 @@ ACCESS_RULES: Mapping[tuple[str, str], Rule] = {
 
 @dataclass(frozen=True)
 class Grant:
-    """One ``principal:role[:pattern]`` entry of ``rest.auth.roles``."""
+    """One ``principal:role[:pattern][;topics=…][;groups=…]`` entry of ``rest.auth.roles``.
+
+    ``topics`` (``None``: not given) are globs of the topics the principal's connectors may read and
+    write; ``groups`` globs of consumer groups they may join besides their own ``connect-<name>``.
+    """
 
     principal: str
     role: Role
     pattern: str = EVERY_CONNECTOR
+    topics: tuple[str, ...] | None = None
+    groups: tuple[str, ...] = ()
+
+    @property
+    def unrestricted(self) -> bool:
+        """An admin on every connector without a topic list: the cluster admin."""
+        return self.role is Role.ADMIN and self.pattern == EVERY_CONNECTOR and self.topics is None
+
+    @property
+    def granted_topics(self) -> tuple[str, ...]:
+        """The topic globs of this grant: the listed ones, or every topic on ``*`` and none on a narrower pattern."""
+        if self.topics is not None:
+            return self.topics
+        return ("*",) if self.pattern == EVERY_CONNECTOR else ()
 
     def allows(self, permission: Permission, connector: str | None) -> bool:
         if permission not in self.role.permissions:
@@ -167,6 +193,30 @@ class Grant:
         return fnmatch.fnmatchcase(connector, self.pattern)
 
 
+_SCOPE_ATTRIBUTES = ("topics", "groups")
+
+
+def _parse_scope(entry: str, attributes: list[str]) -> dict[str, tuple[str, ...]]:
+    """``topics=a|b`` and ``groups=c`` of one grant."""
+    found: dict[str, tuple[str, ...]] = {}
+    for attribute in attributes:
+        name, sep, value = attribute.partition("=")
+        name = name.strip().lower()
+        if not sep or name not in _SCOPE_ATTRIBUTES or name in found:
+            raise ConfigError(
+                f"{ROLES_KEY}: {attribute.strip()!r} in {entry!r} is not a scope; after the pattern a grant takes "
+                "';topics=glob|glob' and ';groups=glob|glob', each at most once",
+                key=ROLES_KEY,
+            )
+        globs = tuple(g.strip() for g in value.split("|") if g.strip())
+        if name == "topics" and not globs:
+            raise ConfigError(
+                f"{ROLES_KEY}: topics= in {entry!r} lists no topic (use topics=* for every topic)", key=ROLES_KEY
+            )
+        found[name] = globs
+    return found
+
+
 def parse_grants(text: str) -> tuple[Grant, ...]:
     """The grants of a ``rest.auth.roles`` value; :class:`ConfigError` names the key and the bad entry."""
     grants = []
@@ -174,17 +224,29 @@ def parse_grants(text: str) -> tuple[Grant, ...]:
         entry = entry.strip()
         if not entry:
             continue
-        principal, _, rest = entry.partition(":")
+        head, *attributes = entry.split(";")
+        principal, _, rest = head.partition(":")
         role_name, sep, pattern = rest.partition(":")
         principal, role_name, pattern = principal.strip(), role_name.strip(), pattern.strip()
         if not principal or not role_name or (sep and not pattern):
-            raise ConfigError(f"{ROLES_KEY} entries must look like principal:role[:pattern], got {entry!r}", key=ROLES_KEY)
+            raise ConfigError(
+                f"{ROLES_KEY} entries must look like principal:role[:pattern], got {entry!r}", key=ROLES_KEY
+            )
         try:
             role = Role(role_name.lower())
         except ValueError:
             known = ", ".join(r.value for r in Role)
-            raise ConfigError(f"{ROLES_KEY}: unknown role {role_name!r} in {entry!r} (roles: {known})", key=ROLES_KEY) from None
-        grants.append(Grant(principal, role, pattern or EVERY_CONNECTOR))
+            raise ConfigError(
+                f"{ROLES_KEY}: unknown role {role_name!r} in {entry!r} (roles: {known})", key=ROLES_KEY
+            ) from None
+        scope = _parse_scope(entry, attributes)
+        if scope and role is not Role.ADMIN:
+            raise ConfigError(
+                f"{ROLES_KEY}: {entry!r} scopes topics or groups on a {role.value} grant; only an admin writes "
+                "connector configs, so only an admin grant takes topics= and groups=",
+                key=ROLES_KEY,
+            )
+        grants.append(Grant(principal, role, pattern or EVERY_CONNECTOR, scope.get("topics"), scope.get("groups", ())))
     return tuple(grants)
 
 
@@ -221,6 +283,22 @@ class AccessPolicy:
             return bool(grants)
         return any(grant.allows(permission, connector) for grant in grants)
 
+    def connector_scope(self, principal: str | None, connector: str) -> ConnectorScope:
+        """What a connector ``principal`` writes may reach: the union of its admin grants whose
+        pattern matches ``connector`` (unrestricted when one is :attr:`Grant.unrestricted`, or
+        without roles)."""
+        if self.grants is None:
+            return ConnectorScope()
+        matching = [
+            g
+            for g in self._by_principal.get(principal or "", [])
+            if g.role is Role.ADMIN and fnmatch.fnmatchcase(connector, g.pattern)
+        ]
+        groups = tuple(dict.fromkeys(glob for g in matching for glob in g.groups))
+        if any(g.unrestricted for g in matching):
+            return ConnectorScope(None, groups)
+        return ConnectorScope(tuple(dict.fromkeys(glob for g in matching for glob in g.granted_topics)), groups)
+
     def visible(self, principal: str | None, connectors: Iterable[str]) -> list[str]:
         """The connectors among ``connectors`` that ``principal`` may view, in their order."""
         return [name for name in connectors if self.allows(principal, Permission.VIEW, name)]
@@ -245,6 +323,19 @@ def visible_connectors(request: Request, connectors: Iterable[str]) -> list[str]
     """
     policy: AccessPolicy = getattr(request.app.state, "access_policy", AccessPolicy())
     return policy.visible(getattr(request.state, "principal", None), connectors)
+
+
+def stamp_scope(request: Request, connector: str, config: Mapping[str, Any], *, patch: bool = False) -> dict[str, Any]:
+    """``config`` with the caller's scope for ``connector`` in the worker's scope keys, whatever the
+    body said there: the worker enforces what the grant allows, not what the caller claims. For a
+    merge-patch (``patch=True``) an unrestricted caller's ``None`` values delete stale keys."""
+    policy: AccessPolicy = getattr(request.app.state, "access_policy", AccessPolicy())
+    scope = policy.connector_scope(getattr(request.state, "principal", None), connector)
+    out = {k: v for k, v in config.items() if k not in SCOPE_KEYS}
+    for key, value in scope.stamp().items():
+        if value is not None or patch:
+            out[key] = value
+    return out
 
 
 @dataclass(frozen=True)
@@ -348,7 +439,10 @@ class AccessControlMiddleware:
                 return None
             if unauthenticated:
                 return 401, self.authenticator.refusal_message()
-            return 403, f"{target.method} {target.template} is internal to the worker cluster: only signed worker requests are accepted"
+            return (
+                403,
+                f"{target.method} {target.template} is internal to the worker cluster: only signed worker requests are accepted",
+            )
         if unauthenticated:
             return 401, self.authenticator.refusal_message()
         if self.policy.allows(principal, rule.permission, target.connector):

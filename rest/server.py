@@ -4,12 +4,15 @@ The listener's transport guards live here, below the ASGI app, because they act 
 rather than requests: a header timeout (uvicorn has none, so a client could hold a connection
 open forever by never finishing its headers), a cap on connections per client address, and the
 client certificate of a mutual-TLS connection, handed to the app in the ASGI ``tls`` extension.
+The accept loop itself, with the listener-wide cap and the descriptor reserve, is
+:mod:`sluice.rest.listener`'s, in place of the one ``loop.create_server`` would run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 import threading
 import time
@@ -22,6 +25,14 @@ from fastapi import FastAPI
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from sluice.rest.app import metrics_only
+from sluice.rest.listener import (
+    DescriptorBudget,
+    GuardedListener,
+    ListenerLimits,
+    auto_fd_reserve,
+    auto_max_connections,
+    soft_nofile_limit,
+)
 from sluice.rest.settings import RestSettings
 
 log = logging.getLogger(__name__)
@@ -50,7 +61,16 @@ class RestServer:
                 "ssl_ca_certs": settings.ssl_cafile,
             }
         self.scheme = settings.scheme
-        limits = ConnectionLimits(settings.request_header_timeout_ms / 1000, settings.max_connections_per_client)
+        soft_limit = soft_nofile_limit()
+        listener_limits = ListenerLimits(
+            settings.max_connections if settings.max_connections is not None else auto_max_connections(soft_limit),
+            DescriptorBudget(
+                soft_limit, settings.fd_reserve if settings.fd_reserve is not None else auto_fd_reserve(soft_limit)
+            ),
+        )
+        limits = ConnectionLimits(
+            settings.request_header_timeout_ms / 1000, settings.max_connections_per_client, listener_limits
+        )
         config = uvicorn.Config(
             app,
             host=host,
@@ -65,8 +85,10 @@ class RestServer:
             ws="none",
             **tls,
         )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name=name.split(" (")[0].lower().replace(" ", "-"), daemon=True)
+        self._server = GuardedUvicornServer(config, limits)
+        self._thread = threading.Thread(
+            target=self._server.run, name=name.split(" (")[0].lower().replace(" ", "-"), daemon=True
+        )
         self.host = host
         self.port = port
         self.name = name
@@ -80,7 +102,19 @@ class RestServer:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"The {self.name} did not start on {self.host}:{self.port} within {timeout:.0f}s")
             time.sleep(0.02)
-        log.info("The %s is listening on %s://%s:%d", self.name, self.scheme, self.host, self.port)
+        listener = self._server.limits.listener
+        log.info(
+            "The %s is listening on %s://%s:%d (at most %d connections, rest.connections.max; "
+            "%s file descriptors kept for the rest of the worker, rest.connections.fd.reserve)",
+            self.name,
+            self.scheme,
+            self.host,
+            self.port,
+            listener.max_connections,
+            f"{listener.budget.reserve} of {listener.budget.soft_limit}"
+            if listener.budget.soft_limit
+            else "no limit on",
+        )
 
     def stop(self) -> None:
         if self._thread.ident is None:
@@ -105,15 +139,61 @@ def metrics_listener_server(app: FastAPI, listener: tuple[str, str, int] | None)
     return RestServer(metrics_only(app), host, port, settings=settings, name="metrics listener (metrics.listeners)")
 
 
+class GuardedUvicornServer(uvicorn.Server):
+    """uvicorn serving through a :class:`~sluice.rest.listener.GuardedListener`.
+
+    ``startup`` is uvicorn's hook for opening the listening sockets; this one binds them itself so
+    that the accepts are the guarded listener's rather than asyncio's.
+    """
+
+    def __init__(self, config: uvicorn.Config, limits: ConnectionLimits) -> None:
+        super().__init__(config)
+        self.limits = limits
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await self.lifespan.startup()
+        if self.lifespan.should_exit:
+            raise SystemExit(3)
+        config = self.config
+
+        def create_protocol() -> asyncio.Protocol:
+            # http_protocol_class is typed as asyncio.Protocol's class, which takes no arguments.
+            protocol_class = cast("Any", config.http_protocol_class)
+            return cast(
+                "asyncio.Protocol",
+                protocol_class(config=config, server_state=self.server_state, app_state=self.lifespan.state),
+            )
+
+        try:
+            listening = GuardedListener.bind(config.host, config.port, config.backlog)
+        except OSError as exc:
+            # RestServer.start reports the thread's end as "could not listen".
+            log.error("Cannot listen on %s:%d: %s", config.host, config.port, exc)
+            await self.lifespan.shutdown()
+            raise SystemExit(1) from exc
+        listener = GuardedListener(
+            listening,
+            create_protocol,
+            self.limits.listener,
+            ssl_context=config.ssl,
+            # A client that never completes its TLS handshake holds a descriptor as long as one that never sends headers.
+            ssl_handshake_timeout_s=self.limits.header_timeout_s,
+        )
+        self.servers = [cast("asyncio.base_events.Server", listener)]
+        self.started = True
+
+
 class ConnectionLimits:
     """The limits of one listener and the per-client connection counts its connections share.
 
-    Only the server's event loop thread touches it, so it needs no lock.
+    Only the server's event loop thread touches it, so it needs no lock. ``listener`` holds the
+    listener-wide cap, which the protocol tells which connections still wait for their headers.
     """
 
-    def __init__(self, header_timeout_s: float, per_client_max: int) -> None:
+    def __init__(self, header_timeout_s: float, per_client_max: int, listener: ListenerLimits) -> None:
         self.header_timeout_s = header_timeout_s
         self.per_client_max = per_client_max
+        self.listener = listener
         self._open: Counter[str] = Counter()
         self._warned: set[str] = set()
 
@@ -214,14 +294,23 @@ class GuardedH11Protocol(H11Protocol):
         # Not re-armed while running: the deadline counts from the first byte, not the latest.
         if self._header_timer is None:
             self._header_timer = self.loop.call_later(self.limits.header_timeout_s, self._header_timed_out)
+            self.limits.listener.waiting(self)
 
     def _cancel_header_timer(self) -> None:
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
+            self.limits.listener.not_waiting(self)
+
+    def displace(self) -> None:
+        """Closed to make room at ``rest.connections.max``: it still owed its request headers."""
+        self._cancel_header_timer()
+        if not self.transport.is_closing():
+            self.transport.abort()
 
     def _header_timed_out(self) -> None:
         self._header_timer = None
+        self.limits.listener.not_waiting(self)
         if not self.transport.is_closing():
             # debug: browsers' speculative pre-connections end this way too, so it is no incident.
             log.debug(

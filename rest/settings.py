@@ -32,7 +32,14 @@ Keys (all optional, in ``worker.properties``):
     pattern is an ``fnmatch`` glob on connector names (default ``*``, the only pattern that also
     opens the worker-wide routes); a principal may have several grants. Unset, every
     authenticated principal is admin; set, a principal without a grant gets 403. An unknown role
-    or malformed grant stops the worker.
+    or malformed grant stops the worker. An admin grant may scope the data its connectors reach
+    with ``;topics=glob|glob`` and ``;groups=glob|glob`` after the pattern, e.g.
+    ``team-orders:admin:orders-*;topics=orders-*|orders.dlq``: its connectors may read and write
+    only those topics (sink ``topics``/``topics.regex``, the DLQ, routing transforms, and every
+    record a source task sends) and join consumer groups outside ``connect-<name>[-…]`` only when
+    ``groups=`` names them. An admin grant on a narrower pattern than ``*`` without ``topics=``
+    reaches no topic (write ``topics=*`` for every topic); only ``admin`` on ``*`` without
+    ``topics=`` is unrestricted, and only it may point a connector's clients at another cluster.
 ``rest.request.max.bytes``
     Largest accepted request body (default 1 MiB); larger ones get 413.
 ``rest.request.header.timeout.ms``
@@ -45,6 +52,15 @@ Keys (all optional, in ``worker.properties``):
 ``rest.connections.per.client.max``
     Connections one client address may hold open at once (default 32); further ones are closed
     as soon as they are accepted, while the client's other connections are served.
+``rest.connections.max``
+    Connections the listener holds open at once, all clients together (default: a quarter of the
+    process's soft ``RLIMIT_NOFILE``, at most 1024). At the cap, a new connection displaces the
+    oldest one still waiting for its request headers; with none to displace it is answered 503
+    and closed without being read.
+``rest.connections.fd.reserve``
+    File descriptors the listener leaves to tasks, Kafka clients and offset files (default: a
+    quarter of the soft ``RLIMIT_NOFILE``): a connection that would leave fewer free is answered
+    503 and closed at once. ``0`` keeps no reserve.
 ``rest.auth.allow.unauthenticated``
     ``true`` lets a worker whose listener is not on a loopback address start without any
     authentication (default ``false``: it refuses to start, naming the keys to set).
@@ -95,6 +111,9 @@ class RestSettings:
     request_header_timeout_ms: int = DEFAULT_HEADER_TIMEOUT_MS
     request_body_timeout_ms: int = DEFAULT_BODY_TIMEOUT_MS
     max_connections_per_client: int = DEFAULT_CONNECTIONS_PER_CLIENT
+    #: ``None``: sized from ``RLIMIT_NOFILE`` when the listener starts (:mod:`sluice.rest.listener`).
+    max_connections: int | None = None
+    fd_reserve: int | None = None
     allow_unauthenticated: bool = False
 
     @property
@@ -131,12 +150,16 @@ class RestSettings:
         REST listener's: an https one takes the same ``listeners.https.*`` TLS keys."""
         key = "metrics.listeners"
         if scheme == "https" and not self.ssl_certfile:
-            raise ConfigError(f"An https {key} listener needs listeners.https.ssl.certfile (and keyfile)",
-                              key="listeners.https.ssl.certfile")
+            raise ConfigError(
+                f"An https {key} listener needs listeners.https.ssl.certfile (and keyfile)",
+                key="listeners.https.ssl.certfile",
+            )
         if scheme != "https" and self.client_auth != "none" and not (self.basic_users or self.bearer_tokens):
             # Client certificates are the only credentials, and a plain http listener sees none.
-            raise ConfigError(f"{key} must be https:// when listeners.https.ssl.client.authentication is the only "
-                              "authentication", key=key)
+            raise ConfigError(
+                f"{key} must be https:// when listeners.https.ssl.client.authentication is the only authentication",
+                key=key,
+            )
         return replace(self, scheme=scheme)
 
     @classmethod
@@ -149,10 +172,16 @@ class RestSettings:
             try:
                 lines = path.read_text().splitlines()
             except OSError as exc:
-                raise ConfigError(f"Cannot read rest.auth.basic.users.file {path}: {exc}", key="rest.auth.basic.users.file") from exc
+                raise ConfigError(
+                    f"Cannot read rest.auth.basic.users.file {path}: {exc}", key="rest.auth.basic.users.file"
+                ) from exc
             entries = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
-            users.update(_parse_users(",".join(e.replace("=", ":", 1) if ":" not in e else e for e in entries),
-                                      "rest.auth.basic.users.file"))
+            users.update(
+                _parse_users(
+                    ",".join(e.replace("=", ":", 1) if ":" not in e else e for e in entries),
+                    "rest.auth.basic.users.file",
+                )
+            )
         tokens = frozenset(t.strip() for t in str(raw.get("rest.auth.bearer.tokens") or "").split(",") if t.strip())
         limit = _int_key(raw, "rest.request.max.bytes", DEFAULT_MAX_REQUEST_BYTES)
         first = str(raw.get("listeners") or "http://127.0.0.1:8083").split(",")[0].strip()
@@ -160,7 +189,9 @@ class RestSettings:
         certfile = raw.get("listeners.https.ssl.certfile") or None
         keyfile = raw.get("listeners.https.ssl.keyfile") or None
         if scheme == "https" and not certfile:
-            raise ConfigError("An https listener needs listeners.https.ssl.certfile", key="listeners.https.ssl.certfile")
+            raise ConfigError(
+                "An https listener needs listeners.https.ssl.certfile", key="listeners.https.ssl.certfile"
+            )
         client_auth, cafile = _client_auth(raw, scheme)
         return cls(
             basic_users=users,
@@ -172,9 +203,15 @@ class RestSettings:
             ssl_keyfile_password=raw.get("listeners.https.ssl.keyfile.password") or None,
             client_auth=client_auth,
             ssl_cafile=cafile,
-            request_header_timeout_ms=_int_key(raw, "rest.request.header.timeout.ms", DEFAULT_HEADER_TIMEOUT_MS, minimum=1),
+            request_header_timeout_ms=_int_key(
+                raw, "rest.request.header.timeout.ms", DEFAULT_HEADER_TIMEOUT_MS, minimum=1
+            ),
             request_body_timeout_ms=_int_key(raw, "rest.request.body.timeout.ms", DEFAULT_BODY_TIMEOUT_MS, minimum=1),
-            max_connections_per_client=_int_key(raw, "rest.connections.per.client.max", DEFAULT_CONNECTIONS_PER_CLIENT, minimum=1),
+            max_connections_per_client=_int_key(
+                raw, "rest.connections.per.client.max", DEFAULT_CONNECTIONS_PER_CLIENT, minimum=1
+            ),
+            max_connections=_optional_int_key(raw, "rest.connections.max", minimum=1),
+            fd_reserve=_optional_int_key(raw, "rest.connections.fd.reserve", minimum=0),
             allow_unauthenticated=_bool_key(raw, "rest.auth.allow.unauthenticated"),
         )
 
@@ -191,11 +228,15 @@ def _client_auth(raw: Mapping[str, Any], scheme: str) -> tuple[str, str | None]:
     if scheme != "https":
         raise ConfigError(f"{key}={mode} needs an https:// listener", key=key)
     if not cafile:
-        raise ConfigError(f"{key}={mode} needs listeners.https.ssl.cafile, the CAs that sign client certificates",
-                          key="listeners.https.ssl.cafile")
+        raise ConfigError(
+            f"{key}={mode} needs listeners.https.ssl.cafile, the CAs that sign client certificates",
+            key="listeners.https.ssl.cafile",
+        )
     # Checked here because uvicorn reads it only on its own thread, where a failure looks like a busy port.
     if not Path(cafile).is_file():
-        raise ConfigError(f"listeners.https.ssl.cafile {cafile} is not a readable file", key="listeners.https.ssl.cafile")
+        raise ConfigError(
+            f"listeners.https.ssl.cafile {cafile} is not a readable file", key="listeners.https.ssl.cafile"
+        )
     return mode, cafile
 
 
@@ -208,6 +249,13 @@ def _int_key(raw: Mapping[str, Any], key: str, default: int, *, minimum: int | N
     if minimum is not None and value < minimum:
         raise ConfigError(f"{key} must be at least {minimum}, got {value}", key=key)
     return value
+
+
+def _optional_int_key(raw: Mapping[str, Any], key: str, *, minimum: int) -> int | None:
+    """The key's integer, or ``None`` when unset (the default is worked out later)."""
+    if str(raw.get(key, "")).strip() == "":
+        return None
+    return _int_key(raw, key, minimum, minimum=minimum)
 
 
 def _bool_key(raw: Mapping[str, Any], key: str) -> bool:

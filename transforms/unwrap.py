@@ -3,157 +3,288 @@
 A Debezium value is an envelope ``{before, after, source, op, ts_ms, ...}`` whose schema is named
 ``<prefix>.Envelope``. Most sinks want only the row, so this SMT keeps ``after`` and decides what a
 delete becomes. Records that are not envelopes (heartbeats, schema changes) pass through.
+
+The reference is Debezium 3.6's SMT as it runs in Kafka Connect, checked record by record and byte
+by byte (``tests/compat/UnwrapVectors.java``): every key it reads is honoured with its semantics,
+including the quirks (an unwrapped row's schema is required even though ``after``'s is optional;
+the default ``tombstone`` mode turns a delete into a null value that keeps ``after``'s schema and
+drops the original tombstone; a truncate event is dropped). Keys Debezium no longer reads but
+Connect still accepts (``operation.header``, ``delete.handling.mode``, ``drop.tombstones``) are
+accepted and, as there, have no effect; a warning names what replaced them. Sluice also unwraps a
+schemaless envelope (a JSON map), which Debezium passes through.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from sluice.connectors.api.config import PluginConfig
 from sluice.connectors.api.errors import DataError
-from sluice.connectors.api.schema import OPTIONAL_STRING_SCHEMA, Schema, Type
+from sluice.connectors.api.records import header_data
+from sluice.connectors.api.schema import OPTIONAL_STRING_SCHEMA, STRING_SCHEMA, Schema, SchemaAndValue, Type
 from sluice.connectors.api.transform import R
-from sluice.transforms._support import BuiltinTransformation, CommaList, SchemaCache, copy_struct_schema
+from sluice.transforms._support import BuiltinTransformation, CommaList, SchemaCache, fill_default
+from sluice.transforms.unwrap_fields import FieldReference, parse_references, schema_basics
 
 __all__ = ["ExtractNewRecordState"]
+
+log = logging.getLogger(__name__)
 
 DELETED_FIELD = "__deleted"
 
 DeleteTombstoneMode = Literal["drop", "tombstone", "rewrite", "rewrite-with-tombstone", "delete-to-tombstone"]
 
-#: mode → (what a delete event becomes, whether tombstones are kept)
-_MODES: dict[str, tuple[str, bool]] = {
-    "drop": ("drop", False),
-    "tombstone": ("tombstone", True),
-    "rewrite": ("rewrite", False),
-    "rewrite-with-tombstone": ("rewrite", True),
-    "delete-to-tombstone": ("tombstone", False),
+#: Keys of Debezium 1.x/2.x that Debezium 3.6 ignores (Connect passes them on without complaint).
+_IGNORED = {
+    "operation_header": ("operation.header", "add.headers=op"),
+    "delete_handling_mode": ("delete.handling.mode", "delete.tombstone.handling.mode"),
+    "drop_tombstones": ("drop.tombstones", "delete.tombstone.handling.mode"),
 }
-_LEGACY_DELETE = {"drop": "drop", "none": "tombstone", "rewrite": "rewrite"}
 
 
 class ExtractNewRecordStateConfig(PluginConfig):
-    """Settings of ExtractNewRecordState (Debezium's keys)."""
+    """Settings of ExtractNewRecordState: Debezium 3.6's keys."""
 
-    delete_tombstone_handling_mode: DeleteTombstoneMode | None = Field(
-        None,
-        description="drop: drop deletes and tombstones; tombstone (default): deletes become tombstones; "
-        "rewrite: deletes become the old row with __deleted=true, tombstones dropped; rewrite-with-tombstone: "
-        "rewrite and keep tombstones; delete-to-tombstone: deletes become tombstones, original tombstones dropped.",
+    delete_tombstone_handling_mode: DeleteTombstoneMode = Field(
+        "tombstone",
+        description="drop: drop deletes and tombstones; tombstone (default): a delete becomes a null value, "
+        "tombstones are dropped; rewrite: a delete becomes the old row with __deleted=true (every row gets "
+        "__deleted), tombstones dropped; rewrite-with-tombstone: rewrite and keep tombstones; "
+        "delete-to-tombstone: a delete becomes a tombstone, original tombstones dropped.",
     )
-    delete_handling_mode: Literal["drop", "rewrite", "none"] | None = Field(
-        None, description="Deprecated: drop, rewrite or none (the delete passes as a null value)."
-    )
-    drop_tombstones: bool | None = Field(
-        None, description="Deprecated: drop tombstones (default true with the legacy keys)."
-    )
+    route_by_field: str = Field("", description="Row field whose value becomes the topic (before's for deletes).")
     add_fields: CommaList = Field(
-        (), description="Envelope or source fields to add to the row (op, table, source.ts_ms)."
+        (), description="Envelope, source or transaction fields to add to the row (op, table, source.ts_ms, op:OP)."
     )
     add_fields_prefix: str = Field("__", description="Prefix of added field names.")
-    add_headers: CommaList = Field((), description="Envelope or source fields to add as headers.")
+    add_headers: CommaList = Field((), description="Envelope, source or transaction fields to add as headers.")
     add_headers_prefix: str = Field("__", description="Prefix of added header names.")
+    replace_null_with_default: bool = Field(
+        True, description="In rewrite modes, a null field with a default is written as the default."
+    )
+    drop_fields_header_name: str | None = Field(
+        None, description="Header holding a list of field names to remove from the row."
+    )
+    drop_fields_from_key: bool = Field(False, description="Remove those fields from the key too.")
+    drop_fields_keep_schema_compatible: bool = Field(
+        True, description="Remove only optional fields (true) or every listed field (false)."
+    )
+    operation_header: str | None = Field(None, description="Ignored, as by Debezium 3.x: use add.headers=op.")
+    delete_handling_mode: str | None = Field(
+        None, description="Ignored, as by Debezium 3.x: use delete.tombstone.handling.mode."
+    )
+    drop_tombstones: str | None = Field(
+        None, description="Ignored, as by Debezium 3.x: use delete.tombstone.handling.mode."
+    )
 
 
 def _is_envelope(schema: Schema | None, value: Any) -> bool:
     if schema is not None:
-        return schema.type is Type.STRUCT and (schema.name or "").endswith(".Envelope")
+        return schema.type is Type.STRUCT and (schema.name or "").endswith(".Envelope") and isinstance(value, dict)
     return isinstance(value, dict) and "op" in value and ("after" in value or "before" in value)
 
 
-class ExtractNewRecordState(BuiltinTransformation):
-    """Replace a Debezium change event by its ``after`` row.
+def _row_field(envelope: Schema, name: str) -> Schema:
+    found = envelope.field(name)
+    if found is None or found.schema.type is not Type.STRUCT:
+        raise DataError(f"ExtractNewRecordState: envelope {envelope.name} has no struct field {name}")
+    return found.schema
 
-    Deletes and tombstones follow ``delete.tombstone.handling.mode`` (or the legacy
-    ``delete.handling.mode`` + ``drop.tombstones``). ``add.fields``/``add.headers`` copy envelope
-    fields (``op``, ``ts_ms``), ``source`` fields (``table``, ``lsn``) or dotted paths
-    (``source.ts_ms``) into the row as ``__op``, ``__table``, ``__source_ts_ms`` or into headers.
+
+def _required_struct(base: Schema, fields: list[tuple[str, Schema]]) -> Schema:
+    """What Connect's SMTs build a changed struct schema from: the basics, required, and ``fields``."""
+    basics = schema_basics(base, optional=False)
+    return Schema.struct(fields, name=basics.name, version=basics.version, doc=basics.doc, parameters=basics.parameters)
+
+
+class ExtractNewRecordState(BuiltinTransformation):
+    """Replace a Debezium change event by its ``after`` row, as Debezium 3.6's SMT does.
+
+    Deletes and tombstones follow ``delete.tombstone.handling.mode``. ``add.fields``/``add.headers``
+    copy envelope fields (``op``, ``ts_ms``), ``source`` fields (``table``, ``lsn``), ``transaction``
+    fields (``id``) or ``struct.field`` paths into the row or headers as ``__op``, ``__source_ts_ms``
+    (``field:NAME`` picks the name); a header carries the field's schema, made optional, for the
+    header converter. ``route.by.field`` sets the topic from the row; ``drop.fields.header.name``
+    removes the fields a header lists.
     """
 
     Config = ExtractNewRecordStateConfig
     aliases: ClassVar[tuple[str, ...]] = ("io.debezium.transforms.ExtractNewRecordState",)
 
     def _configured(self, config: ExtractNewRecordStateConfig) -> None:
-        if config.delete_tombstone_handling_mode is not None:
-            self._on_delete, self._keep_tombstones = _MODES[config.delete_tombstone_handling_mode]
-        elif config.delete_handling_mode is not None or config.drop_tombstones is not None:
-            self._on_delete = _LEGACY_DELETE[config.delete_handling_mode or "drop"]
-            self._keep_tombstones = config.drop_tombstones is False
-        else:
-            self._on_delete, self._keep_tombstones = _MODES["tombstone"]
-        self._fields = [(config.add_fields_prefix + f.replace(".", "_"), self._path(f)) for f in config.add_fields]
-        self._headers = [(config.add_headers_prefix + f.replace(".", "_"), self._path(f)) for f in config.add_headers]
-        self._schemas: SchemaCache[tuple[Schema, Schema], Schema] = SchemaCache()
-
-    @staticmethod
-    def _path(spec: str) -> tuple[str, ...]:
-        return tuple(spec.split("."))
-
-    def _resolve(self, envelope: dict[str, Any], path: tuple[str, ...]) -> Any:
-        # A bare name is an envelope field (op, ts_ms) or else a source field (table, lsn).
-        if len(path) == 1 and path[0] not in envelope:
-            path = ("source", path[0])
-        current: Any = envelope
-        for name in path:
-            if not isinstance(current, dict):
-                return None
-            current = current.get(name)
-        return current
-
-    def _resolve_schema(self, envelope: Schema, path: tuple[str, ...]) -> Schema:
-        if len(path) == 1 and envelope.field(path[0]) is None:
-            path = ("source", path[0])
-        current = envelope
-        for name in path:
-            f = current.field(name) if current.type is Type.STRUCT else None
-            if f is None:
-                raise DataError(
-                    f"ExtractNewRecordState: field {'.'.join(path)} is not in the envelope schema {envelope.name}"
+        self._mode = config.delete_tombstone_handling_mode
+        self._rewrite = self._mode in ("rewrite", "rewrite-with-tombstone")
+        self._fields = parse_references(config.add_fields_prefix, config.add_fields, "add.fields")
+        self._headers = parse_references(config.add_headers_prefix, config.add_headers, "add.headers")
+        self._route = config.route_by_field or None
+        self._replace_null = config.replace_null_with_default
+        self._drop_header = config.drop_fields_header_name or None
+        self._drop_from_key = config.drop_fields_from_key
+        self._drop_compatible = config.drop_fields_keep_schema_compatible
+        self._added: SchemaCache[tuple[Schema, Schema], tuple[Schema, tuple[FieldReference, ...]]] = SchemaCache()
+        self._derived: SchemaCache[tuple[Schema, tuple[str, ...]], Schema] = SchemaCache()
+        ignored = {
+            "operation_header": config.operation_header,
+            "delete_handling_mode": config.delete_handling_mode,
+            "drop_tombstones": config.drop_tombstones,
+        }
+        for attr, value in ignored.items():
+            if value is not None:
+                key, instead = _IGNORED[attr]
+                log.warning(
+                    "ExtractNewRecordState: %s=%s has no effect (Debezium 3 ignores it too); use %s",
+                    key,
+                    value,
+                    instead,
                 )
-            current = f.schema
-        return current.as_optional()
-
-    def _row_schema(self, key: tuple[Schema, Schema]) -> Schema:
-        envelope, row = key
-        fields = [(f.name, f.schema) for f in row.fields]
-        fields += [(name, self._resolve_schema(envelope, path)) for name, path in self._fields]
-        if self._on_delete == "rewrite":
-            fields.append((DELETED_FIELD, OPTIONAL_STRING_SCHEMA))
-        return copy_struct_schema(row, fields)
 
     def apply(self, record: R) -> R | None:
-        value, schema = record.value, record.value_schema
+        value: Any = record.value
+        schema: Schema | None = record.value_schema
         if value is None:
-            return record if self._keep_tombstones else None
+            return self._tombstone(record)
         if not _is_envelope(schema, value):
             return record
-        if not isinstance(value, dict):
-            raise DataError(f"ExtractNewRecordState: the envelope value must be a struct, found {type(value).__name__}")
-        deleted = value.get("op") == "d"
-        if deleted:
-            if self._on_delete == "drop":
-                return None
-            if self._on_delete == "tombstone":
-                return record.replace(value=None, value_schema=None)
-            row, row_field = value.get("before"), "before"
-        else:
-            row, row_field = value.get("after"), "after"
-        if row is None:
-            return record  # a truncate or a message without row state
         if self._headers:
-            added: tuple[tuple[str, Any], ...] = tuple((n, self._resolve(value, path)) for n, path in self._headers)
-            record = record.replace(headers=(*(record.headers or ()), *added))
-        new_row = dict(row)
-        for name, path in self._fields:
-            new_row[name] = self._resolve(value, path)
-        if self._on_delete == "rewrite":
-            new_row[DELETED_FIELD] = "true" if deleted else "false"
-        new_schema = None
-        if schema is not None:
-            field = schema.field(row_field)
-            if field is None or field.schema.type is not Type.STRUCT:
-                raise DataError(f"ExtractNewRecordState: envelope {schema.name} has no struct field {row_field}")
-            new_schema = self._schemas.get((schema, field.schema), self._row_schema)
+            headers: tuple[tuple[str, Any], ...] = (*(record.headers or ()), *self._header_values(value, schema))
+            record = record.replace(headers=headers)
+        after, before = value.get("after"), value.get("before")
+        if after is None and before is None:
+            return None  # a truncate: Debezium drops it
+        if after is None:
+            return self._deleted(record, value, schema, before)
+        return self._changed(record, value, schema, after)
+
+    def _tombstone(self, record: R) -> R | None:
+        if self._mode != "rewrite-with-tombstone":
+            return None
+        # Debezium marks a kept tombstone with the op header only, as a required string "d".
+        added: tuple[tuple[str, Any], ...] = tuple(
+            (ref.new_name, SchemaAndValue(STRING_SCHEMA, "d")) for ref in self._headers if ref.field == "op"
+        )
+        return record.replace(headers=(*(record.headers or ()), *added)) if added else record
+
+    def _header_values(self, envelope: dict[str, Any], schema: Schema | None) -> list[tuple[str, Any]]:
+        if schema is None:
+            return [(ref.new_name, ref.value(envelope, None)) for ref in self._headers if ref.present(envelope)]
+        out: list[tuple[str, Any]] = []
+        for ref in self._headers:
+            header_schema = ref.schema(schema)
+            if header_schema is not None:
+                out.append((ref.new_name, SchemaAndValue(header_schema, ref.value(envelope, schema))))
+        return out
+
+    def _changed(self, record: R, envelope: dict[str, Any], schema: Schema | None, after: Any) -> R:
+        row_schema = _row_field(schema, "after") if schema is not None else None
+        record = self._row(record, after, row_schema, "false")
+        if self._route:
+            record = self._routed(record, record.value)
+        record = self._add_fields(record, envelope, schema)
+        return self._drop_fields(record) if self._drop_header else record
+
+    def _deleted(self, record: R, envelope: dict[str, Any], schema: Schema | None, before: Any) -> R | None:
+        if self._mode == "drop":
+            return None
+        if self._mode == "delete-to-tombstone":
+            result = record.replace(value=None, value_schema=None)
+        elif self._mode == "tombstone":
+            # Not a Kafka tombstone: the value is null but keeps after's schema, as in Debezium.
+            result = record.replace(value=None, value_schema=_row_field(schema, "after") if schema else None)
+        else:
+            result = self._row(record, before, _row_field(schema, "before") if schema else None, "true")
+        if self._route:
+            result = self._routed(result, before)
+        if self._drop_header:
+            result = self._drop_fields(result)
+        return self._add_fields(result, envelope, schema) if result.value is not None else result
+
+    def _row(self, record: R, row: Any, row_schema: Schema | None, deleted: str) -> R:
+        if not isinstance(row, dict):
+            raise DataError(f"ExtractNewRecordState: the row must be a struct, found {type(row).__name__}")
+        if not self._rewrite:
+            return record.replace(value=row, value_schema=row_schema)
+        if row_schema is not None:
+            row = fill_default(row, row_schema) if self._replace_null else row
+            row_schema = self._derived.get((row_schema, (DELETED_FIELD,)), self._with_deleted)
+        return record.replace(value={**row, DELETED_FIELD: deleted}, value_schema=row_schema)
+
+    @staticmethod
+    def _with_deleted(key: tuple[Schema, tuple[str, ...]]) -> Schema:
+        row = key[0]
+        return _required_struct(
+            row, [*((f.name, f.schema) for f in row.fields), (DELETED_FIELD, OPTIONAL_STRING_SCHEMA)]
+        )
+
+    def _routed(self, record: R, row: dict[str, Any]) -> R:
+        route = self._route or ""
+        if route not in row and record.value_schema is not None:
+            raise DataError(f"ExtractNewRecordState: {route} is not a valid field name (route.by.field)")
+        topic = row.get(route)
+        if topic is not None and not isinstance(topic, str):
+            raise DataError(f"ExtractNewRecordState: field {route} must be a string to route by, found {topic!r}")
+        return record.replace(topic=topic) if topic and topic.strip() else record
+
+    def _add_fields(self, record: R, envelope: dict[str, Any], schema: Schema | None) -> R:
+        row = record.value
+        if not isinstance(row, dict):
+            raise DataError(f"ExtractNewRecordState: source field insertion needs a struct, found {type(row).__name__}")
+        if schema is None:
+            added = {ref.new_name: ref.value(envelope, None) for ref in self._fields if ref.present(envelope)}
+            return record.replace(value={**row, **added}) if added else record
+        # With a schema the row is always rebuilt (and its schema made required), as Debezium does.
+        row_schema = record.value_schema
+        if row_schema is None or row_schema.type is not Type.STRUCT:
+            raise DataError("ExtractNewRecordState: source field insertion needs a struct schema")
+        new_schema, refs = self._added.get((row_schema, schema), self._with_added)
+        new_row = {f.name: row.get(f.name) for f in row_schema.fields}
+        for ref in refs:
+            new_row[ref.new_name] = ref.value(envelope, schema)
         return record.replace(value=new_row, value_schema=new_schema)
+
+    def _with_added(self, key: tuple[Schema, Schema]) -> tuple[Schema, tuple[FieldReference, ...]]:
+        row, envelope = key
+        fields = [(f.name, f.schema) for f in row.fields]
+        refs: list[FieldReference] = []
+        for ref in self._fields:
+            field_schema = ref.schema(envelope)
+            if field_schema is not None:
+                fields.append((ref.new_name, field_schema))
+                refs.append(ref)
+        return _required_struct(row, fields), tuple(refs)
+
+    def _drop_fields(self, record: R) -> R:
+        listed = next((header_data(v) for k, v in record.headers or () if k == self._drop_header), None)
+        if not listed:
+            return record
+        if not isinstance(listed, (list, tuple)):
+            raise DataError(f"ExtractNewRecordState: header {self._drop_header} must hold a list of field names")
+        names = frozenset(listed)
+        if self._drop_from_key and record.key is not None:
+            key, key_schema = self._without(record.key, record.key_schema, names)
+            record = record.replace(key=key, key_schema=key_schema)
+        value, value_schema = self._without(record.value, record.value_schema, names)
+        return record.replace(value=value, value_schema=value_schema)
+
+    def _without(self, data: Any, schema: Schema | None, names: frozenset[str]) -> tuple[Any, Schema | None]:
+        """``data`` without the ``names`` fields (only optional ones unless told otherwise), as
+        Connect's ReplaceField ``exclude`` leaves it: remaining nulls read as their defaults."""
+        if not isinstance(data, dict):
+            return data, schema
+        if schema is None or schema.type is not Type.STRUCT:
+            kept = {k: v for k, v in data.items() if k not in names}
+            return (kept, schema) if len(kept) != len(data) else (data, schema)
+        drop = tuple(
+            f.name for f in schema.fields if f.name in names and (f.schema.optional or not self._drop_compatible)
+        )
+        if not drop:
+            return data, schema
+        new_schema = self._derived.get((schema, drop), self._without_schema)
+        return fill_default({f.name: data.get(f.name) for f in new_schema.fields}, new_schema), new_schema
+
+    @staticmethod
+    def _without_schema(key: tuple[Schema, tuple[str, ...]]) -> Schema:
+        schema, drop = key
+        return _required_struct(schema, [(f.name, f.schema) for f in schema.fields if f.name not in drop])

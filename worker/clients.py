@@ -12,7 +12,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from sluice.worker.client_policy import ClientOverridePolicy
+from sluice.worker.client_policy import ClientOverridePolicy, is_cluster_key, is_security_key
+from sluice.worker.connector_scope import ConnectorScope, check_client_ids
 from sluice.worker.outages import LibrdkafkaLog
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ SINK_CONSUMER_DEFAULTS: dict[str, Any] = {
     "session.timeout.ms": 45_000,
 }
 
+
 def translate(config: Mapping[str, Any]) -> dict[str, Any]:
     """Java client keys → librdkafka keys; values stay as given (librdkafka parses strings)."""
     out: dict[str, Any] = {}
@@ -84,15 +86,34 @@ def client_config(
     policy: ClientOverridePolicy,
     *,
     what: str,
+    scope: ConnectorScope | None = None,
+    connector: str | None = None,
 ) -> dict[str, Any]:
     """Merge defaults ← worker ``producer.*``/``consumer.*`` ← connector overrides.
 
-    The worker's settings are the operator's and pass as they are; the connector's ``overrides``
-    are checked again here against the deny-list and ``policy`` (they were at create time, but the
-    worker's policy may have become stricter since).
+    The worker's settings are the operator's and pass as they are, except when the connector's
+    overrides choose the cluster or the security settings (``bootstrap.servers``,
+    ``security.protocol``, ``sasl.*``, ``ssl.*``): then none of the worker's security settings are
+    inherited, so the worker's credentials never go to a server the connector named, nor over a
+    protocol or mechanism it picked. The ``overrides`` are checked again here against the
+    deny-list, ``policy`` and the connector's ``scope`` (they were at create time, but the
+    worker's policy may have become stricter since), and with ``connector`` its ``group.id`` and
+    ``transactional.id`` stay in the connector's namespace.
     """
     if overrides:
-        policy.check(what, overrides)
+        policy.check(what, overrides, scope)
+        if connector is not None:
+            check_client_ids(connector, {what: overrides}, scope or ConnectorScope())
+    own_cluster = any(is_cluster_key(key) for key in overrides)
+    if own_cluster:
+        dropped = sorted(key for key in worker_settings if is_security_key(key))
+        if dropped:
+            log.info(
+                "The connector's %s overrides choose its cluster or security settings: the worker's %s are not inherited",
+                what,
+                ", ".join(dropped),
+            )
+        worker_settings = {k: v for k, v in worker_settings.items() if not is_security_key(k)}
     merged: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, **defaults}
     merged.update(translate(worker_settings))
     merged.update(translate(overrides))

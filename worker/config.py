@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 from pydantic import Field, field_validator, model_validator
 
 from sluice.connectors.api import ConfigError, PluginConfig
+from sluice.worker.client_policy import DEFAULT_ALLOWLIST, DEFAULT_POLICY
 from sluice.worker.restarts import RestartPolicy
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,20 @@ DEFAULT_KEY_CONVERTER = "JsonConverter"
 DEFAULT_VALUE_CONVERTER = "JsonConverter"
 DEFAULT_HEADER_CONVERTER = "SimpleHeaderConverter"
 
-WORKER_PREFIXES = ("producer.", "consumer.", "admin.", "key.converter.", "value.converter.", "header.converter.", "config.providers.", "listeners.https.", "rest.")
+WORKER_PREFIXES = (
+    "producer.",
+    "consumer.",
+    "admin.",
+    "key.converter.",
+    "value.converter.",
+    "header.converter.",
+    "config.providers.",
+    "listeners.https.",
+    "rest.",
+    # backfill.spark.* (Spark confs), backfill.storage.file.filename, backfill.bootstrap.servers: read
+    # by the backfill manager from the raw keys.
+    "backfill.",
+)
 
 
 class WorkerConfig(PluginConfig):
@@ -42,7 +56,9 @@ class WorkerConfig(PluginConfig):
         None, description="Standalone: file that stores source offsets (memory only when unset)"
     )
     offset_flush_interval_ms: int = Field(60_000, ge=1, description="Interval between offset commits")
-    offset_flush_timeout_ms: int = Field(5_000, ge=1, description="Maximum wait for pending records before a commit is abandoned")
+    offset_flush_timeout_ms: int = Field(
+        5_000, ge=1, description="Maximum wait for pending records before a commit is abandoned"
+    )
     task_shutdown_graceful_timeout_ms: int = Field(5_000, ge=0, description="Time tasks get to stop cleanly")
     task_degraded_after_ms: int = Field(
         10_000,
@@ -63,6 +79,13 @@ class WorkerConfig(PluginConfig):
         description="task.executor=process: how many task host processes run the tasks, each hosting several "
         "as threads (0: one per core)",
     )
+    task_host_sandbox: Literal["landlock", "none"] = Field(
+        "landlock",
+        description="task.executor=process: confine each task host process with Linux Landlock before it runs "
+        "tasks (read the installation, plugin.path and system libraries; read and write only "
+        "connector.allowed.paths and its own temporary directory), or none. Where Landlock is unavailable the "
+        "worker logs a warning and GET /health says so in details.sandbox; see worker.sandbox",
+    )
     listeners: str = Field("http://127.0.0.1:8083", description="REST listeners, e.g. http://127.0.0.1:8083")
     metrics_listeners: str = Field(
         "",
@@ -70,25 +93,49 @@ class WorkerConfig(PluginConfig):
         "besides the REST listener; REST authentication and the listeners.https.* TLS keys apply to it, and one "
         "beyond loopback without authentication is refused as the REST listener is. Empty: none",
     )
-    rest_advertised_host_name: str | None = Field(None, description="Host name other workers and status use for this worker")
+    rest_advertised_host_name: str | None = Field(
+        None, description="Host name other workers and status use for this worker"
+    )
     rest_advertised_port: int | None = Field(None, description="Port other workers and status use for this worker")
-    plugin_path: str = Field("", description="Comma-separated directories searched for plugin modules")
+    plugin_path: str = Field(
+        "",
+        description="Comma-separated directories of plugin modules and packages (or package directories), "
+        "scanned when the worker starts and again on SIGHUP: connector.class, transforms, predicates, converters "
+        "and config providers name only plugins found then or through entry points, never a module to import",
+    )
     topic_creation_enable: bool = Field(True, description="Let source connectors create their topics (KIP-158)")
     connector_client_config_override_policy: str = Field(
-        "All",
-        description="Which producer/consumer/admin overrides connectors may set: All, None, Principal, Allowlist "
-        "(with connector.client.config.override.allowlist) or a policy class; keys that load code, run commands, "
-        "read local files or fetch URLs are refused under every policy (see worker.client_policy)",
+        DEFAULT_POLICY,
+        description="Which producer/consumer/admin overrides connectors may set: Allowlist (with "
+        "connector.client.config.override.allowlist), All (Kafka Connect's default), None, Principal or a policy "
+        "class; keys that load code, run commands, read local files or fetch URLs are refused under every policy, "
+        "and a client overriding bootstrap.servers or a security key inherits none of the worker's security "
+        "settings (see worker.client_policy)",
     )
     connector_client_config_override_allowlist: str = Field(
-        "", description="Comma-separated client keys connectors may override under the Allowlist policy"
+        ",".join(sorted(DEFAULT_ALLOWLIST)),
+        description="Comma-separated client keys connectors may override under the Allowlist policy; the default "
+        "lists only tuning keys (set it, even empty, to replace the list)",
     )
     connector_allowed_paths: str = Field(
         "",
-        description="Comma-separated absolute paths: a connector key that names a local file or directory (a "
-        "FileStreamSource's or FileStreamSink's file) must resolve, symlinks and '..' followed, to one of them or "
-        "below, else the config is refused; relative values are taken from the worker's working directory. Empty "
-        "allows any path (a warning is logged when the REST listener is not loopback); see worker.local_paths",
+        description="Comma-separated absolute paths connectors may name as local files or directories (a "
+        "FileStreamSource's or FileStreamSink's file): a value must resolve, symlinks and '..' followed, to one "
+        "of them or below, when the config is validated and again when the task opens it. Unset or empty: "
+        "<state.dir>/data, created at start; '*' allows any path. Either way an allowed path may neither contain "
+        "nor lie inside plugin.path, the installation, sys.path, the worker's config, offset and other files, "
+        "or a config provider's allowed.paths (refused at start); see worker.local_paths",
+    )
+    state_dir: str = Field(
+        "",
+        description="Absolute directory of the worker's state; its data folder is what connectors may use when "
+        "connector.allowed.paths is unset. Empty: $XDG_STATE_HOME/sluice, else ~/.local/state/sluice (the "
+        "container image sets /var/lib/sluice)",
+    )
+    worker_config_file: str = Field(
+        "",
+        description="The worker's own config file, which no allowed path may reach; the sluice command sets it "
+        "to the file it was started with",
     )
     group_id: str | None = Field(None, description="Distributed mode: the cluster's group id")
     task_restart_max_attempts: int = Field(
@@ -155,7 +202,9 @@ class WorkerConfig(PluginConfig):
         except ValueError:
             port = None
         if not port:
-            raise ConfigError(f"metrics.listeners needs a port, e.g. http://127.0.0.1:9404, got {first!r}", key="metrics.listeners")
+            raise ConfigError(
+                f"metrics.listeners needs a port, e.g. http://127.0.0.1:9404, got {first!r}", key="metrics.listeners"
+            )
         return url.scheme, url.hostname or "0.0.0.0", port
 
     @property
@@ -229,7 +278,9 @@ def connector_name_problem(name: str) -> str | None:
         if char in "/\\":
             return f"connector names may not contain {char!r}: a URL path would split or normalise it"
         if unicodedata.category(char) in _REFUSED_CATEGORIES:
-            return f"connector names may not contain control, invisible or unassigned characters (found U+{ord(char):04X})"
+            return (
+                f"connector names may not contain control, invisible or unassigned characters (found U+{ord(char):04X})"
+            )
     if unicodedata.normalize("NFC", name) != name:
         return "connector names must be in Unicode normalization form NFC (a name that looks the same must be the same)"
     return None
@@ -248,7 +299,9 @@ class ConnectorConfig(PluginConfig):
     topics_regex: str | None = Field(None, description="Sink: regex of topics to consume")
     transforms: str = Field("", description="Comma-separated transform aliases, applied in order")
     predicates: str = Field("", description="Comma-separated predicate aliases")
-    config_action_reload: Literal["none", "restart"] = Field("restart", description="What to do when a provided value changes")
+    config_action_reload: Literal["none", "restart"] = Field(
+        "restart", description="What to do when a provided value changes"
+    )
     tasks_max_enforce: bool = Field(True, description="Fail a connector that generates more than tasks.max tasks")
 
     model_config = {**PluginConfig.model_config, "extra": "ignore"}

@@ -8,6 +8,7 @@ shapes that Connect UIs and clients already parse.
 
 from __future__ import annotations
 
+import logging
 import threading
 import types
 import typing
@@ -18,11 +19,14 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
 
 from sluice.connectors.api import ConfigError, Connector, config_problems, dotted
+from sluice.connectors.api.connectivity import classify_network_error
 from sluice.plugins import PluginInfo, PluginKind
 from sluice.worker.config import ConnectorConfig, split_connector_config
 from sluice.worker.config_providers import has_placeholder
 from sluice.worker.connector_keys import ignored_key_warnings, split_own_keys
-from sluice.worker.masking import MASK, mask_config, mask_text
+from sluice.worker.masking import MASK, mask_config, mask_text, secret_values
+
+log = logging.getLogger(__name__)
 
 COMMON_GROUP = "Common"
 
@@ -32,6 +36,9 @@ CONNECTIVITY_TIMEOUT_S = 5.0
 
 # Keys every connector has in Connect but only sinks use; sources don't list them.
 _SINK_ONLY = {"topics", "topics.regex"}
+
+#: The name a config without one is validated (and its secrets registered) under.
+STAND_IN_NAME = "validation"
 
 
 def _unwrap(annotation: Any) -> Any:
@@ -203,7 +210,7 @@ def _config_errors(
     errors: dict[str, list[str]] = {}
     # The name comes from the URL when a connector is created, so validate doesn't require it (as in
     # Connect); a stand-in lets the rest of the checks run.
-    checked = raw if raw.get("name") else {**raw, "name": "validation"}
+    checked = raw if raw.get("name") else {**raw, "name": STAND_IN_NAME}
     resolved, unresolvable = _resolve_each(checked, resolve)
     common_raw, own_raw = split_connector_config(resolved)
     try:
@@ -235,8 +242,10 @@ def _config_errors(
                 errors.setdefault(key, []).append(message)
     # Other errors of such a key are about the placeholder's own text ("not a topic name"), not a value.
     errors.update({key: [message] for key, message in unresolvable.items()})
-    # Checks of resolved values may quote them (pydantic's "invalid value ..."); resolve() registered them.
-    errors = {key: [mask_text(m) for m in messages] for key, messages in errors.items()}
+    # Checks of resolved values may quote them (pydantic's "invalid value ..."): hide this config's
+    # secrets (resolve() registered what its placeholders gave) and the worker's, no other connector's.
+    name, known = str(checked["name"]), secret_values(resolved, connector_cls.Config.secret_keys())
+    errors = {key: [mask_text(m, name, known) for m in messages] for key, messages in errors.items()}
     return errors, warnings
 
 
@@ -249,7 +258,7 @@ def _config_entries(
     """One ``{"definition", "value"}`` entry per defined key, then per other key with errors or warnings."""
     defs = [d for d, _ in fields]
     secret = {d["name"] for d in defs if d["type"] == "PASSWORD"}
-    shown = mask_config(raw, secret)
+    shown = mask_config(raw, secret, connector=str(raw.get("name") or STAND_IN_NAME))
     configs = []
     for d, info in fields:
         name = d["name"]
@@ -294,7 +303,12 @@ def check_connectivity(
     if thread.is_alive():
         return {"connector.class": f"{connector_cls.__name__} could not check connectivity within {timeout_s:g} s"}
     if failure:
-        return {"connector.class": f"Checking connectivity failed: {failure[0]}"}
+        # The exception's text may be a driver's, quoting what a remote port sent: it goes to the
+        # log; the caller gets its category when it is a network error, else its type.
+        log.warning("%s.%s raised: %s", connector_cls.__name__, name, failure[0], exc_info=failure[0])
+        found = classify_network_error(failure[0])
+        what = found.describe() if found is not None else type(failure[0]).__name__
+        return {"connector.class": f"Checking connectivity failed: {what}"}
     return dict(result)
 
 
@@ -310,10 +324,12 @@ def _resolve_each(
     failed: dict[str, str] = {}
     if resolve is None:
         return resolved, failed
+    # With the name, what a placeholder resolves to is registered as this connector's secret only.
+    owner = {"name": config["name"]} if "name" in config else {}
     for key, value in config.items():
         if has_placeholder(value):
             try:
-                resolved.update(resolve({key: value}))
+                resolved.update(resolve({**owner, key: value}))
             except ConfigError as exc:
                 failed[key] = str(exc)
     return resolved, failed

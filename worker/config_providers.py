@@ -8,7 +8,8 @@ A connector config may hold placeholders instead of secrets::
 
 The herder stores and returns the placeholders; the worker resolves them (:class:`ConfigProviders`)
 only where a value is handed to a connector, a task, a converter or a Kafka client, and feeds every
-resolved value to :func:`sluice.worker.masking.register_secret` so that log lines never show it.
+resolved value to :func:`sluice.worker.masking.register_secret`, as a secret of the connector whose
+config named it, so that its log lines, messages and traces never show it.
 
 Worker configuration, with Connect's keys::
 
@@ -47,6 +48,7 @@ import abc
 import logging
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -55,6 +57,7 @@ from pydantic import Field, field_validator
 
 from sluice.connectors.api import ConfigError, PluginConfig
 from sluice.plugins import PluginKind, PluginRegistry
+from sluice.worker.local_paths import PathGrant
 from sluice.worker.masking import register_secret
 from sluice.worker.properties import parse_properties
 
@@ -99,7 +102,9 @@ class ConfigProvider(abc.ABC):
 class _EnvConfig(PluginConfig):
     """``config.providers.env.param.*``."""
 
-    allowlist_pattern: str = Field(".*", description="Regular expression a variable's whole name must match to be readable")
+    allowlist_pattern: str = Field(
+        ".*", description="Regular expression a variable's whole name must match to be readable"
+    )
 
     @field_validator("allowlist_pattern")
     @classmethod
@@ -130,11 +135,18 @@ class EnvVarConfigProvider(ConfigProvider):
 class _PathConfig(PluginConfig):
     """``config.providers.{file,dir}.param.*``."""
 
-    allowed_paths: str = Field("", description="Comma-separated directories or files the provider may read; empty allows all (KIP-993)")
+    allowed_paths: str = Field(
+        "", description="Comma-separated directories or files the provider may read; empty allows all (KIP-993)"
+    )
 
 
 class _PathProvider(ConfigProvider):
-    """Shared ``allowed.paths`` handling: the path must lie under an allowed one once resolved."""
+    """Shared ``allowed.paths`` handling: the path must lie under an allowed one once resolved.
+
+    Checked when the placeholder is resolved and again as each file is opened
+    (:meth:`sluice.worker.local_paths.PathGrant.open`), so a symlink inside an allowed directory
+    that points outside it is not followed, even one planted after a first resolution.
+    """
 
     Config = _PathConfig
 
@@ -144,14 +156,18 @@ class _PathProvider(ConfigProvider):
         for p in allowed:
             if not os.path.isabs(p):
                 raise ConfigError(f"allowed.paths must be absolute paths, got {p!r}", key="allowed.paths")
-        # realpath on both sides, so neither '..' nor a symlink leads outside an allowed path.
-        self._allowed = [Path(os.path.realpath(p)) for p in allowed]
+        # realpath on both sides, so neither '..' nor a symlink leads outside an allowed path;
+        # empty allows every path (KIP-993).
+        roots = tuple(Path(os.path.realpath(p)) for p in allowed)
+        self._grant = PathGrant(roots, anywhere=not roots, granted_by="the provider's allowed.paths")
 
     def _checked(self, path: str) -> Path:
         if not path:
             raise ConfigError("a path is required (use ${<provider>:<path>:<key>})")
+        if "\0" in path:
+            raise ConfigError("a path cannot contain a NUL character")
         real = Path(os.path.realpath(path))
-        if self._allowed and not any(real == a or a in real.parents for a in self._allowed):
+        if not self._grant.permits(real):
             raise ConfigError(f"path {path} is outside the provider's allowed.paths")
         return real
 
@@ -162,9 +178,10 @@ class FileConfigProvider(_PathProvider):
     aliases = ("org.apache.kafka.common.config.provider.FileConfigProvider",)
 
     def get(self, path: str, keys: Iterable[str]) -> dict[str, str]:
-        real = self._checked(path)
+        self._checked(path)
         try:
-            text = real.read_text(encoding="utf-8")
+            with self._grant.open(path, "r", key="path", encoding="utf-8") as stream:
+                text = stream.read()
         except OSError as exc:
             raise ConfigError(f"cannot read properties file {path}: {exc.strerror or exc}") from None
         values = parse_properties(text)
@@ -175,7 +192,8 @@ class DirectoryConfigProvider(_PathProvider):
     """``${dir:/path/dir:filename}``: a whole file in a directory (a Kubernetes secret mount).
 
     As in Connect, the value is the file's entire content, decoded as UTF-8 — a trailing newline is
-    kept — and only regular files directly in the directory are keys.
+    kept — and only regular files directly in the directory are keys. A key that is a symlink is
+    followed only while it stays inside ``allowed.paths`` (a Kubernetes mount's ``..data`` links do).
     """
 
     aliases = ("org.apache.kafka.common.config.provider.DirectoryConfigProvider",)
@@ -189,11 +207,13 @@ class DirectoryConfigProvider(_PathProvider):
             # A key is a file name, never a path: ${dir:/secrets:../etc/shadow} finds nothing.
             if not key or "/" in key or os.sep in key or key in (".", ".."):
                 continue
-            file = directory / key
-            if not file.is_file():
-                continue
             try:
-                values[key] = file.read_bytes().decode("utf-8")
+                with self._grant.open(str(directory / key), "rb", key=key) as stream:
+                    if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+                        continue
+                    values[key] = stream.read().decode("utf-8")
+            except (FileNotFoundError, IsADirectoryError):
+                continue  # only regular files are keys
             except UnicodeDecodeError:
                 # Not the codec's message: it quotes a byte of the file.
                 raise ConfigError(f"{key} in {path} is not UTF-8 text") from None
@@ -262,11 +282,12 @@ class ConfigProviders:
             except Exception:
                 log.exception("Error closing config provider %s", name)
 
-    def resolve(self, config: Mapping[str, Any]) -> dict[str, Any]:
+    def resolve(self, config: Mapping[str, Any], connector: str | None = None) -> dict[str, Any]:
         """A copy of ``config`` with every placeholder replaced by its value.
 
         Each (provider, path) is asked once, for all its keys. Every value found is registered
-        with :func:`sluice.worker.masking.register_secret`. Raises :class:`ConfigError` naming the config
+        with :func:`sluice.worker.masking.register_secret` as a secret of ``connector`` (``None``:
+        the worker's own, hidden everywhere). Raises :class:`ConfigError` naming the config
         key and the placeholder — never the value — when a placeholder cannot be resolved.
         """
         wanted: dict[tuple[str, str], dict[str, str]] = {}  # (provider, path) → {key: config key}
@@ -302,7 +323,7 @@ class ConfigProviders:
                         f"Cannot resolve {placeholder} in '{config_key}': {_missing(provider, path, key)}",
                         key=config_key,
                     )
-                register_secret(values[key])
+                register_secret(values[key], connector)
             found[(provider, path)] = values
 
         def substitute(match: re.Match[str]) -> str:
@@ -333,7 +354,11 @@ def _warn_undeclared(raw: Mapping[str, Any], names: Iterable[str]) -> None:
     orphans = sorted({k[len(prefix) :].split(".", 1)[0] for k in raw if k.startswith(prefix)} - declared)
     for name in orphans:
         log.warning(
-            "Ignoring %s%s.*: config provider %r is not declared in %s, so it does not exist", prefix, name, name, PROVIDERS_KEY
+            "Ignoring %s%s.*: config provider %r is not declared in %s, so it does not exist",
+            prefix,
+            name,
+            name,
+            PROVIDERS_KEY,
         )
 
 
@@ -347,9 +372,7 @@ def _missing(provider: str, path: str, key: str) -> str:
     return f"provider {provider!r} has no key {key!r} under path {path!r}"
 
 
-def _provider_class(
-    name: str, class_name: Any, class_key: str, plugins: PluginRegistry | None
-) -> type[ConfigProvider]:
+def _provider_class(name: str, class_name: Any, class_key: str, plugins: PluginRegistry | None) -> type[ConfigProvider]:
     if not class_name:
         if name in _IMPLIED_CLASSES:
             return _IMPLIED_CLASSES[name]
@@ -366,6 +389,6 @@ def _provider_class(
         known += sorted({p.name for p in plugins.plugins([PluginKind.CONFIG_PROVIDER])} - set(known))
     raise ConfigError(
         f"Config provider class {class_name} not found; {class_key} must be one of: {', '.join(known)} "
-        "or the Python path of a class with is_config_provider = True",
+        "or the Python path of a class with is_config_provider = True found in plugin.path at start",
         key=class_key,
     )

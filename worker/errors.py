@@ -427,12 +427,19 @@ class DeadLetterQueue:
             return
         rf = self.replication_factor if self.replication_factor < 0 else min(self.replication_factor, max(1, len(metadata.brokers)))
         futures = admin.create_topics([NewTopic(self.topic, num_partitions=1, replication_factor=rf)], operation_timeout=30)
-        try:
-            futures[self.topic].result(timeout=60)
+        # exception(), not result(): raised, the future's exception would get a traceback holding this
+        # frame (the AdminClient, and the future holding the exception: a reference cycle). The garbage
+        # collector may then destroy the client on a librdkafka thread, where rd_kafka_destroy() aborts
+        # the process. Never raised, it holds no frame, and the client goes when this method returns.
+        failure = futures[self.topic].exception(timeout=60)
+        if failure is None:
             log.info("Created dead letter queue topic %s (replication factor %d)", self.topic, rf)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise ConnectError(f"Could not create the dead letter queue topic {self.topic!r}: {exc.args[0].str()}") from exc
+            return
+        error = failure.args[0] if isinstance(failure, KafkaException) and failure.args else None
+        if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return
+        reason = error.str() if isinstance(error, KafkaError) else str(failure)
+        raise ConnectError(f"Could not create the dead letter queue topic {self.topic!r}: {reason}") from failure
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
         if err is not None:

@@ -116,12 +116,18 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(line, default=str).decode()
 
 
+def current_connector() -> str | None:
+    """The connector a line is about, whose secrets (and the worker's) it must not show."""
+    return _context.get().connector or None
+
+
 def configure_logging(level: str = "INFO", log_format: str | None = None) -> None:
     """Configure the root logger for the CLI (library code never calls this).
 
     ``log_format`` is ``text`` or ``json``; ``None`` takes the one the worker process chose (a task
-    process), else ``text``. The handler hides registered secrets
-    (:class:`~worker.masking.SecretMaskingFilter`) in every line, tracebacks included.
+    process), else ``text``. The handler hides secrets (:class:`~worker.masking.SecretMaskingFilter`)
+    in every line, tracebacks included: a tagged line's connector's and the worker's, every one in
+    a line no connector is named on.
     """
     chosen = (log_format or os.environ.get(LOG_FORMAT_ENV) or "text").strip().lower()
     if chosen not in LOG_FORMATS:
@@ -129,7 +135,7 @@ def configure_logging(level: str = "INFO", log_format: str | None = None) -> Non
     os.environ[LOG_FORMAT_ENV] = chosen  # task processes spawned from here write the same lines
     handler = logging.StreamHandler()
     handler.addFilter(ContextFilter())
-    handler.addFilter(SecretMaskingFilter())
+    handler.addFilter(SecretMaskingFilter(owner=current_connector))
     handler.setFormatter(JsonFormatter() if chosen == "json" else logging.Formatter(LOG_FORMAT))
     root = logging.getLogger()
     root.handlers[:] = [handler]

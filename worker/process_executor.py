@@ -38,9 +38,11 @@ import itertools
 import logging
 import multiprocessing
 import os
+import shutil
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sluice.connectors.api import ConnectError
@@ -204,7 +206,15 @@ class ProcessTaskRunner:
     def _start_run(self) -> None:
         self._host, self._key = self._pool.place(self)
         self._host.send(
-            ("start", self._key, self.id, self._connector_config, self._task_config, self._target, self.fence is not None)
+            (
+                "start",
+                self._key,
+                self.id,
+                self._connector_config,
+                self._task_config,
+                self._target,
+                self.fence is not None,
+            )
         )
 
     # -- what the host says (its reader thread) ---------------------------------------------------
@@ -244,7 +254,11 @@ class ProcessTaskRunner:
     def on_host_gone(self, exitcode: int | None) -> None:
         """The host died with this run in it."""
         if not self._killed and not self._ended.is_set():
-            how = f"was killed by signal {-exitcode}" if exitcode is not None and exitcode < 0 else f"exited with code {exitcode}"
+            how = (
+                f"was killed by signal {-exitcode}"
+                if exitcode is not None and exitcode < 0
+                else f"exited with code {exitcode}"
+            )
             self._failed = True
             error = ConnectError(f"The process of task {self.id} {how} before the task stopped")
             log.error("%s", error)
@@ -279,6 +293,8 @@ class TaskHostProcess:
                 logging.getLevelName(logging.getLogger().getEffectiveLevel()),
                 levels,
                 os.getpid(),
+                list(pool.plugin_modules),
+                pool.temp_root,
             ),
             name=f"sluice-task-host-{number}",
             daemon=True,
@@ -361,9 +377,16 @@ class TaskHostPool:
         *,
         size: int = 0,
         graceful_timeout_s: float = 5.0,
+        plugin_modules: Sequence[str] = (),
     ) -> None:
         self.config_class = config_class
+        #: The modules the worker imported from ``plugin.path``: a host imports exactly these (see
+        #: PluginRegistry), never what appeared there since, even when a request starts it.
+        self.plugin_modules: list[str] = list(plugin_modules)
         self.worker_config = {**worker_config, "task.executor": "thread"}  # a host runs its tasks on threads
+        #: Each host's temporary directory is made inside this one, the only place a sandboxed host
+        #: writes besides connector.allowed.paths (see task_host.confine); removed at close.
+        self.temp_root = tempfile.mkdtemp(prefix="sluice-task-hosts-")
         self.offset_store = offset_store
         self.size = size or default_host_processes()
         self._graceful_s = graceful_timeout_s
@@ -428,6 +451,15 @@ class TaskHostPool:
         log.info("Killing task host process %s (%d task(s) moved to other hosts)", host.pid, len(moving))
         host.kill()
 
+    def adopt_plugin_modules(self, modules: Sequence[str]) -> None:
+        """After the worker's plugin refresh: hosts started from now on import ``modules``, and the
+        running ones import those they lack before their next task starts."""
+        with self._lock:
+            self.plugin_modules = list(modules)
+            hosts = list(self._hosts)
+        for host in hosts:
+            host.send(("plugins", list(modules)))
+
     def send_fences(self) -> None:
         """Start sending each host the fence (distributed mode), unless already started."""
         with self._lock:
@@ -464,3 +496,4 @@ class TaskHostPool:
             host.process.join(self._graceful_s)
             if host.process.is_alive():
                 host.kill()
+        shutil.rmtree(self.temp_root, ignore_errors=True)

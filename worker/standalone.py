@@ -3,12 +3,17 @@
 It is the herder core (:class:`~sluice.worker.herder.core.HerderCore`) over a
 :class:`~sluice.worker.herder.stores.MemoryConfigStore`, an in-memory
 :class:`~sluice.worker.status.StatusStore` and the :class:`~sluice.worker.herder.strategy.LocalAssignment`
-(everything runs here; a change is applied before the request that made it returns).
+(everything runs here; a change is applied before the request that made it returns), which probes
+the Kafka cluster so that ``GET /health`` reports losing it (:mod:`~sluice.worker.herder.kafka_contact`).
 """
 
 from __future__ import annotations
 
-from sluice.worker.herder.core import HerderCore
+from typing import Any
+
+from sluice.worker.config import WorkerConfig
+from sluice.worker.herder.core import HerderCore, security_settings
+from sluice.worker.herder.kafka_contact import KafkaContact
 from sluice.worker.herder.stores import MemoryConfigStore
 from sluice.worker.herder.strategy import LocalAssignment
 from sluice.worker.status import StatusStore
@@ -20,5 +25,19 @@ class StandaloneHerder(HerderCore):
 
     def __init__(self, worker: Worker) -> None:
         store = MemoryConfigStore(on_change=self.wakeup)
-        strategy = LocalAssignment(worker.config.worker_id, store, running=lambda: self.ready)
+        config = worker.config
+        #: Whether Kafka answers (``GET /health``).
+        self.kafka_contact = KafkaContact(config.bootstrap_servers, kafka_probe_settings(config))
+        strategy = LocalAssignment(config.worker_id, store, running=lambda: self.ready, contact=self.kafka_contact)
         super().__init__(worker, store, StatusStore(), strategy)
+
+
+def kafka_probe_settings(config: WorkerConfig) -> dict[str, Any]:
+    """The security settings of the Kafka probe: the admin clients' (``admin.*``, as for ``GET /``'s
+    cluster id), else the producers' or the consumers'. A worker that secures only its task clients
+    must not be reported unhealthy because a probe of its own spoke plaintext to a TLS listener."""
+    for prefix in ("admin.", "producer.", "consumer."):
+        settings = security_settings(config.prefixed(prefix))
+        if settings:
+            return settings
+    return {}

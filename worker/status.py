@@ -12,8 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sluice.connectors.api.connectivity import ConnectivityError
 from sluice.worker.errors import task_error_metrics
-from sluice.worker.masking import MASK, is_secret_key
+from sluice.worker.masking import is_secret_key, mask_secrets
 
 
 class State(enum.StrEnum):
@@ -78,11 +79,34 @@ class Status:
 
 def format_trace(error: BaseException) -> str:
     """The trace Connect shows in status: the exception chain as text (a task process's failure
-    brings its own)."""
+    brings its own).
+
+    The chain stops at a :class:`~connectors.api.connectivity.ConnectivityError`: what it was
+    raised from is the driver's or the remote server's text (an HTTP body, bytes a port answered),
+    which a viewer of the status must not read; its own message names the category."""
     remote = getattr(error, "remote_trace", None)
     if isinstance(remote, str) and remote:
         return remote
-    return "".join(traceback.format_exception(error)).rstrip()
+    formatted = traceback.TracebackException.from_exception(error)
+    _cut_below_connectivity_errors(formatted)
+    return "".join(formatted.format()).rstrip()
+
+
+def _cut_below_connectivity_errors(formatted: traceback.TracebackException) -> None:
+    seen: set[int] = set()
+    pending = [formatted]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if current.exc_type is not None and issubclass(current.exc_type, ConnectivityError):
+            current.__cause__ = None
+            current.__context__ = None
+            current.__suppress_context__ = True
+            continue
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+        pending.extend(current.exceptions or ())
 
 
 _ENV_PLACEHOLDER = re.compile(r"\$\{env:([^}:]+)(?::[^}]*)?\}")
@@ -106,11 +130,9 @@ def scrub_secrets(trace: str, config: Mapping[str, Any], secret_keys: Iterable[s
                 secrets.add(resolved)
         if (key in declared or is_secret_key(key)) and not value.startswith("${"):
             secrets.add(value)
-    # Longest first, so a secret that contains another is hidden whole.
-    for secret in sorted(secrets, key=len, reverse=True):
-        if len(secret) >= 3:
-            trace = trace.replace(secret, MASK)
-    return trace
+    # As tokens, long enough ones only (worker/masking.py): a password "postgres" must not turn
+    # "postgresql+psycopg://" in the trace into "[hidden]ql+psycopg://".
+    return mask_secrets(trace, secrets)
 
 
 class StatusStore:

@@ -7,8 +7,8 @@ of those, so neither imports the other.
 
 Configs arrive *raw*: they may hold config-provider placeholders (``${env:DB_PASSWORD}``). They are
 resolved here exactly where values are handed over — to validation, the connector, the task, its
-converters and its Kafka client — and resolved secrets are registered so that log lines and traces
-mask them.
+converters and its Kafka client — and resolved secrets are registered as the connector's, so that
+its log lines, messages and traces mask them (and other connectors' do not).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import builtins
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from sluice.connectors.api import (
@@ -24,6 +23,7 @@ from sluice.connectors.api import (
     Connector,
     Converter,
     HeaderConverter,
+    PluginConfig,
     SinkConnector,
     SourceConnector,
 )
@@ -34,8 +34,9 @@ from sluice.worker.clients import SINK_CONSUMER_DEFAULTS, SOURCE_PRODUCER_DEFAUL
 from sluice.worker.config import ConnectorConfig, WorkerConfig, split_connector_config, sub_config
 from sluice.worker.config_providers import ConfigProviders, has_placeholder
 from sluice.worker.connector_keys import split_own_keys
+from sluice.worker.connector_scope import SCOPE_KEYS, ConnectorScope, TopicScope, TopicsUsed, check_config_scope
 from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig
-from sluice.worker.local_paths import allowed_roots, check_local_paths
+from sluice.worker.local_paths import PathGrant
 from sluice.worker.masking import mask_text, register_config_secrets
 from sluice.worker.runners import SinkTaskRunner, SourceTaskRunner, TaskStatusListener, WorkerTask
 from sluice.worker.status import ConnectorTaskId, TargetState
@@ -98,20 +99,26 @@ class TaskBuilder:
         self.plugins = plugins
         self.offset_store = offset_store
         self.config_providers = (
-            config_providers if config_providers is not None else ConfigProviders.from_worker_config(config.raw, plugins)
+            config_providers
+            if config_providers is not None
+            else ConfigProviders.from_worker_config(config.raw, plugins)
         )
         if any(has_placeholder(v) for v in config.raw.values()):
-            config = WorkerConfig.from_mapping(self.config_providers.resolve(config.raw))
+            # connector=None: what the worker's own config resolves to is hidden everywhere.
+            config = WorkerConfig.from_mapping(self.config_providers.resolve(config.raw, connector=None))
         self.config = config
         self.client_policy: ClientOverridePolicy = override_policy(config.raw)
-        # Parsed once: a relative entry stops the worker at startup instead of failing every create.
-        self.connector_path_roots: tuple[Path, ...] = allowed_roots(config.connector_allowed_paths)
+        # Parsed once: a relative entry or an overlap with the worker's own files stops the worker at
+        # startup instead of failing every create. Tasks open their files through it (context.local_files).
+        self.path_grant = PathGrant.from_worker_config(config)
         # The worker's own client secrets (producer.sasl.jaas.config, ssl.key.password, …).
         register_config_secrets(config.raw)
 
-    def resolve(self, raw: Mapping[str, Any]) -> dict[str, Any]:
-        """``raw`` with every ``${provider:path:key}`` placeholder replaced by its current value."""
-        return self.config_providers.resolve(raw)
+    def resolve(self, raw: Mapping[str, Any], connector: str | None = None) -> dict[str, Any]:
+        """``raw`` with every ``${provider:path:key}`` placeholder replaced by its current value,
+        registered as a secret of ``connector`` (by default the ``name`` in ``raw``; with neither,
+        the value is hidden everywhere, as the worker's own secrets are)."""
+        return self.config_providers.resolve(raw, connector if connector is not None else _name_of(raw))
 
     # -- validation -------------------------------------------------------------------------------
 
@@ -126,42 +133,58 @@ class TaskBuilder:
         try:
             return self._validate(raw, resolved)
         except ConfigError as exc:
-            message = mask_text(str(exc))
+            message = mask_text(str(exc), _name_of(raw))
             if message == str(exc):
                 raise
             raise ConfigError(message, key=exc.key) from None
 
     def _validate(self, raw: Mapping[str, Any], resolved: Mapping[str, Any]) -> ValidatedConnector:
-        common_raw, own_raw = split_connector_config(resolved)
+        # The scope keys are the worker's (stamped by the REST layer), never the connector's.
+        common_raw, own_raw = split_connector_config({k: v for k, v in resolved.items() if k not in SCOPE_KEYS})
         common = ConnectorConfig.parse(common_raw)
         plugin = self.plugins.connector(common.connector_class)
         connector_cls: Any = plugin.cls
         # A connector may declare common keys in its own model too (a sink's topics/topics.regex).
         declared = {info.alias for info in connector_cls.Config.model_fields.values() if info.alias}
         own_raw.update({k: v for k, v in common_raw.items() if k in declared})
-        register_config_secrets(resolved, connector_cls.Config.secret_keys())
+        register_config_secrets(resolved, connector_cls.Config.secret_keys(), _name_of(raw))
         # Keys the connector does not define are kept and ignored, as Connect does (connector_keys).
         own_raw, ignored = split_own_keys(connector_cls.Config, own_raw, common_raw)
-        check_local_paths(own_raw, connector_cls.Config.path_keys(), self.connector_path_roots)
+        self.path_grant.check(own_raw, connector_cls.Config.path_keys())
         own = connector_cls.validate(own_raw)
+        # Files named inside other values (a SQLite URL, a libpq sslkey=) as the connector reports them.
+        if isinstance(own, PluginConfig):
+            for key, paths in own.local_paths().items():
+                for path in (paths,) if isinstance(paths, str) else paths:
+                    self.path_grant.check({key: path}, (key,))
         ErrorHandlingConfig.parse(common_raw)
         if plugin.kind is PluginKind.SOURCE:
             TopicCreationConfig.parse(common_raw)  # KIP-158 keys: numbers and regexes, checked even when disabled
         self.client_policy.check_config(resolved)
         if plugin.kind is PluginKind.SINK:
             if not common.topic_list and not common.topics_regex:
-                raise ConfigError(
-                    "Must configure one of topics or topics.regex for a sink connector", key="topics"
-                )
+                raise ConfigError("Must configure one of topics or topics.regex for a sink connector", key="topics")
         # Build the transform chain once so a bad alias or setting fails the create call.
         chain = build_chain(resolved, self.plugins)
-        if chain is not None:
-            chain.close()
+        try:
+            used = TopicsUsed(
+                is_source=plugin.kind is PluginKind.SOURCE,
+                topics=tuple(common.topic_list),
+                topics_regex=common.topics_regex,
+                dlq_topic=ErrorHandlingConfig.parse(common_raw).dlq_topic,
+                transforms=tuple((step.alias, step.transform) for step in chain.steps) if chain is not None else (),
+            )
+            check_config_scope(used, resolved, ConnectorScope.of(resolved))
+        finally:
+            if chain is not None:
+                chain.close()
         # Resolve converters now so a typo fails the create call, not the task start.
         self.converters(common, resolved)
         return ValidatedConnector(dict(raw), common, plugin, own, tuple(sorted(ignored)))
 
-    def converters(self, common: ConnectorConfig, raw: Mapping[str, Any]) -> tuple[Converter, Converter, HeaderConverter]:
+    def converters(
+        self, common: ConnectorConfig, raw: Mapping[str, Any]
+    ) -> tuple[Converter, Converter, HeaderConverter]:
         """The key, value and header converters of a connector, configured."""
         key_cls = self.plugins.converter(common.key_converter or self.config.key_converter, "key.converter")
         value_cls = self.plugins.converter(common.value_converter or self.config.value_converter, "value.converter")
@@ -170,12 +193,16 @@ class TaskBuilder:
         )
         # A connector-level converter takes its settings only from the connector; the worker's
         # key.converter.* apply to the worker's default converter (as in Connect).
-        key_settings = sub_config(raw, "key.converter.") if common.key_converter else self.config.prefixed("key.converter.")
+        key_settings = (
+            sub_config(raw, "key.converter.") if common.key_converter else self.config.prefixed("key.converter.")
+        )
         value_settings = (
             sub_config(raw, "value.converter.") if common.value_converter else self.config.prefixed("value.converter.")
         )
         header_settings = (
-            sub_config(raw, "header.converter.") if common.header_converter else self.config.prefixed("header.converter.")
+            sub_config(raw, "header.converter.")
+            if common.header_converter
+            else self.config.prefixed("header.converter.")
         )
         key, value, header = key_cls(), value_cls(), header_cls()
         try:
@@ -204,9 +231,11 @@ class TaskBuilder:
         so a task config model that refuses unknown keys works in every mode.
         """
         connector_cls = validated.connector_class
-        task_config = self.resolve({k: v for k, v in task_config.items() if k not in CONNECT_ONLY_TASK_KEYS})
-        register_config_secrets(task_config, connector_cls.Config.secret_keys())
-        parts = _TaskParts(task_id, validated, self.resolve(validated.raw), task_config, listener, initial_state)
+        own = {k: v for k, v in task_config.items() if k not in CONNECT_ONLY_TASK_KEYS}
+        task_config = self.resolve(own, task_id.connector)
+        register_config_secrets(task_config, connector_cls.Config.secret_keys(), task_id.connector)
+        resolved = self.resolve(validated.raw, task_id.connector)
+        parts = _TaskParts(task_id, validated, resolved, task_config, listener, initial_state)
         if issubclass(connector_cls, SourceConnector):
             return self._source_runner(parts)
         if issubclass(connector_cls, SinkConnector):
@@ -222,6 +251,8 @@ class TaskBuilder:
             sub_config(resolved, "producer.override."),
             self.client_policy,
             what="producer",
+            scope=ConnectorScope.of(resolved),
+            connector=task_id.connector,
         )
         key, value, header = self.converters(parts.validated.common, resolved)
         errors = ErrorHandlingConfig.parse(resolved)
@@ -243,17 +274,25 @@ class TaskBuilder:
             dlq=self._dead_letter_queue(task_id, errors, resolved) if errors.dlq_topic else None,
             degraded_after_ms=self.config.task_degraded_after_ms,
             topic_creator=self._topic_creator(task_id, resolved),
+            topic_scope=TopicScope(ConnectorScope.of(resolved)) if ConnectorScope.of(resolved).restricted else None,
+            local_files=self.path_grant,
         )
 
     def _sink_runner(self, parts: _TaskParts) -> SinkTaskRunner:
         task_id, resolved, common = parts.task_id, parts.resolved, parts.validated.common
         consumer = client_config(
             self.config.bootstrap_servers,
-            {**SINK_CONSUMER_DEFAULTS, "group.id": f"connect-{common.name}", "client.id": f"connector-consumer-{task_id}"},
+            {
+                **SINK_CONSUMER_DEFAULTS,
+                "group.id": f"connect-{common.name}",
+                "client.id": f"connector-consumer-{task_id}",
+            },
             self.config.prefixed("consumer."),
             sub_config(resolved, "consumer.override."),
             self.client_policy,
             what="consumer",
+            scope=ConnectorScope.of(resolved),
+            connector=task_id.connector,
         )
         key, value, header = self.converters(common, resolved)
         errors = ErrorHandlingConfig.parse(resolved)
@@ -275,6 +314,7 @@ class TaskBuilder:
             dlq=self._dead_letter_queue(task_id, errors, resolved) if errors.dlq_topic else None,
             batch_size=max_poll_records(resolved, self.config.prefixed("consumer.")),
             degraded_after_ms=self.config.task_degraded_after_ms,
+            local_files=self.path_grant,
         )
 
     def _topic_creator(self, task_id: ConnectorTaskId, resolved: Mapping[str, Any]) -> TopicCreator | None:
@@ -285,7 +325,9 @@ class TaskBuilder:
             return None
         return TopicCreator(creation, self._admin_config(f"connector-admin-{task_id}", resolved))
 
-    def _dead_letter_queue(self, task_id: ConnectorTaskId, errors: ErrorHandlingConfig, resolved: Mapping[str, Any]) -> DeadLetterQueue:
+    def _dead_letter_queue(
+        self, task_id: ConnectorTaskId, errors: ErrorHandlingConfig, resolved: Mapping[str, Any]
+    ) -> DeadLetterQueue:
         """A task's own DLQ producer (and the admin client that creates the topic if missing)."""
         producer = client_config(
             self.config.bootstrap_servers,
@@ -294,6 +336,8 @@ class TaskBuilder:
             sub_config(resolved, "producer.override."),
             self.client_policy,
             what="producer",
+            scope=ConnectorScope.of(resolved),
+            connector=task_id.connector,
         )
         return DeadLetterQueue(errors, producer, self._admin_config(f"connector-dlq-admin-{task_id}", resolved))
 
@@ -305,7 +349,14 @@ class TaskBuilder:
             sub_config(resolved, "admin.override."),
             self.client_policy,
             what="admin",
+            scope=ConnectorScope.of(resolved),
         )
+
+
+def _name_of(config: Mapping[str, Any]) -> str | None:
+    """The connector a config belongs to, whose secrets its resolved values are (``None``: unknown)."""
+    name = config.get("name")
+    return name if isinstance(name, str) and name else None
 
 
 def max_poll_records(connector: Mapping[str, Any], worker_consumer: Mapping[str, Any], default: int = 2_000) -> int:

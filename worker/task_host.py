@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,10 +27,14 @@ from typing import Any
 
 from sluice.connectors.api import ConnectError
 from sluice.plugins import PluginRegistry
+from sluice.worker.config import WorkerConfig
+from sluice.worker.local_paths import PathGrant, default_data_dir
 from sluice.worker.log_levels import apply_logger_levels, set_logger_level
 from sluice.worker.logcontext import configure_logging, set_context
+from sluice.worker.masking import mask_text
 from sluice.worker.runners.base import WorkerTask
 from sluice.worker.runtime import parent_death_signal, tune_gc
+from sluice.worker.sandbox import SandboxError, restrict, task_host_grants
 from sluice.worker.status import ConnectorTaskId, TargetState, format_trace
 from sluice.worker.task_builder import TaskBuilder
 
@@ -40,6 +45,8 @@ log = logging.getLogger(__name__)
 FENCE_SILENCE_S = 3.0
 #: How often a host sends what changed in its tasks' topics and figures up.
 METRICS_RELAY_S = 1.0
+#: The exit code of a host that could not apply its sandbox (its tasks' traces show it).
+SANDBOX_FAILED_EXIT = 70
 
 
 class _PipeOffsetStore:
@@ -95,13 +102,15 @@ class _PipeListener:
         self._send(("resume",))
 
     def on_failure(self, task_id: ConnectorTaskId, error: BaseException) -> None:
-        self._send(("failure", str(error), format_trace(error)))
+        # Masked here too: this process resolved the task's placeholders, the worker may not have.
+        connector = task_id.connector
+        self._send(("failure", mask_text(str(error), connector), mask_text(format_trace(error), connector)))
 
     def on_shutdown(self, task_id: ConnectorTaskId) -> None:
         self._send(("shutdown",))
 
     def on_degraded(self, task_id: ConnectorTaskId, trace: str) -> None:
-        self._send(("degraded", trace))
+        self._send(("degraded", mask_text(trace, task_id.connector)))
 
     def on_recovered(self, task_id: ConnectorTaskId) -> None:
         self._send(("recovered",))
@@ -146,6 +155,7 @@ class TaskHostServer:
             "reset_topics": self._reset_topics,
             "log_level": set_logger_level,
             "fence": self._fence,
+            "plugins": self._adopt_plugins,
         }
         while True:
             try:
@@ -166,13 +176,24 @@ class TaskHostServer:
             except (OSError, ValueError):
                 pass  # the worker is gone; serve() notices
 
-    def _start(self, key: int, task_id: ConnectorTaskId, connector: dict[str, Any], config: dict[str, Any], target: TargetState, fenced: bool) -> None:
+    def _start(
+        self,
+        key: int,
+        task_id: ConnectorTaskId,
+        connector: dict[str, Any],
+        config: dict[str, Any],
+        target: TargetState,
+        fenced: bool,
+    ) -> None:
         hosted = _HostedTask(task_id, target)
         with self._tasks_lock:
             self._tasks[key] = hosted
         # Built on the task's own thread: a connector slow to build holds up no other task.
         life = threading.Thread(
-            target=self._run_task, args=(key, hosted, connector, config, fenced), name=f"task-{task_id}-host", daemon=True
+            target=self._run_task,
+            args=(key, hosted, connector, config, fenced),
+            name=f"task-{task_id}-host",
+            daemon=True,
         )
         life.start()
 
@@ -200,6 +221,10 @@ class TaskHostServer:
             hosted.runner.reset_active_topics()
             hosted.reported_topics.clear()
 
+    def _adopt_plugins(self, modules: list[str]) -> None:
+        # After the worker's plugin refresh (SIGHUP): before the next "start", which may name them.
+        self._builder.plugins.adopt(modules)
+
     def _fence(self, open_: bool) -> None:
         self._fence_heard, self._fence_open = time.monotonic(), open_
 
@@ -210,7 +235,9 @@ class TaskHostServer:
 
     # -- a task's life (its own thread) ----------------------------------------------------------
 
-    def _run_task(self, key: int, hosted: _HostedTask, connector: dict[str, Any], config: dict[str, Any], fenced: bool) -> None:
+    def _run_task(
+        self, key: int, hosted: _HostedTask, connector: dict[str, Any], config: dict[str, Any], fenced: bool
+    ) -> None:
         set_context(hosted.task_id.connector, hosted.task_id.task)
         listener = _PipeListener(lambda event: self._send(("event", key, *event)))
         try:
@@ -279,6 +306,8 @@ def main(
     log_level: str,
     log_levels: list[tuple[str, int]],
     worker_pid: int,
+    plugin_modules: list[str],
+    temp_root: str,
 ) -> None:
     """Entry point of a task host process (forked from the fork server; see process_executor)."""
     _die_with_parent(worker_pid)
@@ -286,10 +315,40 @@ def main(
     configure_logging(log_level)
     apply_logger_levels(log_levels)  # what PUT /admin/loggers set in the worker before this host started
     config = config_class.from_mapping(worker_config)
-    registry = PluginRegistry([p.strip() for p in config.plugin_path.split(",") if p.strip()])
+    # The worker's discovered plugin.path modules, not a scan: a host starts when a task does.
+    plugin_path = [p.strip() for p in config.plugin_path.split(",") if p.strip()]
+    registry = PluginRegistry(plugin_path, path_modules=plugin_modules)
     builder = TaskBuilder(config, registry, _PipeOffsetStore(offsets))  # type: ignore[arg-type]
+    confine(config, builder.path_grant, temp_root)  # before serve() starts the first thread
     tune_gc()  # the worker's process-wide settings, in this process too
     os._exit(TaskHostServer(builder, control).serve())  # no interpreter teardown: nothing is left to flush
+
+
+def confine(config: WorkerConfig, grant: PathGrant, temp_root: str) -> None:
+    """Apply the sandbox (``task.host.sandbox=landlock``, see :mod:`sluice.worker.sandbox`) while
+    this process has one thread. Where Landlock is unavailable the host runs unconfined (the worker
+    has said so in its log and ``/health``); where it is available but cannot be applied, the host
+    exits rather than run tasks unconfined, and its tasks fail with the exit code."""
+    if config.task_host_sandbox == "none":
+        return
+    temp_dir = tempfile.mkdtemp(prefix=f"host-{os.getpid()}-", dir=temp_root)
+    grants = task_host_grants(
+        grant,
+        plugin_paths=[p.strip() for p in config.plugin_path.split(",") if p.strip()],
+        temp_dir=temp_dir,
+        data_dir=default_data_dir(config) if grant.anywhere else None,
+        worker_settings=config.raw,
+    )
+    try:
+        abi = restrict(grants)
+    except SandboxError as exc:
+        log.error("Task host %s cannot apply its sandbox, so it runs no task: %s", os.getpid(), exc.strerror)
+        os._exit(SANDBOX_FAILED_EXIT)
+    except OSError:
+        return  # unavailable: the worker reported it once
+    # Libraries that write temporary files (tempfile, pyarrow, boto3) write them where the host may.
+    os.environ["TMPDIR"] = tempfile.tempdir = temp_dir
+    log.debug("Task host %s confined by Landlock ABI %d", os.getpid(), abi)
 
 
 def _die_with_parent(worker_pid: int) -> None:

@@ -152,6 +152,13 @@ class TopicCreator:
                 self._create_if_missing(topic)
                 self._known.add(topic)
 
+    def close(self) -> None:
+        """Release the admin client (its task stopped): it goes now, on the caller's thread, rather
+        than reconnecting for as long as something holds this object and then going wherever the
+        garbage collector happens to run. A later :meth:`ensure` would create another."""
+        with self._lock:
+            self._admin = None
+
     def _create_if_missing(self, topic: str) -> None:
         if self._admin is None:
             self._admin = AdminClient(self._admin_config)
@@ -166,15 +173,17 @@ class TopicCreator:
             return
         group = self.config.group_for(topic)
         futures = admin.create_topics([group.new_topic(topic)], operation_timeout=ADMIN_TIMEOUT_S)
-        try:
-            futures[topic].result(timeout=ADMIN_TIMEOUT_S * 2)
-        except KafkaException as exc:
-            error = exc.args[0]
-            if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:  # another task or client was first
-                return
-            raise ConnectError(
-                f"Could not create topic {topic!r} of topic.creation group {group.name!r}: {error.str()}"
-            ) from exc
+        # exception(), not result(): raised, the future's exception would get a traceback holding this
+        # frame (the AdminClient, and the future holding the exception: a reference cycle), and the
+        # garbage collector may destroy the client on a librdkafka thread, where rd_kafka_destroy()
+        # aborts the process.
+        failure = futures[topic].exception(timeout=ADMIN_TIMEOUT_S * 2)
+        if failure is not None:
+            error = failure.args[0] if isinstance(failure, KafkaException) and failure.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return  # another task or client was first
+            reason = error.str() if isinstance(error, KafkaError) else str(failure)
+            raise ConnectError(f"Could not create topic {topic!r} of topic.creation group {group.name!r}: {reason}") from failure
         log.info(
             "Created topic %s (topic.creation group %s: %s partitions, replication factor %s%s)",
             topic,

@@ -19,13 +19,15 @@ from typing import Any
 
 from sluice.connectors.api import Connector, Converter, HeaderConverter
 from sluice.offsets import OffsetStore
-from sluice.plugins import PluginRegistry
+from sluice.plugins import PluginInfo, PluginRegistry
 from sluice.worker.config import ConnectorConfig, WorkerConfig
 from sluice.worker.config_providers import ConfigProviders, reverse_transform
 from sluice.worker.connector_keys import ignored_key_warnings
 from sluice.worker.local_paths import warn_if_unconfined
 from sluice.worker.process_executor import ProcessTaskRunner, TaskHostPool
 from sluice.worker.runners import TaskStatusListener, WorkerTask
+from sluice.worker.sandbox import SANDBOX_KEY
+from sluice.worker.sandbox import probe as probe_sandbox
 from sluice.worker.status import ConnectorTaskId, TargetState
 from sluice.worker.task_builder import CONNECT_ONLY_TASK_KEYS, TaskBuilder
 from sluice.worker.task_builder import ValidatedConnector as ValidatedConnector  # re-exported: the herders' import
@@ -53,8 +55,19 @@ class Worker:
         self.config_providers = self.builder.config_providers
         self.config = self.builder.config  # placeholders resolved
         self.client_policy = self.builder.client_policy
-        self.connector_path_roots = self.builder.connector_path_roots
-        warn_if_unconfined(self.config, self.connector_path_roots)
+        self.path_grant = self.builder.path_grant
+        warn_if_unconfined(self.config, self.path_grant)
+        #: Whether task hosts run confined (``GET /health`` details); see :mod:`sluice.worker.sandbox`.
+        self.sandbox = probe_sandbox(self.config.task_host_sandbox, self.config.task_executor)
+        unconfined = self.config.task_host_sandbox != "none" and not self.sandbox.enforced
+        if self.config.task_executor == "process" and unconfined:
+            log.warning(
+                "Task host processes run without a sandbox (%s=%s): Landlock is %s. A connector's code can "
+                "read and write any file this worker's user can.",
+                SANDBOX_KEY,
+                self.config.task_host_sandbox,
+                self.sandbox.describe(),
+            )
         #: Connector and task startups for ``GET /metrics`` (``connect-worker-metrics``).
         self.startups = StartupCounters()
         # task.executor=process: the host processes, started with the first task.
@@ -67,11 +80,13 @@ class Worker:
         """``raw`` with every ``${provider:path:key}`` placeholder replaced by its current value.
 
         Raises :class:`ConfigError` naming the key and the placeholder (never the value) when one
-        cannot be resolved. Resolved values are registered as secrets for log masking.
+        cannot be resolved. Resolved values are registered as secrets of the connector ``raw`` names.
         """
         return self.builder.resolve(raw)
 
-    def reverse_transform(self, validated: ValidatedConnector, task_configs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def reverse_transform(
+        self, validated: ValidatedConnector, task_configs: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
         """Task configs as they may be stored and returned: every key the connector config set
         with a placeholder carries that placeholder again instead of its resolved value."""
         return reverse_transform(validated.raw, task_configs)
@@ -100,7 +115,9 @@ class Worker:
                 validated.common.name,
             )
 
-    def _converters(self, common: ConnectorConfig, raw: Mapping[str, Any]) -> tuple[Converter, Converter, HeaderConverter]:
+    def _converters(
+        self, common: ConnectorConfig, raw: Mapping[str, Any]
+    ) -> tuple[Converter, Converter, HeaderConverter]:
         # Kept for the backfill's sink runner and the offline pipeline, which call it.
         return self.builder.converters(common, raw)
 
@@ -140,8 +157,19 @@ class Worker:
                     self.offset_store,
                     size=self.config.task_host_processes,
                     graceful_timeout_s=self.config.task_shutdown_graceful_timeout_ms / 1000,
+                    plugin_modules=self.plugins.imported_path_modules,
                 )
             return self._hosts
+
+    def refresh_plugins(self) -> list[PluginInfo]:
+        """Scan ``plugin.path`` again (the operator's SIGHUP) and hand what it imported to the task
+        hosts; returns the plugins added."""
+        added = self.plugins.refresh()
+        with self._hosts_lock:
+            hosts = self._hosts
+        if hosts is not None:
+            hosts.adopt_plugin_modules(self.plugins.imported_path_modules)
+        return added
 
     def close(self) -> None:
         """End the task host processes (``task.executor=process``), once the herder stopped its tasks."""

@@ -6,7 +6,7 @@ imports only the standard library and pydantic (a test enforces it).
 
 from __future__ import annotations
 
-from sluice.connectors.api.config import LocalPath, PluginConfig, config_problems, dotted
+from sluice.connectors.api.config import LocalPath, PluginConfig, config_problems, dotted, split_list
 from sluice.connectors.api.connector import (
     Connector,
     ConnectorContext,
@@ -25,6 +25,7 @@ from sluice.connectors.api.errors import (
     UnusableRawValues,
     UnwritableRecordError,
 )
+from sluice.connectors.api.local_files import LocalFiles
 from sluice.connectors.api.records import (
     Headers,
     RecordMetadata,
@@ -33,6 +34,7 @@ from sluice.connectors.api.records import (
     SourceRecord,
     SourceRecordBatch,
     TopicPartition,
+    header_data,
 )
 from sluice.connectors.api.schema import (
     BOOLEAN_SCHEMA,
@@ -96,10 +98,12 @@ __all__ = [
     "Field",
     "HeaderConverter",
     "Headers",
+    "header_data",
     "INT16_SCHEMA",
     "INT32_SCHEMA",
     "INT64_SCHEMA",
     "INT8_SCHEMA",
+    "LocalFiles",
     "LocalPath",
     "NotFoundError",
     "OPTIONAL_BOOLEAN_SCHEMA",
@@ -144,6 +148,7 @@ __all__ = [
     "UnwritableRecordError",
     "config_problems",
     "dotted",
+    "split_list",
     "infer_schema",
     "validate_value",
 ]

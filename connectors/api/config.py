@@ -57,6 +57,21 @@ def _marks_local_path(annotation: Any, metadata: typing.Iterable[Any] = ()) -> b
     return False
 
 
+def split_list(value: Any) -> Any:
+    """Connect's LIST type: ``"a, b"`` and ``["a", "b"]`` mean the same; empty items are dropped.
+
+    For a ``mode="before"`` validator of a list-typed key; anything else is returned as it is, for
+    pydantic to refuse with its own message.
+    """
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = value.split(",")
+    if isinstance(value, (list, tuple)):
+        return [item.strip() if isinstance(item, str) else item for item in value if not (isinstance(item, str) and not item.strip())]
+    return value
+
+
 def dotted(name: str) -> str:
     """``batch_size`` → ``batch.size``: the Connect spelling of a model attribute."""
     return name.replace("__", "-").replace("_", ".")
@@ -130,6 +145,25 @@ class PluginConfig(BaseModel):
             for name, info in cls.model_fields.items()
             if _marks_local_path(info.annotation, info.metadata)
         }
+
+    def local_paths(self) -> dict[str, str | tuple[str, ...]]:
+        """Every local file or directory this validated config makes the worker open, as ``{key: path}``.
+
+        The runtime confines each one to ``connector.allowed.paths`` before a task starts (and at
+        validate and create), so override this when a value names a file in a way a type cannot mark:
+        a SQLite database inside ``connection.url``, a libpq ``sslkey=`` parameter. Report such a file
+        under the key the user wrote (``connection.url``); a key whose value names several files (a
+        URL with ``sslcert=`` and ``sslkey=``) maps to a tuple of them. By default, the non-empty
+        values of the keys typed :data:`LocalPath`.
+        """
+        found: dict[str, str | tuple[str, ...]] = {}
+        for name, info in type(self).model_fields.items():
+            if not _marks_local_path(info.annotation, info.metadata):
+                continue
+            value = getattr(self, name)
+            if isinstance(value, str) and value.strip():
+                found[info.alias or dotted(name)] = value
+        return found
 
 
 def config_problems(exc: ValidationError) -> dict[str, str]:

@@ -13,12 +13,20 @@ from itertools import repeat
 from typing import Any, NamedTuple, overload
 
 from sluice.connectors.api.errors import UnusableRawValues
-from sluice.connectors.api.schema import Schema
+from sluice.connectors.api.schema import Schema, SchemaAndValue
 from sluice.connectors.api.wire import WireFormat
 
 #: Headers travel as a tuple of ``(key, value)`` pairs; keys repeat as Kafka allows. Values are the
-#: header converter's business: ``bytes`` on the wire, plain data after conversion.
+#: header converter's business: ``bytes`` on the wire, plain data after conversion. A transform that
+#: knows a header's schema (as Connect's headers carry one) may give the value as a
+#: :class:`~connectors.api.schema.SchemaAndValue`: header converters then write it with that schema
+#: (``JsonConverter`` puts it in the envelope), and :func:`header_data` strips it for a reader.
 Headers = tuple[tuple[str, Any], ...]
+
+
+def header_data(value: Any) -> Any:
+    """A header value without the schema a transform may have attached (see :data:`Headers`)."""
+    return value.value if type(value) is SchemaAndValue else value
 
 
 class TopicPartition(NamedTuple):

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple, Protocol
 
 from sluice.connectors.api.converter import WireFormat
+from sluice.connectors.api.local_files import LocalFiles
 from sluice.connectors.api.records import (
     RecordMetadata,
     SinkRecord,
@@ -41,6 +42,16 @@ class TaskContext(Protocol):
 
     @property
     def task_id(self) -> int: ...
+
+    @property
+    def local_files(self) -> LocalFiles:
+        """Opens the local files the task's config names, within ``connector.allowed.paths``.
+
+        Open every such file through it (never with :func:`open`): it checks the path again at
+        that moment, so a symlink planted after the config was validated does not lead outside.
+        Thread: any.
+        """
+        ...
 
 
 class Serialization(NamedTuple):

@@ -34,6 +34,7 @@ from typing import Any
 import psycopg
 
 from sluice.connectors.api import ConfigError
+from sluice.connectors.api.connectivity import connectivity_message, host_port
 from sluice.connectors.backfill.cdc_snapshot import (
     PARTITION_ALIAS,
     column_conversion,
@@ -46,6 +47,7 @@ from sluice.connectors.backfill.context import JobContext
 from sluice.connectors.backfill.jdbc_topic import TablePlan, measure, read_position, read_table, write_records
 from sluice.connectors.backfill.kafka_admin import ensure_topic
 from sluice.connectors.backfill.pg_position import libpq_params
+from sluice.connectors.jdbc_common.connect_failures import classify_database_error
 from sluice.connectors.jdbc_common.connection import to_sqlalchemy_url
 from sluice.connectors.source.postgres_cdc import catalog
 from sluice.connectors.source.postgres_cdc import types as pg
@@ -100,7 +102,9 @@ def _json_converter(raw: dict[str, Any], prefix: str) -> JsonData:
     try:
         return JsonData(settings)
     except ConfigError as exc:
-        raise ConfigError(f"target.cdc.config.{prefix}.converter: {exc}", key=f"target.cdc.config.{prefix}.converter") from None
+        raise ConfigError(
+            f"target.cdc.config.{prefix}.converter: {exc}", key=f"target.cdc.config.{prefix}.converter"
+        ) from None
 
 
 def parse_handoff(target: Any) -> CdcHandoff:
@@ -116,7 +120,9 @@ def parse_handoff(target: Any) -> CdcHandoff:
     # records depend on must be literal, the others (password, host …) are not needed here.
     for key in ("topic.prefix", "database.dbname"):
         if _is_reference(raw.get(key)) or not raw.get(key):
-            raise ConfigError(f"target.cdc.config.{key}: required, and literal for a backfill", key=f"target.cdc.config.{key}")
+            raise ConfigError(
+                f"target.cdc.config.{key}: required, and literal for a backfill", key=f"target.cdc.config.{key}"
+            )
     literal = {k: v for k, v in raw.items() if not _is_reference(v)}
     try:
         config = PostgresCdcConfig.from_task_config(literal)
@@ -176,7 +182,11 @@ def describe(source: Any, handoff: CdcHandoff) -> tuple[Table, str]:
     try:
         conn = psycopg.connect(**params, autocommit=True, options="-c TimeZone=UTC -c DateStyle=ISO")
     except psycopg.Error as exc:
-        raise ConfigError(f"source.connection.url: cannot connect: {exc}".strip(), key="source.connection.url") from None
+        # The category only: libpq's text may quote what a port that is no PostgreSQL sent.
+        found = classify_database_error(exc, "postgresql")
+        target = host_port(params.get("host"), params.get("port"))
+        message = connectivity_message("source.connection.url", target, found.failure)
+        raise ConfigError(message, key="source.connection.url") from None
     with conn:
         oid = catalog.table_oid(conn, schema_name, name)
         table = catalog.load_table(conn, oid, cfg, table_filter) if oid is not None else None
@@ -240,11 +250,15 @@ def key_parts(table: Table, handoff: CdcHandoff) -> tuple[bytes, bytes]:
     return b'{"schema":' + converter.as_json_schema(table.key_schema) + b',"payload":', b"}"
 
 
-def records_frame(df: Any, table: Table, handoff: CdcHandoff, database: str, lsn: int, partitions: int, now_ns: int) -> Any:
+def records_frame(
+    df: Any, table: Table, handoff: CdcHandoff, database: str, lsn: int, partitions: int, now_ns: int
+) -> Any:
     """``key``, ``value`` (and ``partition``) columns: the connector's read events, built in the JVM."""
     decimal_format = handoff.value_converter.config.decimal_format
     if handoff.key_converter.config.decimal_format != decimal_format and any(
-        c.ctype.schema.name == "org.apache.kafka.connect.data.Decimal" for c in table.columns if c.name in table.primary_key
+        c.ctype.schema.name == "org.apache.kafka.connect.data.Decimal"
+        for c in table.columns
+        if c.name in table.primary_key
     ):
         raise ConfigError(
             "target.cdc.config.key.converter.decimal.format: a decimal key needs the same decimal.format as the value",
@@ -321,7 +335,10 @@ def run_cdc_snapshot(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> 
     source = source.model_copy(update={"cdc_slot_name": handoff.config.slot_name, "cdc_position": "required"})
     partition = _partition_column(source, table)
     plan = _table_plan(table, partition)
-    conversions = [column_conversion(c, decimal_format=handoff.value_converter.config.decimal_format) for c in table.included_columns]
+    conversions = [
+        column_conversion(c, decimal_format=handoff.value_converter.config.decimal_format)
+        for c in table.included_columns
+    ]
     query = read_sql(table, conversions, partition)
     expected = target.partitions or source.num_partitions
     with ThreadPoolExecutor(1, thread_name_prefix="backfill-topic") as pool:

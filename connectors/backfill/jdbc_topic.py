@@ -24,6 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import quote as url_quote
+from urllib.parse import urlencode
 
 from sluice.connectors.api import ConfigError, Schema
 from sluice.connectors.backfill.connect_json import ColumnSpec, quote_identifier, record_expression
@@ -39,6 +41,7 @@ from sluice.connectors.backfill.pg_position import (
 )
 from sluice.connectors.jdbc_common.connection import create_engine, to_sqlalchemy_url
 from sluice.connectors.jdbc_common.types import NumericMapping, column_schema, timezone
+from sluice.connectors.jdbc_common.urls import BACKFILL_BACKENDS, BACKFILL_URL_KEY, parse_connection_url
 from sluice.converters.json_data import JsonData
 
 logger = logging.getLogger(__name__)
@@ -144,7 +147,9 @@ def measure(source: Any, plan: TablePlan, point: ConsistentPoint | None) -> Tabl
     from sqlalchemy import column, func, select, table
 
     password = source.connection_password.get_secret_value() if source.connection_password else None
-    engine = create_engine(to_sqlalchemy_url(source.connection_url, source.connection_user, password), db_timezone=source.db_timezone)
+    engine = create_engine(
+        to_sqlalchemy_url(source.connection_url, source.connection_user, password), db_timezone=source.db_timezone
+    )
     schema_name, _, name = plan.table.rpartition(".")
     target = table(name, schema=schema_name or None)
     lower = upper = None
@@ -154,14 +159,19 @@ def measure(source: Any, plan: TablePlan, point: ConsistentPoint | None) -> Tabl
                 conn.exec_driver_sql(statement)
             if plan.partition_column is not None:
                 c: Any = column(plan.partition_column)
-                lower, upper, rows = conn.execute(select(func.min(c), func.max(c), func.count()).select_from(target)).one()
+                lower, upper, rows = conn.execute(
+                    select(func.min(c), func.max(c), func.count()).select_from(target)
+                ).one()
             else:
                 rows = conn.execute(select(func.count()).select_from(target)).scalar_one()
             conn.rollback()
     finally:
         engine.dispose()
     return replace(
-        plan, lower=None if lower is None else int(lower), upper=None if upper is None else int(upper), rows=int(rows or 0)
+        plan,
+        lower=None if lower is None else int(lower),
+        upper=None if upper is None else int(upper),
+        rows=int(rows or 0),
     )
 
 
@@ -175,7 +185,10 @@ def read_position(source: Any, plan: TablePlan) -> Iterator[ConsistentPoint | No
     mode = source.cdc_position
     if plan.backend != "postgresql":
         if source.cdc_slot_name or mode == "required":
-            raise ConfigError(f"source.cdc.position: a CDC hand-off position needs PostgreSQL, not {plan.backend}", key="source.cdc.position")
+            raise ConfigError(
+                f"source.cdc.position: a CDC hand-off position needs PostgreSQL, not {plan.backend}",
+                key="source.cdc.position",
+            )
         yield None
         return
     if mode == "off":
@@ -213,16 +226,28 @@ def read_position(source: Any, plan: TablePlan) -> Iterator[ConsistentPoint | No
             drop_slot(params, created)
         raise
 
+
 def jdbc_url(connection_url: str) -> str:
-    """The JDBC spelling Spark needs (a SQLAlchemy ``postgresql://`` URL is translated)."""
-    if connection_url.startswith("jdbc:"):
-        return connection_url
-    url = to_sqlalchemy_url(connection_url)
-    backend = url.get_backend_name()
-    if backend not in ("postgresql", "mysql"):
-        raise ConfigError(f"source.connection.url: give a jdbc: URL for {backend}", key="source.connection.url")
-    port = f":{url.port}" if url.port else ""
-    return f"jdbc:{backend}://{url.host}{port}/{url.database or ''}"
+    """The JDBC URL Spark's reader gets, rebuilt from the parsed ``source.connection.url``.
+
+    Never the text as given: pgjdbc and Connector/J take parameters that load classes
+    (``socketFactory``, ``queryInterceptors``), deserialize (``autoDeserialize``), write files
+    (``loggerFile``) or read them (``allowLoadLocalInfile``). Only the host, port, database and
+    the allow-listed parameters with a JDBC spelling carry over; LOCAL INFILE is switched off.
+    """
+    parsed = parse_connection_url(connection_url, key=BACKFILL_URL_KEY, allow_files=False, backends=BACKFILL_BACKENDS)
+    host = f"[{parsed.host}]" if parsed.host and ":" in parsed.host else parsed.host
+    port = f":{parsed.port}" if parsed.port else ""
+    database = url_quote(parsed.database or "", safe="")
+    if parsed.backend == "postgresql":
+        names = {"sslmode": "sslmode", "connect_timeout": "connectTimeout", "application_name": "ApplicationName"}
+        query = {names[k]: v for k, v in parsed.params.items() if k in names}
+    else:
+        query = {"allowLoadLocalInfile": "false", "allowUrlInLocalInfile": "false", "autoDeserialize": "false"}
+        if "connect_timeout" in parsed.params:
+            query["connectTimeout"] = str(int(parsed.params["connect_timeout"]) * 1000)
+    suffix = f"?{urlencode(query)}" if query else ""
+    return f"jdbc:{parsed.backend}://{host}{port}/{database}{suffix}"
 
 
 _DRIVERS = {"postgresql": "org.postgresql.Driver", "mysql": "com.mysql.cj.jdbc.Driver"}
@@ -248,10 +273,16 @@ def read_table(
     # Without an explicit driver class DriverManager finds none in Spark's class loader.
     if protocol in _DRIVERS:
         reader = reader.option("driver", _DRIVERS[protocol])
-    if source.connection_user:
-        reader = reader.option("user", source.connection_user)
-    if source.connection_password:
-        reader = reader.option("password", source.connection_password.get_secret_value())
+    secret = source.connection_password.get_secret_value() if source.connection_password else None
+    # Credentials written in the URL (?user=…&password=…) are not in the rebuilt one: given as options.
+    credentials = parse_connection_url(source.connection_url, source.connection_user, secret, key=BACKFILL_URL_KEY)
+    if credentials.username:
+        reader = reader.option("user", credentials.username)
+    if credentials.password:
+        reader = reader.option("password", credentials.password)
+    elif protocol == "postgresql":
+        # pgjdbc looks a missing password up in ~/.pgpass (or PGPASSFILE): the worker's, not the caller's.
+        reader = reader.option("password", "")
     reader = reader.option("fetchsize", str(source.fetch_size)).option("preferTimestampNTZ", "true")
     init = ([point.session_init_statement()] if point is not None else []) + list(session_sql)
     if init:
@@ -269,15 +300,24 @@ def read_table(
 
 def records_frame(df: Any, source: Any, target: Any, plan: TablePlan, partitions: int) -> Any:
     """``key``, ``value`` (and ``partition``) columns of Connect JSON bytes."""
-    value_conv = JsonData({"schemas.enable": target.value_converter_schemas_enable, "decimal.format": target.value_converter_decimal_format})
-    key_conv = JsonData({"schemas.enable": target.key_converter_schemas_enable, "decimal.format": target.value_converter_decimal_format})
+    value_conv = JsonData(
+        {
+            "schemas.enable": target.value_converter_schemas_enable,
+            "decimal.format": target.value_converter_decimal_format,
+        }
+    )
+    key_conv = JsonData(
+        {"schemas.enable": target.key_converter_schemas_enable, "decimal.format": target.value_converter_decimal_format}
+    )
     fmt = target.value_converter_decimal_format
     value_schema_json = value_conv.as_json_schema(plan.value_schema) if target.value_converter_schemas_enable else None
     value_sql = record_expression(plan.columns, value_schema_json, decimal_format=fmt, db_timezone=source.db_timezone)
     exprs = [f"{value_sql} AS value"]
     if plan.key_schema is not None:
         key_schema_json = key_conv.as_json_schema(plan.key_schema) if target.key_converter_schemas_enable else None
-        key_sql = record_expression(plan.key_columns, key_schema_json, decimal_format=fmt, db_timezone=source.db_timezone)
+        key_sql = record_expression(
+            plan.key_columns, key_schema_json, decimal_format=fmt, db_timezone=source.db_timezone
+        )
         exprs.insert(0, f"{key_sql} AS key")
     out = df.selectExpr(*exprs)
     if plan.key_schema is not None and target.partitioner == "crc32":
@@ -292,7 +332,9 @@ def run_jdbc_to_topic(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) ->
     plan = plan_table(source)
     # The table is valid: the topic is made while the read position and the bounds are taken.
     with ThreadPoolExecutor(1, thread_name_prefix="backfill-topic") as pool:
-        topic = pool.submit(ensure_topic, bootstrap, target.topic, target.partitions or source.num_partitions, target.replication_factor)
+        topic = pool.submit(
+            ensure_topic, bootstrap, target.topic, target.partitions or source.num_partitions, target.replication_factor
+        )
         with read_position(source, plan) as point:
             plan = measure(source, plan, point)
             if point is not None:
@@ -326,6 +368,7 @@ def write_records(
         f"partitioned on {plan.partition_column}" if plan.partition_column else "one partition",
         topic,
     )
+
     # Spark's Kafka sink reports no row or byte metrics (and an Observation on it never completes),
     # so progress is the growth of the topic, and bytes are rows x the mean size of sampled records.
     def report(rows: int) -> None:

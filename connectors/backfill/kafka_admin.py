@@ -65,11 +65,13 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int | None, replication
     if existing:
         return existing
     futures = admin.create_topics([NewTopic(topic, num_partitions=partitions or 1, replication_factor=replication)])
-    try:
-        futures[topic].result(timeout=30)
-    except KafkaException as exc:
-        if "TOPIC_ALREADY_EXISTS" not in str(exc):
-            raise BackfillJobError(f"cannot create topic {topic}: {exc.args[0].str() if exc.args else exc}") from None
+    # exception(), not result(): raised, the future's exception would get a traceback holding this
+    # frame (the AdminClient, and the future holding the exception: a reference cycle), and the garbage
+    # collector may destroy the client on a librdkafka thread, where rd_kafka_destroy() aborts the process.
+    failure = futures[topic].exception(timeout=30)
+    if failure is not None and "TOPIC_ALREADY_EXISTS" not in str(failure):
+        error = failure.args[0] if isinstance(failure, KafkaException) and failure.args else None
+        raise BackfillJobError(f"cannot create topic {topic}: {error.str() if isinstance(error, KafkaError) else failure}") from None
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         count = partition_count(bootstrap, topic, admin=admin)

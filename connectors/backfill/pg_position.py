@@ -39,6 +39,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sluice.connectors.api import ConfigError
+from sluice.connectors.api.connectivity import host_port
+from sluice.connectors.jdbc_common.connect_failures import classify_database_error, classify_postgres
+from sluice.connectors.jdbc_common.urls import check_params, forced_connect_args
 
 logger = logging.getLogger(__name__)
 
@@ -106,9 +109,11 @@ def libpq_params(url: Any) -> dict[str, Any]:
         params["user"] = url.username
     if url.password:
         params["password"] = url.password
-    for key, value in (url.query or {}).items():
-        if key in ("sslmode", "sslrootcert", "sslcert", "sslkey", "application_name", "connect_timeout"):
-            params[key] = value if isinstance(value, str) else value[0]
+    # The URL came through to_sqlalchemy_url's allow-list; checked again, then libpq's default
+    # credential files (~/.pgpass, ~/.postgresql/*) are switched off.
+    check_params("postgresql", url.query or {}, "source.connection.url")
+    params.update(url.query or {})
+    params.update(forced_connect_args("postgresql", url.query or {}))
     return params
 
 
@@ -139,9 +144,13 @@ def logical_decoding_available(params: dict[str, Any]) -> str | None:
     try:
         with psycopg.connect(**params, autocommit=True) as conn:
             level = conn.execute("SHOW wal_level").fetchone()
-            role = conn.execute("SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+            role = conn.execute(
+                "SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user"
+            ).fetchone()
     except psycopg.Error as exc:
-        return f"cannot connect: {exc}".strip()
+        # The category only: libpq's text may quote what a port that is no PostgreSQL sent.
+        found = classify_database_error(exc, "postgresql")
+        return f"cannot connect to {host_port(params.get('host'), params.get('port'))}: {found.failure.describe()}"
     if not level or level[0] != "logical":
         return f"wal_level is {level[0] if level else '?'}, not logical"
     if not role or not role[0]:
@@ -173,7 +182,10 @@ def consistent_point(params: dict[str, Any], cdc_slot: str | None) -> Iterator[C
     try:
         conn = psycopg.connect(**params, replication="database", autocommit=True)
     except psycopg.Error as exc:
-        raise ConfigError(f"source.connection.url: cannot open a replication connection: {exc}".strip(), key="source.connection.url") from None
+        raise ConfigError(
+            f"source.connection.url: cannot open a replication connection: {classify_postgres(exc).failure.describe()}",
+            key="source.connection.url",
+        ) from None
     try:
         # The simple query protocol: a walsender does not take the extended one for its commands.
         result = conn.pgconn.exec_(command.encode())
@@ -215,7 +227,9 @@ def drop_slot(params: dict[str, Any], slot: str) -> None:
 
     try:
         with psycopg.connect(**params, autocommit=True) as conn:
-            conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s", (slot,))
+            conn.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+            )
         logger.info("Dropped replication slot %s: the backfill did not complete", slot)
     except psycopg.Error as exc:
         logger.warning("Cannot drop replication slot %s (drop it by hand, it retains WAL): %s", slot, exc)

@@ -11,6 +11,11 @@ Where the jars come from is the deployment's business, not this module's: a call
 CLI points it at the dev-stack fetcher). The source is called when the first job starts the
 session, so a worker that never backfills never fetches a jar.
 
+On a cluster master (anything but ``local…``) the session ships the executors Sluice's Python code
+and its dependencies (:mod:`.pyenv`, through ``spark.archives``), starts ``spark.pyspark.python``
+there (default ``python<major>.<minor>``, never this process's path), and checks with one tiny task
+that the executors can import it, failing with the reason if not.
+
 Settings, lowest precedence first: Sluice's defaults, the worker's ``backfill.spark.*`` keys, then
 a job's ``spark.conf``. Confs that only take effect at JVM start (master, jars, driver memory) are
 fixed by the first job; a later job asking for a different master gets a clear error instead of
@@ -21,10 +26,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from sluice.connectors.backfill.pyenv import ARCHIVE_ALIAS, executor_archive
 
 logger = logging.getLogger(__name__)
 
@@ -59,11 +67,54 @@ DEFAULT_CONFS: Mapping[str, str] = {
     "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
     "spark.sql.shuffle.partitions": "8",
+    # Executors log at the level the worker sets (spark.log.level, WARN by default), not at whatever
+    # a cluster's log4j2 configuration says.
+    "spark.executor.syncLogLevel.enabled": "true",
 }
 
 
 class SparkUnavailable(RuntimeError):
-    """PySpark or its jars are missing, or the JVM did not start."""
+    """PySpark or its jars are missing, the JVM did not start, or a cluster's executors cannot run the jobs."""
+
+
+def is_local_master(master: str) -> bool:
+    """``local``, ``local[4]``, ``local[*]``, ``local-cluster[...]``: executors on this host, in this environment."""
+    return master.strip().startswith("local")
+
+
+def executor_python(confs: Mapping[str, str]) -> str:
+    """The Python the executors start: ``spark.pyspark.python`` if set; else, on a local master,
+    this interpreter; on a cluster, ``python<major>.<minor>`` from the executors' ``PATH`` (the
+    version the packed code was built for; this process's path means nothing on another host)."""
+    configured = confs.get("spark.pyspark.python")
+    if configured:
+        return configured
+    if is_local_master(confs.get("spark.master", "local[*]")):
+        return os.environ.get("PYSPARK_PYTHON") or sys.executable
+    return f"python{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def executor_imports(_: object) -> str:
+    """Run on an executor by the session's start-up check: import what the Python-side jobs use."""
+    import importlib
+
+    for module in ("pyarrow", "confluent_kafka", "pydantic", "sluice.connectors.api"):
+        importlib.import_module(module)
+    return sys.version
+
+
+def _append(confs: dict[str, str], key: str, values: Sequence[str]) -> None:
+    existing = [v for v in confs.get(key, "").split(",") if v]
+    confs[key] = ",".join(existing + list(values))
+
+
+def _first_error_line(exc: BaseException) -> str:
+    """The line of a Spark failure that names the cause (a Python error or a missing program)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in reversed(lines):
+        if re.match(r"^[A-Za-z_.]*(Error|Exception)\b", line) or "Cannot run program" in line:
+            return line[:500]
+    return lines[0][:500] if lines else type(exc).__name__
 
 
 class SparkSessionProvider:
@@ -112,22 +163,53 @@ class SparkSessionProvider:
             ) from None
         jars = self._extra_jars()
         if jars:
-            existing = [j for j in confs.get("spark.jars", "").split(",") if j]
-            confs["spark.jars"] = ",".join(existing + jars)
-        # Spark otherwise binds to the host's first non-loopback address (and warns about it).
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            _append(confs, "spark.jars", jars)
+        cluster = not is_local_master(confs["spark.master"])
+        if cluster:
+            self._ship_python(confs)
+        else:
+            # Spark otherwise binds to the host's first non-loopback address (and warns about it).
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # PySpark reads the executors' Python from the environment when the JVM starts, not from
+        # spark.pyspark.python (only spark-submit copies one into the other).
+        os.environ["PYSPARK_PYTHON"] = executor_python(confs)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         builder = SparkSession.builder
         for key, value in confs.items():
             builder = builder.config(key, value)
-        logger.info("Starting the backfill SparkSession (master %s)", confs.get("spark.master"))
+        logger.info("Starting the backfill SparkSession (master %s, executors' Python %s)", confs["spark.master"], os.environ["PYSPARK_PYTHON"])
         try:
             session = builder.getOrCreate()
         except Exception as exc:
             raise SparkUnavailable(f"Spark did not start: {exc}") from exc
         session.sparkContext.setLogLevel(confs.get("spark.log.level", "WARN"))
+        if cluster:
+            self._check_executors(session, confs)
         return session
+
+    def _ship_python(self, confs: dict[str, str]) -> None:
+        """Send the executors Sluice's code and its dependencies (see :mod:`.pyenv`)."""
+        try:
+            archive = executor_archive()
+        except (OSError, ModuleNotFoundError) as exc:
+            raise SparkUnavailable(f"could not pack Sluice's Python code for the executors: {exc}") from exc
+        _append(confs, "spark.archives", [f"{archive}#{ARCHIVE_ALIAS}"])
+        # Relative to each Python worker's directory, the executor's, where Spark unpacks archives.
+        existing = confs.get("spark.executorEnv.PYTHONPATH")
+        confs["spark.executorEnv.PYTHONPATH"] = f"{ARCHIVE_ALIAS}{os.pathsep}{existing}" if existing else ARCHIVE_ALIAS
+
+    def _check_executors(self, session: Any, confs: Mapping[str, str]) -> None:
+        """Run one tiny task on the cluster: an executor that cannot start its Python, or import
+        what the jobs need, fails now with the reason instead of in the middle of a job."""
+        try:
+            session.sparkContext.parallelize([0], 1).map(executor_imports).collect()
+        except Exception as exc:
+            session.stop()
+            raise SparkUnavailable(
+                f"the executors of {confs['spark.master']} cannot run Sluice's Python code with "
+                f"{os.environ['PYSPARK_PYTHON']!r} (worker key backfill.spark.pyspark.python; it must be a Python "
+                f"{sys.version_info[0]}.{sys.version_info[1]} on every Spark worker host): {_first_error_line(exc)}"
+            ) from exc
 
     def _extra_jars(self) -> list[str]:
         source = self._jars or _process_jar_source

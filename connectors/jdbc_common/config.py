@@ -9,21 +9,7 @@ from pydantic import Field, SecretStr, field_validator
 
 from sluice.connectors.api import ConfigError, PluginConfig
 from sluice.connectors.jdbc_common.types import timezone
-
-
-def split_list(value: Any) -> Any:
-    """Connect's LIST type: ``"a, b"`` and ``["a", "b"]`` mean the same; empty items are dropped."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        value = value.split(",")
-    if isinstance(value, (list, tuple)):
-        return [
-            item.strip() if isinstance(item, str) else item
-            for item in value
-            if not (isinstance(item, str) and not item.strip())
-        ]
-    return value
+from sluice.connectors.jdbc_common.urls import parse_connection_url
 
 
 class JdbcConnectionConfig(PluginConfig):
@@ -31,7 +17,9 @@ class JdbcConnectionConfig(PluginConfig):
 
     connection_url: str = Field(
         description="The database: a SQLAlchemy URL (postgresql://…, mysql://…, sqlite:///path) or a JDBC URL "
-        "(jdbc:postgresql://host:5432/db, jdbc:mysql://…, jdbc:sqlite:/path)."
+        "(jdbc:postgresql://host:5432/db, jdbc:mysql://…, jdbc:sqlite:/path). Only allow-listed parameters "
+        "are accepted; a SQLite file and files named by parameters (sslrootcert=, ssl_ca=, …) must lie under "
+        "the worker's connector.allowed.paths."
     )
     connection_user: str | None = Field(None, description="The user name; overrides one in the URL.")
     connection_password: SecretStr | None = Field(None, description="The password; overrides one in the URL.")
@@ -61,6 +49,15 @@ class JdbcConnectionConfig(PluginConfig):
     @property
     def password(self) -> str | None:
         return self.connection_password.get_secret_value() if self.connection_password is not None else None
+
+    def local_paths(self) -> dict[str, str | tuple[str, ...]]:
+        """The files ``connection.url`` names — a SQLite database, ``sslrootcert=``, ``ssl_ca=``, … —
+        under ``connection.url``, for the worker to confine to ``connector.allowed.paths``."""
+        found = super().local_paths()
+        files = parse_connection_url(self.connection_url).files()
+        if files:
+            found["connection.url"] = files
+        return found
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any], *, ignore: frozenset[str] | set[str] = frozenset()) -> Any:

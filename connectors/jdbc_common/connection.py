@@ -3,43 +3,28 @@
 Accepts SQLAlchemy URLs (``postgresql+psycopg://…``, ``sqlite:///path``) and the JDBC URLs that
 Confluent's connector is configured with (``jdbc:postgresql://host:5432/db``,
 ``jdbc:mysql://host/db``, ``jdbc:mariadb://…``, ``jdbc:sqlite:/path``), translated to the
-SQLAlchemy driver Sluice uses for that database.
+SQLAlchemy driver Sluice uses for that database. A URL is parsed, never passed through: only the
+parameters :mod:`~sluice.connectors.jdbc_common.urls` allow-lists reach a driver, and every engine
+is created with the driver arguments that keep it from reading the worker's own files.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlsplit
 
-from sluice.connectors.api import ConfigError, ConnectError
+from sluice.connectors.api import ConfigError
+from sluice.connectors.api.connectivity import ConnectivityError, connectivity_message, host_port
+from sluice.connectors.jdbc_common.connect_failures import Blame, classify_database_error
+from sluice.connectors.jdbc_common.urls import DRIVERNAMES, check_params, forced_connect_args, parse_connection_url
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL, Engine
 
 logger = logging.getLogger(__name__)
-
-#: JDBC subprotocol → SQLAlchemy drivername.
-_JDBC_DRIVERS = {
-    "postgresql": "postgresql+psycopg",
-    "postgres": "postgresql+psycopg",
-    "mysql": "mysql+pymysql",
-    "mariadb": "mysql+pymysql",
-    "sqlite": "sqlite",
-}
-
-#: Bare SQLAlchemy backend → the driver Sluice ships with (``postgresql://`` means psycopg 3 here).
-_DEFAULT_DRIVERS = {
-    "postgresql": "postgresql+psycopg",
-    "postgres": "postgresql+psycopg",
-    "mysql": "mysql+pymysql",
-    "mariadb": "mysql+pymysql",
-}
-
-#: JDBC query parameters that mean the credentials, not driver options.
-_CREDENTIAL_PARAMS = {"user": "username", "password": "password"}
 
 
 def import_sqlalchemy() -> Any:
@@ -54,77 +39,38 @@ def import_sqlalchemy() -> Any:
     return sqlalchemy
 
 
-def to_sqlalchemy_url(url: str, user: str | None = None, password: str | None = None) -> URL:
+def to_sqlalchemy_url(
+    url: str, user: str | None = None, password: str | None = None, *, key: str = "connection.url"
+) -> URL:
     """Parse ``connection.url`` (SQLAlchemy or JDBC spelling) into a SQLAlchemy :class:`URL`.
 
-    ``user``/``password`` (``connection.user``/``connection.password``) override credentials in
-    the URL. Raises :class:`ConfigError` for ``connection.url`` if it cannot be understood.
+    The URL is taken apart by :func:`~sluice.connectors.jdbc_common.urls.parse_connection_url`:
+    only allow-listed parameters reach the driver, anything else is a :class:`ConfigError` naming
+    ``key``. ``user``/``password`` (``connection.user``/``connection.password``) override
+    credentials in the URL.
     """
     sa = import_sqlalchemy()
-    from sqlalchemy.engine import make_url
-
-    text = url.strip()
-    if not text:
-        raise ConfigError("connection.url: must not be empty", key="connection.url")
-    if text.startswith("jdbc:"):
-        parsed = _from_jdbc(text[len("jdbc:") :], sa)
-    else:
-        try:
-            parsed = make_url(text)
-        except Exception as exc:
-            raise ConfigError(f"connection.url: cannot parse {text!r}: {exc}", key="connection.url") from None
-        driver = _DEFAULT_DRIVERS.get(parsed.drivername)
-        if driver is not None:
-            parsed = parsed.set(drivername=driver)
-    if user:
-        parsed = parsed.set(username=user)
-    if password:
-        parsed = parsed.set(password=password)
-    return parsed  # type: ignore[no-any-return]
-
-
-def _from_jdbc(rest: str, sa: Any) -> URL:
-    protocol, _, remainder = rest.partition(":")
-    drivername = _JDBC_DRIVERS.get(protocol.lower())
-    if drivername is None:
-        raise ConfigError(
-            f"connection.url: unsupported JDBC subprotocol {protocol!r}; supported: {', '.join(sorted(_JDBC_DRIVERS))}",
-            key="connection.url",
-        )
-    if drivername == "sqlite":
-        # jdbc:sqlite:/abs/path, jdbc:sqlite:relative.db, jdbc:sqlite::memory:
-        path = remainder
-        if path in ("", ":memory:"):
-            return sa.engine.URL.create("sqlite", database=":memory:")  # type: ignore[no-any-return]
-        return sa.engine.URL.create("sqlite", database=path.removeprefix("//"))  # type: ignore[no-any-return]
-    split = urlsplit(remainder)
-    if not split.hostname:
-        raise ConfigError(f"connection.url: no host in jdbc:{rest!r}", key="connection.url")
-    query: dict[str, str] = {}
-    username = split.username
-    password = split.password
-    # JDBC drivers also take ";key=value" suffixes (SQL Server style); PostgreSQL and MySQL use "?".
-    for key, value in parse_qsl(split.query, keep_blank_values=True):
-        mapped = _CREDENTIAL_PARAMS.get(key)
-        if mapped == "username":
-            username = value
-        elif mapped == "password":
-            password = value
-        elif drivername.startswith("postgresql") and key in ("sslmode", "application_name", "connect_timeout"):
-            query[key] = value
-    try:
-        port = split.port
-    except ValueError:
-        raise ConfigError(f"connection.url: invalid port in jdbc:{rest!r}", key="connection.url") from None
+    parsed = parse_connection_url(url, user, password, key=key)
     return sa.engine.URL.create(  # type: ignore[no-any-return]
-        drivername,
-        username=username,
-        password=password,
-        host=split.hostname,
-        port=port,
-        database=split.path.lstrip("/") or None,
-        query=query,
+        DRIVERNAMES[parsed.backend],
+        username=parsed.username,
+        password=parsed.password,
+        host=parsed.host,
+        port=parsed.port,
+        database=parsed.database,
+        query=dict(parsed.params),
     )
+
+
+def engine_connect_args(url: URL, key: str = "connection.url") -> dict[str, Any]:
+    """The driver arguments every engine of ``url`` is created with, after checking that its
+    parameters are allow-listed (a URL built without :func:`to_sqlalchemy_url` is checked too):
+    libpq's default credential files switched off, PyMySQL's LOCAL INFILE off."""
+    backend = url.get_backend_name()
+    if url.drivername not in DRIVERNAMES.values():
+        raise ConfigError(f"{key}: unsupported driver {url.drivername!r}", key=key)
+    check_params(backend, url.query, key)
+    return forced_connect_args(backend, url.query)
 
 
 def create_engine(url: URL, *, db_timezone: str = "UTC", pool_size: int = 2) -> Engine:
@@ -132,7 +78,7 @@ def create_engine(url: URL, *, db_timezone: str = "UTC", pool_size: int = 2) -> 
     queries and results mean the same instant on both sides."""
     sa = import_sqlalchemy()
     backend = url.get_backend_name()
-    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    kwargs: dict[str, Any] = {"pool_pre_ping": True, "connect_args": engine_connect_args(url)}
     if backend != "sqlite":
         kwargs.update(pool_size=pool_size, max_overflow=2)
     try:
@@ -152,6 +98,9 @@ def create_engine(url: URL, *, db_timezone: str = "UTC", pool_size: int = 2) -> 
         @sa.event.listens_for(engine, "connect")
         def _sqlite_connect(dbapi_connection: Any, connection_record: Any) -> None:
             dbapi_connection.isolation_level = None
+            # SQL could otherwise open or create any file the worker's user can (ATTACH DATABASE,
+            # VACUUM INTO): the database file is the one connector.allowed.paths confined.
+            dbapi_connection.set_authorizer(_sqlite_authorizer)
 
         @sa.event.listens_for(engine, "begin")
         def _sqlite_begin(conn: Any) -> None:
@@ -171,6 +120,15 @@ def create_engine(url: URL, *, db_timezone: str = "UTC", pool_size: int = 2) -> 
                 dbapi_connection.commit()
 
     return engine  # type: ignore[no-any-return]
+
+
+def _sqlite_authorizer(
+    action: int, arg1: str | None, arg2: str | None, db_name: str | None, trigger: str | None
+) -> int:
+    """Deny statements that open another database file; allow everything else."""
+    import sqlite3  # the standard library's; only SQLite engines get here
+
+    return sqlite3.SQLITE_DENY if action == sqlite3.SQLITE_ATTACH else sqlite3.SQLITE_OK
 
 
 def _session_timezone_sql(backend: str, tz: str) -> str:
@@ -193,8 +151,14 @@ def connect_with_retries(
     backoff_ms: int,
     what: str,
     wait: Callable[[float], Any] = time.sleep,
+    url: URL | None = None,
+    url_key: str = "connection.url",
 ) -> Any:
-    """Call ``open_connection`` up to ``attempts`` times, ``backoff_ms`` apart (``connection.attempts``)."""
+    """Call ``open_connection`` up to ``attempts`` times, ``backoff_ms`` apart (``connection.attempts``).
+
+    Gives up with a :class:`ConnectivityError` naming ``url_key``, the host and port of ``url``
+    and the category of the last failure: the driver's text (which may quote what a non-database
+    port sent) stays in the worker's log, out of the status trace."""
     last: BaseException | None = None
     for attempt in range(1, max(1, attempts) + 1):
         try:
@@ -204,7 +168,11 @@ def connect_with_retries(
             logger.warning("Connecting to %s failed (attempt %d of %d): %s", what, attempt, attempts, _first_line(exc))
             if attempt < attempts:
                 wait(backoff_ms / 1000)
-    raise ConnectError(f"Cannot connect to {what} after {attempts} attempts: {_first_line(last)}") from last
+    assert last is not None
+    backend = url.get_backend_name() if url is not None else ""
+    found = classify_database_error(last, backend)
+    target = host_port(url.host, url.port) if url is not None else what
+    raise ConnectivityError(url_key, target, found.failure, context=f"Gave up after {attempts} attempts")
 
 
 def _first_line(exc: BaseException | None) -> str:
@@ -223,40 +191,45 @@ def connectivity_problems(
     """Open one connection to ``url`` and run ``SELECT 1``: ``{}``, or the problem on the key to fix.
 
     An unreachable server or unknown database is ``url_key``'s problem, an unknown user
-    ``user_key``'s, refused credentials ``password_key``'s. The message names the URL with its
-    password hidden and never contains the password. SQLite is not checked (connecting creates the
-    file). Gives up after about ``timeout_s`` seconds (the driver's connect timeout).
+    ``user_key``'s, refused credentials ``password_key``'s. The message names the key, the host
+    and port, and the category of the failure (:mod:`~sluice.connectors.jdbc_common.connect_failures`),
+    never the driver's text: a caller could otherwise read what any port on the worker's network
+    answers. SQLite is not checked (connecting creates the file). Gives up after about
+    ``timeout_s`` seconds (the driver's connect timeout).
     """
     backend = url.get_backend_name()
     if backend == "sqlite":
         return {}
     sa = import_sqlalchemy()
     seconds = max(1, int(timeout_s))
-    connect_args = {"connect_timeout": seconds}
+    connect_args = {**engine_connect_args(url, url_key), "connect_timeout": seconds}
     if backend == "mysql":
         connect_args.update(read_timeout=seconds, write_timeout=seconds)
+    target = host_port(url.host, url.port)
     try:
         engine = sa.create_engine(url, poolclass=sa.pool.NullPool, connect_args=connect_args)
-    except Exception as exc:  # a missing driver, a bad option
+    except Exception as exc:  # a missing driver, a bad option: the user's own input, no remote text
         return {url_key: f"Cannot use {safe_url(url)}: {_hide(_first_line(exc), url.password)}"}
     try:
         with engine.connect() as conn:
             conn.exec_driver_sql("SELECT 1")
     except Exception as exc:  # the driver's own exception types vary
-        text = _hide(_first_line(getattr(exc, "orig", None) or exc), url.password)
-        lowered = text.lower()
-        if "password" in lowered or "access denied" in lowered or "authentication failed" in lowered:
-            key = password_key
-        elif "role" in lowered and "does not exist" in lowered:
-            key = user_key
-        else:
-            key = url_key
-        return {key: f"Cannot connect to {safe_url(url)}: {text}"}
+        found = classify_database_error(exc, backend)
+        key = {Blame.PASSWORD: password_key, Blame.USER: user_key}.get(found.blame, url_key)
+        return {key: connectivity_message(key, target, found.failure)}
     finally:
         engine.dispose()
     return {}
 
 
 def _hide(text: str, password: Any) -> str:
-    """``text`` without ``password`` in it (a driver may echo the connection string)."""
-    return text.replace(str(password), "****") if password else text
+    """``text`` without ``password`` in it (a driver may echo the connection string).
+
+    Only where the password stands as a token, so a password ``p`` leaves ``port 5432`` alone and
+    ``postgres`` leaves ``postgresql+psycopg`` alone; the worker masks its own way again on top."""
+    if not password:
+        return text
+    secret = str(password)
+    head = r"(?<!\w)" if re.match(r"\w", secret[0]) else ""
+    tail = r"(?!\w)" if re.match(r"\w", secret[-1]) else ""
+    return re.sub(f"{head}{re.escape(secret)}{tail}", "****", text)

@@ -217,6 +217,14 @@ class S3Storage:
         """Fail clearly now if the bucket is missing or not accessible (HeadBucket)."""
         self._call("HeadBucket", "", self._client.head_bucket)
 
+    def check_listing(self) -> None:
+        """ListObjectsV2 of at most one key: the permission HeadBucket needs, with an error body.
+
+        A refused HeadBucket is a bare 403 (a HEAD response carries no body), the same for refused
+        credentials as for a bucket policy; this call's error names which (``InvalidAccessKeyId``,
+        ``SignatureDoesNotMatch``, ``AccessDenied``)."""
+        self._call("ListObjectsV2", "", self._client.list_objects_v2, MaxKeys=1)
+
     def put_object(self, key: str, data: bytes) -> None:
         self._call("PutObject", key, self._client.put_object, Key=key, Body=data)
 
@@ -528,13 +536,25 @@ def bucket_problems(conn: S3Connection, timeout_s: float) -> dict[str, str]:
     one) when the service cannot be reached, ``aws.access.key.id`` when it refuses the credentials,
     ``s3.bucket.name`` when the bucket is missing or forbidden. Messages hold no secret."""
     quick = replace(conn, max_attempts=1, connect_timeout_s=timeout_s, read_timeout_s=timeout_s)
+    storage = S3Storage(quick, client=S3Storage._new_client(quick))
     try:
-        S3Storage(quick, client=S3Storage._new_client(quick)).check_bucket()
+        storage.check_bucket()
     except RetriableError as exc:
         return {"store.url" if conn.endpoint_url else "s3.region": str(exc)}
     except ConnectError as exc:
-        text = str(exc)
+        text = _refusal_cause(storage, str(exc))
         if any(code in text for code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "no AWS credentials")):
             return {"aws.access.key.id": text}
         return {"s3.bucket.name": text}
     return {}
+
+
+def _refusal_cause(storage: S3Storage, text: str) -> str:
+    """HeadBucket's bare 403 replaced by the error of a listing, which says whose refusal it was."""
+    if ": 403: " not in text:
+        return text
+    try:
+        storage.check_listing()
+    except ConnectError as exc:
+        return str(exc)
+    return text

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import IO, Any
 
-from sluice.connectors.api import Serialization, SinkRecord, TopicPartition
+from sluice.connectors.api import LocalFiles, Serialization, SinkRecord, TopicPartition
 
 
 def partition_key(partition: Mapping[str, Any]) -> str:
@@ -62,12 +62,34 @@ class MemoryConnectorContext:
         self.errors.append(error)
 
 
-class _TaskContext:
-    """What every task's context answers: the connector's name and the task's id."""
+class OpenLocalFiles:
+    """:class:`~connectors.api.LocalFiles` that opens any path with :func:`open`: a test grants all.
 
-    def __init__(self, connector_name: str, task_id: int) -> None:
+    The worker's own grant (``sluice.worker.local_paths.PathGrant``) is what confines a connector;
+    a connector's unit tests only need its files opened.
+    """
+
+    def open(
+        self,
+        path: str,
+        mode: str = "rb",
+        *,
+        key: str,
+        encoding: str | None = None,
+        errors: str | None = None,
+        newline: str | None = None,
+        buffering: int = -1,
+    ) -> IO[Any]:
+        return open(path, mode, buffering=buffering, encoding=encoding, errors=errors, newline=newline)  # noqa: SIM115
+
+
+class _TaskContext:
+    """What every task's context answers: the connector's name, the task's id and its local files."""
+
+    def __init__(self, connector_name: str, task_id: int, local_files: LocalFiles | None = None) -> None:
         self._connector_name = connector_name
         self._task_id = task_id
+        self._local_files = local_files if local_files is not None else OpenLocalFiles()
 
     @property
     def connector_name(self) -> str:
@@ -76,6 +98,11 @@ class _TaskContext:
     @property
     def task_id(self) -> int:
         return self._task_id
+
+    @property
+    def local_files(self) -> LocalFiles:
+        """What the task opens its files with (:class:`OpenLocalFiles` unless the test gave one)."""
+        return self._local_files
 
 
 class MemorySourceTaskContext(_TaskContext):
@@ -92,8 +119,9 @@ class MemorySourceTaskContext(_TaskContext):
         connector_name: str = "kit",
         task_id: int = 0,
         serialization: Serialization | None = None,
+        local_files: LocalFiles | None = None,
     ) -> None:
-        super().__init__(connector_name, task_id)
+        super().__init__(connector_name, task_id, local_files)
         self._offset_reader = offset_reader or MemoryOffsetReader()
         self._serialization = serialization
 
@@ -134,8 +162,9 @@ class MemorySinkTaskContext(_TaskContext):
         connector_name: str = "kit",
         task_id: int = 0,
         reporter: bool = True,
+        local_files: LocalFiles | None = None,
     ) -> None:
-        super().__init__(connector_name, task_id)
+        super().__init__(connector_name, task_id, local_files)
         self._assignment = set(assignment)
         self.paused: set[TopicPartition] = set()
         self.rewinds: list[dict[TopicPartition, int]] = []

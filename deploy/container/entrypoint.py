@@ -46,6 +46,8 @@ NOT_WORKER_KEYS = frozenset(
 CONTAINER_DEFAULTS: Mapping[str, str] = {
     "listeners": "http://0.0.0.0:8083",
     "plugin.path": "/opt/sluice/plugins",
+    # The image's state directory: connectors may use local files only in its data folder.
+    "state.dir": "/var/lib/sluice",
     "group.id": "sluice",
     "config.storage.topic": "sluice-configs",
     "offset.storage.topic": "sluice-offsets",

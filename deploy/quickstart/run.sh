@@ -8,9 +8,11 @@ DIR=.sluice/quickstart
 KAFKA_PORT=${KAFKA_PORT:-9092}
 REST_PORT=${REST_PORT:-8083}
 REST=http://127.0.0.1:$REST_PORT
-mkdir -p "$DIR"
-rm -f "$DIR/input.txt" "$DIR/output.txt" "$DIR/offsets.json"
-: > "$DIR/input.txt"
+# The worker's state.dir; connectors may use only its data folder (the default connector.allowed.paths).
+DATA=$DIR/data
+mkdir -p "$DATA"
+rm -f "$DATA/input.txt" "$DATA/output.txt" "$DIR/offsets.json"
+: > "$DATA/input.txt"
 
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 
@@ -41,8 +43,9 @@ key.converter=org.apache.kafka.connect.storage.StringConverter
 value.converter=org.apache.kafka.connect.storage.StringConverter
 offset.storage.file.filename=$DIR/offsets.json
 offset.flush.interval.ms=2000
-# The file connectors may read and write only here (relative paths count from the worker's directory).
-connector.allowed.paths=$PWD/$DIR
+# The worker's state; connector.allowed.paths is unset, so the file connectors may read and write
+# only in <state.dir>/data (relative paths count from the worker's directory).
+state.dir=$PWD/$DIR
 # No config.providers: \${env:...}, \${file:...} and \${dir:...} placeholders are refused until declared,
 # e.g. config.providers=env with config.providers.env.param.allowlist.pattern=QUICKSTART_.*
 PROPS
@@ -60,27 +63,27 @@ curl -s "$REST/"; echo
 
 say "Deploying a FileStreamSource (input.txt → topic quickstart-lines)"
 (set -x; curl -s -X POST -H 'Content-Type: application/json' "$REST/connectors" -d @- <<JSON
-{"name": "lines-in", "config": {"connector.class": "FileStreamSource", "file": "$DIR/input.txt", "topic": "quickstart-lines"}}
+{"name": "lines-in", "config": {"connector.class": "FileStreamSource", "file": "$DATA/input.txt", "topic": "quickstart-lines"}}
 JSON
 ); echo
 
 say "Deploying a FileStreamSink (topic quickstart-lines → output.txt)"
 (set -x; curl -s -X POST -H 'Content-Type: application/json' "$REST/connectors" -d @- <<JSON
-{"name": "lines-out", "config": {"connector.class": "FileStreamSink", "file": "$DIR/output.txt", "topics": "quickstart-lines"}}
+{"name": "lines-out", "config": {"connector.class": "FileStreamSink", "file": "$DATA/output.txt", "topics": "quickstart-lines"}}
 JSON
 ); echo
 
 say "Connector status"
 curl -s "$REST/connectors?expand=status"; echo
 
-say "Writing a line a second to $DIR/input.txt; lines arriving in $DIR/output.txt (Ctrl-C to stop)"
-( i=1; while true; do echo "hello from sluice, line $i at $(date +%T)" >> "$DIR/input.txt"; i=$((i+1)); sleep 1; done ) &
+say "Writing a line a second to $DATA/input.txt; lines arriving in $DATA/output.txt (Ctrl-C to stop)"
+( i=1; while true; do echo "hello from sluice, line $i at $(date +%T)" >> "$DATA/input.txt"; i=$((i+1)); sleep 1; done ) &
 FEEDER_PID=$!
 
-touch "$DIR/output.txt"
+touch "$DATA/output.txt"
 if [[ -n ${QUICKSTART_SECONDS:-} ]]; then
-  timeout "$QUICKSTART_SECONDS" tail -n +1 -f "$DIR/output.txt" || true
-  say "$(wc -l < "$DIR/output.txt") line(s) arrived"
+  timeout "$QUICKSTART_SECONDS" tail -n +1 -f "$DATA/output.txt" || true
+  say "$(wc -l < "$DATA/output.txt") line(s) arrived"
 else
-  tail -n +1 -f "$DIR/output.txt"
+  tail -n +1 -f "$DATA/output.txt"
 fi

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 
 from sluice.rest.errors import ERROR_RESPONSES
 from sluice.worker.backfill import BackfillManager
+from sluice.worker.backfill.handoff_guard import HandoffGuard
 from sluice.worker.herder import Herder
 
 logger = logging.getLogger(__name__)
@@ -75,6 +76,8 @@ def install(app: FastAPI, herder: Herder, manager: BackfillManager | None = None
             manager = BackfillManager.for_cluster(herder.worker_settings(), **cluster())
         else:
             manager = BackfillManager.from_worker_settings(herder.worker_settings())
+    if manager.handoff_guard is None:
+        manager.handoff_guard = HandoffGuard(herder)
     app.state.backfills = manager
     app.include_router(router)
     if cluster is not None:

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from sluice.connectors.api import NotFoundError
-from sluice.rest.authz import visible_connectors
+from sluice.rest.authz import stamp_scope, visible_connectors
 from sluice.rest.deps import HerderDep
 from sluice.rest.errors import ERROR_RESPONSES
 from sluice.worker.herder import BadRequest
@@ -25,7 +25,9 @@ class CreateConnectorRequest(BaseModel):
 
     name: str = Field(description="Unique connector name")
     config: dict[str, Any] = Field(description="Connector configuration (flat string map)")
-    initial_state: Literal["RUNNING", "PAUSED", "STOPPED"] | None = Field(None, description="State to create the connector in")
+    initial_state: Literal["RUNNING", "PAUSED", "STOPPED"] | None = Field(
+        None, description="State to create the connector in"
+    )
 
 
 _INITIAL = {"RUNNING": TargetState.STARTED, "PAUSED": TargetState.PAUSED, "STOPPED": TargetState.STOPPED}
@@ -57,7 +59,7 @@ def create_connector(request: Request, body: CreateConnectorRequest, herder: Her
     request.state.connector = name  # for the audit record: the name is not in the path here
     if not name:
         raise BadRequest("Connector name must not be empty")
-    config = dict(body.config)
+    config = stamp_scope(request, name, body.config)
     state = _INITIAL[body.initial_state or "RUNNING"]
     _, info = herder.put_connector_config(name, config, allow_replace=False, initial_state=state)
     return JSONResponse(info.to_json(), status_code=201, headers={"Location": f"/connectors/{quote(name, safe='')}"})
@@ -74,14 +76,18 @@ def get_config(name: str, herder: HerderDep) -> dict[str, Any]:
 
 
 @router.put("/{name}/config", summary="Create or replace a connector's configuration")
-def put_config(name: str, herder: HerderDep, config: Annotated[dict[str, Any], Body()]) -> JSONResponse:
-    created, info = herder.put_connector_config(name, config, allow_replace=True)
+def put_config(
+    name: str, request: Request, herder: HerderDep, config: Annotated[dict[str, Any], Body()]
+) -> JSONResponse:
+    created, info = herder.put_connector_config(name, stamp_scope(request, name, config), allow_replace=True)
     return JSONResponse(info.to_json(), status_code=201 if created else 200)
 
 
 @router.patch("/{name}/config", summary="Merge-patch a connector's configuration (null deletes a key)")
-def patch_config(name: str, herder: HerderDep, patch: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
-    return herder.patch_connector_config(name, patch).to_json()
+def patch_config(
+    name: str, request: Request, herder: HerderDep, patch: Annotated[dict[str, Any], Body()]
+) -> dict[str, Any]:
+    return herder.patch_connector_config(name, stamp_scope(request, name, patch, patch=True)).to_json()
 
 
 @router.get("/{name}/status", summary="Connector and task states")

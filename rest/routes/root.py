@@ -26,6 +26,10 @@ def worker_info(herder: HerderDep) -> dict[str, Any]:
 @router.get("/health", summary="Readiness and liveness")
 def health(herder: HerderDep) -> JSONResponse:
     """KIP-1017: 200 healthy; 503 while the worker starts; 500 when its herder is stuck or it has
-    lost contact with the Kafka cluster, with the reason in ``message``."""
+    lost contact with the Kafka cluster, with the reason in ``message``; ``details`` add what an
+    operator checks beside it (``sandbox``: whether task hosts are confined)."""
     report = herder.health()
-    return JSONResponse({"status": report.status, "message": report.message}, status_code=report.http_status)
+    body: dict[str, Any] = {"status": report.status, "message": report.message}
+    if report.details:
+        body["details"] = dict(report.details)
+    return JSONResponse(body, status_code=report.http_status)

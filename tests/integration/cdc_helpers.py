@@ -7,6 +7,7 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,22 @@ def read_events(bootstrap: str, topic: str, count: int, *, timeout: float = 90, 
             if "is not available" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+
+
+def read_until(
+    bootstrap: str, topic: str, done: Callable[[list[ConsumedRecord]], bool], *, timeout: float = 90, what: str = ""
+) -> list[ConsumedRecord]:
+    """All records of ``topic`` once ``done`` holds for them. Unlike :func:`read_events` it does
+    not stop at a count, which a redelivered record (at least once, after an outage) would reach
+    before the awaited one arrives."""
+    deadline = time.monotonic() + timeout
+    records: list[ConsumedRecord] = []
+    while time.monotonic() < deadline:
+        records = read_events(bootstrap, topic, 1, timeout=max(1.0, deadline - time.monotonic()))
+        if done(records):
+            return records
+        time.sleep(0.5)
+    raise AssertionError(f"{topic}: {what or 'the awaited records'} not there after {timeout:.0f}s ({len(records)} records)")
 
 
 def value(record: ConsumedRecord) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,6 +17,8 @@ T = TypeVar("T")
 
 SESSION_TIMEOUT_MS = 6_000  # the broker's group.min.session.timeout.ms
 REBALANCE_DELAY_MS = 4_000
+#: How long a worker of a Cluster may take to start (WorkerProcess.start's health deadline).
+START_TIMEOUT_S = 30
 
 
 def cluster_settings(group: str, **overrides: Any) -> dict[str, Any]:
@@ -65,15 +68,35 @@ class Cluster:
             self.workers.append(WorkerProcess(workdir, bootstrap, mode="distributed", **self.settings))
 
     def start(self) -> Cluster:
-        for worker in self.workers:
-            worker.start()
+        """Start every worker at once (as an operator's deployment does) and wait until each is healthy."""
+        # Much of a worker's start is waiting (for the broker, for the group to form), so they start
+        # side by side. Their Python start-ups then share the CPU: on a loaded machine one may take
+        # longer than the 30 s WorkerProcess.start gives it, so the cluster's workers get together
+        # what they would have had one after the other.
+        deadline = time.monotonic() + START_TIMEOUT_S * len(self.workers)
+
+        def start(worker: WorkerProcess) -> None:
+            try:
+                worker.start()
+            except AssertionError:  # not healthy yet (or exited: then it is raised)
+                if worker.proc is None or worker.proc.poll() is not None or time.monotonic() >= deadline:
+                    raise
+                worker.wait_healthy(timeout=deadline - time.monotonic())
+
+        self._each(start)
         # A leader exists once a write goes through; until then writes answer 409.
         return self
 
     def stop(self) -> None:
-        for worker in self.workers:
-            if worker.proc is not None and worker.proc.poll() is None:
-                worker.stop()
+        """SIGTERM every running worker at once and wait for each to exit."""
+        self._each(lambda worker: worker.stop() if worker.proc is not None and worker.proc.poll() is None else None)
+
+    def _each(self, action: Callable[[WorkerProcess], Any]) -> None:
+        """``action`` on every worker, side by side; the first error (in worker order) is raised once all are done."""
+        with ThreadPoolExecutor(max_workers=len(self.workers) or 1) as pool:
+            futures = [pool.submit(action, worker) for worker in self.workers]
+        for future in futures:
+            future.result()
 
     def alive(self) -> list[WorkerProcess]:
         return [w for w in self.workers if w.proc is not None and w.proc.poll() is None]

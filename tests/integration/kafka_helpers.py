@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -49,6 +49,34 @@ class ConsumedRecord:
     """confluent_kafka.TIMESTAMP_CREATE_TIME or TIMESTAMP_LOG_APPEND_TIME."""
 
 
+class ClosingAdminClient:
+    """An AdminClient that its owner closes: confluent_kafka's has no ``close()``, and its librdkafka
+    handle is destroyed with the last reference to it. Left to the cyclic garbage collector (a
+    ``future.result()`` that raised puts the client's frame in a cycle with the exception), it may be
+    destroyed on a librdkafka thread that runs Python (the one completing AdminClient futures), and
+    ``rd_kafka_destroy()`` there aborts the process. :meth:`close` (or the end of a ``with`` block)
+    drops the only reference, so the handle is destroyed then, on the caller's thread. Everything
+    else goes to the client."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self._client: AdminClient | None = AdminClient(dict(config))
+
+    def __getattr__(self, name: str) -> Any:
+        client = self.__dict__.get("_client")
+        if client is None:
+            raise RuntimeError(f"AdminClient.{name} used after close()")
+        return getattr(client, name)
+
+    def close(self) -> None:
+        self._client = None
+
+    def __enter__(self) -> ClosingAdminClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
 def unique_topic_name(prefix: str = "test") -> str:
     """A topic name no other test uses, so tests sharing a broker do not see each other's data."""
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
@@ -68,42 +96,42 @@ def create_topic(
     CreateTopics returns once the controller committed the topic; the broker may serve its
     metadata a moment later, so producing right away could still hit UNKNOWN_TOPIC.
     """
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     topic = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor, config=dict(config or {}))
-    for future in admin.create_topics([topic], request_timeout=timeout).values():
-        future.result(timeout=timeout)
-    deadline = time.monotonic() + timeout
-    while True:
-        metadata = admin.list_topics(topic=name, timeout=timeout).topics.get(name)
-        if (
-            metadata is not None
-            and metadata.error is None
-            and len(metadata.partitions) == partitions
-            and all(p.leader >= 0 for p in metadata.partitions.values())
-        ):
-            return
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"topic {name} has no leader for all {partitions} partitions after {timeout}s")
-        time.sleep(0.05)
+    with ClosingAdminClient({"bootstrap.servers": bootstrap}) as admin:
+        for future in admin.create_topics([topic], request_timeout=timeout).values():
+            future.result(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            metadata = admin.list_topics(topic=name, timeout=timeout).topics.get(name)
+            if (
+                metadata is not None
+                and metadata.error is None
+                and len(metadata.partitions) == partitions
+                and all(p.leader >= 0 for p in metadata.partitions.values())
+            ):
+                return
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"topic {name} has no leader for all {partitions} partitions after {timeout}s")
+            time.sleep(0.05)
 
 
 def wait_topic(bootstrap: str, topic: str, timeout: float = 30) -> None:
     """Wait until ``topic`` exists with partitions (a task's producer creates it on first use)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "allow.auto.create.topics": False})
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        meta = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
-        if meta is not None and meta.error is None and meta.partitions:
-            return
-        time.sleep(0.2)
+    with ClosingAdminClient({"bootstrap.servers": bootstrap, "allow.auto.create.topics": False}) as admin:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            meta = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
+            if meta is not None and meta.error is None and meta.partitions:
+                return
+            time.sleep(0.2)
     raise AssertionError(f"topic {topic} was not created within {timeout}s")
 
 
 def delete_topic(bootstrap: str, name: str, *, timeout: float = 30.0) -> None:
     """Delete a topic (the broker finishes removing its files asynchronously)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.delete_topics([name], request_timeout=timeout).values():
-        future.result(timeout=timeout)
+    with ClosingAdminClient({"bootstrap.servers": bootstrap}) as admin:
+        for future in admin.delete_topics([name], request_timeout=timeout).values():
+            future.result(timeout=timeout)
 
 
 def produce(
@@ -134,28 +162,40 @@ def produce(
 
         return callback
 
-    for index, record in enumerate(records):
-        results.append(None)
-        kwargs: dict[str, object] = {"key": record.key, "value": record.value, "on_delivery": on_delivery(index)}
-        if record.headers:
-            kwargs["headers"] = list(record.headers)
-        if record.partition is not None:
-            kwargs["partition"] = record.partition
-        if record.timestamp is not None:
-            kwargs["timestamp"] = record.timestamp
-        while True:
-            try:
-                producer.produce(topic, **kwargs)  # type: ignore[arg-type]
-                break
-            except BufferError:  # local queue full: let deliveries drain it
-                producer.poll(0.1)
-        producer.poll(0)
-    remaining = producer.flush(timeout)
+    try:
+        for index, record in enumerate(records):
+            results.append(None)
+            kwargs: dict[str, object] = {"key": record.key, "value": record.value, "on_delivery": on_delivery(index)}
+            if record.headers:
+                kwargs["headers"] = list(record.headers)
+            if record.partition is not None:
+                kwargs["partition"] = record.partition
+            if record.timestamp is not None:
+                kwargs["timestamp"] = record.timestamp
+            while True:
+                try:
+                    producer.produce(topic, **kwargs)  # type: ignore[arg-type]
+                    break
+                except BufferError:  # local queue full: let deliveries drain it
+                    producer.poll(0.1)
+            producer.poll(0)
+        remaining = producer.flush(timeout)
+    finally:
+        close_producer(producer)
     if errors:
         raise KafkaException(errors[0])
     if remaining:
         raise TimeoutError(f"{remaining} records to {topic} were not delivered within {timeout}s")
     return [r for r in results if r is not None]
+
+
+def close_producer(producer: Producer) -> None:
+    """Close ``producer`` now, on this thread; what it still holds (a delivery that failed or timed
+    out) is purged first, since ``Producer.close()`` flushes without a timeout."""
+    if len(producer):
+        producer.purge()
+        producer.flush(0)
+    producer.close()
 
 
 def consume_all(

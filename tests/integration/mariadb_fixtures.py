@@ -14,27 +14,23 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from sluice.deploy.mariadb import MariaDbError, MariaDbServer
+from sluice.deploy.mariadb import MariaDbServer
+from tests.integration.shared_services import session_service
+
+
+def new_mariadb(data_dir: Path) -> MariaDbServer:
+    """The session's MariaDB, not started (in a directory of its own, like PostgreSQL's)."""
+    return MariaDbServer(kill_with_parent=True)
 
 
 @pytest.fixture(scope="session", name="mariadb")
-def mariadb_server_fixture() -> Iterator[MariaDbServer]:
+def mariadb_server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDbServer]:
     """A MariaDB server (Debian's ``mariadb-server``) on a free loopback port, for the whole session."""
-    server = MariaDbServer(kill_with_parent=True)
-    reason: str | None = None
-    try:
-        server.start()
-    except MariaDbError as exc:
-        reason = str(exc)
-    if reason is not None:
-        pytest.fail(f"could not start MariaDB for integration tests:\n{reason}", pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from session_service(tmp_path_factory, "mariadb", new_mariadb, "could not start MariaDB for integration tests")
 
 
 @pytest.fixture(name="mariadb_db")

@@ -14,28 +14,40 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from sluice.deploy.opensearch import DEFAULT_OPENSEARCH_VERSION, OpenSearchError, OpenSearchNode
+from sluice.deploy.opensearch import DEFAULT_OPENSEARCH_VERSION, OpenSearchNode
+from tests.integration.shared_services import session_service
+
+
+def new_opensearch(data_dir: Path) -> OpenSearchNode:
+    """The session's node, not started. Not under pytest's basetemp: the node runs as an
+    unprivileged user that cannot enter it."""
+    return OpenSearchNode(version=os.environ.get("SLUICE_OPENSEARCH_VERSION", DEFAULT_OPENSEARCH_VERSION), kill_with_parent=True)
 
 
 @pytest.fixture(scope="session")
-def opensearch() -> Iterator[OpenSearchNode]:
-    """A single-node OpenSearch for the session: ``.url``, ``.request(method, path, body)``, ``.restart()``."""
-    # Not under pytest's basetemp: the node runs as an unprivileged user that cannot enter it.
-    node = OpenSearchNode(
-        version=os.environ.get("SLUICE_OPENSEARCH_VERSION", DEFAULT_OPENSEARCH_VERSION),
-        kill_with_parent=True,
+def opensearch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenSearchNode]:
+    """A single-node OpenSearch for the session: ``.url``, ``.request(method, path, body)``."""
+    yield from session_service(
+        tmp_path_factory, "opensearch", new_opensearch, "could not start OpenSearch for integration tests"
     )
+
+
+@pytest.fixture
+def private_opensearch() -> Iterator[OpenSearchNode]:
+    """A node of the test's own, for a test that stops and restarts it (the session node is shared
+    by xdist's workers). Import it into the test module that uses it."""
+    node = new_opensearch(Path())
     reason: str | None = None
     try:
         node.start()
-    except (OpenSearchError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 - the test fails with the reason
         reason = str(exc)
     if reason is not None:
-        ci = " (CI=true: a missing service is a failure)" if os.environ.get("CI", "").lower() == "true" else ""
-        pytest.fail(f"could not start OpenSearch for integration tests{ci}:\n{reason}", pytrace=False)
+        pytest.fail(f"could not start a private OpenSearch node:\n{reason}", pytrace=False)
     try:
         yield node
     finally:

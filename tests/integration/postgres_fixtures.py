@@ -29,43 +29,46 @@ import pytest
 
 from sluice.deploy.postgres import PostgresError, PostgresServer
 from sluice.deploy.postgres_binaries import PostgresBinariesError, ensure_bin_dir, has_extension
+from tests.integration.shared_services import session_service
 
 #: Runs a test once per server version, PostgreSQL 15 and 18, through the ``pg_server`` fixture
 #: (use ``pg_server`` and ``postgres_db`` in the test, not ``postgres``).
 ON_PG15_AND_PG18 = pytest.mark.parametrize("pg_server", [15, 18], indirect=True, ids=["pg15", "pg18"])
 
 
+#: More connections and slots than a single run needs: xdist's workers share the server.
+_SHARED_SETTINGS = {"max_connections": "400", "max_replication_slots": "96", "max_wal_senders": "96"}
+
+
+def new_postgres(data_dir: Path) -> PostgresServer:
+    """The session's PostgreSQL 15, not started (its data directory is its own: it runs as a
+    service user that may not enter pytest's basetemp)."""
+    return PostgresServer(kill_with_parent=True, extra_settings=_SHARED_SETTINGS)
+
+
+def new_postgres18(data_dir: Path) -> PostgresServer:
+    """The session's PostgreSQL 18, not started."""
+    try:
+        bin_dir = ensure_bin_dir()
+    except PostgresBinariesError as exc:
+        raise PostgresError(f"{exc} (`make setup` fetches it)") from exc
+    return PostgresServer(kill_with_parent=True, bin_dir=bin_dir, extra_settings=_SHARED_SETTINGS)
+
+
 @pytest.fixture(scope="session", name="postgres")
-def postgres_server_fixture() -> Iterator[PostgresServer]:
+def postgres_server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
     """A PostgreSQL 15 server (``wal_level=logical``) on a free loopback port, for the whole session."""
-    server = PostgresServer(kill_with_parent=True)
-    reason: str | None = None
-    try:
-        server.start()
-    except PostgresError as exc:
-        reason = str(exc)
-    if reason is not None:
-        pytest.fail(f"could not start PostgreSQL for integration tests:\n{reason}", pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from session_service(
+        tmp_path_factory, "postgres15", new_postgres, "could not start PostgreSQL for integration tests"
+    )
 
 
 @pytest.fixture(scope="session", name="postgres18")
-def postgres18_server_fixture() -> Iterator[PostgresServer]:
+def postgres18_server_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
     """A PostgreSQL 18 server (``wal_level=logical``), for the whole session; never skips."""
-    try:
-        server = PostgresServer(kill_with_parent=True, bin_dir=ensure_bin_dir())
-        server.start()
-    except (PostgresError, PostgresBinariesError) as exc:
-        pytest.fail(
-            f"could not start PostgreSQL 18 for integration tests (`make setup` fetches it):\n{exc}", pytrace=False
-        )
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from session_service(
+        tmp_path_factory, "postgres18", new_postgres18, "could not start PostgreSQL 18 for integration tests"
+    )
 
 
 @pytest.fixture(name="pg_server")

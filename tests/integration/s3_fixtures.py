@@ -15,33 +15,23 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from sluice.deploy.s3_server import S3Server, S3ServerError
+from sluice.deploy.s3_server import S3Server
+from tests.integration.shared_services import session_service
+
+
+def new_s3(data_dir: Path) -> S3Server:
+    """The session's S3 server, not started; its objects and server.log stay under ``data_dir``."""
+    return S3Server(backend=os.environ.get("SLUICE_S3_BACKEND", "auto"), data_dir=data_dir, kill_with_parent=True)
 
 
 @pytest.fixture(scope="session")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     """An S3-compatible server for the session: ``.endpoint_url``, ``.access_key``, ``.secret_key``."""
-    server = S3Server(
-        backend=os.environ.get("SLUICE_S3_BACKEND", "auto"),
-        # Under pytest's basetemp, so the objects and server.log remain to inspect after a failure.
-        data_dir=tmp_path_factory.mktemp("s3"),
-        kill_with_parent=True,
-    )
-    reason: str | None = None
-    try:
-        server.start()
-    except (S3ServerError, ValueError) as exc:
-        reason = str(exc)
-    if reason is not None:
-        ci = " (CI=true: a missing service is a failure)" if os.environ.get("CI", "").lower() == "true" else ""
-        pytest.fail(f"could not start the S3 server for integration tests{ci}:\n{reason}", pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from session_service(tmp_path_factory, "s3", new_s3, "could not start the S3 server for integration tests")
 
 
 @pytest.fixture

@@ -12,31 +12,24 @@ integration conftest::
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from sluice.deploy.schema_registry import SchemaRegistryError, SchemaRegistryServer
+from sluice.deploy.schema_registry import SchemaRegistryServer
+from tests.integration.shared_services import session_service
+
+
+def new_schema_registry(data_dir: Path) -> SchemaRegistryServer:
+    """The session's registry, not started; its server.log stays under ``data_dir``."""
+    return SchemaRegistryServer(data_dir=data_dir, kill_with_parent=True)
 
 
 @pytest.fixture(scope="session")
 def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SchemaRegistryServer]:
     """A Schema Registry for the session: ``.url`` is the ``schema.registry.url``."""
-    server = SchemaRegistryServer(
-        # Under pytest's basetemp, so server.log remains to inspect after a failure.
-        data_dir=tmp_path_factory.mktemp("schema-registry"),
-        kill_with_parent=True,
-    )
-    reason: str | None = None
-    try:
-        server.start()
-    except (SchemaRegistryError, ValueError) as exc:
-        reason = str(exc)
-    if reason is not None:
-        ci = " (CI=true: a missing service is a failure)" if os.environ.get("CI", "").lower() == "true" else ""
-        pytest.fail(f"could not start the Schema Registry for integration tests{ci}:\n{reason}", pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from session_service(
+        tmp_path_factory, "schema-registry", new_schema_registry,
+        "could not start the Schema Registry for integration tests",
+    )  # fmt: skip

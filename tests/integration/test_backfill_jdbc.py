@@ -16,10 +16,16 @@ from sluice.deploy.postgres import PostgresServer
 from sluice.worker.backfill import BackfillManager, JobState
 from tests.integration.jdbc_helpers import sql
 from tests.integration.kafka_helpers import unique_topic_name
+from tests.sizes import size
 
 pytestmark = pytest.mark.integration
 
-MILLION = 1_000_000
+#: Rows of ``public.orders``. 100,000 by default: the 4 Spark partitions read 25,000 rows each, so
+#: every partition's read crosses the 10,000-row JDBC ``fetch_size`` twice; the 4 Kafka partitions
+#: get ~25,000 records each, dozens of the Spark producer's 1 MB batches; the progress monitor
+#: reports several times; and a cancel lands while Spark is still writing.
+#: ``SLUICE_TEST_FULL_SIZES=1`` restores the million rows the tests were written with.
+ROWS = size(100_000, 1_000_000)
 
 
 def _spec(postgres: PostgresServer, db: str, table: str, topic: str, **source: Any) -> dict[str, Any]:
@@ -32,17 +38,17 @@ def _spec(postgres: PostgresServer, db: str, table: str, topic: str, **source: A
 
 
 @pytest.fixture(scope="module")
-def million_table(postgres: PostgresServer) -> Iterator[str]:
-    """A database with ``public.orders``: 1,000,000 rows, bigint primary key."""
-    url = postgres.create_database("backfill_million")
+def orders_table(postgres: PostgresServer) -> Iterator[str]:
+    """A database with ``public.orders``: :data:`ROWS` rows, bigint primary key."""
+    url = postgres.create_database("backfill_orders")
     sql(url, "CREATE TABLE orders (id bigint PRIMARY KEY, customer text NOT NULL, amount numeric(12,2), status text, created_at timestamptz)")
     sql(
         url,
         "INSERT INTO orders SELECT i, 'customer-' || (i % 5000), (i % 100000) / 100.0, "
         "CASE WHEN i % 3 = 0 THEN NULL ELSE 'paid' END, timestamptz '2024-01-01' + i * interval '1 second' "
-        "FROM generate_series(1, 1000000) i",
+        f"FROM generate_series(1, {ROWS}) i",
     )
-    yield "backfill_million"
+    yield "backfill_orders"
 
 
 def _read_keys(bootstrap: str, topic: str, expected: int, timeout: float = 180) -> tuple[list[int], dict[int, bytes]]:
@@ -65,7 +71,7 @@ def _read_keys(bootstrap: str, topic: str, expected: int, timeout: float = 180) 
                 assert match, key
                 ident = int(match.group(1))
                 ids.append(ident)
-                if ident in (1, 3, 500_000, MILLION):
+                if ident in (1, 3, ROWS // 2, ROWS):
                     samples[ident] = msg.value() or b""
         # Anything extra (a duplicate) shows up within a short settle.
         end = time.monotonic() + 1.0
@@ -76,25 +82,28 @@ def _read_keys(bootstrap: str, topic: str, expected: int, timeout: float = 180) 
     return ids, samples
 
 
-def test_million_rows_backfilled_exactly_once_with_keys(
-    backfills: BackfillManager, postgres: PostgresServer, million_table: str, kafka: KafkaBroker
+def test_table_rows_backfilled_exactly_once_with_keys(
+    backfills: BackfillManager, postgres: PostgresServer, orders_table: str, kafka: KafkaBroker
 ) -> None:
+    """Every row of :data:`ROWS` once, keyed, with the status's totals. The small size still reads
+    in 4 Spark partitions that each cross the JDBC fetch size and writes many producer batches to
+    4 Kafka partitions; ``SLUICE_TEST_FULL_SIZES=1`` runs the original 1,000,000 rows."""
     topic = unique_topic_name("orders-backfill")
-    backfills.submit(_spec(postgres, million_table, "public.orders", topic, **{"num.partitions": 4}))
+    backfills.submit(_spec(postgres, orders_table, "public.orders", topic, **{"num.partitions": 4}))
     status = backfills.wait(f"bf-{topic}", timeout=600)
     assert status.state is JobState.SUCCEEDED, status.error
-    assert status.rows_total == MILLION
-    assert status.rows_done == MILLION
+    assert status.rows_total == ROWS
+    assert status.rows_done == ROWS
     assert status.percent == 100.0
-    assert status.bytes_done is not None and status.bytes_done > MILLION * 100  # keys + envelopes (estimated)
+    assert status.bytes_done is not None and status.bytes_done > ROWS * 100  # keys + envelopes (estimated)
     # The hand-off position: a WAL LSN read before the backfill began.
     assert status.source_position is not None
     assert re.fullmatch(r"[0-9A-F]+/[0-9A-F]+", status.source_position["lsn"])
 
-    ids, samples = _read_keys(kafka.bootstrap_servers, topic, MILLION)
-    assert len(ids) == MILLION
-    assert len(set(ids)) == MILLION
-    assert min(ids) == 1 and max(ids) == MILLION
+    ids, samples = _read_keys(kafka.bootstrap_servers, topic, ROWS)
+    assert len(ids) == ROWS
+    assert len(set(ids)) == ROWS
+    assert min(ids) == 1 and max(ids) == ROWS
 
     value = json.loads(samples[3])
     assert value["schema"]["name"] == "orders"
@@ -176,16 +185,36 @@ def _by_key(bootstrap: str, topic: str, expected: int) -> dict[bytes, bytes]:
 
 
 def test_cancel_stops_the_spark_job(
-    backfills: BackfillManager, postgres: PostgresServer, million_table: str
+    backfills: BackfillManager, postgres: PostgresServer, orders_table: str
 ) -> None:
+    """A cancel while Spark writes stops the job short of the table. The job reads a view of the
+    orders that spends a millisecond on each row it returns (about 50 s for each of the 2 Spark
+    partitions), so however fast the machine, the cancel lands mid-write; 200-row fetches make the
+    database stop once the cancelled reader stops asking."""
+    sql(
+        postgres.url(orders_table),
+        "CREATE OR REPLACE FUNCTION paced(t text) RETURNS text LANGUAGE plpgsql STABLE AS "
+        "$$ BEGIN PERFORM pg_sleep(0.001); RETURN t; END $$",
+    )
+    sql(
+        postgres.url(orders_table),
+        "CREATE OR REPLACE VIEW paced_orders AS SELECT id, customer, amount, paced(status) AS status, created_at FROM orders",
+    )
     topic = unique_topic_name("orders-cancel")
-    backfills.submit(_spec(postgres, million_table, "public.orders", topic, **{"num.partitions": 2}))
+    backfills.submit(
+        _spec(
+            postgres, orders_table, "public.paced_orders", topic,
+            **{"num.partitions": 2, "partition.column": "id", "key.columns": ["id"], "fetch.size": 200},
+        )
+    )
     job = f"bf-{topic}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         status = backfills.get(job)["status"]
         if status["state"] == "RUNNING" and status["rows_done"] > 0:
             break
+        if status["state"] not in ("PENDING", "RUNNING"):
+            pytest.fail(f"the backfill ended before the cancel: {status}")
         time.sleep(0.2)
     else:
         pytest.fail(f"the backfill did not start writing: {backfills.get(job)}")
@@ -193,7 +222,7 @@ def test_cancel_stops_the_spark_job(
     backfills.cancel(job)
     final = backfills.wait(job, timeout=60)
     assert final.state is JobState.CANCELLED
-    assert final.rows_done < MILLION
+    assert 0 < final.rows_done < ROWS
     assert time.monotonic() - cancelled_at < 60
 
 

@@ -6,7 +6,6 @@ import decimal
 import json
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
 from sluice.connectors.api.schema import INT64_SCHEMA, OPTIONAL_STRING_SCHEMA, Decimal, Schema
 from sluice.converters.avro import AvroConverter
@@ -15,7 +14,7 @@ from sluice.deploy.postgres import PostgresServer
 from sluice.deploy.schema_registry import SchemaRegistryServer
 from sluice.worker.backfill import BackfillManager, JobState
 from tests.integration.jdbc_helpers import sql
-from tests.integration.kafka_helpers import OutgoingRecord, create_topic, produce, unique_topic_name
+from tests.integration.kafka_helpers import ClosingAdminClient, OutgoingRecord, create_topic, produce, unique_topic_name
 
 pytestmark = pytest.mark.integration
 
@@ -30,22 +29,24 @@ SCHEMA = {
 }
 
 
+def produce_events(bootstrap: str, prefix: str, count: int) -> str:
+    """A new two-partition topic holding ``count`` JSON-with-schema events (id, label); its name."""
+    topic = unique_topic_name(prefix)
+    create_topic(bootstrap, topic, partitions=2)
+    records = [
+        OutgoingRecord(
+            value=json.dumps({"schema": SCHEMA, "payload": {"id": i, "label": f"event {i}"}}).encode(), partition=i % 2
+        )
+        for i in range(count)
+    ]
+    produce(bootstrap, topic, records)
+    return topic
+
+
 def test_topic_range_reprocessed_into_a_jdbc_table(
     backfills: BackfillManager, kafka: KafkaBroker, postgres: PostgresServer
 ) -> None:
-    topic = unique_topic_name("events")
-    create_topic(kafka.bootstrap_servers, topic, partitions=2)
-    produce(
-        kafka.bootstrap_servers,
-        topic,
-        [
-            OutgoingRecord(
-                value=json.dumps({"schema": SCHEMA, "payload": {"id": i, "label": f"event {i}"}}).encode(),
-                partition=i % 2,
-            )
-            for i in range(2_000)
-        ],
-    )
+    topic = produce_events(kafka.bootstrap_servers, "events", 2_000)
     db = "reprocess_events"
     url = postgres.create_database(db)
     spec = {
@@ -82,8 +83,8 @@ def test_topic_range_reprocessed_into_a_jdbc_table(
     # The backfill used no consumer group: nothing to disturb a live connector's offsets.
     # The client is held in a name: a temporary one is freed before its answer arrives, and
     # librdkafka then purges the request, so the future never completes.
-    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
-    groups = admin.list_consumer_groups().result(timeout=15)
+    with ClosingAdminClient({"bootstrap.servers": kafka.bootstrap_servers}) as admin:
+        groups = admin.list_consumer_groups().result(timeout=15)
     # (Other tests' connectors share the broker, so only groups that could be this job's count.)
     assert not [g.group_id for g in groups.valid if "reprocess" in g.group_id]
 

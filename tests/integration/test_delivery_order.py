@@ -17,8 +17,8 @@ from tests.integration.worker_process import WorkerProcess
 pytestmark = pytest.mark.integration
 
 
-def _stored(workdir: Path, connector: str) -> dict[bytes, dict]:
-    store = FileOffsetStore(workdir / "offsets.json")
+def _stored(worker: WorkerProcess, connector: str) -> dict[bytes, dict]:
+    store = FileOffsetStore(worker.offsets_path)
     store.start()
     try:
         return {orjson.dumps(p): dict(o) for p, o in store.all(connector)}
@@ -70,8 +70,8 @@ def test_source_offsets_are_stored_after_delivery_and_resume_from_there(kafka, t
         ]
         # A flush may land between delivery reports and store an earlier n first: wait for the last one.
         expected = {b'{"scripted":"main"}': {"n": 9}}
-        _wait(lambda: _stored(tmp_path, "scripted") == expected, what="the offset of the last record stored")
-        assert _stored(tmp_path, "scripted") == expected
+        _wait(lambda: _stored(worker, "scripted") == expected, what="the offset of the last record stored")
+        assert _stored(worker, "scripted") == expected
         events = [e["event"] for e in _journal(journal)]
         assert events.index("poll") < events.index("commit")
     finally:
@@ -111,7 +111,7 @@ def test_a_record_kafka_rejects_fails_the_task_and_stores_no_offset(kafka, tmp_p
         _wait(failed, what="the task to fail")
         assert "no spaces allowed" in status["tasks"][0]["trace"] or "topic" in status["tasks"][0]["trace"].lower()
         time.sleep(1)
-        assert _stored(tmp_path, "rejected") == {}
+        assert _stored(worker, "rejected") == {}
     finally:
         assert worker.stop() == 0, worker.log()
 
@@ -166,11 +166,11 @@ def test_sigterm_flushes_and_commits_before_exit(kafka, tmp_path: Path) -> None:
         # Nothing outside the task shows what it consumed before a commit (its file buffer is flushed
         # only on commit); 5 s is ample for a sink that started with the source to read 1,000 records.
         time.sleep(5)
-        assert _stored(tmp_path, "src") == {}
+        assert _stored(worker, "src") == {}
         assert _committed(kafka.bootstrap_servers, "connect-dst", topic) < 0  # nothing committed yet
     finally:
         assert worker.stop() == 0, worker.log()
-    assert _stored(tmp_path, "src") == {
+    assert _stored(worker, "src") == {
         orjson.dumps({"filename": str(source_file)}): {"position": source_file.stat().st_size}
     }
     assert _committed(kafka.bootstrap_servers, "connect-dst", topic) == 1000

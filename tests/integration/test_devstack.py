@@ -38,6 +38,7 @@ from sluice.deploy.kafka_stack import (
 from sluice.deploy.schema_registry import CONTENT_TYPE
 from tests.integration.kafka_helpers import (
     OutgoingRecord,
+    close_producer,
     consume_all,
     create_topic,
     produce,
@@ -116,14 +117,17 @@ def test_transactions_hide_aborted_records_from_read_committed(kafka: KafkaBroke
     topic = unique_topic_name("txn")
     create_topic(kafka.bootstrap_servers, topic)
     producer = Producer({"bootstrap.servers": kafka.bootstrap_servers, "transactional.id": unique_topic_name("tx")})
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for i in range(5):
-        producer.produce(topic, value=f"committed-{i}".encode())
-    producer.commit_transaction(30)
-    producer.begin_transaction()
-    producer.produce(topic, value=b"aborted")
-    producer.abort_transaction(30)
+    try:
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce(topic, value=f"committed-{i}".encode())
+        producer.commit_transaction(30)
+        producer.begin_transaction()
+        producer.produce(topic, value=b"aborted")
+        producer.abort_transaction(30)
+    finally:
+        close_producer(producer)
 
     records = consume_all(kafka.bootstrap_servers, topic, expected_count=5, settle=1.0)
 

@@ -21,13 +21,12 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from sluice.deploy.opensearch import OpenSearchNode
 from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce, unique_topic_name
 from tests.integration.worker_process import WorkerProcess
+from tests.sizes import size
 
 pytestmark = pytest.mark.integration
 
-# By Python path through plugin.path = the repository, so the tests do not depend on the installed
-# entry points being up to date.
+# By the Python path of the installed entry point (what the worker discovered at start).
 ES_SINK = "sluice.connectors.sink.elasticsearch.connector.ElasticsearchSinkConnector"
-REPO_ROOT = str(Path(__file__).resolve().parents[2])
 SCHEMALESS_JSON = {
     "value.converter": "org.apache.kafka.connect.json.JsonConverter",
     "value.converter.schemas.enable": "false",
@@ -39,7 +38,7 @@ T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z
 
 
 def _worker(tmp_path: Path, bootstrap: str) -> WorkerProcess:
-    return WorkerProcess(tmp_path, bootstrap, **{"plugin.path": REPO_ROOT}).start()
+    return WorkerProcess(tmp_path, bootstrap).start()
 
 
 def _deploy(worker: WorkerProcess, name: str, config: dict[str, Any]) -> None:
@@ -65,7 +64,9 @@ def _count(opensearch: OpenSearchNode, index: str) -> int:
     return int(body["count"]) if status == 200 else -1
 
 
-def _wait_count(opensearch: OpenSearchNode, index: str, expected: int, worker: WorkerProcess, timeout: float = 90) -> None:
+def _wait_count(
+    opensearch: OpenSearchNode, index: str, expected: int, worker: WorkerProcess, timeout: float = 90
+) -> None:
     deadline = time.monotonic() + timeout
     got = -1
     while time.monotonic() < deadline:
@@ -183,7 +184,9 @@ def test_insert_by_key_with_schema_mapping_and_tombstone_deletes(
         _wait_count(opensearch, index, 9, worker)
         # Both partitions fully committed once everything consumed is in the index.
         consumed = consume_all(bootstrap, topic, expected_count=len(records))
-        _wait_committed(bootstrap, "connect-es-orders", topic, [sum(1 for r in consumed if r.partition == p) for p in (0, 1)])
+        _wait_committed(
+            bootstrap, "connect-es-orders", topic, [sum(1 for r in consumed if r.partition == p) for p in (0, 1)]
+        )
         status, mapping = opensearch.request("GET", f"/{index}/_mapping")
         assert status == 200
         props = mapping[index]["mappings"]["properties"]
@@ -212,7 +215,9 @@ def test_insert_by_key_with_schema_mapping_and_tombstone_deletes(
         )
         assert status == 200
         assert sorted(h["_id"] for h in body["hits"]["hits"]) == [f"order-{i}" for i in range(6, 10)]
-        status, body = opensearch.request("POST", f"/{index}/_search", {"query": {"range": {"day": {"lt": "2023-11-16"}}}})
+        status, body = opensearch.request(
+            "POST", f"/{index}/_search", {"query": {"range": {"day": {"lt": "2023-11-16"}}}}
+        )
         assert sorted(h["_id"] for h in body["hits"]["hits"]) == ["order-0", "order-1"]
     finally:
         worker.stop()
@@ -286,7 +291,10 @@ def test_key_ignore_ids_and_replaying_the_topic_leaves_the_same_documents(
     produce(
         bootstrap,
         topic,
-        [OutgoingRecord(key=None, value=orjson.dumps({"n": i, "even": i % 2 == 0}), partition=i % 3) for i in range(300)],
+        [
+            OutgoingRecord(key=None, value=orjson.dumps({"n": i, "even": i % 2 == 0}), partition=i % 3)
+            for i in range(300)
+        ],
     )
     worker = _worker(tmp_path, bootstrap)
     try:
@@ -296,7 +304,9 @@ def test_key_ignore_ids_and_replaying_the_topic_leaves_the_same_documents(
         _wait_committed(bootstrap, "connect-es-replay-1", topic, [100, 100, 100])
         first = _docs(opensearch, topic)
         # id = topic+partition+offset; partition p offset o holds n = 3*o + p.
-        assert first == {f"{topic}+{p}+{o}": {"n": 3 * o + p, "even": (3 * o + p) % 2 == 0} for p in range(3) for o in range(100)}
+        assert first == {
+            f"{topic}+{p}+{o}": {"n": 3 * o + p, "even": (3 * o + p) % 2 == 0} for p in range(3) for o in range(100)
+        }
 
         # A second connector (its own consumer group) replays the whole topic into the same index.
         _deploy(worker, "es-replay-2", config)
@@ -388,7 +398,10 @@ def test_data_stream_mode_writes_with_timestamps(kafka: Any, opensearch: OpenSea
     produce(
         bootstrap,
         topic,
-        [OutgoingRecord(key=f"e{i}", value=orjson.dumps({"level": "info", "i": i}), timestamp=T0 + i) for i in range(25)],
+        [
+            OutgoingRecord(key=f"e{i}", value=orjson.dumps({"level": "info", "i": i}), timestamp=T0 + i)
+            for i in range(25)
+        ],
     )
     worker = _worker(tmp_path, bootstrap)
     try:
@@ -412,11 +425,21 @@ def test_data_stream_mode_writes_with_timestamps(kafka: Any, opensearch: OpenSea
         worker.stop()
 
 
-def test_node_restart_mid_stream_loses_no_document(kafka: Any, opensearch: OpenSearchNode, tmp_path: Path) -> None:
+def test_node_restart_mid_stream_loses_no_document(kafka: Any, private_opensearch: OpenSearchNode, tmp_path: Path) -> None:
+    """The node stops once the first half's documents are being indexed, and the second half arrives
+    while it is down; once it is back, every document is there and every offset committed.
+
+    The small size (6,000 records, 3,000 per half) still crosses every boundary the test relies
+    on: each half is several ``batch.size`` (500) bulk requests over 2 partitions, and the half
+    that arrives while the node is down is more than ``max.buffered.records`` (2,000), so the task
+    retries its requests, fills its buffer, pauses its partitions and resumes them once the retried
+    requests land. ``SLUICE_TEST_FULL_SIZES=1`` runs the original 20,000 records. The node is the
+    test's own: the session's is shared by the other pytest workers."""
+    opensearch = private_opensearch
     bootstrap = kafka.bootstrap_servers
     topic = unique_topic_name("esrestart")
     create_topic(bootstrap, topic, partitions=2)
-    total = 20_000
+    total = size(6_000, 20_000)
     produce(bootstrap, topic, [OutgoingRecord(key=f"k{i}", value=orjson.dumps({"i": i})) for i in range(total // 2)])
     worker = _worker(tmp_path, bootstrap)
     try:
@@ -443,7 +466,11 @@ def test_node_restart_mid_stream_loses_no_document(kafka: Any, opensearch: OpenS
         # The second half arrives while the node is down.
         producer = threading.Thread(
             target=produce,
-            args=(bootstrap, topic, [OutgoingRecord(key=f"k{i}", value=orjson.dumps({"i": i})) for i in range(total // 2, total)]),
+            args=(
+                bootstrap,
+                topic,
+                [OutgoingRecord(key=f"k{i}", value=orjson.dumps({"i": i})) for i in range(total // 2, total)],
+            ),
         )
         indexed_before = _count(opensearch, topic)
         assert 0 < indexed_before < total

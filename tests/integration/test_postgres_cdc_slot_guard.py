@@ -35,6 +35,11 @@ MiB = 1 << 20
 #: The guard's bound: four WAL segments (16 MiB each); the warning comes at half of it.
 BOUND = 64 * MiB
 WARN_RATIO = 0.5
+#: What the slot guard measures (slot_guard._USAGE_SQL), asked of the server directly.
+RETAINED_SQL = (
+    "SELECT slot_name, pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint"
+    " FROM pg_replication_slots WHERE slot_name = ANY(%s)"
+)
 
 
 class Scenario:
@@ -68,19 +73,27 @@ class Scenario:
             time.sleep(0.5)
         raise AssertionError(f"{why()}\n{self.w.log()}")
 
+    def server_retained(self) -> dict[str, int]:
+        """The WAL each slot retains, as the server says now (the worker measures every 5 s)."""
+        rows = run_sql(self.url, RETAINED_SQL, params=(list(self.slots.values()),))
+        by_slot = {slot: int(retained) for slot, retained in rows}
+        return {name: by_slot.get(slot, 0) for name, slot in self.slots.items()}
+
     def grow_until(self, limit: float, names: Sequence[str] | None = None) -> None:
         """Move the server on one WAL segment at a time (a write first: an idle server does not
-        switch) until the slots of ``names`` (all by default) retain ``limit``: each step is seen by
-        a measurement (every 5 s)."""
+        switch) until every slot retains ``limit``, then wait until the worker's measurement (every
+        5 s) of the slots of ``names`` (all by default) shows it. A switch moves the server on at
+        most one segment (16 MiB), so the slots stop less than a segment past ``limit``."""
         names = list(names or self.slots)
-        while min(map(self.retained, names)) < limit:
-            before = [self.retained(name) for name in names]
+        for _ in range(int(limit // (16 * MiB)) + 8):
+            if min(self.server_retained().values()) >= limit:
+                break
             run_sql(self.url, "UPDATE churn SET pad = md5(random()::text) WHERE id = 1")
             run_sql(self.url, "SELECT pg_switch_wal()")
-            self.wait(self._changed(before, names), 30, lambda: "the retained WAL does not grow")
-
-    def _changed(self, before: list[float], names: list[str]) -> Callable[[], bool]:
-        return lambda: [self.retained(name) for name in names] != before
+        else:
+            raise AssertionError(f"the slots do not retain {limit} bytes: {self.server_retained()}")
+        self.wait(lambda: min(map(self.retained, names)) >= limit, 60,
+                  lambda: f"the worker does not report {limit} bytes retained: {[self.retained(n) for n in names]}")  # fmt: skip
 
 
 @ON_PG15_AND_PG18
@@ -93,11 +106,17 @@ def test_paused_connectors_slots_grow_the_guard_warns_degrades_fails_and_clears(
         "table.include.list": r"public\.churn",
         "slot.max.retained.wal.bytes": str(BOUND),
         "slot.retained.wal.warn.ratio": str(WARN_RATIO),
+        # The resumed connector confirms what it streamed with its next status update (10 s by
+        # default): each second is enough for the lag, then the retained WAL, to be seen falling.
+        "status.update.interval.ms": "1000",
     }
     degrade = cdc_config(pg_server.port, dbname(postgres_db), unique_topic_name("guard"), **guard)
     fail = cdc_config(pg_server.port, dbname(postgres_db), unique_topic_name("guardfail"),
                       **guard, **{"slot.retained.wal.action": "fail"})  # fmt: skip
-    w = worker(tmp_path, kafka.bootstrap_servers).start(
+    # The fail connector's task fails again on each automatic restart: one, soon after, shows that
+    # (the default budget, three with a backoff doubling from 1 s, only adds waiting).
+    restarts = {"task.restart.max.attempts": "1", "task.restart.backoff.initial.ms": "100"}
+    w = worker(tmp_path, kafka.bootstrap_servers, **restarts).start(
         write_connector(tmp_path / "degrade.json", "degrade", degrade), write_connector(tmp_path / "fail.json", "fail", fail)
     )
     held = psycopg.connect(libpq(postgres_db))

@@ -29,12 +29,22 @@ HANGING = "tests.plugins.hanging.HangingSource"
 
 
 @pytest.fixture
-def worker(kafka: Any, tmp_path: Path):
+def files(tmp_path: Path) -> Path:
+    """Where the test plugin writes (connector.allowed.paths): the only place a sandboxed task
+    host may write, beside the worker's own files in tmp_path."""
+    path = tmp_path / "files"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def worker(kafka: Any, tmp_path: Path, files: Path):
     w = WorkerProcess(
         tmp_path,
         kafka.bootstrap_servers,
         **{
             "task.executor": "process",
+            "connector.allowed.paths": str(files),
             "offset.flush.interval.ms": "300",
             "task.shutdown.graceful.timeout.ms": "2000",
             "task.restart.backoff.initial.ms": "300",
@@ -76,13 +86,13 @@ def wait_for(probe: Any, done: Any, timeout: float = 30, what: str = "") -> Any:
     return value
 
 
-def create(worker: WorkerProcess, name: str, tmp_path: Path, topic: str, tasks: int = 1) -> dict[str, str]:
+def create(worker: WorkerProcess, name: str, files: Path, topic: str, tasks: int = 1) -> dict[str, str]:
     config = {
         "connector.class": HANGING,
         "tasks.max": str(tasks),
         "topic": topic,
-        "pid.file": str(tmp_path / f"{name}.pids"),
-        "hang.flag": str(tmp_path / f"{name}.hang"),
+        "pid.file": str(files / f"{name}.pids"),
+        "hang.flag": str(files / f"{name}.hang"),
     }
     r = httpx.post(f"{worker.url}/connectors", json={"name": name, "config": config}, timeout=30)
     assert r.status_code == 201, r.text
@@ -90,11 +100,11 @@ def create(worker: WorkerProcess, name: str, tmp_path: Path, topic: str, tasks: 
     return config
 
 
-def test_tasks_spread_over_host_processes(worker: WorkerProcess, kafka: Any, tmp_path: Path) -> None:
+def test_tasks_spread_over_host_processes(worker: WorkerProcess, kafka: Any, files: Path) -> None:
     topic = unique_topic_name("proc")
     create_topic(kafka.bootstrap_servers, topic)
-    create(worker, "two", tmp_path, topic, tasks=2)
-    started = wait_for(lambda: pids(tmp_path / "two.pids"), lambda p: len(p) == 2, what="both tasks started")
+    create(worker, "two", files, topic, tasks=2)
+    started = wait_for(lambda: pids(files / "two.pids"), lambda p: len(p) == 2, what="both tasks started")
     task_pids = {p[-1] for p in started.values()}
     assert len(task_pids) == 2 and worker.proc is not None and worker.proc.pid not in task_pids
     assert all(alive(pid) for pid in task_pids)  # two hosts on a 2-core machine: one task each
@@ -108,16 +118,18 @@ def test_tasks_spread_over_host_processes(worker: WorkerProcess, kafka: Any, tmp
     wait_for(lambda: [pid for pid in task_pids if alive(pid)], lambda left: not left, what="task processes to exit")
 
 
-def test_a_killed_task_process_is_a_failure_the_restart_policy_repairs(worker: WorkerProcess, kafka: Any, tmp_path: Path) -> None:
+def test_a_killed_task_process_is_a_failure_the_restart_policy_repairs(
+    worker: WorkerProcess, kafka: Any, files: Path
+) -> None:
     topic = unique_topic_name("proc-kill")
     create_topic(kafka.bootstrap_servers, topic)
-    create(worker, "victim", tmp_path, topic)
+    create(worker, "victim", files, topic)
     consume_all(kafka.bootstrap_servers, topic, 20, timeout=30)
-    (first,) = pids(tmp_path / "victim.pids")[0]
+    (first,) = pids(files / "victim.pids")[0]
     time.sleep(1)  # let an offset commit happen, so the restart resumes rather than starts over
 
     os.kill(first, signal.SIGKILL)
-    restarted = wait_for(lambda: pids(tmp_path / "victim.pids")[0], lambda p: len(p) == 2, what="a restarted task process")
+    restarted = wait_for(lambda: pids(files / "victim.pids")[0], lambda p: len(p) == 2, what="a restarted task process")
     assert restarted[1] != first
     worker.wait_running("victim")
     assert "was killed by signal 9" in worker.log()
@@ -130,13 +142,13 @@ def test_a_killed_task_process_is_a_failure_the_restart_policy_repairs(worker: W
     assert max(values) > 25  # and it went on counting after the restart
 
 
-def test_a_hung_task_is_killed_without_stalling_the_worker(worker: WorkerProcess, kafka: Any, tmp_path: Path) -> None:
+def test_a_hung_task_is_killed_without_stalling_the_worker(worker: WorkerProcess, kafka: Any, files: Path) -> None:
     busy, stuck = unique_topic_name("proc-busy"), unique_topic_name("proc-stuck")
     for topic in (busy, stuck):
         create_topic(kafka.bootstrap_servers, topic)
-    create(worker, "busy", tmp_path, busy)
-    config = create(worker, "stuck", tmp_path, stuck)
-    (stuck_pid,) = pids(tmp_path / "stuck.pids")[0]
+    create(worker, "busy", files, busy)
+    config = create(worker, "stuck", files, stuck)
+    (stuck_pid,) = pids(files / "stuck.pids")[0]
     Path(config["hang.flag"]).touch()  # poll() now blocks and ignores stop()
     time.sleep(0.5)
 
@@ -157,25 +169,34 @@ def test_a_hung_task_is_killed_without_stalling_the_worker(worker: WorkerProcess
     assert httpx.get(f"{worker.url}/connectors/busy/status", timeout=5).json()["tasks"][0]["state"] == "RUNNING"
 
 
-def test_task_processes_end_with_a_killed_worker(kafka: Any, tmp_path: Path) -> None:
+def test_task_processes_end_with_a_killed_worker(kafka: Any, tmp_path: Path, files: Path) -> None:
     """No orphans: a task process whose worker was SIGKILLed stops (its offsets went with the
     worker, so a new worker re-delivers from the last commit)."""
-    worker = WorkerProcess(tmp_path, kafka.bootstrap_servers, **{"task.executor": "process"}).start()
+    settings: dict[str, Any] = {"task.executor": "process", "connector.allowed.paths": str(files)}
+    worker = WorkerProcess(tmp_path, kafka.bootstrap_servers, **settings).start()
     topic = unique_topic_name("proc-orphan")
     create_topic(kafka.bootstrap_servers, topic)
-    create(worker, "orphan", tmp_path, topic, tasks=2)
-    task_pids = [p[-1] for p in wait_for(lambda: pids(tmp_path / "orphan.pids"), lambda p: len(p) == 2, what="2 tasks").values()]
+    create(worker, "orphan", files, topic, tasks=2)
+    task_pids = [
+        p[-1] for p in wait_for(lambda: pids(files / "orphan.pids"), lambda p: len(p) == 2, what="2 tasks").values()
+    ]
     worker.kill()
-    wait_for(lambda: [pid for pid in task_pids if alive(pid)], lambda left: not left, timeout=20, what="task processes to exit")
+    wait_for(
+        lambda: [pid for pid in task_pids if alive(pid)],
+        lambda left: not left,
+        timeout=20,
+        what="task processes to exit",
+    )
 
 
-def test_a_hung_task_s_siblings_move_to_another_host_first(kafka: Any, tmp_path: Path) -> None:
+def test_a_hung_task_s_siblings_move_to_another_host_first(kafka: Any, tmp_path: Path, files: Path) -> None:
     """One host for every task: killing the hung task's host must not take its sibling down."""
     worker = WorkerProcess(
         tmp_path,
         kafka.bootstrap_servers,
         **{
             "task.executor": "process",
+            "connector.allowed.paths": str(files),
             "task.host.processes": "1",
             "offset.flush.interval.ms": "300",
             "task.shutdown.graceful.timeout.ms": "2000",
@@ -185,30 +206,36 @@ def test_a_hung_task_s_siblings_move_to_another_host_first(kafka: Any, tmp_path:
         busy, stuck = unique_topic_name("host-busy"), unique_topic_name("host-stuck")
         for topic in (busy, stuck):
             create_topic(kafka.bootstrap_servers, topic)
-        create(worker, "busy", tmp_path, busy)
-        config = create(worker, "stuck", tmp_path, stuck)
-        (busy_pid,) = pids(tmp_path / "busy.pids")[0]
-        (stuck_pid,) = pids(tmp_path / "stuck.pids")[0]
+        create(worker, "busy", files, busy)
+        config = create(worker, "stuck", files, stuck)
+        (busy_pid,) = pids(files / "busy.pids")[0]
+        (stuck_pid,) = pids(files / "stuck.pids")[0]
         assert busy_pid == stuck_pid  # both in the one host
         consume_all(kafka.bootstrap_servers, busy, 20, timeout=30)
         Path(config["hang.flag"]).touch()
         time.sleep(0.5)
 
         assert httpx.delete(f"{worker.url}/connectors/stuck", timeout=30).status_code == 204
-        moved = wait_for(lambda: pids(tmp_path / "busy.pids")[0], lambda p: len(p) == 2, timeout=15, what="busy to move")
+        moved = wait_for(lambda: pids(files / "busy.pids")[0], lambda p: len(p) == 2, timeout=15, what="busy to move")
         assert moved[1] != stuck_pid and alive(moved[1])
         wait_for(lambda: alive(stuck_pid), lambda a: not a, timeout=15, what="the hung task's host to be killed")
         assert "did not stop in time: killing its process" in worker.log()
         assert httpx.get(f"{worker.url}/connectors/busy/status", timeout=5).json()["tasks"][0]["state"] == "RUNNING"
 
         # The sibling stopped cleanly before it moved: it carries on from its committed offset, nothing lost.
-        before = max(int(r.value.decode().split(":")[1]) for r in consume_all(kafka.bootstrap_servers, busy, 1, timeout=30))
+        before = max(
+            int(r.value.decode().split(":")[1]) for r in consume_all(kafka.bootstrap_servers, busy, 1, timeout=30)
+        )
         wait_for(
-            lambda: [int(r.value.decode().split(":")[1]) for r in consume_all(kafka.bootstrap_servers, busy, 1, timeout=30)],
+            lambda: [
+                int(r.value.decode().split(":")[1]) for r in consume_all(kafka.bootstrap_servers, busy, 1, timeout=30)
+            ],
             lambda values: max(values) > before + 10,
             what="the moved task to keep producing",
         )
-        values = [int(r.value.decode().split(":")[1]) for r in consume_all(kafka.bootstrap_servers, busy, 1, timeout=30)]
+        values = [
+            int(r.value.decode().split(":")[1]) for r in consume_all(kafka.bootstrap_servers, busy, 1, timeout=30)
+        ]
         assert sorted(set(values)) == list(range(max(values) + 1))
         assert "was killed by signal" not in worker.log()  # no task but the hung one went down
     finally:

@@ -44,7 +44,7 @@ def _status(worker: WorkerProcess, name: str) -> dict[str, Any]:
     return r.json()
 
 
-def _wait(worker: WorkerProcess, name: str, connector: str, tasks: list[str], timeout: float = 20) -> dict[str, Any]:
+def _wait(worker: WorkerProcess, name: str, connector: str, tasks: list[str], timeout: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     body: dict[str, Any] = {}
     while time.monotonic() < deadline:

@@ -60,17 +60,17 @@ def test_connector_lifecycle_over_http(worker: WorkerProcess, kafka, tmp_path: P
     records = consume_all(kafka.bootstrap_servers, topic, expected_count=2)
     assert [r.value for r in records] == [b"alpha", b"beta"]
 
-    assert httpx.put(f"{worker.url}/connectors/rest-src/pause").status_code == 202
+    assert httpx.put(f"{worker.url}/connectors/rest-src/pause", timeout=60).status_code == 202
     _wait_state(worker, "rest-src", "PAUSED")
     with source.open("a") as f:
         f.write("gamma\n")
     time.sleep(1.5)
     assert len(consume_all(kafka.bootstrap_servers, topic, expected_count=2, timeout=3)) == 2  # paused: nothing new
-    assert httpx.put(f"{worker.url}/connectors/rest-src/resume").status_code == 202
+    assert httpx.put(f"{worker.url}/connectors/rest-src/resume", timeout=60).status_code == 202
     _wait_state(worker, "rest-src", "RUNNING")
     assert [r.value for r in consume_all(kafka.bootstrap_servers, topic, expected_count=3)][-1] == b"gamma"
 
-    assert httpx.delete(f"{worker.url}/connectors/rest-src").status_code == 204
+    assert httpx.delete(f"{worker.url}/connectors/rest-src", timeout=60).status_code == 204
     gone = httpx.get(f"{worker.url}/connectors/rest-src")
     assert gone.status_code == 404
     assert gone.json() == {"error_code": 404, "message": "Connector rest-src not found"}

@@ -36,18 +36,21 @@ def test_generic_mode_reads_matching_objects_and_resumes_per_object_position(
     create_topic(bootstrap, orders)
     create_topic(bootstrap, clicks)
     client = s3.client()
-    client.put_object(Bucket=s3_bucket, Key="landing/orders/2024-01-01.json", Body=_lines(*({"id": i} for i in range(3))))
+    client.put_object(
+        Bucket=s3_bucket, Key="landing/orders/2024-01-01.json", Body=_lines(*({"id": i} for i in range(3)))
+    )
     client.put_object(Bucket=s3_bucket, Key="landing/orders/2024-01-02.json.gz", Body=gzip.compress(_lines({"id": 3})))
     client.put_object(Bucket=s3_bucket, Key="landing/clicks/part-0.json", Body=_lines({"id": "c1"}, {"id": "c2"}))
     client.put_object(Bucket=s3_bucket, Key="landing/README.txt", Body=b"not data")
 
     worker = WorkerProcess(
-        tmp_path, bootstrap, **{
+        tmp_path,
+        bootstrap,
+        **{
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",
             "value.converter.schemas.enable": "false",
             "offset.flush.interval.ms": "300",
-            "plugin.path": str(Path(__file__).resolve().parents[2]),
-        }
+        },
     ).start()
     name = "generic-source"
     try:
@@ -82,10 +85,14 @@ def test_generic_mode_reads_matching_objects_and_resumes_per_object_position(
         assert stored["landing/orders/2024-01-01.json"] == {"position": 3, "complete": True}
         assert stored["landing/clicks/part-0.json"] == {"position": 2, "complete": True}
         assert httpx.put(f"{worker.url}/connectors/{name}/stop", timeout=30).status_code == 204
-        rewind = {"offsets": [{
-            "partition": {"bucket": s3_bucket, "object": "landing/orders/2024-01-01.json"},
-            "offset": {"position": 1, "complete": False},
-        }]}
+        rewind = {
+            "offsets": [
+                {
+                    "partition": {"bucket": s3_bucket, "object": "landing/orders/2024-01-01.json"},
+                    "offset": {"position": 1, "complete": False},
+                }
+            ]
+        }
         response = httpx.patch(f"{worker.url}/connectors/{name}/offsets", json=rewind, timeout=30)
         assert response.status_code == 200, response.text
         assert httpx.put(f"{worker.url}/connectors/{name}/resume", timeout=30).status_code == 202

@@ -52,8 +52,7 @@ def test_round_trip_restores_partitions_order_keys_values_headers_and_timestamps
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
         "value.converter.schemas.enable": "false",
         "offset.flush.interval.ms": "500",
-        # The connectors and RegexRouter are named by Python path, found through plugin.path.
-        "plugin.path": str(Path(__file__).resolve().parents[2]),
+        # The connectors and RegexRouter are named by the Python paths of their entry points.
     }
     worker = WorkerProcess(tmp_path, bootstrap, **settings).start()
     try:
@@ -123,12 +122,15 @@ def test_restore_merges_interleaved_objects_back_into_offset_order(
         for i in range(40)
     ]
     produce(bootstrap, topic, originals)
-    worker = WorkerProcess(tmp_path, bootstrap, **{
-        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-        "value.converter.schemas.enable": "false",
-        "offset.flush.interval.ms": "500",
-        "plugin.path": str(Path(__file__).resolve().parents[2]),
-    }).start()
+    worker = WorkerProcess(
+        tmp_path,
+        bootstrap,
+        **{
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "false",
+            "offset.flush.interval.ms": "500",
+        },
+    ).start()
     try:
         common = {
             **s3.connector_config(s3_bucket),
@@ -136,13 +138,17 @@ def test_restore_merges_interleaved_objects_back_into_offset_order(
             "partitioner.class": "FieldPartitioner",
             "partition.field.name": "kind",
         }
-        _deploy(worker, "archive-mix", {
-            "connector.class": "sluice.connectors.sink.s3.connector.S3SinkConnector",
-            "topics": topic,
-            **common,
-            "flush.size": "10",
-            "store.kafka.keys": "true",
-        })
+        _deploy(
+            worker,
+            "archive-mix",
+            {
+                "connector.class": "sluice.connectors.sink.s3.connector.S3SinkConnector",
+                "topics": topic,
+                **common,
+                "flush.size": "10",
+                "store.kafka.keys": "true",
+            },
+        )
         client = s3.client()
         deadline = time.monotonic() + 60
         names: list[str] = []
@@ -155,16 +161,20 @@ def test_restore_merges_interleaved_objects_back_into_offset_order(
         starts = sorted(int(n.rsplit("+", 1)[1].split(".")[0]) for n in names)
         assert starts[:3] == [0, 1, 2], names  # the first flush's three objects interleave 0..9
         httpx.delete(f"{worker.url}/connectors/archive-mix", timeout=30)
-        _deploy(worker, "restore-mix", {
-            "connector.class": "sluice.connectors.source.s3.connector.S3SourceConnector",
-            **common,
-            "topics": topic,
-            "s3.poll.interval.ms": "500",
-            "transforms": "rename",
-            "transforms.rename.type": "sluice.transforms.routing.RegexRouter",
-            "transforms.rename.regex": "(.*)",
-            "transforms.rename.replacement": "$1-restored",
-        })
+        _deploy(
+            worker,
+            "restore-mix",
+            {
+                "connector.class": "sluice.connectors.source.s3.connector.S3SourceConnector",
+                **common,
+                "topics": topic,
+                "s3.poll.interval.ms": "500",
+                "transforms": "rename",
+                "transforms.rename.type": "sluice.transforms.routing.RegexRouter",
+                "transforms.rename.regex": "(.*)",
+                "transforms.rename.replacement": "$1-restored",
+            },
+        )
         got = consume_all(bootstrap, restored, expected_count=40, timeout=60, settle=1.0)
     finally:
         worker.stop()

@@ -31,14 +31,11 @@ from tests.integration.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.integration
 
-# Named by Python path, found through plugin.path = the repository, so the tests do not depend on
-# the installed entry points (alias io.confluent.connect.s3.S3SinkConnector) being up to date.
+# Named by the Python path of its entry point (alias io.confluent.connect.s3.S3SinkConnector).
 S3_SINK = "sluice.connectors.sink.s3.connector.S3SinkConnector"
-REPO_ROOT = str(Path(__file__).resolve().parents[2])
 JSON_VALUES: dict[str, Any] = {
     "value.converter": "org.apache.kafka.connect.json.JsonConverter",
     "value.converter.schemas.enable": "false",
-    "plugin.path": REPO_ROOT,
 }
 T0 = 1_700_000_000_000
 

@@ -44,7 +44,6 @@ from tests.integration.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.integration
 
-REPO_ROOT = str(Path(__file__).resolve().parents[2])
 S3_SINK = "sluice.connectors.sink.s3.connector.S3SinkConnector"
 ES_SINK = "sluice.connectors.sink.elasticsearch.connector.ElasticsearchSinkConnector"
 SCHEMALESS_JSON = {
@@ -264,7 +263,6 @@ def worker(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
         **{
             "task.executor": "thread",
             "offset.flush.interval.ms": "500",
-            "plugin.path": REPO_ROOT,
             "producer.message.max.bytes": str(BIG),  # the DLQ producer: a 5 MB record may go there
         },
     ).start()

@@ -15,10 +15,10 @@ import orjson
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from sluice.offsets import FileOffsetStore
-from tests.integration.kafka_helpers import committed_offset
+from tests.integration.kafka_helpers import ClosingAdminClient, committed_offset
 from tests.integration.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.integration
@@ -27,19 +27,19 @@ LINES = 100_000
 
 
 def _create_topic(bootstrap: str, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)]).values():
-        future.result(30)
+    with ClosingAdminClient({"bootstrap.servers": bootstrap}) as admin:
+        for future in admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)]).values():
+            future.result(30)
 
 
 def _read_topic(bootstrap: str, topic: str, expected_at_least: int, timeout: float = 60) -> list[str]:
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": f"check-{time.time_ns()}", "enable.auto.commit": False}
     )
-    consumer.assign([KafkaTopicPartition(topic, 0, 0)])
     out: list[str] = []
     deadline = time.monotonic() + timeout
     try:
+        consumer.assign([KafkaTopicPartition(topic, 0, 0)])
         while time.monotonic() < deadline:
             msgs = consumer.consume(10_000, timeout=1)
             out.extend(m.value().decode() for m in msgs if m.error() is None)
@@ -120,7 +120,7 @@ def test_sigkill_mid_stream_loses_nothing_and_duplicates_only_the_uncommitted_in
         _wait_for_lines(sink_file, 40_000, worker)
         worker.kill()
         # What was durable when the worker died:
-        store = FileOffsetStore(tmp_path / "offsets.json")
+        store = FileOffsetStore(worker.offsets_path)
         store.start()
         stored = dict((orjson.dumps(p), o) for p, o in store.all("file-source"))
         store.stop()

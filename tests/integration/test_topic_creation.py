@@ -11,7 +11,7 @@ import httpx
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
 
-from tests.integration.kafka_helpers import consume_all, create_topic, unique_topic_name, wait_topic
+from tests.integration.kafka_helpers import ClosingAdminClient, consume_all, create_topic, unique_topic_name, wait_topic
 from tests.integration.worker_process import WorkerProcess
 
 pytestmark = pytest.mark.integration
@@ -69,18 +69,18 @@ def test_source_topics_are_created_per_group_and_an_existing_topic_is_left_alone
             wait_topic(kafka.bootstrap_servers, topic)
             assert len(consume_all(kafka.bootstrap_servers, topic, COUNT)) == COUNT
 
-        admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
-        partitions, replicas, configs = describe(admin, compacted)
-        assert (partitions, replicas, configs["cleanup.policy"]) == (2, 1, "compact")
-        assert configs["compression.type"] == "producer"  # the default group's configs are not inherited
+        with ClosingAdminClient({"bootstrap.servers": kafka.bootstrap_servers}) as admin:
+            partitions, replicas, configs = describe(admin, compacted)
+            assert (partitions, replicas, configs["cleanup.policy"]) == (2, 1, "compact")
+            assert configs["compression.type"] == "producer"  # the default group's configs are not inherited
 
-        partitions, replicas, configs = describe(admin, plain)
-        assert (partitions, replicas) == (3, 1)  # -1: the single broker's default replication factor
-        assert (configs["compression.type"], configs["retention.ms"], configs["cleanup.policy"]) == ("lz4", "3600000", "delete")
+            partitions, replicas, configs = describe(admin, plain)
+            assert (partitions, replicas) == (3, 1)  # -1: the single broker's default replication factor
+            assert (configs["compression.type"], configs["retention.ms"], configs["cleanup.policy"]) == ("lz4", "3600000", "delete")
 
-        partitions, _, configs = describe(admin, existing)
-        resource = ConfigResource(ResourceType.TOPIC, existing)
-        retention = admin.describe_configs([resource])[resource].result(timeout=10)["retention.ms"]
+            partitions, _, configs = describe(admin, existing)
+            resource = ConfigResource(ResourceType.TOPIC, existing)
+            retention = admin.describe_configs([resource])[resource].result(timeout=10)["retention.ms"]
         assert (partitions, configs["compression.type"]) == (1, "producer")
         # the broker's setting (static or default), never a topic override from the connector's groups
         assert retention.source != ConfigSource.DYNAMIC_TOPIC_CONFIG.value and retention.value != "3600000"

@@ -141,7 +141,9 @@ def _wait(predicate: Any, what: Any, worker: WorkerProcess, timeout: float = 60)
 
 
 @pytest.mark.parametrize("executor", ["thread", "process"])
-def test_each_batch_is_a_trace_with_its_offsets(kafka: Any, tmp_path: Path, receiver: OtlpReceiver, executor: str) -> None:
+def test_each_batch_is_a_trace_with_its_offsets(
+    kafka: Any, tmp_path: Path, receiver: OtlpReceiver, executor: str
+) -> None:
     worker = WorkerProcess(
         tmp_path,
         kafka.bootstrap_servers,
@@ -150,7 +152,11 @@ def test_each_batch_is_a_trace_with_its_offsets(kafka: Any, tmp_path: Path, rece
     ).start()
     try:
         topic, outfile = _deploy(worker, tmp_path)
-        _wait(lambda: outfile.exists() and len(outfile.read_text().splitlines()) >= LINES, "every line in the sink's file", worker)
+        _wait(
+            lambda: outfile.exists() and len(outfile.read_text().splitlines()) >= LINES,
+            "every line in the sink's file",
+            worker,
+        )
 
         def sink_done() -> bool:
             roots = receiver.roots("sluice.sink.batch")
@@ -182,7 +188,10 @@ def test_each_batch_is_a_trace_with_its_offsets(kafka: Any, tmp_path: Path, rece
         assert attributes["sluice.topic_partitions"] == [f"{topic}-0"]
         assert attributes["sluice.offset.first"] == [expected_first]
         expected_first = attributes["sluice.offset.last"][0] + 1
-        assert attributes["sluice.offset.last"][0] - attributes["sluice.offset.first"][0] + 1 == attributes["messaging.batch.message_count"]
+        assert (
+            attributes["sluice.offset.last"][0] - attributes["sluice.offset.first"][0] + 1
+            == attributes["messaging.batch.message_count"]
+        )
         steps = receiver.children(root)
         assert [s["name"] for s in steps][:3] == ["consume", "convert", "put"] and len(steps) in (3, 4)
         assert {s["trace_id"] for s in steps} == {root["trace_id"]}
@@ -203,7 +212,7 @@ from sluice.worker.standalone import StandaloneHerder
 from sluice.worker.worker import Worker
 
 bootstrap, infile, outfile, topic, lines = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
-config = WorkerConfig.from_mapping({"bootstrap.servers": bootstrap, "listeners": "http://127.0.0.1:0", "offset.flush.interval.ms": "500"})
+config = WorkerConfig.from_mapping({"bootstrap.servers": bootstrap, "listeners": "http://127.0.0.1:0", "offset.flush.interval.ms": "500", "connector.allowed.paths": "*"})
 herder = StandaloneHerder(Worker(config, PluginRegistry(), MemoryOffsetStore()))
 herder.start()
 herder.put_connector_config("src", {"connector.class": "FileStreamSource", "file": infile, "topic": topic}, allow_replace=False)
@@ -225,7 +234,11 @@ def test_an_untraced_runtime_imports_no_opentelemetry(kafka: Any, tmp_path: Path
     infile.write_text("".join(f"line {i}\n" for i in range(LINES)))
     args = [kafka.bootstrap_servers, str(infile), str(outfile), unique_topic_name("untraced"), str(LINES)]
     done = subprocess.run(
-        [sys.executable, "-c", EMBEDDED, *args], capture_output=True, text=True, timeout=120, env=env,
+        [sys.executable, "-c", EMBEDDED, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
         cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 0, done.stderr[-5000:]
@@ -257,8 +270,14 @@ def test_an_untraced_worker_loads_no_opentelemetry_sdk(kafka: Any, tmp_path: Pat
     worker.wait_healthy()
     try:
         _, outfile = _deploy(worker, tmp_path)
-        _wait(lambda: outfile.exists() and len(outfile.read_text().splitlines()) >= LINES, "every line in the sink's file", worker)
+        _wait(
+            lambda: outfile.exists() and len(outfile.read_text().splitlines()) >= LINES,
+            "every line in the sink's file",
+            worker,
+        )
     finally:
         assert worker.stop() == 0
     loaded = json.loads(report.read_text())
-    assert not [m for m in loaded if m.startswith(("opentelemetry.sdk", "opentelemetry.exporter", "opentelemetry.proto"))], loaded
+    assert not [
+        m for m in loaded if m.startswith(("opentelemetry.sdk", "opentelemetry.exporter", "opentelemetry.proto"))
+    ], loaded

@@ -56,9 +56,14 @@ def test_the_wheel_claims_only_the_sluice_import_name(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     top = {name.split("/", 1)[0] for name in names}
     assert top == {"sluice", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}
-    for module in ("sluice/__init__.py", "sluice/cli/main.py", "sluice/connectors/api/__init__.py",
-                   "sluice/connectors/source/file/connector.py", "sluice/deploy/quickstart/run.sh",
-                   "sluice/deploy/kafka/pom.xml"):
+    for module in (
+        "sluice/__init__.py",
+        "sluice/cli/main.py",
+        "sluice/connectors/api/__init__.py",
+        "sluice/connectors/source/file/connector.py",
+        "sluice/deploy/quickstart/run.sh",
+        "sluice/deploy/kafka/pom.xml",
+    ):
         assert module in names
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     targets = re.findall(r"=\s*([\w.]+):", entry_points)
@@ -82,12 +87,20 @@ def test_the_installed_package_imports_from_the_venv_and_nothing_else(venv: Path
 
 def test_the_quickstart_runs_from_the_installed_wheel(venv: Path, tmp_path: Path) -> None:
     kafka_port, rest_port = free_port(), free_port()
-    cmd = [str(venv / "bin" / "sluice"), "quickstart", "--seconds", "12",
-           "--kafka-port", str(kafka_port), "--rest-port", str(rest_port)]
+    cmd = [
+        str(venv / "bin" / "sluice"),
+        "quickstart",
+        "--seconds",
+        "12",
+        "--kafka-port",
+        str(kafka_port),
+        "--rest-port",
+        str(rest_port),
+    ]
     result = subprocess.run(cmd, cwd=tmp_path, env=_clean_env(venv), capture_output=True, text=True, timeout=420)
     log = result.stdout + result.stderr
     assert result.returncode == 0, log
-    lines = (tmp_path / ".sluice" / "quickstart" / "output.txt").read_text().splitlines()
+    lines = (tmp_path / ".sluice" / "quickstart" / "data" / "output.txt").read_text().splitlines()
     assert len(lines) >= 5, log
     assert all(re.fullmatch(r"hello from sluice, line \d+ at [\d:]+", line) for line in lines), lines
     numbers = [int(line.split("line ")[1].split()[0]) for line in lines]

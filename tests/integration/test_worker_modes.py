@@ -67,7 +67,15 @@ def test_file_pipeline_with_pause_offsets_and_a_restart(worker: WorkerProcess, k
     wait_for(lambda: httpx.get(f"{worker.url}/connectors/sink/status").json()["tasks"][0]["state"], lambda s: s == "PAUSED")
     with source_file.open("a") as f:
         f.write("".join(f"line {i}\n" for i in range(200, 250)))
-    time.sleep(2)
+    # The source has read the new lines and its producer has acknowledged them (their offset is
+    # committed): the paused sink has records to take, and a second to (wrongly) write them.
+    wait_for(
+        lambda: _call(worker, "GET", "/connectors/src/offsets").json(),
+        lambda body: [o["offset"] for o in body.get("offsets", [])] == [{"position": source_file.stat().st_size}],
+        timeout=30,
+        what="the source offset past the new lines",
+    )
+    time.sleep(1)
     assert len(_lines(sink_file)) == 200, "a paused sink must not write"
     assert _call(worker, "PUT", "/connectors/sink/resume").status_code == 202
     expected += [f"line {i}" for i in range(200, 250)]

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
+
+#: The package of test-only plugins, as a plugin.path entry (scanned as ``tests.plugins``).
+TEST_PLUGINS = str(Path(__file__).resolve().parents[1] / "plugins")
+#: Where test workers keep their own files, away from the test's tmp_path (see WorkerProcess); new
+#: for each test session, so a re-run never finds an earlier run's offsets.
+WORKER_HOMES = Path(tempfile.mkdtemp(prefix="sluice-test-workers-"))
 
 
 def free_port() -> int:
@@ -45,21 +53,33 @@ class WorkerProcess:
         self.url = f"{scheme}://127.0.0.1:{self.port}"
         # What clients verify the worker's certificate against (https only).
         self.verify: Path | bool = tls_ca if tls_ca is not None else True
-        self.log_path = workdir / "worker.log"
-        self.props_path = workdir / "worker.properties"
+        # The worker's own files (config, log, offsets, state) live outside ``workdir``, where tests
+        # and their plugins write: with connector.allowed.paths=*, the task host sandbox can grant a
+        # directory only whole, so no task may create a file in a folder that holds the worker's own.
+        # One home per workdir, so a second WorkerProcess on the same workdir finds its offsets.
+        digest = hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:16]
+        self.home = WORKER_HOMES / f"{workdir.name}-{digest}"
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.home / "worker.log"
+        self.props_path = self.home / "worker.properties"
+        self.offsets_path = self.home / "offsets.json"
         settings = {
             "bootstrap.servers": bootstrap,
             "listeners": self.url,
-            "offset.storage.file.filename": str(workdir / "offsets.json"),
+            "offset.storage.file.filename": str(self.offsets_path),
             "offset.flush.interval.ms": "1000",
             "key.converter": "org.apache.kafka.connect.storage.StringConverter",
             "value.converter": "org.apache.kafka.connect.storage.StringConverter",
             # A SIGKILLed member leaves the group only when its session expires; keep that short.
             "consumer.session.timeout.ms": "6000",
             "consumer.heartbeat.interval.ms": "1000",
-            # Test-only connectors are named by Python path (tests.plugins.…); only modules on the
-            # plugin path may be imported that way.
-            "plugin.path": str(Path(__file__).resolve().parents[2]),
+            # Test-only connectors are named by Python path (tests.plugins.…): the worker scans that
+            # package directory of the plugin path at start (and only at start).
+            "plugin.path": TEST_PLUGINS,
+            # Its own state, and files anywhere but the worker's own code and files: the tests name
+            # files in their tmp directories. test_path_confinement tests the default grant.
+            "state.dir": str(self.home / "state"),
+            "connector.allowed.paths": "*",
             **worker_settings,
         }
         if mode == "distributed":

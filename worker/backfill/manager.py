@@ -32,6 +32,7 @@ from sluice.connectors.api import AlreadyExistsError, ConfigError, NotFoundError
 from sluice.connectors.backfill import cancel_job, run_job
 from sluice.connectors.backfill.errors import BackfillCancelled
 from sluice.connectors.backfill.session import SparkSessionProvider
+from sluice.worker.backfill.handoff_guard import HandoffGuard
 from sluice.worker.backfill.kafka_store import KafkaBackfillStore
 from sluice.worker.backfill.models import JobState, RunStatus, masked_spec, parse_spec, spec_to_json
 from sluice.worker.backfill.progress import RunTracker
@@ -84,6 +85,9 @@ class BackfillManager:
         self._active: dict[str, tuple[RunTracker, threading.Thread]] = {}
         self._scheduler: Any = None
         self._started = False
+        #: Refuses specs that write a CDC connector's topic without ``target.cdc``; set by the REST
+        #: layer, which knows the herder (a manager without one, e.g. the local CLI's, checks nothing).
+        self.handoff_guard: HandoffGuard | None = None
 
     @classmethod
     def from_worker_settings(cls, settings: Mapping[str, Any]) -> BackfillManager:
@@ -225,11 +229,13 @@ class BackfillManager:
         """Validate and store a spec; run it now, or (with a schedule) on its schedule.
 
         Raises :class:`BadRequest` naming the bad key, :class:`Conflict` if the job is running.
+        The result carries ``warnings`` when the hand-off guard has some.
         """
         try:
             spec = parse_spec(raw)
         except ConfigError as exc:
             raise BadRequest(f"Invalid backfill spec: {exc}") from None
+        warnings = self.handoff_guard.check(spec) if self.handoff_guard is not None else []
         with self._lock:
             if spec.id in self._active:
                 raise Conflict(f"Backfill {spec.id} is running; cancel it first (DELETE /backfills/{spec.id})")
@@ -241,7 +247,10 @@ class BackfillManager:
             self._schedule(spec.id, spec_to_json(spec).get("schedule"))
             if spec.schedule is None:
                 self._start_run(spec.id, spec)
-        return self.get(spec.id)
+        info = self.get(spec.id)
+        if warnings:
+            info["warnings"] = warnings
+        return info
 
     def run_now(self, job_id: str) -> dict[str, Any]:
         """Start a stored job immediately (its schedule stays)."""

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from sluice.connectors.api import ConfigError
+from sluice.connectors.backfill.source_url import backfill_url_problem
 from sluice.worker.backfill.conf_policy import kafka_option_problem, master_problem, spark_conf_problem
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -94,6 +95,9 @@ class JdbcTableSource(_Section):
     def _jdbc_url(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("must not be empty")
+        problem = backfill_url_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value.strip()
 
 
@@ -111,7 +115,9 @@ class CdcConnectorTarget(_Section):
     def _is_postgres_cdc(cls, value: dict[str, Any]) -> dict[str, Any]:
         connector_class = str(value.get("connector.class") or "")
         if connector_class.rsplit(".", 1)[-1] not in ("PostgresCdcSource", "PostgresConnector"):
-            raise ValueError("connector.class must be the PostgreSQL CDC source (PostgresCdcSource or Debezium's PostgresConnector)")
+            raise ValueError(
+                "connector.class must be the PostgreSQL CDC source (PostgresCdcSource or Debezium's PostgresConnector)"
+            )
         for key in ("topic.prefix", "database.dbname"):
             if not value.get(key):
                 raise ValueError(f"{key} is required")
@@ -128,7 +134,9 @@ class KafkaTopicTarget(_Section):
     )
     topic: str | None = Field(
         None,
-        validate_default=True, min_length=1, description="Target topic (created when missing); with cdc, the CDC connector's topic"
+        validate_default=True,
+        min_length=1,
+        description="Target topic (created when missing); with cdc, the CDC connector's topic",
     )
 
     bootstrap_servers: str | None = Field(None, description="Kafka bootstrap servers; default: the worker's")
@@ -158,7 +166,9 @@ class KafkaTopicTarget(_Section):
     def _at_least_once(cls, value: dict[str, str]) -> dict[str, str]:
         acks = str(value.get("acks", "all")).strip().lower()
         if acks not in ("all", "-1"):
-            raise ValueError(f"acks={value['acks']} can lose acknowledged rows; a backfill is at-least-once and needs acks=all")
+            raise ValueError(
+                f"acks={value['acks']} can lose acknowledged rows; a backfill is at-least-once and needs acks=all"
+            )
         return value
 
     @field_validator("value_converter_decimal_format", mode="before")
@@ -179,7 +189,9 @@ class TopicRangeSource(_Section):
 
     topic: str = Field(min_length=1, description="Topic to read")
     bootstrap_servers: str | None = Field(None, description="Kafka bootstrap servers; default: the worker's")
-    start_offsets: dict[str, int] | None = Field(None, description="Partition → first offset (inclusive); default earliest")
+    start_offsets: dict[str, int] | None = Field(
+        None, description="Partition → first offset (inclusive); default earliest"
+    )
     end_offsets: dict[str, int] | None = Field(None, description="Partition → end offset (exclusive); default latest")
     start_timestamp_ms: int | None = Field(None, ge=0, description="Read from the first record at or after this time")
     end_timestamp_ms: int | None = Field(None, ge=0, description="Stop before the first record at or after this time")
@@ -206,7 +218,9 @@ class TopicRangeSource(_Section):
 class SinkConnectorTarget(_Section):
     """Any sink connector, run in-process over the records (its own config, as for ``POST /connectors``)."""
 
-    config: dict[str, Any] = Field(description="The sink connector's config (connector.class, converters, transforms …)")
+    config: dict[str, Any] = Field(
+        description="The sink connector's config (connector.class, converters, transforms …)"
+    )
 
     @field_validator("config")
     @classmethod
@@ -219,9 +233,13 @@ class SinkConnectorTarget(_Section):
 class S3ArchiveSource(_Section):
     """Objects the S3 sink wrote: the S3 connectors' own keys (bucket, endpoint, format, layout)."""
 
-    config: dict[str, Any] = Field(description="S3 source/sink keys: s3.bucket.name, store.url, format.class, topics.dir …")
+    config: dict[str, Any] = Field(
+        description="S3 source/sink keys: s3.bucket.name, store.url, format.class, topics.dir …"
+    )
     topics: list[str] = Field(min_length=1, description="Archived topics to replay")
-    key_converter: str = Field("ByteArrayConverter", description="Serializes restored keys (as the archiving sink read them)")
+    key_converter: str = Field(
+        "ByteArrayConverter", description="Serializes restored keys (as the archiving sink read them)"
+    )
     value_converter: str = Field("ByteArrayConverter", description="Serializes restored values")
     header_converter: str = Field("SimpleHeaderConverter", description="Serializes restored headers")
     converter_config: dict[str, Any] = Field(
@@ -255,7 +273,8 @@ class SparkSettings(_Section):
     """Spark settings of one job (on top of the worker's ``backfill.spark.*``)."""
 
     master: str | None = Field(
-        None, description="A local master (local, local[4], local[*]); a cluster is chosen by the worker's backfill.spark.master"
+        None,
+        description="A local master (local, local[4], local[*]); a cluster is chosen by the worker's backfill.spark.master",
     )
     conf: dict[str, str] = Field(
         default_factory=dict,
@@ -336,9 +355,7 @@ class TopicToSinkSpec(_Spec):
     target: SinkConnectorTarget
 
 
-BackfillSpec = Annotated[
-    JdbcToTopicSpec | S3ToTopicSpec | TopicToS3Spec | TopicToSinkSpec, Field(discriminator="kind")
-]
+BackfillSpec = Annotated[JdbcToTopicSpec | S3ToTopicSpec | TopicToS3Spec | TopicToSinkSpec, Field(discriminator="kind")]
 KINDS = ("jdbc_to_topic", "s3_to_topic", "topic_to_s3", "topic_to_sink")
 
 

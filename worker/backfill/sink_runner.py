@@ -16,7 +16,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from sluice.connectors.api import ConnectError, SinkRecordBatch, SinkTask, TopicPartition
+from sluice.connectors.api import ConnectError, LocalFiles, SinkRecordBatch, SinkTask, TopicPartition
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
 from sluice.worker.config import WorkerConfig
@@ -29,9 +29,10 @@ logger = logging.getLogger(__name__)
 class _Context:
     """The :class:`~connectors.api.SinkTaskContext` of an in-process backfill task."""
 
-    def __init__(self, name: str, partitions: set[TopicPartition]) -> None:
+    def __init__(self, name: str, partitions: set[TopicPartition], local_files: LocalFiles) -> None:
         self._name = name
         self._assignment = partitions
+        self._local_files = local_files
 
     @property
     def connector_name(self) -> str:
@@ -40,6 +41,10 @@ class _Context:
     @property
     def task_id(self) -> int:
         return 0
+
+    @property
+    def local_files(self) -> LocalFiles:
+        return self._local_files
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._assignment)
@@ -65,7 +70,9 @@ class InProcessSink:
     """One task of the sink connector ``config`` (a ``POST /connectors`` config) over given records."""
 
     def __init__(self, name: str, config: Mapping[str, Any], bootstrap_servers: str) -> None:
-        worker = Worker(WorkerConfig.from_mapping({"bootstrap.servers": bootstrap_servers}), PluginRegistry([]), MemoryOffsetStore())
+        worker = Worker(
+            WorkerConfig.from_mapping({"bootstrap.servers": bootstrap_servers}), PluginRegistry([]), MemoryOffsetStore()
+        )
         validated = worker.validate(dict(config))
         resolved = worker.resolve(validated.raw)
         self._key, self._value, self._header = worker._converters(validated.common, resolved)
@@ -79,13 +86,14 @@ class InProcessSink:
         self.task: SinkTask = cast(SinkTask, connector.task_class())
         self._task_config = worker.resolve(task_config)
         self._name = name
+        self._local_files = worker.path_grant  # what the config was validated against
         self._started = False
         self.rows = 0
         self.bytes = 0
 
     def start(self, partitions: Iterable[TopicPartition]) -> None:
         tps = sorted(set(partitions))
-        self.task.start(self._task_config, _Context(self._name, set(tps)))
+        self.task.start(self._task_config, _Context(self._name, set(tps), self._local_files))
         self._started = True
         self.task.open(tps)
         self._tps = tps
@@ -204,8 +212,13 @@ def sink_partition_function(name: str, config: Mapping[str, Any], bootstrap_serv
                     sl = slice(start, end)
                     headers = [[(h["key"], h["value"]) for h in hs] if hs else None for hs in cols["headers"][sl]]
                     sink.put_columns(
-                        topics[start], cols["partition"][sl], cols["offset"][sl], cols["key"][sl],
-                        cols["value"][sl], cols["timestamp_ms"][sl], headers,
+                        topics[start],
+                        cols["partition"][sl],
+                        cols["offset"][sl],
+                        cols["key"][sl],
+                        cols["value"][sl],
+                        cols["timestamp_ms"][sl],
+                        headers,
                     )
                     start = end
                 for t, p, o in zip(topics, cols["partition"], cols["offset"]):

@@ -150,10 +150,14 @@ class ClusterAssignment:
             log.info("Became the leader of group %s", self.config.group_id)
         return True
 
-    def _live_members(self) -> dict[str, str]:
+    def _live_members(self) -> dict[str, str] | None:
+        """The live workers, ``None`` when the group's membership is not known now (no plan then)."""
         now = time.monotonic()
         if now - self._members_at >= MEMBERS_REFRESH_S or not self._members:
-            self._members = self.membership.members()
+            members = self.membership.members()
+            if members is None:
+                return None
+            self._members = members
             self._members_at = now
         live = {m.worker_id: m.url for m in self._members}
         live.setdefault(self._worker_id, self.url)
@@ -163,6 +167,12 @@ class ClusterAssignment:
         if not self._ensure_writer():
             return
         live = self._live_members()
+        if live is None:
+            # Contact with the coordinator is not steady (or a request is still out): as when the
+            # request fails, no plan from what may be stale. The deadline comes back with the next
+            # plan; kept, a past one would have the herder tick every 10 ms meanwhile.
+            self._next_deadline = None
+            return
         snapshot = self.configs.snapshot()
         previous = snapshot.assignment
         wall = time.time()

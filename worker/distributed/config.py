@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from sluice.worker.config import WorkerConfig
+from sluice.worker.herder.api import DEFAULT_SESSION_TIMEOUT_MS
 
 
 class DistributedConfig(WorkerConfig):
@@ -26,7 +27,7 @@ class DistributedConfig(WorkerConfig):
     status_storage_topic: str = Field(description="Compacted topic holding connector and task statuses")
     status_storage_partitions: int = Field(5, ge=-1, description="Partitions of the status topic when it is created")
     status_storage_replication_factor: int = Field(3, ge=-1, description="Replication of the status topic (-1: broker default)")
-    session_timeout_ms: int = Field(10_000, ge=1, description="A worker silent this long leaves the group")
+    session_timeout_ms: int = Field(DEFAULT_SESSION_TIMEOUT_MS, ge=1, description="A worker silent this long leaves the group")
     heartbeat_interval_ms: int = Field(3_000, ge=1, description="Heartbeats to the group coordinator")
     rebalance_timeout_ms: int = Field(60_000, ge=1, description="Time a worker has to rejoin and to release revoked work")
     scheduled_rebalance_max_delay_ms: int = Field(

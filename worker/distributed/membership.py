@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +27,15 @@ import orjson
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from sluice.worker.herder.api import contact_lost_after_s
+
 log = logging.getLogger(__name__)
 
 _CLIENT_ID_PREFIX = "sluice-worker "
+
+#: How long the coordinator must have been up, by every statistics report, before :meth:`GroupMembership.members`
+#: sends a request (and how old the last report may be): see librdkafka #4605 there.
+DESCRIBE_AFTER_STEADY_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,7 @@ class GroupMembership:
         self._topic = topic
         self._on_change = on_change
         self._session_timeout_s = session_timeout_ms / 1000
+        self._lost_after_s = contact_lost_after_s(session_timeout_ms)
         self._lock = threading.Lock()
         self._leader = False
         self._in_group = False
@@ -85,27 +93,23 @@ class GroupMembership:
         # still report a steady group for a moment although the coordinator expelled us: contact
         # then counts only after a new assignment, or once a whole session timeout has passed.
         self._suspect_until: float | None = None
+        # What members() needs before it asks the coordinator (librdkafka #4605, see there): whether the
+        # last statistics report was steady, since when every report has had the coordinator up (None:
+        # not up in the last one), and the describe request still outstanding, if any.
+        self._steady = False
+        self._coordinator_up_since: float | None = None
+        self._describing: Future[Any] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap_servers,
-                "group.id": group_id,
-                "client.id": encode_client_id(worker_id, url),
-                "session.timeout.ms": session_timeout_ms,
-                "heartbeat.interval.ms": heartbeat_interval_ms,
-                # The rebalance timeout of the JoinGroup request is librdkafka's max.poll.interval.ms.
-                "max.poll.interval.ms": max(rebalance_timeout_ms, session_timeout_ms),
-                "enable.auto.commit": False,
-                "enable.auto.offset.store": False,
-                "auto.offset.reset": "latest",
-                "partition.assignment.strategy": "range",
-                "statistics.interval.ms": 500,
-                "stats_cb": self._on_stats,
-                **dict(overrides or {}),
-            }
-        )
-        self._admin = AdminClient({"bootstrap.servers": bootstrap_servers, **dict(overrides or {})})
+        #: Who closes the consumer: :meth:`stop`, or the membership thread when stop could not wait for it.
+        self._close_lock = threading.Lock()
+        self._poller_done = False
+        self._poller_closes = False
+        self._consumer = _group_consumer(
+            bootstrap_servers, group_id, encode_client_id(worker_id, url),
+            session_timeout_ms, heartbeat_interval_ms, rebalance_timeout_ms, self._on_stats, overrides,
+        )  # fmt: skip
+        self._admin: AdminClient | None = AdminClient({"bootstrap.servers": bootstrap_servers, **dict(overrides or {})})
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -116,14 +120,39 @@ class GroupMembership:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
+        poller = self._thread
+        if poller is not None:
+            poller.join(10)
+        # The AdminClient is destroyed now, on this thread. Kept, it would go on reconnecting to the
+        # cluster (and keep any coordinator request of members() alive) for as long as this object
+        # lives; and this object is in reference cycles (the consumer's callbacks are its bound
+        # methods), so the garbage collector would destroy the client later, on whichever thread it
+        # happens to run: on a librdkafka thread, rd_kafka_destroy() aborts the process.
+        self._admin = None
+        with self._close_lock:
+            if poller is not None and poller.is_alive() and not self._poller_done:
+                # Still inside poll() (a slow callback): closing the consumer under it would pull the
+                # client from under a call in flight, so the membership thread closes it as it returns.
+                self._poller_closes = True
+                return
+        self._close_consumer()
+
+    def _close_consumer(self) -> None:
         try:
             self._consumer.close()  # leaves the group at once, so the others rebalance without waiting
         except (KafkaException, RuntimeError):
             pass
 
     def _run(self) -> None:
+        try:
+            self._poll()
+        finally:
+            with self._close_lock:
+                self._poller_done = True
+                if self._poller_closes:
+                    self._close_consumer()
+
+    def _poll(self) -> None:
         while not self._stop.is_set():
             try:
                 msg = self._consumer.poll(0.2)
@@ -147,6 +176,7 @@ class GroupMembership:
             self._leader = leader
             self._in_group = True
             self._suspect_until = None
+            self._steady = True  # a join just completed: the group is steady though the last report predates it
             self._last_contact = time.monotonic()
             self.assigned_at = time.time()
             self.completed_rebalances += 1
@@ -166,6 +196,8 @@ class GroupMembership:
         with self._lock:
             self._leader = False
             self._in_group = False
+            self._steady = False
+            self._coordinator_up_since = None
         log.warning("Lost membership of group %s (session timed out)", self.group_id)
         self._on_change()
 
@@ -174,11 +206,14 @@ class GroupMembership:
             cgrp = orjson.loads(stats_json).get("cgrp") or {}
         except orjson.JSONDecodeError:
             return
-        steady = cgrp.get("state") == "up" and cgrp.get("join_state") in ("steady", "wait-assign-call", "wait-unassign-call")
+        up = cgrp.get("state") == "up"
+        steady = up and cgrp.get("join_state") in ("steady", "wait-assign-call", "wait-unassign-call")
         changed = False
         now = time.monotonic()
         with self._lock:
-            if self._last_stats is not None and now - self._last_stats > self._session_timeout_s * 0.8:
+            # A gap between reports is time nobody saw: the coordinator's steady stretch starts anew.
+            gap = self._last_stats is None or now - self._last_stats > DESCRIBE_AFTER_STEADY_S
+            if self._last_stats is not None and now - self._last_stats > self._lost_after_s:
                 log.warning(
                     "This worker was unresponsive for %.1fs (frozen or starved): holding its tasks until the group confirms it",
                     now - self._last_stats,
@@ -187,7 +222,12 @@ class GroupMembership:
                 changed = True
             self._last_stats = now
             if self._suspect_until is not None and now < self._suspect_until:
-                steady = False
+                steady = up = False
+            self._steady = steady
+            if not up:
+                self._coordinator_up_since = None
+            elif gap or self._coordinator_up_since is None:
+                self._coordinator_up_since = now
             if steady:
                 self._last_contact = time.monotonic()
                 if not self._in_group and cgrp.get("join_state") == "steady":
@@ -212,15 +252,85 @@ class GroupMembership:
     def _in_contact_locked(self) -> bool:
         # Stop a little before the coordinator's own deadline: our work must be idle by the time
         # it can be reassigned.
-        return self._in_group and time.monotonic() - self._last_contact < self._session_timeout_s * 0.8
+        return self._in_group and time.monotonic() - self._last_contact < self._lost_after_s
 
-    def members(self, timeout: float = 10.0) -> list[Member]:
-        """The live workers as the group coordinator sees them."""
-        future = self._admin.describe_consumer_groups([self.group_id], request_timeout=timeout)[self.group_id]
+    def members(self, timeout: float = 10.0) -> list[Member] | None:
+        """The live workers as the group coordinator sees them; ``None`` when it is not asked now.
+
+        A request is sent only while contact with the coordinator is steady: the last statistics
+        report (at most :data:`DESCRIBE_AFTER_STEADY_S` old) found the group steady, every report for
+        the last :data:`DESCRIBE_AFTER_STEADY_S` had the coordinator up, and no earlier request is still
+        outstanding (one whose wait timed out is left to finish, never joined by a second one).
+
+        Why: librdkafka #4605 (its fix, PR #5397, is in no release: 2.16.0 still has the bug). A
+        coordinator-bound admin request (DescribeConsumerGroups here) whose build fails because the
+        connection to the coordinator is (re)connecting, as during a broker restart, frees an
+        internal object that librdkafka then uses again: ``rd_kafka_enq_once_del_source_return:
+        Assertion 'eonce->refcnt > 0' failed`` aborts the process. The leader asks every
+        ``MEMBERS_REFRESH_S``, so during an outage requests would pile up and fire while connections
+        come back. The gate narrows that window; it cannot close it (the AdminClient has connections
+        of its own), only the librdkafka fix can.
+
+        ``None`` means what a failed request means to the caller: no decision from the group's
+        membership this time.
+        """
+        admin = self._admin
+        if admin is None:
+            raise RuntimeError(f"the membership of group {self.group_id} was stopped")
+        now = time.monotonic()
+        with self._lock:
+            up_since, last_stats = self._coordinator_up_since, self._last_stats
+            steady = (
+                self._steady
+                and up_since is not None
+                and now - up_since >= DESCRIBE_AFTER_STEADY_S
+                and last_stats is not None
+                and now - last_stats <= DESCRIBE_AFTER_STEADY_S
+            )
+        if not steady:
+            return None
+        if self._describing is not None and not self._describing.done():
+            log.debug("The previous description of group %s is still outstanding; not asking again", self.group_id)
+            return None
+        future = admin.describe_consumer_groups([self.group_id], request_timeout=timeout)[self.group_id]
+        del admin  # the future holds no reference to it: stop() alone decides when the client goes
+        self._describing = future  # until it is done, even once the wait below gave up
         description = future.result(timeout)
+        self._describing = None
         members = []
         for member in description.members:
             decoded = decode_client_id(member.client_id)
             if decoded is not None:
                 members.append(decoded)
         return members
+
+
+def _group_consumer(
+    bootstrap_servers: str,
+    group_id: str,
+    client_id: str,
+    session_timeout_ms: int,
+    heartbeat_interval_ms: int,
+    rebalance_timeout_ms: int,
+    on_stats: Callable[[str], None],
+    overrides: Mapping[str, Any] | None,
+) -> Consumer:
+    """The membership's consumer: its group settings, and statistics twice a second (contact)."""
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": group_id,
+            "client.id": client_id,
+            "session.timeout.ms": session_timeout_ms,
+            "heartbeat.interval.ms": heartbeat_interval_ms,
+            # The rebalance timeout of the JoinGroup request is librdkafka's max.poll.interval.ms.
+            "max.poll.interval.ms": max(rebalance_timeout_ms, session_timeout_ms),
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "latest",
+            "partition.assignment.strategy": "range",
+            "statistics.interval.ms": 500,
+            "stats_cb": on_stats,
+            **dict(overrides or {}),
+        }
+    )

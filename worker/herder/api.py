@@ -36,16 +36,31 @@ class Forbidden(ConnectError):
 #: waits as long for its herder thread.
 HEALTH_TIMEOUT_S = 10.0
 
+#: ``session.timeout.ms`` of a distributed worker that does not set it (Kafka Connect's default).
+DEFAULT_SESSION_TIMEOUT_MS = 10_000
+
+
+def contact_lost_after_s(session_timeout_ms: int) -> float:
+    """How long a worker may go without hearing from Kafka before it counts as out of contact (and
+    ``GET /health`` says so), in both modes: a little less than the session timeout, because a
+    cluster member's work must be idle before the coordinator can hand it to another worker."""
+    return session_timeout_ms / 1000 * 0.8
+
+
 HEALTHY_MESSAGE = "Worker has completed startup and is ready to handle requests."
 STARTING_MESSAGE = "Worker is still starting up."
 
 
 @dataclass(frozen=True)
 class Health:
-    """KIP-1017's answer: ``status`` is ``healthy``, ``starting`` or ``unhealthy``; ``message`` says why."""
+    """KIP-1017's answer: ``status`` is ``healthy``, ``starting`` or ``unhealthy``; ``message`` says why.
+
+    ``details`` are facts an operator checks beside it (Sluice's own, not Connect's): ``sandbox``
+    says whether task hosts run confined (:mod:`sluice.worker.sandbox`)."""
 
     status: str
     message: str
+    details: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def http_status(self) -> int:

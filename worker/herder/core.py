@@ -21,14 +21,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
 from confluent_kafka.admin import AdminClient
 
 from sluice.connectors.api import AlreadyExistsError, ConfigError, NotFoundError
-from sluice.plugins import PluginInfo
+from sluice.plugins import PluginInfo, PluginKind
 from sluice.worker.config_infos import check_connectivity
+from sluice.worker.connector_scope import check_group_unique
 from sluice.worker.herder.api import (
     HEALTH_TIMEOUT_S,
     ConnectorInfo,
@@ -45,7 +47,7 @@ from sluice.worker.herder.stores import CONNECTOR, ConfigSnapshot, ConfigStore, 
 from sluice.worker.herder.strategy import AssignmentStrategy
 from sluice.worker.herder.work import HostedWork
 from sluice.worker.logcontext import clear_context
-from sluice.worker.masking import mask_config
+from sluice.worker.masking import mask_config, secret_values
 from sluice.worker.restarts import TaskRestarter
 from sluice.worker.status import ConnectorTaskId, State, Status, StatusStore, TargetState
 from sluice.worker.worker import Worker
@@ -152,7 +154,7 @@ class HerderCore(Herder):
         return self._ticked_at
 
     def health(self) -> Health:
-        return self.strategy.health(self)
+        return replace(self.strategy.health(self), details={"sandbox": self.worker.sandbox.describe()})
 
     @property
     def worker_id(self) -> str:
@@ -165,7 +167,9 @@ class HerderCore(Herder):
         if self._cluster_id is None:
             config = self.worker.config
             try:
-                admin = AdminClient({"bootstrap.servers": config.bootstrap_servers, **security_settings(config.prefixed("admin."))})
+                admin = AdminClient(
+                    {"bootstrap.servers": config.bootstrap_servers, **security_settings(config.prefixed("admin."))}
+                )
                 self._cluster_id = admin.list_topics(timeout=5).cluster_id
             except Exception as exc:
                 log.debug("Cannot read the Kafka cluster id: %s", exc)
@@ -216,16 +220,27 @@ class HerderCore(Herder):
         snapshot = self.configs.snapshot()
         raw = self._config_of(snapshot, name)
         tasks = list(range(len(snapshot.task_configs.get(name, ()))))
-        return ConnectorInfo(name, mask_config(raw, self.catalog.secret_keys(raw)), tasks, self.catalog.connector_type(raw))
+        return ConnectorInfo(
+            name,
+            mask_config(raw, self.catalog.secret_keys(raw), connector=name),
+            tasks,
+            self.catalog.connector_type(raw),
+        )
 
     def connector_config(self, name: str) -> dict[str, Any]:
         raw = self._config_of(self.configs.snapshot(), name)
-        return mask_config(raw, self.catalog.secret_keys(raw))
+        return mask_config(raw, self.catalog.secret_keys(raw), connector=name)
 
     def task_configs(self, name: str) -> list[TaskInfo]:
         snapshot = self.configs.snapshot()
-        keys = self.catalog.secret_keys(self._config_of(snapshot, name))
-        return [TaskInfo(name, i, mask_config(c, keys)) for i, c in enumerate(snapshot.task_configs.get(name, ()))]
+        raw = self._config_of(snapshot, name)
+        keys = self.catalog.secret_keys(raw)
+        # A task config may quote the connector's secrets under keys of its own (a URL it built).
+        known = secret_values(raw, keys)
+        return [
+            TaskInfo(name, i, mask_config(c, keys, connector=name, known=known))
+            for i, c in enumerate(snapshot.task_configs.get(name, ()))
+        ]
 
     def _status_of(self, snapshot: ConfigSnapshot, item: Item) -> Status:
         name, task = item
@@ -237,7 +252,8 @@ class HerderCore(Herder):
         raw = self._config_of(snapshot, name)
         connector = self._status_of(snapshot, (name, CONNECTOR))
         tasks = [
-            {"id": n, **self._status_of(snapshot, (name, n)).to_json()} for n in range(len(snapshot.task_configs.get(name, ())))
+            {"id": n, **self._status_of(snapshot, (name, n)).to_json()}
+            for n in range(len(snapshot.task_configs.get(name, ())))
         ]
         return ConnectorStateInfo(name, connector.to_json(), tasks, self.catalog.connector_type(raw))
 
@@ -294,13 +310,17 @@ class HerderCore(Herder):
         validated = self.worker.validate(raw)
         if current is not None and not allow_replace:
             raise AlreadyExistsError(f"Connector {name} already exists")
+        if validated.plugin.kind is PluginKind.SINK:
+            check_group_unique(name, raw, self.configs.snapshot().connectors)
         _check_on_create(validated)
         self.configs.put_connector_config(name, raw, initial_state=initial_state if current is None else None)
         self._written()
         tasks = list(range(len(self.configs.snapshot().task_configs.get(name, ()))))
         log.info("%s connector %s (%s)", "Updated" if current else "Created", name, validated.plugin.class_name)
         self.worker.warn_ignored_keys(validated)
-        return current is None, ConnectorInfo(name, mask_config(raw, self.catalog.secret_keys(raw)), tasks, validated.type)
+        return current is None, ConnectorInfo(
+            name, mask_config(raw, self.catalog.secret_keys(raw), connector=name), tasks, validated.type
+        )
 
     def patch_connector_config(self, name: str, patch: Mapping[str, Any]) -> ConnectorInfo:
         leader = self.strategy.leader_url()

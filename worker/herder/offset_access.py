@@ -114,15 +114,24 @@ class SinkOffsets:
     def _admin(self) -> AdminClient:
         return AdminClient(self._admin_config)
 
+    # Each future is read with exception() before result(): raised, its exception would get a
+    # traceback holding the calling frame (the AdminClient, and the future holding the exception: a
+    # reference cycle), and the garbage collector may destroy the client on a librdkafka thread, where
+    # rd_kafka_destroy() aborts the process. Never raised, the exception holds no frame, and the
+    # client goes when the method returns, on the caller's thread.
+
     def get(self, group: str) -> list[dict[str, Any]]:
         admin = self._admin()
         try:
-            futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
-            result = futures[group].result(timeout=ADMIN_TIMEOUT_S)
+            future = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
         except KafkaException as exc:
-            if _is(exc, KafkaError.GROUP_ID_NOT_FOUND):
-                return []
             raise ConnectError(f"Failed to read the offsets of consumer group {group}: {_text(exc)}") from exc
+        failure = future.exception(timeout=ADMIN_TIMEOUT_S)
+        if failure is not None:
+            if _is(failure, KafkaError.GROUP_ID_NOT_FOUND):
+                return []
+            raise ConnectError(f"Failed to read the offsets of consumer group {group}: {_text(failure)}") from failure
+        result = future.result()
         entries = [
             {"partition": {"kafka_topic": tp.topic, "kafka_partition": tp.partition}, "offset": {"kafka_offset": tp.offset}}
             for tp in result.topic_partitions or []
@@ -142,36 +151,43 @@ class SinkOffsets:
             for tp, offset in changes.items()
         ]
         try:
-            futures = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, targets)])
-            futures[group].result(timeout=ADMIN_TIMEOUT_S)
+            future = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, targets)])[group]
         except KafkaException as exc:
             raise ConnectError(f"Failed to alter the offsets of consumer group {group}: {_text(exc)}") from exc
+        failure = future.exception(timeout=ADMIN_TIMEOUT_S)
+        if failure is not None:
+            raise ConnectError(f"Failed to alter the offsets of consumer group {group}: {_text(failure)}") from failure
 
     def reset(self, group: str) -> None:
         admin = self._admin()
         try:
-            admin.delete_consumer_groups([group], request_timeout=ADMIN_TIMEOUT_S)[group].result(timeout=ADMIN_TIMEOUT_S)
+            future = admin.delete_consumer_groups([group], request_timeout=ADMIN_TIMEOUT_S)[group]
         except KafkaException as exc:
-            if not _is(exc, KafkaError.GROUP_ID_NOT_FOUND):
-                raise ConnectError(f"Failed to reset the offsets of consumer group {group}: {_text(exc)}") from exc
+            raise ConnectError(f"Failed to reset the offsets of consumer group {group}: {_text(exc)}") from exc
+        failure = future.exception(timeout=ADMIN_TIMEOUT_S)
+        if failure is not None and not _is(failure, KafkaError.GROUP_ID_NOT_FOUND):
+            raise ConnectError(f"Failed to reset the offsets of consumer group {group}: {_text(failure)}") from failure
 
     def _earliest(self, admin: AdminClient, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         request = {KafkaTopicPartition(tp.topic, tp.partition): OffsetSpec.earliest() for tp in partitions}
         try:
             futures = admin.list_offsets(request, request_timeout=ADMIN_TIMEOUT_S)
-            return {
-                TopicPartition(ktp.topic, ktp.partition): future.result(timeout=ADMIN_TIMEOUT_S).offset
-                for ktp, future in futures.items()
-            }
         except KafkaException as exc:
             raise BadRequest(f"Cannot reset the offsets of {list(map(str, partitions))}: {_text(exc)}") from exc
+        earliest: dict[TopicPartition, int] = {}
+        for ktp, future in futures.items():
+            failure = future.exception(timeout=ADMIN_TIMEOUT_S)
+            if failure is not None:
+                raise BadRequest(f"Cannot reset the offsets of {list(map(str, partitions))}: {_text(failure)}") from failure
+            earliest[TopicPartition(ktp.topic, ktp.partition)] = future.result().offset
+        return earliest
 
 
-def _is(exc: KafkaException, code: int) -> bool:
+def _is(exc: BaseException, code: int) -> bool:
     err = exc.args[0] if exc.args else None
     return isinstance(err, KafkaError) and err.code() == code
 
 
-def _text(exc: KafkaException) -> str:
+def _text(exc: BaseException) -> str:
     err = exc.args[0] if exc.args else None
     return err.str() if isinstance(err, KafkaError) else str(exc)

@@ -8,6 +8,7 @@ from typing import Any
 
 from sluice.connectors.api import ConfigError, NotFoundError, SinkConnector, SourceConnector
 from sluice.plugins import PluginKind
+from sluice.worker.connector_scope import effective_group
 from sluice.worker.herder.api import BadRequest
 from sluice.worker.herder.calls import NOT_STOPPED_MESSAGE, call_with_timeout, offsets_message
 from sluice.worker.herder.offset_access import SinkOffsets, SourceOffsets, parse_changes, sink_changes
@@ -24,7 +25,9 @@ class OffsetRequests:
     """A source connector's offsets live in the worker's offset store, a sink's in its consumer
     group; an alter or reset asks the connector first (its ``alter_offsets`` may refuse)."""
 
-    def __init__(self, worker: Worker, store: ConfigStore, strategy: AssignmentStrategy, catalog: PluginCatalog) -> None:
+    def __init__(
+        self, worker: Worker, store: ConfigStore, strategy: AssignmentStrategy, catalog: PluginCatalog
+    ) -> None:
         self.worker = worker
         self.catalog = catalog
         self.store = store
@@ -36,7 +39,8 @@ class OffsetRequests:
 
     @staticmethod
     def _group(raw: Mapping[str, Any]) -> str:
-        return str(raw.get("consumer.override.group.id") or f"connect-{raw['name']}")
+        # Never a group outside the connector's namespace, even from a config stored before that rule.
+        return effective_group(raw)
 
     def _source_offsets(self) -> SourceOffsets:
         self.strategy.catch_up_offsets()
@@ -95,7 +99,9 @@ class OffsetRequests:
         name = validated.common.name
         try:
             return bool(
-                call_with_timeout(lambda: connector.alter_offsets(validated.raw, offsets), f"alter offsets of {name}", name)
+                call_with_timeout(
+                    lambda: connector.alter_offsets(validated.raw, offsets), f"alter offsets of {name}", name
+                )
             )
         except ConfigError as exc:
             raise BadRequest(f"The connector {name} refused the offsets: {exc}") from exc

@@ -64,7 +64,7 @@ class StatusReporter:
         failed = self._live_runner(task_id)
         scheduled = None
         if self._restarts_allowed(task_id) and not (failed is not None and failed.stopping):
-            scheduled = self.restarter.on_failed(task_id, lambda: self._auto_restart(task_id, failed))
+            scheduled = self.restarter.on_failed(task_id, lambda: self._auto_restart(task_id, failed), error)
         if scheduled is None:
             self.status.put_task(task_id, Status(State.FAILED, self.worker_id, trace=trace))
             return

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from sluice.connectors.api import ConnectError
 from sluice.worker.herder.api import HEALTHY, STARTING, BadRequest, Forbidden, Health
+from sluice.worker.herder.kafka_contact import KafkaContact
 from sluice.worker.herder.stores import ConfigSnapshot, ConfigStore, Item
 from sluice.worker.log_levels import LOGGER_LEVELS, python_level
 
@@ -102,26 +103,35 @@ class AssignmentStrategy(Protocol):
 
 
 class LocalAssignment:
-    """A cluster of one: everything runs here, and every write is performed here at once."""
+    """A cluster of one: everything runs here, and every write is performed here at once.
+
+    With a ``contact`` probe it reports losing Kafka in ``GET /health`` as a cluster member does."""
 
     inline: bool = True
     fence: Callable[[], bool] | None = None
     acting: bool = True
 
-    def __init__(self, worker_id: str, store: ConfigStore, running: Callable[[], bool]) -> None:
+    def __init__(
+        self, worker_id: str, store: ConfigStore, running: Callable[[], bool], contact: KafkaContact | None = None
+    ) -> None:
         self._worker_id = worker_id
         self._store = store
         self._running = running
+        self.contact = contact
 
     @property
     def worker_id(self) -> str:
         return self._worker_id
 
     def start(self) -> None:
-        """Nothing to join."""
+        """Nothing to join; the Kafka probe starts."""
+        if self.contact is not None:
+            self.contact.start()
 
     def stop(self) -> None:
-        """Nothing to leave."""
+        """Nothing to leave; the Kafka probe stops."""
+        if self.contact is not None:
+            self.contact.stop()
 
     def next_tick_s(self) -> float:
         # Local writes are applied on the caller's thread; the tick serves the rest (a connector's
@@ -165,10 +175,18 @@ class LocalAssignment:
         """A standalone worker's offsets are all its own."""
 
     def health(self, herder: HerderState) -> Health:
-        """Starting until the herder has started; unhealthy while an operation has held the herder
-        for longer than ``health_timeout_s`` (every change waits behind it)."""
+        """Starting until the herder has started; unhealthy when no Kafka broker has answered for as
+        long as a cluster member may go without (its tasks cannot move records meanwhile), or while
+        an operation has held the herder for longer than ``health_timeout_s`` (every change waits
+        behind it)."""
         if not herder.ready:
             return STARTING
+        loss = self.contact.loss() if self.contact is not None else None
+        if loss is not None:
+            return Health(
+                "unhealthy",
+                f"Worker {self._worker_id} {loss}; its connectors cannot move records through Kafka until a broker answers.",
+            )
         if not herder.lock.acquire(timeout=herder.health_timeout_s):
             return Health(
                 "unhealthy",

@@ -200,7 +200,7 @@ class HostedWork:
     def trace(self, name: str, error: BaseException) -> str:
         """The status trace of ``error`` with the connector's secret values blanked out."""
         raw = self.store.snapshot().connectors.get(name, {})
-        return mask_text(scrub_secrets(format_trace(error), raw, self.catalog.secret_keys(raw)))
+        return mask_text(scrub_secrets(format_trace(error), raw, self.catalog.secret_keys(raw)), name)
 
     # -- making this worker's work match the store ---------------------------------------------------------
 

@@ -24,6 +24,7 @@ from sluice.connectors.api import (
     DataError,
     ErrantRecordReporter,
     HeaderConverter,
+    LocalFiles,
     SinkRecordBatch,
     SinkTask,
     TopicPartition,
@@ -32,6 +33,7 @@ from sluice.connectors.api import (
     WireFormat,
 )
 from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig, Stage
+from sluice.worker.local_paths import NO_LOCAL_FILES
 from sluice.worker.outages import DEFAULT_DEGRADED_AFTER_MS
 from sluice.worker.runners.base import TaskStatusListener
 from sluice.worker.runners.sink_errors import SinkErrantRecordReporter, Transform, _batches
@@ -63,6 +65,10 @@ class SinkTaskContextImpl:
     @property
     def task_id(self) -> int:
         return self._runner.id.task
+
+    @property
+    def local_files(self) -> LocalFiles:
+        return self._runner.local_files
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._runner.assignment)
@@ -125,9 +131,12 @@ class SinkTaskRunner(SinkOffsetTracking):
         errors: ErrorHandlingConfig | None = None,
         dlq: DeadLetterQueue | None = None,
         degraded_after_ms: int = DEFAULT_DEGRADED_AFTER_MS,
+        local_files: LocalFiles = NO_LOCAL_FILES,
     ) -> None:
         super().__init__(task_id, listener, initial_state, degraded_after_ms=degraded_after_ms)
         self.task = task
+        #: The files the task may open (connector.allowed.paths); without a grant, none.
+        self.local_files = local_files
         self.task_config = dict(task_config)
         self._consumer_config = dict(consumer_config)
         self._topics = list(topics)
@@ -347,7 +356,11 @@ class SinkTaskRunner(SinkOffsetTracking):
                 attributes = sink_attributes(good, self._consumed, len(self.assignment))
                 converted = time.time_ns()
                 self._put_all(good, batches)
-                steps: list[Step] = [("consume", consumed, None), ("convert", converted, None), ("put", time.time_ns(), None)]
+                steps: list[Step] = [
+                    ("consume", consumed, None),
+                    ("convert", converted, None),
+                    ("put", time.time_ns(), None),
+                ]
                 tracer.record(started, steps, attributes)
         if self.commit_requested or time.monotonic() >= self._next_commit:
             begun = time.time_ns()
@@ -374,7 +387,9 @@ class SinkTaskRunner(SinkOffsetTracking):
                     self._topic_missing(m.topic(), err)
                     continue
                 where = f"topic {m.topic()!r} partition {m.partition()}"
-                raise self.retry.unrecoverable(Stage.KAFKA_CONSUME, "confluent_kafka.Consumer", KafkaException(err), where)
+                raise self.retry.unrecoverable(
+                    Stage.KAFKA_CONSUME, "confluent_kafka.Consumer", KafkaException(err), where
+                )
         return good
 
     def _converted(self, good: list[Any]) -> list[tuple[SinkRecordBatch, list[Any]]]:

@@ -19,6 +19,7 @@ from sluice.connectors.api import (
     Converter,
     DataError,
     HeaderConverter,
+    LocalFiles,
     RetriableError,
     Serialization,
     SourceRecord,
@@ -27,7 +28,9 @@ from sluice.connectors.api import (
 )
 from sluice.connectors.api.metrics import ReportsFailure, ReportsMetrics
 from sluice.offsets import OffsetStore, StoreOffsetReader, offset_key
+from sluice.worker.connector_scope import TopicScope
 from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig, RetryWithTolerance, Stage
+from sluice.worker.local_paths import NO_LOCAL_FILES
 from sluice.worker.outages import DEFAULT_DEGRADED_AFTER_MS
 from sluice.worker.runners.base import TaskStatusListener
 from sluice.worker.runners.source_errors import SourceErrorHandling, Transform, _class_name, _Outgoing
@@ -42,11 +45,16 @@ class SourceTaskContextImpl:
     """The context a source task sees."""
 
     def __init__(
-        self, task_id: ConnectorTaskId, offset_reader: StoreOffsetReader, serialization: Serialization | None = None
+        self,
+        task_id: ConnectorTaskId,
+        offset_reader: StoreOffsetReader,
+        serialization: Serialization | None = None,
+        local_files: LocalFiles = NO_LOCAL_FILES,
     ) -> None:
         self._id = task_id
         self._reader = offset_reader
         self._serialization = serialization
+        self._local_files = local_files
 
     @property
     def connector_name(self) -> str:
@@ -63,6 +71,10 @@ class SourceTaskContextImpl:
     @property
     def serialization(self) -> Serialization | None:
         return self._serialization
+
+    @property
+    def local_files(self) -> LocalFiles:
+        return self._local_files
 
 
 class SourceTaskRunner(SourceErrorHandling):
@@ -110,10 +122,14 @@ class SourceTaskRunner(SourceErrorHandling):
         dlq: DeadLetterQueue | None = None,
         degraded_after_ms: int = DEFAULT_DEGRADED_AFTER_MS,
         topic_creator: TopicCreator | None = None,
+        local_files: LocalFiles = NO_LOCAL_FILES,
+        topic_scope: TopicScope | None = None,
     ) -> None:
         super().__init__(task_id, listener, initial_state, degraded_after_ms=degraded_after_ms)
         self.task = task
-        self._topic_creator = topic_creator
+        # The files the task may open (connector.allowed.paths); without a grant, none.
+        self._local_files = local_files
+        self._topic_creator, self._topic_scope = topic_creator, topic_scope  # used by _use_topic
         self.task_config = dict(task_config)
         self._producer_config = dict(producer_config)
         self._offset_store = offset_store
@@ -140,7 +156,9 @@ class SourceTaskRunner(SourceErrorHandling):
         self.records_polled = 0
         self.errors = errors if errors is not None else ErrorHandlingConfig()
         self.dlq = dlq
-        self.retry = RetryWithTolerance(self.errors, reporter=self._report_failed_record, stop_event=self._stopping, task_id=task_id, dlq=dlq)
+        self.retry = RetryWithTolerance(
+            self.errors, reporter=self._report_failed_record, stop_event=self._stopping, task_id=task_id, dlq=dlq
+        )
         self._source_system = f"the system {type(task).__name__} reads from"
         self._reports_metrics = isinstance(task, ReportsMetrics)
         self._tracer = batch_tracer(task_id, "source")  # None unless tracing is configured
@@ -163,7 +181,9 @@ class SourceTaskRunner(SourceErrorHandling):
             self.dlq.start()
         reader = StoreOffsetReader(self._offset_store, self.id.connector)
         self._serialization = self._offered_serialization()
-        self.task.start(self.task_config, SourceTaskContextImpl(self.id, reader, self._serialization))
+        self.task.start(
+            self.task_config, SourceTaskContextImpl(self.id, reader, self._serialization, self._local_files)
+        )
         self._next_commit = time.monotonic() + self._flush_interval_s
 
     def _offered_serialization(self) -> Serialization | None:
@@ -194,6 +214,8 @@ class SourceTaskRunner(SourceErrorHandling):
             if self._producer is not None and not self.failed:
                 self._commit_offsets(final=True)
         finally:
+            if self._topic_creator is not None:
+                self._topic_creator.close()  # its admin client goes now, on this thread
             if self._producer is not None:
                 self._producer.flush(self._flush_timeout_s)
                 self._producer = None
@@ -349,7 +371,9 @@ class SourceTaskRunner(SourceErrorHandling):
             keys = self._key_converter.from_connect_batch(topic, [batch.key_schema] * n, key_values)
         return _Outgoing(topic, None, keys, values, _partition_options(batch.partitions), batch)
 
-    def _convert_records(self, records: Sequence[SourceRecord], origins: Sequence[SourceRecord] | None = None) -> _Outgoing:
+    def _convert_records(
+        self, records: Sequence[SourceRecord], origins: Sequence[SourceRecord] | None = None
+    ) -> _Outgoing:
         if not records:
             return _Outgoing("", None, None, [], None, records)
         topic = records[0].topic
@@ -434,13 +458,17 @@ class SourceTaskRunner(SourceErrorHandling):
             self._key_cache[id(sp)] = cached
         return cached[1]
 
-    def _convert(self, records: Sequence[SourceRecord], same_topic: bool) -> tuple[list[bytes | None] | None, list[bytes | None]]:
+    def _convert(
+        self, records: Sequence[SourceRecord], same_topic: bool
+    ) -> tuple[list[bytes | None] | None, list[bytes | None]]:
         topic = records[0].topic
         try:
             if same_topic:
                 keys = None
                 if any(r.key is not None or r.key_schema is not None for r in records):
-                    keys = self._key_converter.from_connect_batch(topic, [r.key_schema for r in records], [r.key for r in records])
+                    keys = self._key_converter.from_connect_batch(
+                        topic, [r.key_schema for r in records], [r.key for r in records]
+                    )
                 values = self._value_converter.from_connect_batch(
                     topic, [r.value_schema for r in records], [r.value for r in records]
                 )
@@ -505,5 +533,3 @@ def _partition_options(partitions: Sequence[int | None] | None) -> list[dict[str
     if partitions is None:
         return None
     return [None if p is None else {"partition": p} for p in partitions]
-
-

@@ -13,6 +13,7 @@ import orjson
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from sluice.connectors.api import Converter, HeaderConverter, RecordMetadata, SourceRecord, SourceTask
+from sluice.worker.connector_scope import TopicScope
 from sluice.worker.errors import (
     SKIPPED,
     DeadLetterQueue,
@@ -61,11 +62,15 @@ class SourceErrorHandling(WorkerTask):
     _wants_commit_record: bool
     _refused: tuple[SourceRecord, bytes | None, bytes | None, Any] | None
     _topic_creator: TopicCreator | None
+    _topic_scope: TopicScope | None
 
     def _use_topic(self, topic: str) -> None:
-        """Before the first record to ``topic``: create it per ``topic.creation.*`` when it is
-        missing (KIP-158), and count it as used (KIP-558)."""
+        """Before the first record to ``topic``: refuse it when it is outside the connector's
+        scope (the task fails), create it per ``topic.creation.*`` when it is missing (KIP-158),
+        and count it as used (KIP-558)."""
         if topic not in self.active_topics:
+            if self._topic_scope is not None:
+                self._topic_scope.check(topic)  # before the topic is created or anything sent to it
             if self._topic_creator is not None:
                 self._topic_creator.ensure(topic)
             self.active_topics.add(topic)
@@ -102,11 +107,33 @@ class SourceErrorHandling(WorkerTask):
             for r in transformed:
                 key = None
                 if r.key is not None or r.key_schema is not None:
-                    key = execute(Stage.KEY_CONVERTER, partial(kc.from_connect_data, r.topic, r.key_schema, r.key), class_name=kname, coordinates=where, record=r)
-                value = SKIPPED if key is SKIPPED else execute(Stage.VALUE_CONVERTER, partial(vc.from_connect_data, r.topic, r.value_schema, r.value), class_name=vname, coordinates=where, record=r)
+                    key = execute(
+                        Stage.KEY_CONVERTER,
+                        partial(kc.from_connect_data, r.topic, r.key_schema, r.key),
+                        class_name=kname,
+                        coordinates=where,
+                        record=r,
+                    )
+                value = (
+                    SKIPPED
+                    if key is SKIPPED
+                    else execute(
+                        Stage.VALUE_CONVERTER,
+                        partial(vc.from_connect_data, r.topic, r.value_schema, r.value),
+                        class_name=vname,
+                        coordinates=where,
+                        record=r,
+                    )
+                )
                 headers = None
                 if value is not SKIPPED and r.headers:
-                    headers = execute(Stage.HEADER_CONVERTER, partial(self._convert_headers, r), class_name=hname, coordinates=where, record=r)
+                    headers = execute(
+                        Stage.HEADER_CONVERTER,
+                        partial(self._convert_headers, r),
+                        class_name=hname,
+                        coordinates=where,
+                        record=r,
+                    )
                 if value is SKIPPED or headers is SKIPPED:
                     if commit_record is not None:
                         commit_record(record, None)  # skipped under errors.tolerance
@@ -137,7 +164,9 @@ class SourceErrorHandling(WorkerTask):
             kwargs["on_delivery"] = self._record_callback(polled if polled is not None else record, commit_record)
         return kwargs or None
 
-    def _record_callback(self, record: SourceRecord, commit_record: Callable[[SourceRecord, RecordMetadata | None], None]) -> Callable[[KafkaError | None, Any], None]:
+    def _record_callback(
+        self, record: SourceRecord, commit_record: Callable[[SourceRecord, RecordMetadata | None], None]
+    ) -> Callable[[KafkaError | None, Any], None]:
         def callback(err: KafkaError | None, msg: Any) -> None:
             if err is not None:
                 self._on_delivery(err, msg)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import logging
+import re
 import ssl
 import threading
 import urllib.parse
@@ -23,20 +24,68 @@ import httpx
 import orjson
 
 from sluice.connectors.api import ConfigError
+from sluice.connectors.api.connectivity import (
+    ConnectFailure,
+    FailureKind,
+    classify_network_error,
+    host_port,
+    http_status_failure,
+)
 from sluice.connectors.sink.elasticsearch.config import ElasticsearchSinkConfig, SecurityProtocol
 
 logger = logging.getLogger(__name__)
+
+_ERROR_TYPE = re.compile(r"[a-z_]{1,80}")
+
+#: What a port that is not a search cluster is "not" (OpenSearch answers the same API).
+SERVICE = "Elasticsearch"
 
 #: Failures worth retrying: the node is unreachable, overloaded or restarting.
 RETRIABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 
-class TransientHttpError(Exception):
+class _HttpError(Exception):
+    """A failed request; ``failure`` is its category when it is about reaching the cluster (the
+    message then holds the category, never what the far side answered)."""
+
+    def __init__(self, message: str, failure: ConnectFailure | None = None) -> None:
+        super().__init__(message)
+        self.failure = failure
+
+
+class TransientHttpError(_HttpError):
     """A request failed in a way a retry may fix (connection, timeout, 429, 5xx)."""
 
 
-class FatalHttpError(Exception):
+class FatalHttpError(_HttpError):
     """A request failed in a way a retry will not fix (authentication, a refused request)."""
+
+
+def transport_failure(exc: httpx.TransportError) -> ConnectFailure:
+    """The category of an httpx transport error. A port that answers something other than HTTP
+    is "not an Elasticsearch server"; h11's own message would quote the bytes it got."""
+    if isinstance(exc, httpx.TimeoutException):
+        return ConnectFailure(FailureKind.TIMED_OUT)
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.LocalProtocolError, httpx.DecodingError)):
+        return ConnectFailure(FailureKind.WRONG_SERVICE, service=SERVICE)
+    if isinstance(exc, (httpx.ReadError, httpx.WriteError)):
+        # The port accepted the connection, then dropped it instead of answering HTTP (a service
+        # that speaks first and hangs up on what it does not understand).
+        return ConnectFailure(FailureKind.WRONG_SERVICE, service=SERVICE)
+    if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+        return ConnectFailure(FailureKind.TLS)
+    return classify_network_error(exc) or ConnectFailure(FailureKind.UNREACHABLE)
+
+
+def node_address(url: str) -> str:
+    """``host:port`` of a ``connection.url`` entry, as the user wrote them (no credentials)."""
+    split = urllib.parse.urlsplit(url)
+    try:
+        port = split.port
+    except ValueError:
+        port = None
+    default = 443 if split.scheme == "https" else 80
+    return host_port(split.hostname, port if port is not None else default)
 
 
 def ssl_context(config: ElasticsearchSinkConfig) -> ssl.SSLContext | bool:
@@ -126,27 +175,33 @@ class SearchClient:
         if body is not None and self._compress:
             body = gzip.compress(body, compresslevel=1)
             headers["Content-Encoding"] = "gzip"
+        where = f"{method} {path} on {node_address(url)}"
         try:
             response = self._client().request(method, url + path, content=body, headers=headers)
         except httpx.TransportError as exc:
-            if "CERTIFICATE_VERIFY_FAILED" in str(exc):  # retrying cannot fix a certificate
+            # The category only, raised from nothing: httpx's text may quote what the port sent.
+            failure = transport_failure(exc)
+            logger.debug("%s failed: %s: %s", where, type(exc).__name__, exc)
+            if failure.kind is FailureKind.TLS:  # retrying cannot fix a certificate
                 raise FatalHttpError(
-                    f"{method} {url}{path}: the server's certificate is not trusted ({exc}); "
-                    "check elastic.https.ssl.truststore.location"
-                ) from exc
-            raise TransientHttpError(f"{method} {url}{path}: {type(exc).__name__}: {exc or 'no response'}") from exc
+                    f"{where}: {failure.describe()}; check elastic.https.ssl.truststore.location", failure
+                ) from None
+            raise TransientHttpError(f"{where}: {failure.describe()}", failure) from None
         status = response.status_code
         raw = response.content
         try:
             parsed = orjson.loads(raw) if raw else None
         except orjson.JSONDecodeError:
             parsed = raw.decode(errors="replace")
+        if status >= 400:
+            logger.debug("%s answered HTTP %d: %s", where, status, _reason(parsed))
         if status in RETRIABLE_STATUS:
-            raise TransientHttpError(f"{method} {url}{path}: HTTP {status}: {_reason(parsed)}")
+            raise TransientHttpError(f"{where}: HTTP {status}", http_status_failure(status))
         if status in (401, 403) and not _is_cluster_block(parsed):
-            raise FatalHttpError(f"{method} {url}{path}: HTTP {status} (check connection.username/password): {_reason(parsed)}")
+            failure = http_status_failure(status)
+            raise FatalHttpError(f"{where}: {failure.describe()} (check connection.username/password)", failure)
         if status == 403:  # a read-only block (disk flood stage) lifts by itself
-            raise TransientHttpError(f"{method} {url}{path}: HTTP 403: {_reason(parsed)}")
+            raise TransientHttpError(f"{where}: HTTP 403 (cluster_block_exception)", http_status_failure(status))
         return status, parsed
 
     def close(self) -> None:
@@ -166,9 +221,11 @@ class SearchClient:
         """Send one ``_bulk`` request; the parsed response (``items`` in request order)."""
         status, parsed = self.request("POST", "/_bulk", body=body, content_type="application/x-ndjson")
         if status == 413:
-            raise FatalHttpError(f"the bulk request of {len(body)} bytes is too large for the server; lower bulk.size.bytes")
+            raise FatalHttpError(
+                f"the bulk request of {len(body)} bytes is too large for the server; lower bulk.size.bytes"
+            )
         if status != 200 or not isinstance(parsed, dict) or "items" not in parsed:
-            raise FatalHttpError(f"_bulk answered HTTP {status}: {_reason(parsed)}")
+            raise _refused("_bulk", status, parsed)
         return parsed
 
     def index_exists(self, index: str) -> bool:
@@ -181,7 +238,7 @@ class SearchClient:
         status, parsed = self.request("PUT", f"/{_quote(index)}", body=body)
         if status == 200 or _error_type(parsed) == "resource_already_exists_exception":
             return
-        raise FatalHttpError(f"creating index {index!r} failed with HTTP {status}: {_reason(parsed)}")
+        raise _refused(f"creating index {index!r}", status, parsed)
 
     def mapping_is_empty(self, index: str) -> bool:
         status, parsed = self.request("GET", f"/{_quote(index)}/_mapping")
@@ -195,7 +252,7 @@ class SearchClient:
     def put_mapping(self, index: str, mappings: dict[str, Any]) -> None:
         status, parsed = self.request("PUT", f"/{_quote(index)}/_mapping", body=orjson.dumps(mappings))
         if status != 200:
-            raise FatalHttpError(f"putting the mapping of {index!r} failed with HTTP {status}: {_reason(parsed)}")
+            raise _refused(f"putting the mapping of {index!r}", status, parsed)
 
     def data_stream_exists(self, name: str) -> bool:
         status, _ = self.request("GET", f"/_data_stream/{_quote(name)}")
@@ -212,13 +269,15 @@ class SearchClient:
             template["template"] = {"mappings": mappings}
         t_status, t_parsed = self.request("PUT", f"/_index_template/sluice-{_quote(name)}", body=orjson.dumps(template))
         if t_status != 200:
-            raise FatalHttpError(
-                f"creating data stream {name!r} failed ({_reason(parsed)}), and so did adding an index template "
-                f"for it (HTTP {t_status}: {_reason(t_parsed)})"
+            logger.warning("Creating data stream %r failed: %s", name, _reason(parsed))
+            raise _refused(
+                f"creating data stream {name!r} ({_error_label(parsed)}) and adding an index template for it",
+                t_status,
+                t_parsed,
             )
         status, parsed = self.request("PUT", f"/_data_stream/{_quote(name)}")
         if status != 200 and _error_type(parsed) != "resource_already_exists_exception":
-            raise FatalHttpError(f"creating data stream {name!r} failed with HTTP {status}: {_reason(parsed)}")
+            raise _refused(f"creating data stream {name!r}", status, parsed)
 
 
 def _quote(name: str) -> str:
@@ -234,6 +293,22 @@ def _error_type(parsed: Any) -> str | None:
 
 def _is_cluster_block(parsed: Any) -> bool:
     return _error_type(parsed) == "cluster_block_exception"
+
+
+def _error_label(parsed: Any) -> str:
+    """The cluster's error type (``mapper_parsing_exception``) when the answer is an Elasticsearch
+    error, else a fixed text: the body of something that is not a cluster is never repeated."""
+    kind = _error_type(parsed)
+    return kind if kind is not None and _ERROR_TYPE.fullmatch(kind) else "no Elasticsearch error in the answer"
+
+
+def _refused(what: str, status: int, parsed: Any) -> FatalHttpError:
+    """The error for a request the cluster refused: the status and error type for the status
+    trace, the cluster's full reason in the worker's log."""
+    logger.warning("%s failed with HTTP %d: %s", what, status, _reason(parsed))
+    return FatalHttpError(
+        f"{what} failed with HTTP {status} ({_error_label(parsed)}; the reason is in the worker's log)"
+    )
 
 
 def _reason(parsed: Any) -> str:

@@ -14,18 +14,7 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from sluice.connectors.api import ConfigError, LocalPath, PluginConfig
-
-
-def split_list(value: Any) -> Any:
-    """Connect's LIST type: ``"a, b"`` and ``["a", "b"]`` mean the same; empty items are dropped."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        value = value.split(",")
-    if isinstance(value, (list, tuple)):
-        return [item.strip() if isinstance(item, str) else item for item in value if not (isinstance(item, str) and not item.strip())]
-    return value
+from sluice.connectors.api import ConfigError, LocalPath, PluginConfig, split_list
 
 
 class WriteMethod(enum.StrEnum):

@@ -6,7 +6,15 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from sluice.connectors.api import ConfigError, SinkConnector
-from sluice.connectors.sink.elasticsearch.client import FatalHttpError, SearchClient, TransientHttpError, ssl_context
+from sluice.connectors.api.connectivity import ConnectFailure, FailureKind, connectivity_message, http_status_failure
+from sluice.connectors.sink.elasticsearch.client import (
+    SERVICE,
+    FatalHttpError,
+    SearchClient,
+    TransientHttpError,
+    node_address,
+    ssl_context,
+)
 from sluice.connectors.sink.elasticsearch.config import ELASTICSEARCH_UNIMPLEMENTED_KEYS, ElasticsearchSinkConfig
 from sluice.connectors.sink.elasticsearch.task import ElasticsearchSinkTask
 
@@ -36,18 +44,23 @@ class ElasticsearchSinkConnector(SinkConnector):
 
     @classmethod
     def validate_connectivity(cls, config: Any, timeout_s: float) -> dict[str, str]:
-        """``GET /`` on every node of ``connection.url``: an unreachable node is ``connection.url``'s
-        problem, refused credentials ``connection.password``'s."""
+        """``GET /`` on every node of ``connection.url``: an unreachable node, or a port that
+        answers but not as a search cluster does, is ``connection.url``'s problem, refused
+        credentials ``connection.password``'s. Each message is a fixed category (:mod:`~sluice.
+        connectors.api.connectivity`) and the node's host and port: nothing the node answered."""
         millis = int(timeout_s * 1000 / max(1, len(config.connection_url)))
-        quick = config.model_copy(update={"connection_timeout_ms": millis, "read_timeout_ms": millis})
+        connect_ms = min(millis, config.connection_timeout_ms)
+        quick = config.model_copy(
+            update={"connection_timeout_ms": connect_ms, "read_timeout_ms": min(millis, config.read_timeout_ms)}
+        )
         client = SearchClient(quick)
         try:
-            for _ in config.connection_url:  # the client takes the nodes in turn
-                client.request("GET", "/")
-        except FatalHttpError as exc:
-            return {"connection.password" if config.connection_username else "connection.url": str(exc)}
-        except TransientHttpError as exc:
-            return {"connection.url": str(exc)}
+            for url in config.connection_url:  # the client takes the nodes in turn
+                failure = _node_failure(client)
+                if failure is not None:
+                    auth = failure.kind is FailureKind.AUTHENTICATION and config.connection_username
+                    key = "connection.password" if auth else "connection.url"
+                    return {key: connectivity_message(key, node_address(url), failure)}
         finally:
             client.close()
         return {}
@@ -65,3 +78,18 @@ class ElasticsearchSinkConnector(SinkConnector):
     def alter_offsets(self, config: Mapping[str, Any], offsets: Mapping[Any, Any]) -> bool:
         """Any consumer offsets may be set: re-indexing a range rewrites the same document ids."""
         return True
+
+
+def _node_failure(client: SearchClient) -> ConnectFailure | None:
+    """``None`` when the next node answers ``GET /`` as a search cluster does (a ``version`` with
+    a ``number``), else the category of what went wrong."""
+    try:
+        status, body = client.request("GET", "/")
+    except (FatalHttpError, TransientHttpError) as exc:
+        return exc.failure or ConnectFailure(FailureKind.UNREACHABLE)
+    if status != 200:
+        return http_status_failure(status)
+    version = body.get("version") if isinstance(body, dict) else None
+    if not isinstance(version, dict) or not isinstance(version.get("number"), str):
+        return ConnectFailure(FailureKind.WRONG_SERVICE, service=SERVICE)
+    return None

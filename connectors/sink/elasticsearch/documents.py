@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from sluice.connectors.api import DataError, SinkRecord, SinkRecordBatch, TopicPartition
+from sluice.connectors.api import DataError, SinkRecord, SinkRecordBatch, TopicPartition, header_data
 from sluice.connectors.sink.elasticsearch.config import ElasticsearchSinkConfig, NullValueBehavior, WriteMethod
 from sluice.converters.avro_arrow import avro_documents
 
@@ -295,7 +295,7 @@ class ActionBuilder:
             def from_header(i: int) -> int:
                 for k, v in reversed(headers[i] or ()):
                     if k == header:
-                        return _version(v)
+                        return _version(header_data(v))  # a transform may attach a schema
                 raise InvalidDocument(f"the record has no {header!r} header (external.version.header)")
 
             return from_header

@@ -24,7 +24,7 @@ class FileStreamSinkConfig(PluginConfig):
     file: LocalPath = Field(
         "",
         description="The file to append the records to; empty or absent writes to standard output. "
-        "Must lie within the worker's connector.allowed.paths when that is set.",
+        "Must lie within the worker's connector.allowed.paths (by default <state.dir>/data).",
     )
     topics: list[str] | None = Field(
         None,

@@ -60,7 +60,11 @@ class FileStreamSinkTask(SinkTask):
         try:
             # newline="" keeps "\n" as is on every platform; errors="replace" because a lone
             # surrogate in one value must not fail the whole batch.
-            self._out = open(self._filename, "a", encoding="utf-8", errors="replace", newline="")  # noqa: SIM115
+            # Through the grant, not open(): the path is checked again now, and a symlink leading out
+            # of connector.allowed.paths is refused before anything outside is created.
+            self._out = context.local_files.open(
+                self._filename, "a", key="file", encoding="utf-8", errors="replace", newline=""
+            )
         except OSError as exc:
             raise ConnectError(f"Cannot open {self._filename} for appending: {exc}") from exc
         self._owns_out = True

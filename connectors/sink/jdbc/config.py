@@ -8,7 +8,8 @@ import re
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from sluice.connectors.jdbc_common.config import JdbcConnectionConfig, split_list
+from sluice.connectors.api import split_list
+from sluice.connectors.jdbc_common.config import JdbcConnectionConfig
 
 #: The column names ``pk.mode=kafka`` uses when ``pk.fields`` is empty.
 KAFKA_PK_FIELDS = ("__connect_topic", "__connect_partition", "__connect_offset")

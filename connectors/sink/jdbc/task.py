@@ -47,6 +47,8 @@ from sluice.connectors.api import (
     UnwritableRecordError,
     ValueFormat,
 )
+from sluice.connectors.api.connectivity import host_port
+from sluice.connectors.jdbc_common.connect_failures import JDBC_KEYS, open_categorised
 from sluice.connectors.jdbc_common.connection import create_engine, safe_url, to_sqlalchemy_url
 from sluice.connectors.jdbc_common.dialects import dialect_for
 from sluice.connectors.jdbc_common.errors import Failure, classify, describe
@@ -122,6 +124,7 @@ class JdbcSinkTask(SinkTask):
         self._stopping.clear()
         url = to_sqlalchemy_url(cfg.connection_url, cfg.connection_user, cfg.password)
         self._url_text = safe_url(url)
+        self._target = host_port(url.host, url.port)
         self._engine = create_engine(url, db_timezone=cfg.db_timezone, pool_size=1)
         backend = self._engine.dialect.name
         self._dialect = dialect_for(backend, self._engine.dialect.paramstyle)
@@ -527,7 +530,7 @@ class JdbcSinkTask(SinkTask):
         if self._stopping.is_set():
             raise ConnectError("The JDBC sink task is stopping")
         if self._conn is None:
-            self._conn = self._engine.connect()
+            self._conn = open_categorised(self._engine.connect, self._engine.dialect.name, self._target, JDBC_KEYS)
             self._resets += 1
             self._writer.reset()
             self._tables.invalidate()

@@ -13,7 +13,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any
 
-from sluice.connectors.api import Headers, Schema
+from sluice.connectors.api import Headers, Schema, header_data
 from sluice.connectors.s3_common.formats import JsonFormat, ObjectWriter, RecordFormat, json_default
 from sluice.connectors.s3_common.layout import sidecar_key
 from sluice.connectors.s3_common.parquet_format import ParquetObjectWriter
@@ -228,7 +228,8 @@ def encode_headers(headers: Headers | None) -> list[list[Any]]:
     if not headers:
         return []
     out: list[list[Any]] = []
-    for name, value in headers:
+    for name, header in headers:
+        value = header_data(header)  # a transform (ExtractNewRecordState's add.headers) may attach a schema
         if isinstance(value, (bytes, bytearray, memoryview)):
             value = {"$bytes": json_default(value)}
         out.append([name, value])

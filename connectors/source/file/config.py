@@ -37,7 +37,7 @@ class FileStreamSourceConfig(PluginConfig):
     file: LocalPath = Field(
         "",
         description="The file to read lines from; empty or absent reads standard input. "
-        "Must lie within the worker's connector.allowed.paths when that is set.",
+        "Must lie within the worker's connector.allowed.paths (by default <state.dir>/data).",
     )
     topic: str = Field(description="The topic to publish the lines to.")
     batch_size: int = Field(

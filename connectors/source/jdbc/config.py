@@ -8,7 +8,8 @@ import re
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from sluice.connectors.jdbc_common.config import JdbcConnectionConfig, split_list
+from sluice.connectors.api import split_list
+from sluice.connectors.jdbc_common.config import JdbcConnectionConfig
 from sluice.connectors.jdbc_common.types import NumericMapping
 
 

@@ -68,6 +68,7 @@ class JdbcSourceConnector(SourceConnector):
         if cfg.query:
             return
         url = to_sqlalchemy_url(cfg.connection_url, cfg.connection_user, cfg.password)
+        self._url = url
         self._url_text = safe_url(url)
         self._catalog = catalog_name(url.database, url.get_backend_name())
         self._engine = create_engine(url, db_timezone=cfg.db_timezone, pool_size=1)
@@ -86,6 +87,7 @@ class JdbcSourceConnector(SourceConnector):
             attempts=cfg.connection_attempts,
             backoff_ms=cfg.connection_backoff_ms,
             what=self._url_text,
+            url=self._url,
             wait=self._stopping.wait,
         )
         try:

@@ -62,6 +62,7 @@ class JdbcSourceTask(SourceTask):
         self._config = cfg
         self._stopping.clear()
         url = to_sqlalchemy_url(cfg.connection_url, cfg.connection_user, cfg.password)
+        self._url = url
         self._url_text = safe_url(url)
         self._engine = create_engine(url, db_timezone=cfg.db_timezone)
         backend = self._engine.dialect.name
@@ -85,6 +86,7 @@ class JdbcSourceTask(SourceTask):
             attempts=cfg.connection_attempts,
             backoff_ms=cfg.connection_backoff_ms,
             what=self._url_text,
+            url=self._url,
             wait=self._stopping.wait,
         )
         try:

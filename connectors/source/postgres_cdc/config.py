@@ -18,33 +18,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
-from sluice.connectors.api import ConfigError, PluginConfig, dotted
+from sluice.connectors.api import ConfigError, LocalPath, PluginConfig, dotted, split_list
+from sluice.connectors.jdbc_common.urls import HOST_PATTERN as _HOST
+from sluice.connectors.jdbc_common.urls import NO_FILE
 from sluice.connectors.source.postgres_cdc.slot_guard import SlotWalAction
-
-
-def split_list(value: Any) -> Any:
-    """Connect's LIST type: ``"a, b"`` and ``["a", "b"]`` mean the same; empty items are dropped."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        value = value.split(",")
-    if isinstance(value, (list, tuple)):
-        return [v.strip() if isinstance(v, str) else v for v in value if not (isinstance(v, str) and not v.strip())]
-    return value
-
-
-def parse_lsn(text: str) -> int:
-    """``16/B374D848`` (PostgreSQL's spelling) or a plain integer → the LSN as an integer."""
-    text = text.strip()
-    if "/" in text:
-        high, _, low = text.partition("/")
-        return (int(high, 16) << 32) | int(low, 16)
-    return int(text)
-
-
-def format_lsn(lsn: int) -> str:
-    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
-
+from sluice.connectors.source.postgres_cdc.values import parse_lsn, parse_message_key_columns
 
 #: Debezium's post processor that reselects unavailable (TOASTed) and null column values.
 RESELECTOR_CLASS = "io.debezium.processors.reselect.ReselectColumnsPostProcessor"
@@ -78,8 +56,23 @@ class PostgresCdcConfig(PluginConfig):
     )
     database_password: SecretStr | None = Field(None, description="Password of database.user.")
     database_dbname: str = Field(description="The database to capture.")
-    database_sslmode: str = Field(
-        "prefer", description="libpq sslmode: disable, prefer, require, verify-ca, verify-full."
+    database_sslmode: Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] = Field(
+        "prefer",
+        description="libpq sslmode: disable, allow, prefer, require, verify-ca, verify-full (the verify modes "
+        "need database.sslrootcert).",
+    )
+    # Not typed LocalPath: "system" is no path. local_paths() reports a file for confinement.
+    database_sslrootcert: str | None = Field(
+        None,
+        description="The CA certificate(s) the server's certificate must chain to (PEM), under the worker's "
+        "connector.allowed.paths, or 'system' for the operating system's store. The worker's "
+        "~/.postgresql/root.crt is never read.",
+    )
+    database_sslcert: LocalPath | None = Field(
+        None, description="A client certificate (PEM) under connector.allowed.paths; none is sent otherwise."
+    )
+    database_sslkey: LocalPath | None = Field(
+        None, description="The client certificate's key (unencrypted PEM) under connector.allowed.paths."
     )
     database_connect_timeout_ms: int = Field(30_000, ge=1000, description="Connection timeout.")
     topic_prefix: str = Field(
@@ -430,6 +423,43 @@ class PostgresCdcConfig(PluginConfig):
             raise ValueError(f"reselector.type must be {RESELECTOR_CLASS} when post.processors names the reselector")
         return value
 
+    @field_validator("database_hostname")
+    @classmethod
+    def _tcp_host(cls, value: str) -> str:
+        # libpq takes a leading "/" as a Unix socket directory (peer authentication as the worker's
+        # user) and a comma as a list of hosts: one host name or address, over TCP.
+        if not _HOST.fullmatch(value):
+            raise ValueError("must be one host name or IP address (no Unix socket directory, no list)")
+        return value
+
+    @field_validator("database_dbname")
+    @classmethod
+    def _plain_dbname(cls, value: str) -> str:
+        if "=" in value or "\0" in value or "://" in value:
+            raise ValueError("must be a database name, not a connection string")
+        return value
+
+    @field_validator("database_sslrootcert")
+    @classmethod
+    def _rootcert(cls, value: str | None) -> str | None:
+        return value or None
+
+    @model_validator(mode="after")
+    def _verify_needs_rootcert(self) -> PostgresCdcConfig:
+        if self.database_sslmode.startswith("verify") and not self.database_sslrootcert:
+            raise ValueError(
+                f"database.sslmode={self.database_sslmode} needs database.sslrootcert (a file under the "
+                "allowed paths, or 'system'): the worker's ~/.postgresql/root.crt is not read"
+            )
+        return self
+
+    def local_paths(self) -> dict[str, str | tuple[str, ...]]:
+        """The SSL files, ``database.sslrootcert`` too unless it is ``system`` (the operating system's store)."""
+        found = super().local_paths()
+        if self.database_sslrootcert and self.database_sslrootcert != "system":
+            found["database.sslrootcert"] = self.database_sslrootcert
+        return found
+
     @model_validator(mode="after")
     def _topic_prefix_not_empty(self) -> PostgresCdcConfig:
         if not self.topic_prefix:
@@ -451,6 +481,13 @@ class PostgresCdcConfig(PluginConfig):
             "user": self.database_user,
             "dbname": self.database_dbname,
             "sslmode": self.database_sslmode,
+            "sslrootcert": self.database_sslrootcert or NO_FILE,
+            "sslcert": self.database_sslcert or NO_FILE,
+            "sslkey": self.database_sslkey or NO_FILE,
+            # Neither ~/.pgpass nor ~/.postgresql/* nor the files PGPASSFILE/PGSSLKEY/… name: the
+            # worker's own credentials must not follow database.hostname to a server the caller chose.
+            "passfile": NO_FILE,
+            "sslcrl": NO_FILE,
             "connect_timeout": max(1, self.database_connect_timeout_ms // 1000),
             "application_name": "sluice-postgres-cdc",
             "options": "-c TimeZone=UTC -c DateStyle=ISO -c IntervalStyle=postgres -c extra_float_digits=3 "
@@ -494,31 +531,6 @@ class PostgresCdcConfig(PluginConfig):
         if self.password is not None:
             data["database.password"] = self.password
         return data
-
-
-def parse_message_key_columns(text: str) -> list[tuple[re.Pattern[str], str, list[str]]]:
-    """``message.key.columns`` → ``(table regex, its text, column regexes)`` per entry.
-
-    Debezium's format: ``<schema>.<table>:<column>[,<column>…]`` entries separated by ``;``; the
-    table and the columns are regular expressions matched case-insensitively against the whole
-    ``schema.table`` and column name."""
-    entries = []
-    for raw in text.split(";"):
-        entry = raw.strip()
-        if not entry:
-            continue
-        table, sep, columns = entry.partition(":")
-        names = [c.strip() for c in columns.split(",") if c.strip()]
-        if not sep or not table.strip() or not names or ":" in columns:
-            raise ValueError(f"entry {entry!r} is not <schema>.<table>:<column>[,<column>...]")
-        try:
-            pattern = re.compile(table.strip(), re.IGNORECASE)
-            for name in names:
-                re.compile(name, re.IGNORECASE)
-        except re.error as exc:
-            raise ValueError(f"entry {entry!r} has an invalid regular expression: {exc}") from None
-        entries.append((pattern, table.strip(), names))
-    return entries
 
 
 def validate_config(raw: Mapping[str, Any]) -> PostgresCdcConfig:

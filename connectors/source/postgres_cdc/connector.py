@@ -8,12 +8,16 @@ from typing import Any, ClassVar
 import psycopg
 
 from sluice.connectors.api import ConfigError, SourceConnector
+from sluice.connectors.api.connectivity import connectivity_message, host_port
+from sluice.connectors.jdbc_common.connect_failures import Blame, classify_database_error
 from sluice.connectors.source.postgres_cdc import catalog
-from sluice.connectors.source.postgres_cdc.config import POSTGRES_CDC_UNIMPLEMENTED_KEYS, PostgresCdcConfig, parse_lsn
+from sluice.connectors.source.postgres_cdc.config import POSTGRES_CDC_UNIMPLEMENTED_KEYS, PostgresCdcConfig
 from sluice.connectors.source.postgres_cdc.preflight import preflight_problems
 from sluice.connectors.source.postgres_cdc.task import PostgresCdcTask
+from sluice.connectors.source.postgres_cdc.values import parse_lsn
 
 _OFFSET_INTS = ("lsn", "lsn_proc", "lsn_commit", "txId", "ts_usec")
+_BLAMED_KEYS = {Blame.PASSWORD: "database.password", Blame.USER: "database.user", Blame.DATABASE: "database.dbname"}
 
 
 class PostgresCdcSourceConnector(SourceConnector):
@@ -98,28 +102,21 @@ def _pairs(offsets: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> Iterable[t
 
 def connectivity_problems(config: PostgresCdcConfig, timeout_s: float, *, transient: bool = True) -> dict[str, str]:
     """Open (and close) one ordinary connection with the connector's settings; ``{}`` when it works,
-    otherwise the problem on the key to fix. The message never contains the password. Without
+    otherwise the problem on the key to fix. A failure to connect is named by its category (never
+    the driver's text) and the message never contains the password. Without
     ``transient``, problems that pass by themselves are left out (see :func:`preflight_problems`)."""
     info = {**config.conninfo(), "connect_timeout": max(1, int(timeout_s))}
-    where = f"{config.database_hostname}:{config.database_port}/{config.database_dbname} as {config.database_user}"
     try:
         with psycopg.connect(**info, autocommit=True) as conn:
             key_problem = catalog.check_message_key_columns(conn, config) if config.message_key_columns else None
             problems = preflight_problems(conn, config, transient=transient)
     except psycopg.Error as exc:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if config.password:
-            text = text.replace(config.password, "****")
-        lowered = text.lower()
-        if "password" in lowered or "authentication failed" in lowered:
-            key = "database.password"
-        elif "role" in lowered and "does not exist" in lowered:
-            key = "database.user"
-        elif "database" in lowered and "does not exist" in lowered:
-            key = "database.dbname"
-        else:
-            key = "database.hostname"
-        return {key: f"Cannot connect to PostgreSQL at {where}: {text}"}
+        # The category only: libpq's text may quote what a port that is no PostgreSQL sent.
+        found = classify_database_error(exc, "postgresql")
+        key = _BLAMED_KEYS.get(found.blame, "database.hostname")
+        return {
+            key: connectivity_message(key, host_port(config.database_hostname, config.database_port), found.failure)
+        }
     if key_problem:
         problems["message.key.columns"] = key_problem
     return problems

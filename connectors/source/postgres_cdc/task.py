@@ -30,14 +30,16 @@ from sluice.connectors.api import (
     SourceTaskContext,
 )
 from sluice.connectors.api.metrics import TaskMetricGroup
+from sluice.connectors.jdbc_common.connect_failures import postgres_unreachable
 from sluice.connectors.source.postgres_cdc import catalog, messages, native, notifications, reselect, signals
-from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig, SnapshotMode, format_lsn, parse_lsn
+from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig, SnapshotMode
 from sluice.connectors.source.postgres_cdc.decoder import ChangeDecoder, Relation
 from sluice.connectors.source.postgres_cdc.metrics import CdcMetrics
 from sluice.connectors.source.postgres_cdc.replication import ReplicationLost, ReplicationStream, SlotInUse
 from sluice.connectors.source.postgres_cdc.slot_guard import SlotUsage, query_slot_usage
 from sluice.connectors.source.postgres_cdc.snapshot import INITIAL, ChunkedSnapshot
 from sluice.connectors.source.postgres_cdc.tables import Table
+from sluice.connectors.source.postgres_cdc.values import format_lsn, parse_lsn
 
 log = logging.getLogger(__name__)
 
@@ -216,9 +218,7 @@ class PostgresCdcTask(SourceTask):
             try:
                 self._sql = psycopg.connect(**cfg.conninfo(), autocommit=True)
             except psycopg.OperationalError as exc:
-                raise RetriableError(
-                    f"Cannot connect to PostgreSQL at {cfg.database_hostname}:{cfg.database_port}: {exc}"
-                ) from exc
+                raise postgres_unreachable(exc, cfg.database_hostname, cfg.database_port) from exc
         return self._sql
 
     def _connect_snapshot_sql(self) -> psycopg.Connection[Any]:

@@ -74,14 +74,23 @@ def test_the_conversions_follow_the_connectors_modes() -> None:
     zoned = column_conversion(t["at"], decimal_format="BASE64")
     assert zoned.pg('"at"') == """to_char("at" AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.FF3"Z"')"""
     micros = column_conversion(t["local"], decimal_format="BASE64")
-    assert micros.pg('"local"') == 'floor(EXTRACT(EPOCH FROM "local") * 1000000)::int8' and micros.spark_type == "BIGINT"
+    assert (
+        micros.pg('"local"') == 'floor(EXTRACT(EPOCH FROM "local") * 1000000)::int8' and micros.spark_type == "BIGINT"
+    )
     assert column_conversion(t["day"], decimal_format="BASE64").pg('"day"') == "(\"day\" - DATE '1970-01-01')"
     # json is read as its output text (NULL stays NULL), bytea as it is
-    assert column_conversion(t["doc"], decimal_format="BASE64").pg("c") == "CASE WHEN c IS NULL THEN NULL ELSE format('%s', c) END"
+    assert (
+        column_conversion(t["doc"], decimal_format="BASE64").pg("c")
+        == "CASE WHEN c IS NULL THEN NULL ELSE format('%s', c) END"
+    )
     assert column_conversion(t["blob"], decimal_format="BASE64").spark_type == "BINARY"
     # precise decimals: base64 of the unscaled value, or the number with decimal.format=NUMERIC
     price = column_conversion(t["price"], decimal_format="BASE64")
-    assert price.pg("p") == "NULLIF(p, 'NaN')::text" and "base64(" in price.json("x") and "* 100 AS BIGINT" in price.json("x")
+    assert (
+        price.pg("p") == "NULLIF(p, 'NaN')::text"
+        and "base64(" in price.json("x")
+        and "* 100 AS BIGINT" in price.json("x")
+    )
     assert column_conversion(t["price"], decimal_format="NUMERIC").json("x") == "CAST(x AS DECIMAL(12,2))"
     # unconstrained numeric: Debezium's VariableScaleDecimal struct
     assert "named_struct('scale'" in column_conversion(t["free"], decimal_format="BASE64").json("x")
@@ -91,7 +100,10 @@ def test_the_conversions_follow_the_connectors_modes() -> None:
 
     connect = {c.name: c for c in table(pg.TypeModes("double", "connect")).columns}
     assert column_conversion(connect["price"], decimal_format="BASE64").pg("p") == "p::float8"
-    assert column_conversion(connect["local"], decimal_format="BASE64").pg("l") == "floor(EXTRACT(EPOCH FROM l) * 1000)::int8"
+    assert (
+        column_conversion(connect["local"], decimal_format="BASE64").pg("l")
+        == "floor(EXTRACT(EPOCH FROM l) * 1000)::int8"
+    )
     strings = {c.name: c for c in table(pg.TypeModes("string", "adaptive")).columns}
     assert column_conversion(strings["free"], decimal_format="BASE64").spark_type == "STRING"
 
@@ -108,11 +120,16 @@ def test_the_read_and_the_records_sql() -> None:
     t = table()
     conversions = [column_conversion(c, decimal_format="BASE64") for c in t.included_columns]
     query = read_sql(t, conversions, "id")
-    assert query.startswith('(SELECT "id"::int8 AS "id", ') and f'"id" AS "{PARTITION_ALIAS}" FROM "public"."orders")' in query
+    assert (
+        query.startswith('(SELECT "id"::int8 AS "id", ')
+        and f'"id" AS "{PARTITION_ALIAS}" FROM "public"."orders")' in query
+    )
     key = key_json(t, conversions)
     assert key == "concat('{\"id\":', coalesce(CAST(CAST(`id` AS BIGINT) AS STRING), 'null'), '}')"
     value = wrap(b'{"a":', struct_json(t.included_columns, conversions), b"}")
-    assert value.startswith("CAST(concat('{\"a\":', to_json(named_struct('id', ") and value.endswith(", '}') AS BINARY)")
+    assert value.startswith("CAST(concat('{\"a\":', to_json(named_struct('id', ") and value.endswith(
+        ", '}') AS BINARY)"
+    )
 
 
 def test_the_constant_parts_are_the_connectors_own_bytes() -> None:
@@ -141,7 +158,9 @@ def test_the_constant_parts_are_the_connectors_own_bytes() -> None:
     after_json = plain.from_connect_data(t.topic, t.value_schema, after)
     assert whole == head + (after_json or b"") + tail
     assert handoff.value_converter.value_json(t.envelope_schema, event) == whole
-    assert head.startswith(b'{"schema":{"type":"struct","fields":[{"type":"struct","fields":[{"type":"int64","optional":false,"field":"id"}')
+    assert head.startswith(
+        b'{"schema":{"type":"struct","fields":[{"type":"struct","fields":[{"type":"int64","optional":false,"field":"id"}'
+    )
     assert b'"name":"dbserver1.public.orders.Envelope"' in head and b',"op":"r",' in tail
     key_head, key_tail = key_parts(t, handoff)
     assert b'"name":"dbserver1.public.orders.Key"' in key_head and key_tail == b"}"
@@ -151,7 +170,9 @@ def test_the_constant_parts_are_the_connectors_own_bytes() -> None:
 def test_every_record_setting_comes_from_the_connector_config() -> None:
     handoff = parse_handoff(target(**{"value.converter.schemas.enable": "false", "decimal.handling.mode": "string"}))
     assert handoff.partitioner == "crc32" and handoff.name == "orders-cdc"
-    assert handoff.value_converter.config.schemas_enable is False and handoff.key_converter.config.schemas_enable is True
+    assert (
+        handoff.value_converter.config.schemas_enable is False and handoff.key_converter.config.schemas_enable is True
+    )
     assert handoff.config.decimal_handling_mode == "string"
     assert parse_handoff(target(**{"producer.override.partitioner": "murmur2_random"})).partitioner == "murmur2"
     # references are the worker's business: not needed for the records
@@ -190,16 +211,23 @@ def test_settings_of_the_target_may_not_contradict_the_connector() -> None:
 
 def test_the_spec_takes_a_cdc_connector_instead_of_a_topic() -> None:
     with pytest.raises(ConfigError) as info:
-        parse_spec({"id": "j", "kind": "jdbc_to_topic", "source": {"connection.url": "u", "table": "t"}, "target": {}})
+        parse_spec(
+            {
+                "id": "j",
+                "kind": "jdbc_to_topic",
+                "source": {"connection.url": "jdbc:postgresql://db/shop", "table": "t"},
+                "target": {},
+            }
+        )
     assert info.value.key == "target.topic" and "required (or cdc" in str(info.value)
     with pytest.raises(ConfigError) as info:
         parse_spec(
-            {"id": "j", "kind": "jdbc_to_topic", "source": {"connection.url": "u", "table": "t"},
+            {"id": "j", "kind": "jdbc_to_topic", "source": {"connection.url": "jdbc:postgresql://db/shop", "table": "t"},
              "target": {"cdc": {"name": "c", "config": {**BASE, "connector.class": "JdbcSource"}}}}
         )  # fmt: skip
     assert info.value.key == "target.cdc.config"
     spec = parse_spec(
-        {"id": "j", "kind": "jdbc_to_topic", "source": {"connection.url": "u", "table": "t"},
+        {"id": "j", "kind": "jdbc_to_topic", "source": {"connection.url": "jdbc:postgresql://db/shop", "table": "t"},
          "target": {"cdc": {"name": "c", "config": {**BASE, "database.password": "pw", "database.user": "${env:PG_USER}"}}}}
     )  # fmt: skip
     shown = masked_spec(spec)["target"]["cdc"]["config"]

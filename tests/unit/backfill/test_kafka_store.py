@@ -217,7 +217,7 @@ def test_the_config_store_skips_backfill_records() -> None:
         configs._apply(b"connector-x", orjson.dumps({"properties": {"connector.class": "X"}}))
         assert changes == [1] and "x" in configs.snapshot().connectors
     finally:
-        configs._log._consumer.close()
+        configs.stop()  # both readers' consumers, destroyed now rather than by the garbage collector
 
 
 def test_jobs_an_earlier_sluice_kept_in_the_config_topic_are_read_and_move_out_of_it() -> None:

@@ -14,7 +14,11 @@ def jdbc_spec(**changes: Any) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "id": "orders",
         "kind": "jdbc_to_topic",
-        "source": {"connection.url": "jdbc:postgresql://db/shop", "connection.password": "pw", "table": "public.orders"},
+        "source": {
+            "connection.url": "jdbc:postgresql://db/shop",
+            "connection.password": "pw",
+            "table": "public.orders",
+        },
         "target": {"topic": "orders"},
     }
     spec.update(changes)
@@ -34,8 +38,11 @@ def test_a_minimal_jdbc_spec_gets_the_defaults() -> None:
     ("change", "key"),
     [
         ({"source": {"table": "t"}}, "source.connection.url"),
-        ({"source": {"connection.url": "jdbc:x", "table": "t", "num.partitions": 0}}, "source.num.partitions"),
-        ({"source": {"connection.url": "jdbc:x", "table": "t", "tabel": "t"}}, "source.tabel"),
+        (
+            {"source": {"connection.url": "jdbc:postgresql://db/shop", "table": "t", "num.partitions": 0}},
+            "source.num.partitions",
+        ),
+        ({"source": {"connection.url": "jdbc:postgresql://db/shop", "table": "t", "tabel": "t"}}, "source.tabel"),
         ({"target": {}}, "target.topic"),
         ({"id": "has space"}, "id"),
         ({"schedule": {"cron": "every day"}}, "schedule.cron"),
@@ -51,11 +58,14 @@ def test_errors_name_the_key(change: dict[str, Any], key: str) -> None:
 
 def test_topic_range_offsets_and_timestamps_are_exclusive() -> None:
     with pytest.raises(ConfigError, match="start.offsets or start.timestamp.ms"):
-        parse_spec({
-            "id": "r", "kind": "topic_to_sink",
-            "source": {"topic": "t", "start.offsets": {"0": 1}, "start.timestamp.ms": 5},
-            "target": {"config": {"connector.class": "JdbcSink"}},
-        })
+        parse_spec(
+            {
+                "id": "r",
+                "kind": "topic_to_sink",
+                "source": {"topic": "t", "start.offsets": {"0": 1}, "start.timestamp.ms": 5},
+                "target": {"config": {"connector.class": "JdbcSink"}},
+            }
+        )
 
 
 def test_sink_target_needs_a_connector_class() -> None:

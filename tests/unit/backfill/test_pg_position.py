@@ -7,6 +7,7 @@ import pytest
 from sluice.connectors.api import ConfigError
 from sluice.connectors.backfill.pg_position import ConsistentPoint, format_lsn, libpq_params, parse_lsn
 from sluice.connectors.jdbc_common.connection import to_sqlalchemy_url
+from sluice.connectors.jdbc_common.urls import NO_FILE
 from sluice.worker.backfill.models import parse_spec
 
 
@@ -36,7 +37,9 @@ def test_every_partition_imports_the_snapshot_in_a_repeatable_read_transaction()
 
 def test_connection_parameters_come_from_the_jdbc_url() -> None:
     params = libpq_params(to_sqlalchemy_url("jdbc:postgresql://db.example:6543/shop", "app", "pw"))
-    assert params == {"dbname": "shop", "host": "db.example", "port": 6543, "user": "app", "password": "pw"}
+    # libpq's default credential and certificate files (~/.pgpass, ~/.postgresql/*) are switched off.
+    no_files = dict.fromkeys(("passfile", "sslcert", "sslkey", "sslrootcert", "sslcrl"), NO_FILE)
+    assert params == {"dbname": "shop", "host": "db.example", "port": 6543, "user": "app", "password": "pw", **no_files}
 
 
 def test_the_spec_names_a_bad_slot_or_mode() -> None:

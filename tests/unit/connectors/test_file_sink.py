@@ -5,14 +5,15 @@ from __future__ import annotations
 import decimal
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sluice.connectors.api import ConfigError, ConnectError, SinkRecord, SinkRecordBatch, TopicPartition
+from sluice.connectors.api import ConfigError, ConnectError, LocalFiles, SinkRecord, SinkRecordBatch, TopicPartition
 from sluice.connectors.sink.file import FileStreamSinkConnector, FileStreamSinkTask
+from sluice.worker.local_paths import PathGrant
 
 
 @dataclass
@@ -22,6 +23,8 @@ class FakeSinkTaskContext:
     connector_name: str = "file-sink"
     task_id: int = 0
     errant_record_reporter: None = None
+    # The worker's own grant, granting every path: these tests are about the task, not the grant.
+    local_files: LocalFiles = field(default_factory=lambda: PathGrant(anywhere=True))
 
     def assignment(self) -> set[TopicPartition]:
         return {TopicPartition("in", 0)}

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from sluice.connectors.api import STRING_SCHEMA, ConfigError, ConnectError, OffsetReader, SourceRecord
+from sluice.connectors.api import STRING_SCHEMA, ConfigError, ConnectError, LocalFiles, OffsetReader, SourceRecord
 from sluice.connectors.source.file import FileStreamSourceConnector, FileStreamSourceTask
 from sluice.offsets import MemoryOffsetStore, StoreOffsetReader
+from sluice.worker.local_paths import PathGrant
 
 CONNECTOR = "file-source"
 
@@ -28,6 +29,9 @@ class FakeSourceTaskContext:
     offset_reader: OffsetReader
     connector_name: str = CONNECTOR
     task_id: int = 0
+    serialization: None = None
+    # The worker's own grant, granting every path: these tests are about the task, not the grant.
+    local_files: LocalFiles = field(default_factory=lambda: PathGrant(anywhere=True))
 
 
 @dataclass

@@ -1,10 +1,18 @@
-"""Kubernetes OpenAPI → kubeconform JSON schemas (deploy.kube_schemas), on a tiny API document."""
+"""Kubernetes OpenAPI → kubeconform JSON schemas (deploy.kube_schemas), on a tiny API document; the
+cache of deploy.helm_tools gaining a CRD's schema."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-from sluice.deploy.kube_schemas import schema_file_name, schemas_from_crd, schemas_from_openapi
+import pytest
+import yaml
+
+from sluice.deploy import helm_tools
+from sluice.deploy.kube_schemas import layout_dir, schema_file_name, schemas_from_crd, schemas_from_openapi
+from sluice.deploy.maven import COMPLETE_MARKER
 
 DOCUMENT: dict[str, Any] = {
     "definitions": {
@@ -81,3 +89,42 @@ def test_a_crd_schema_keeps_its_open_objects_open() -> None:
     assert name == "servicemonitor-monitoring-v1.json"
     assert schema["properties"]["spec"]["additionalProperties"] is False
     assert "additionalProperties" not in schema["properties"]["extra"]
+
+
+def _crd(kind: str) -> dict[str, object]:
+    body = {"type": "object", "properties": {"spec": {"type": "object", "properties": {"x": {"type": "string"}}}}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "spec": {
+            "group": "monitoring.coreos.com",
+            "names": {"kind": kind},
+            "versions": [{"name": "v1", "served": True, "schema": {"openAPIV3Schema": body}}],
+        },
+    }
+
+
+def test_a_cache_made_before_the_prometheus_rule_crd_gets_its_schema_added(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``make helm-tools`` on a cache holding only the ServiceMonitor's schema adds the
+    PrometheusRule's from the operator module, leaving the rest; then the cache counts as complete."""
+    module = tmp_path / "operator"
+    for kind, path in helm_tools.OPERATOR_CRDS:
+        (module / path).parent.mkdir(parents=True, exist_ok=True)
+        (module / path).write_text(yaml.safe_dump(_crd(kind)))
+    monkeypatch.setattr(helm_tools, "_module_dir", lambda name, version: module)
+    root = tmp_path / "schemas"
+    layout = layout_dir(root, helm_tools.KUBERNETES_VERSION)
+    layout.mkdir(parents=True)
+    (root / COMPLETE_MARKER).write_text("old\n")
+    (layout / "deployment-apps-v1.json").write_text("{}")
+    (layout / "servicemonitor-monitoring-v1.json").write_text("{}")
+    rule = schema_file_name("PrometheusRule", "monitoring.coreos.com", "v1")
+    assert helm_tools._missing_operator_schemas(root) == [helm_tools.OPERATOR_CRDS[1][1]]
+
+    helm_tools._build_schemas(root)
+
+    assert helm_tools._missing_operator_schemas(root) == []
+    assert json.loads((layout / rule).read_text())["properties"]["spec"]["properties"]["x"]["type"] == ["string", "null"]
+    assert (layout / "deployment-apps-v1.json").read_text() == "{}"  # not rebuilt

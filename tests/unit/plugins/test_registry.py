@@ -57,40 +57,7 @@ def test_listing_has_types_and_versions(registry: PluginRegistry) -> None:
     kinds = {p.kind for p in registry.plugins()}
     assert {PluginKind.SOURCE, PluginKind.SINK, PluginKind.CONVERTER, PluginKind.HEADER_CONVERTER} <= kinds
     assert all(p.version != "unknown" for p in registry.plugins())
-    assert {p.kind for p in registry.plugins([PluginKind.SOURCE, PluginKind.SINK])} == {PluginKind.SOURCE, PluginKind.SINK}
-
-
-def test_plugin_path_directories_are_importable(tmp_path) -> None:
-    (tmp_path / "my_plugin.py").write_text(
-        "from sluice.connectors.api import SourceConnector, SourceTask\n"
-        "class T(SourceTask):\n"
-        "    def start(self, c, ctx): pass\n"
-        "    def poll(self): return None\n"
-        "    def stop(self): pass\n"
-        "class MySource(SourceConnector):\n"
-        "    task_class = T\n"
-        "    version = '9.9'\n"
-        "    def start(self, c): pass\n"
-        "    def task_configs(self, n): return [{}]\n"
-    )
-    registry = PluginRegistry([str(tmp_path)])
-    info = registry.connector("my_plugin.MySource")
-    assert info.kind is PluginKind.SOURCE and info.version == "9.9"
-    assert any(p.class_name == "my_plugin.MySource" for p in registry.plugins())
-
-
-def test_python_paths_outside_the_plugin_path_are_never_imported(tmp_path, monkeypatch) -> None:
-    import sys
-
-    registry = PluginRegistry([str(tmp_path)])
-    # Importing these would run code (unittest.__main__ calls sys.exit); a client may send any name.
-    for name in ("unittest.__main__.X", "antigravity.X", "json.JSONDecoder", "os:system", "..x.Y", "a b.C"):
-        assert registry.find(name, list(PluginKind)) is None
-    assert "unittest.__main__" not in sys.modules
-    assert "antigravity" not in sys.modules
-
-
-def test_a_plugin_module_that_exits_on_import_is_just_not_found(tmp_path) -> None:
-    (tmp_path / "exits_on_import.py").write_text("raise SystemExit(3)\n")
-    registry = PluginRegistry([str(tmp_path)])
-    assert registry.find("exits_on_import.Anything", list(PluginKind)) is None
+    assert {p.kind for p in registry.plugins([PluginKind.SOURCE, PluginKind.SINK])} == {
+        PluginKind.SOURCE,
+        PluginKind.SINK,
+    }

@@ -43,8 +43,9 @@ def _stop_backfill_managers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def registry() -> PluginRegistry:
-    # The test-only connectors (tests.plugins.…) are named by Python path, from the plugin path.
-    return PluginRegistry([str(Path(__file__).resolve().parents[3])])
+    # The test-only connectors (tests.plugins.…) are named by Python path: the package directory
+    # is the plugin path, scanned as the registry is built.
+    return PluginRegistry([str(Path(__file__).resolve().parents[2] / "plugins")])
 
 
 @pytest.fixture
@@ -52,7 +53,10 @@ def make_client(registry: PluginRegistry) -> Iterator[AppFactory]:
     herders: list[StandaloneHerder] = []
 
     def make(**worker_settings: Any) -> TestClient:
-        config = WorkerConfig.from_mapping({"bootstrap.servers": "127.0.0.1:1", **worker_settings})
+        # Connectors here name files anywhere (/dev/null, tmp_path): "*" grants them all but the
+        # worker's own; the confinement tests set connector.allowed.paths themselves.
+        defaults = {"bootstrap.servers": "127.0.0.1:1", "connector.allowed.paths": "*"}
+        config = WorkerConfig.from_mapping({**defaults, **worker_settings})
         herder = StandaloneHerder(Worker(config, registry, MemoryOffsetStore()))
         herder.start()
         herders.append(herder)

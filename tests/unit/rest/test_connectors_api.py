@@ -227,3 +227,17 @@ def test_task_configs_carry_the_task_class_as_a_cluster_stores_them(client: Test
     assert task["id"] == {"connector": "c", "task": 0}
     assert task["config"]["task.class"] == "tests.plugins.controllable.ControllableSourceTask"
     assert task["config"]["topic"] == "t"
+
+
+def test_one_connectors_password_is_not_hidden_in_another_connectors_config(client: TestClient) -> None:
+    """Issue #37: a password ``postgres`` on one connector turned another's plain ``postgres`` into [hidden]."""
+    _create_stopped(client, "cdc", password="postgres")
+    _create_stopped(client, "other", topic="postgres")
+    assert client.get("/connectors/cdc/config").json()["password"] == "[hidden]"
+    assert client.get("/connectors/other/config").json()["topic"] == "postgres"
+    assert client.get("/connectors/other").json()["config"]["topic"] == "postgres"
+    validated = client.put(
+        "/connector-plugins/ControllableSource/config/validate", json=_config(name="other", **{"interval.ms": "postgres"})
+    ).json()
+    messages = [m for c in validated["configs"] for m in c["value"]["errors"]]
+    assert messages == ["invalid value 'postgres': Input should be a valid integer, unable to parse string as an integer"]

@@ -6,6 +6,7 @@ extension) can be read back; the limits themselves are the ones a worker runs wi
 
 from __future__ import annotations
 
+import resource
 import socket
 import ssl
 import time
@@ -45,7 +46,9 @@ def _app(settings: RestSettings) -> FastAPI:
         return {"size": len(await request.body())}
 
     app.add_middleware(
-        RequestLimitsMiddleware, max_bytes=settings.max_request_bytes, body_timeout_s=settings.request_body_timeout_ms / 1000
+        RequestLimitsMiddleware,
+        max_bytes=settings.max_request_bytes,
+        body_timeout_s=settings.request_body_timeout_ms / 1000,
     )
     return app
 
@@ -123,7 +126,9 @@ def test_a_client_that_never_finishes_its_headers_is_disconnected(serve: ServerF
     silent.close()
 
 
-def test_keep_alive_connections_are_served_and_their_next_request_runs_against_the_deadline(serve: ServerFactory) -> None:
+def test_keep_alive_connections_are_served_and_their_next_request_runs_against_the_deadline(
+    serve: ServerFactory,
+) -> None:
     server = serve(request_header_timeout_ms=500)
     with _connect(server) as sock:
         for _ in range(3):
@@ -141,7 +146,9 @@ def test_keep_alive_connections_are_served_and_their_next_request_runs_against_t
 def test_a_trickling_body_gets_408_and_the_connection_is_closed(serve: ServerFactory) -> None:
     server = serve(request_body_timeout_ms=500)
     with _connect(server) as sock:
-        sock.sendall(b"POST /echo HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+        sock.sendall(
+            b"POST /echo HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+        )
         deadline = time.monotonic() + 0.5 + MARGIN_S
         sock.settimeout(0.1)
         received = b""
@@ -169,7 +176,11 @@ def test_connections_beyond_the_per_client_cap_are_closed_and_others_served(serv
         for sock in (first, second):
             sock.sendall(GET)
             assert _read_response(sock)[0] == 200
-        other = httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=5, transport=httpx.HTTPTransport(local_address="127.0.0.2"))
+        other = httpx.Client(
+            base_url=f"http://127.0.0.1:{server.port}",
+            timeout=5,
+            transport=httpx.HTTPTransport(local_address="127.0.0.2"),
+        )
         with other:
             assert other.get("/whoami").status_code == 200
         # Once one of the client's connections closes, a new one is served again.
@@ -258,3 +269,44 @@ def test_rfc4514_names_put_the_leaf_first_and_escape_special_characters() -> Non
     assert rfc4514_name(subject) == r"CN=\#alice\+bob\ ,OU=ops+emailAddress=a@example.com,O=Example\, Inc.,DC=com"
     assert rfc4514_name(((("commonName", 'say "hi"; <now>\\'),),)) == r"CN=say \"hi\"\; \<now\>\\"
 
+
+def test_at_the_connection_cap_a_prompt_client_displaces_the_oldest_idle_connection(serve: ServerFactory) -> None:
+    server = serve(max_connections=3)
+    idle = [_connect(server, f"127.0.0.{n}") for n in (11, 12, 13)]
+    try:
+        time.sleep(0.2)  # accepted, and waiting for headers that never come
+        with _connect(server, "127.0.0.14") as prompt:
+            prompt.sendall(GET)
+            assert _read_response(prompt)[0] == 200
+        assert _closed_within(idle[0], MARGIN_S)
+        assert not _closed_within(idle[2], 0.3)
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_at_the_connection_cap_with_nothing_to_displace_a_new_connection_gets_503_unread(serve: ServerFactory) -> None:
+    server = serve(max_connections=2)
+    # Requests whose headers are in and whose bodies are still arriving: busy, not idle.
+    busy = [_connect(server, f"127.0.0.{n}") for n in (21, 22)]
+    try:
+        for sock in busy:
+            sock.sendall(
+                b"POST /echo HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
+            )
+        time.sleep(0.2)
+        with _connect(server, "127.0.0.23") as refused:
+            status, headers, body = _read_response(refused)
+            assert (status, headers["connection"]) == (503, "close")
+            assert orjson.loads(body)["error_code"] == 503
+            assert _closed_within(refused, MARGIN_S)
+    finally:
+        for sock in busy:
+            sock.close()
+
+
+def test_a_connection_that_would_eat_into_the_descriptor_reserve_gets_503(serve: ServerFactory) -> None:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    server = serve(fd_reserve=soft)  # every descriptor reserved: nothing is left for connections
+    with _connect(server) as refused:
+        assert _read_response(refused)[0] == 503

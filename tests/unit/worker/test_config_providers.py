@@ -25,8 +25,11 @@ from sluice.worker.masking import SECRETS, mask_text
 from sluice.worker.worker import Worker
 from tests.host_files import passwd_root
 
-# Classes named by Python path are imported only from the plugin path: here, the repository.
-_REPO_PLUGINS = PluginRegistry([str(Path(__file__).resolve().parents[3])])
+
+def _this_module_as_plugins() -> PluginRegistry:
+    """A registry whose plugin path holds this module (imported as ``path_modules`` says, not by
+    a scan of the whole test package): its classes are then named by their Python paths."""
+    return PluginRegistry([str(Path(__file__).resolve().parent)], path_modules=[__name__])
 
 
 @pytest.fixture(autouse=True)
@@ -59,6 +62,15 @@ def test_env_placeholder_is_replaced_and_registered_as_a_secret(monkeypatch: pyt
     assert mask_text("login with s3cr3t-value failed") == "login with [hidden] failed"
 
 
+def test_a_value_resolved_for_a_connector_is_that_connectors_secret_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DB_USER", "app-owner")
+    assert providers().resolve({"connection.user": "${env:DB_USER}"}, connector="orders") == {
+        "connection.user": "app-owner"
+    }
+    assert mask_text("login as app-owner failed", "orders") == "login as [hidden] failed"
+    assert mask_text("login as app-owner failed", "billing") == "login as app-owner failed"
+
+
 def test_missing_env_var_names_the_key_and_placeholder_not_a_value(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SLUICE_NOT_SET", raising=False)
     with pytest.raises(ConfigError) as info:
@@ -84,7 +96,9 @@ def test_env_provider_rejects_a_path() -> None:
 
 def test_invalid_allowlist_pattern_names_the_worker_key() -> None:
     with pytest.raises(ConfigError) as info:
-        ConfigProviders.from_worker_config({"config.providers": "env", "config.providers.env.param.allowlist.pattern": "("})
+        ConfigProviders.from_worker_config(
+            {"config.providers": "env", "config.providers.env.param.allowlist.pattern": "("}
+        )
     assert info.value.key == "config.providers.env.param.allowlist.pattern"
 
 
@@ -138,7 +152,9 @@ def test_file_provider_allowed_paths_does_not_follow_a_symlink_out(tmp_path: Pat
 
 def test_allowed_paths_must_be_absolute() -> None:
     with pytest.raises(ConfigError) as info:
-        ConfigProviders.from_worker_config({"config.providers": "dir", "config.providers.dir.param.allowed.paths": "relative/dir"})
+        ConfigProviders.from_worker_config(
+            {"config.providers": "dir", "config.providers.dir.param.allowed.paths": "relative/dir"}
+        )
     assert info.value.key == "config.providers.dir.param.allowed.paths"
 
 
@@ -179,7 +195,9 @@ def test_several_placeholders_with_text_around_them(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("DB_HOST", "db.internal")
     (tmp_path / "port").write_text("5432")
     url = f"jdbc:postgresql://${{env:DB_HOST}}:${{dir:{tmp_path}:port}}/app?ssl=${{env:DB_HOST}}"
-    assert resolve({"connection.url": url}) == {"connection.url": "jdbc:postgresql://db.internal:5432/app?ssl=db.internal"}
+    assert resolve({"connection.url": url}) == {
+        "connection.url": "jdbc:postgresql://db.internal:5432/app?ssl=db.internal"
+    }
 
 
 def test_text_without_a_provider_reference_is_left_alone() -> None:
@@ -206,7 +224,14 @@ def test_config_providers_lists_which_are_enabled(monkeypatch: pytest.MonkeyPatc
         none.resolve({"k": "${env:HOME_DIR}"})
 
 
-@pytest.mark.parametrize("worker", [{}, {"config.providers": ""}, {"config.providers": "vault", "config.providers.vault.class": "EnvVarConfigProvider"}])
+@pytest.mark.parametrize(
+    "worker",
+    [
+        {},
+        {"config.providers": ""},
+        {"config.providers": "vault", "config.providers.vault.class": "EnvVarConfigProvider"},
+    ],
+)
 @pytest.mark.parametrize("placeholder", ["${file:/etc/passwd:root}", "${dir:/etc:passwd}", "${env:HOME}"])
 def test_undeclared_providers_do_not_exist(worker: dict[str, str], placeholder: str) -> None:
     """The attack of issue #21: a placeholder in an ordinary key must not make the worker read anything."""
@@ -221,7 +246,9 @@ def test_undeclared_providers_do_not_exist(worker: dict[str, str], placeholder: 
     assert mask_text(passwd_root()) == passwd_root()  # nothing was read, so nothing registered
 
 
-@pytest.mark.parametrize("placeholder", ["${file:/etc/passwd:root}", "${dir:/etc:passwd}", "${file:/srv/../etc/passwd:root}"])
+@pytest.mark.parametrize(
+    "placeholder", ["${file:/etc/passwd:root}", "${dir:/etc:passwd}", "${file:/srv/../etc/passwd:root}"]
+)
 def test_declared_path_providers_refuse_paths_outside_allowed_paths(tmp_path: Path, placeholder: str) -> None:
     worker = {
         "config.providers": "file,dir",
@@ -273,7 +300,9 @@ def test_a_listed_provider_needs_a_known_class() -> None:
         ConfigProviders.from_worker_config({"config.providers": "vault"})
     assert info.value.key == "config.providers.vault.class"
     with pytest.raises(ConfigError, match="not found") as info:
-        ConfigProviders.from_worker_config({"config.providers": "vault", "config.providers.vault.class": "no.such.Vault"})
+        ConfigProviders.from_worker_config(
+            {"config.providers": "vault", "config.providers.vault.class": "no.such.Vault"}
+        )
     assert info.value.key == "config.providers.vault.class"
 
 
@@ -300,7 +329,7 @@ def test_plugin_provider_by_python_path_with_params() -> None:
             "config.providers.vault.class": f"{__name__}.VaultLikeProvider",
             "config.providers.vault.param.prefix": "v:",
         },
-        _REPO_PLUGINS,
+        _this_module_as_plugins(),
     )
     resolved = built.resolve({"user": "${vault:db:user}", "password": "${vault:db:password}"})
     assert resolved == {"user": "v:db/user", "password": "v:db/password"}
@@ -313,7 +342,7 @@ def test_plugin_provider_params_are_validated() -> None:
     with pytest.raises(ConfigError) as info:
         ConfigProviders.from_worker_config(
             {"config.providers": "vault", "config.providers.vault.class": f"{__name__}.VaultLikeProvider"},
-            _REPO_PLUGINS,
+            _this_module_as_plugins(),
         )
     assert info.value.key == "config.providers.vault.param.prefix"
 
@@ -336,7 +365,11 @@ def test_reverse_transform_puts_placeholders_back() -> None:
 
 def make_worker(**worker: str) -> Worker:
     """A worker with ``env`` declared (``config.providers=`` overrides it) and the given keys."""
-    settings = {"config.providers": "env", **{k.replace("_", "."): v for k, v in worker.items()}}
+    settings = {
+        "config.providers": "env",
+        "connector.allowed.paths": "*",
+        **{k.replace("_", "."): v for k, v in worker.items()},
+    }
     return Worker(WorkerConfig.from_mapping(settings), PluginRegistry(), MemoryOffsetStore())
 
 
@@ -360,14 +393,18 @@ def test_worker_validates_resolved_values_and_keeps_the_raw(monkeypatch: pytest.
 def test_worker_validation_reports_a_placeholder_that_does_not_resolve(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SLUICE_UNIT_MISSING", raising=False)
     with pytest.raises(ConfigError) as info:
-        make_worker().validate({"name": "src", "connector.class": "FileStreamSource", "topic": "${env:SLUICE_UNIT_MISSING}"})
+        make_worker().validate(
+            {"name": "src", "connector.class": "FileStreamSource", "topic": "${env:SLUICE_UNIT_MISSING}"}
+        )
     assert info.value.key == "topic"
 
 
 def test_worker_validation_checks_the_resolved_value(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLUICE_UNIT_BAD_TOPIC", "not a topic!")
     with pytest.raises(ConfigError) as info:
-        make_worker().validate({"name": "src", "connector.class": "FileStreamSource", "topic": "${env:SLUICE_UNIT_BAD_TOPIC}"})
+        make_worker().validate(
+            {"name": "src", "connector.class": "FileStreamSource", "topic": "${env:SLUICE_UNIT_BAD_TOPIC}"}
+        )
     assert info.value.key == "topic"
     assert "not a topic!" not in str(info.value)  # PluginConfig hides inputs; a resolved value may be a secret
 
@@ -375,13 +412,17 @@ def test_worker_validation_checks_the_resolved_value(monkeypatch: pytest.MonkeyP
 def test_worker_resolves_its_own_config_and_rejects_bad_provider_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLUICE_UNIT_JAAS", "org.apache.kafka.common.security.plain.PlainLoginModule required;")
     worker = make_worker(producer_sasl_jaas_config="${env:SLUICE_UNIT_JAAS}")
-    assert worker.config.prefixed("producer.") == {"sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required;"}
+    assert worker.config.prefixed("producer.") == {
+        "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required;"
+    }
     with pytest.raises(ConfigError) as info:
         make_worker(config_providers="nope")
     assert info.value.key == "config.providers.nope.class"
 
 
-def test_a_worker_without_config_providers_refuses_placeholders_in_its_own_config(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_worker_without_config_providers_refuses_placeholders_in_its_own_config(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("SLUICE_UNIT_JAAS", "org.apache.kafka.common.security.plain.PlainLoginModule required;")
     with pytest.raises(ConfigError, match="not declared") as info:
         make_worker(config_providers="", producer_sasl_jaas_config="${env:SLUICE_UNIT_JAAS}")

@@ -1,20 +1,23 @@
-"""``connector.allowed.paths``: connector keys typed ``LocalPath`` must stay inside the allowed directories."""
+"""``connector.allowed.paths``: connector keys typed ``LocalPath`` must stay inside the allowed directories,
+which default to ``<state.dir>/data``, never overlap the worker's code and files, and are checked again at open."""
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import sluice
 from sluice.connectors.api import ConfigError
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
 from sluice.worker.config import WorkerConfig
-from sluice.worker.local_paths import allowed_roots, check_local_paths, warn_if_unconfined
+from sluice.worker.local_paths import PathGrant, allowed_roots, check_local_paths, warn_if_unconfined
 from sluice.worker.masking import SECRETS
 from sluice.worker.worker import Worker
 
@@ -35,7 +38,7 @@ def area(tmp_path: Path) -> Path:
 
 
 def check(value: str, allowed: str, key: str = "file") -> None:
-    check_local_paths({key: value}, {key}, allowed_roots(allowed))
+    check_local_paths({key: value}, {key}, PathGrant(allowed_roots(allowed)))
 
 
 # -- allowed_roots ---------------------------------------------------------------------------------
@@ -45,7 +48,10 @@ def test_allowed_roots_are_absolute_resolved_and_blank_entries_dropped(tmp_path:
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
     assert allowed_roots("") == ()
-    assert allowed_roots(f" {tmp_path}/link , ,/srv/data ") == (Path(os.path.realpath(tmp_path / "real")), Path("/srv/data"))
+    assert allowed_roots(f" {tmp_path}/link , ,/srv/data ") == (
+        Path(os.path.realpath(tmp_path / "real")),
+        Path("/srv/data"),
+    )
 
 
 def test_a_relative_allowed_path_is_refused_naming_the_worker_key() -> None:
@@ -58,13 +64,19 @@ def test_a_relative_allowed_path_is_refused_naming_the_worker_key() -> None:
 # -- check_local_paths -----------------------------------------------------------------------------
 
 
-def test_without_allowed_paths_any_path_is_accepted() -> None:
-    check("/etc/passwd", "")
+def test_an_empty_grant_accepts_nothing() -> None:
+    with pytest.raises(ConfigError, match="outside"):
+        check("/etc/passwd", "")
 
 
 def test_paths_inside_an_allowed_directory_pass_even_before_they_exist(area: Path) -> None:
     allowed = area / "allowed"
-    for value in (str(allowed), str(allowed / "in.txt"), str(allowed / "new" / "deeper.txt"), f"{allowed}/./x/../y.txt"):
+    for value in (
+        str(allowed),
+        str(allowed / "in.txt"),
+        str(allowed / "new" / "deeper.txt"),
+        f"{allowed}/./x/../y.txt",
+    ):
         check(value, str(allowed))
 
 
@@ -115,8 +127,8 @@ def test_an_allowed_file_allows_itself_and_nothing_beside_it(area: Path) -> None
 
 
 def test_unset_and_empty_values_are_not_paths(area: Path) -> None:
-    roots = allowed_roots(str(area / "allowed"))
-    check_local_paths({"file": "", "other": "/etc/passwd"}, {"file", "absent"}, roots)
+    grant = PathGrant(allowed_roots(str(area / "allowed")))
+    check_local_paths({"file": "", "other": "/etc/passwd"}, {"file", "absent"}, grant)
 
 
 def test_a_nul_character_is_refused(area: Path) -> None:
@@ -131,11 +143,12 @@ def test_a_nul_character_is_refused(area: Path) -> None:
 @pytest.mark.parametrize(
     ("settings", "warns"),
     [
-        ({"listeners": "http://0.0.0.0:8083"}, True),
-        ({"listeners": "http://10.1.2.3:8083"}, True),
-        ({"listeners": "http://127.0.0.1:8083"}, False),
-        ({"listeners": "http://localhost:8083"}, False),
+        ({"listeners": "http://0.0.0.0:8083", "connector.allowed.paths": "*"}, True),
+        ({"listeners": "http://10.1.2.3:8083", "connector.allowed.paths": "*"}, True),
+        ({"listeners": "http://127.0.0.1:8083", "connector.allowed.paths": "*"}, False),
+        ({"listeners": "http://localhost:8083", "connector.allowed.paths": "*"}, False),
         ({"listeners": "http://0.0.0.0:8083", "connector.allowed.paths": "/srv/data"}, False),
+        ({"listeners": "http://0.0.0.0:8083"}, False),
     ],
 )
 def test_warning_when_unconfined_and_reachable_from_other_hosts(
@@ -143,8 +156,8 @@ def test_warning_when_unconfined_and_reachable_from_other_hosts(
 ) -> None:
     config = WorkerConfig.from_mapping(settings)
     with caplog.at_level(logging.WARNING, logger="sluice.worker.local_paths"):
-        warn_if_unconfined(config, allowed_roots(config.connector_allowed_paths))
-    assert ("connector.allowed.paths is not set" in caplog.text) is warns
+        warn_if_unconfined(config, PathGrant.from_worker_config(config))
+    assert ("connector.allowed.paths=* and the REST listener" in caplog.text) is warns
 
 
 # -- the worker ------------------------------------------------------------------------------------
@@ -185,8 +198,26 @@ def test_worker_checks_the_resolved_value_of_a_placeholder(area: Path, monkeypat
     assert "forbidden" not in str(info.value)  # a resolved value is masked like any secret
 
 
-def test_worker_without_allowed_paths_accepts_any_file() -> None:
-    assert make_worker().validate(source("/etc/passwd")).own.file == "/etc/passwd"
+def test_worker_without_allowed_paths_grants_only_its_data_folder(tmp_path: Path) -> None:
+    worker = make_worker(**{"state.dir": str(tmp_path / "state")})
+    inside = str(tmp_path / "state" / "data" / "in.txt")
+    assert worker.validate(source(inside)).own.file == inside
+    for path in ("/etc/passwd", str(tmp_path / "state" / "offsets.json"), str(tmp_path / "elsewhere.txt")):
+        with pytest.raises(ConfigError) as info:
+            worker.validate(source(path))
+        assert info.value.key == "file"
+
+
+def test_worker_with_a_star_accepts_any_file_but_its_own() -> None:
+    worker = make_worker(**{"connector.allowed.paths": "*"})
+    assert worker.validate(source("/etc/passwd")).own.file == "/etc/passwd"
+    for path in (
+        sys.prefix + "/bin/evil.py",
+        os.path.dirname(os.__file__) + "/evil.py",
+        str(Path(sluice.__file__).parent / "x.py"),
+    ):
+        with pytest.raises(ConfigError, match="outside"):
+            worker.validate(source(path))
 
 
 def test_worker_refuses_a_relative_connector_allowed_paths_at_startup() -> None:
@@ -195,8 +226,10 @@ def test_worker_refuses_a_relative_connector_allowed_paths_at_startup() -> None:
     assert info.value.key == "connector.allowed.paths"
 
 
-def test_worker_warns_once_at_construction_when_unconfined_on_a_public_listener(caplog: pytest.LogCaptureFixture) -> None:
+def test_worker_warns_once_at_construction_when_unconfined_on_a_public_listener(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     with caplog.at_level(logging.WARNING, logger="sluice.worker.local_paths"):
-        worker = make_worker(listeners="http://0.0.0.0:8083")
+        worker = make_worker(listeners="http://0.0.0.0:8083", **{"connector.allowed.paths": "*"})
         worker.validate(source("/etc/hostname"))
-    assert caplog.text.count("connector.allowed.paths is not set") == 1
+    assert caplog.text.count("connector.allowed.paths=* and the REST listener") == 1

@@ -63,12 +63,18 @@ def test_a_topic_goes_to_the_first_listed_group_that_includes_it_and_does_not_ex
     }
     compacted, big = config.group_for("db.users"), config.group_for("logs")
     # A group inherits partitions and replication factor from default, not its topic configs.
-    assert (compacted.partitions, compacted.replication_factor, dict(compacted.topic_configs)) == (3, -1, {"cleanup.policy": "compact"})
+    assert (compacted.partitions, compacted.replication_factor, dict(compacted.topic_configs)) == (
+        3,
+        -1,
+        {"cleanup.policy": "compact"},
+    )
     assert (big.partitions, big.replication_factor, dict(big.topic_configs)) == (12, 1, {"retention.ms": "3600000"})
 
 
 def test_a_listed_group_without_include_takes_no_topic() -> None:
-    config = TopicCreationConfig.parse({**DEFAULTS, "topic.creation.groups": "lonely", "topic.creation.lonely.partitions": "5"})
+    config = TopicCreationConfig.parse(
+        {**DEFAULTS, "topic.creation.groups": "lonely", "topic.creation.lonely.partitions": "5"}
+    )
     assert config is not None
     assert config.group_for("lonely").name == "default"
 
@@ -82,8 +88,14 @@ def test_a_listed_group_without_include_takes_no_topic() -> None:
         ({**DEFAULTS, "topic.creation.default.partitions": "three"}, "topic.creation.default.partitions"),
         ({**DEFAULTS, "topic.creation.default.partitions": "0"}, "topic.creation.default.partitions"),
         ({**DEFAULTS, "topic.creation.default.replication.factor": "-2"}, "topic.creation.default.replication.factor"),
-        ({**DEFAULTS, "topic.creation.groups": "a", "topic.creation.a.partitions": "1.5"}, "topic.creation.a.partitions"),
-        ({**DEFAULTS, "topic.creation.groups": "a", "topic.creation.a.include": "ok,(unclosed"}, "topic.creation.a.include"),
+        (
+            {**DEFAULTS, "topic.creation.groups": "a", "topic.creation.a.partitions": "1.5"},
+            "topic.creation.a.partitions",
+        ),
+        (
+            {**DEFAULTS, "topic.creation.groups": "a", "topic.creation.a.include": "ok,(unclosed"},
+            "topic.creation.a.include",
+        ),
         ({**DEFAULTS, "topic.creation.groups": "a", "topic.creation.a.exclude": "[z-a]"}, "topic.creation.a.exclude"),
         ({**DEFAULTS, "topic.creation.default.include": ".*"}, "topic.creation.default.include"),
     ],
@@ -125,15 +137,18 @@ def test_create_refuses_an_invalid_key_by_name_even_when_creation_is_disabled() 
 
 def test_a_source_task_gets_a_topic_creator_only_when_enabled_and_asked_for(caplog: pytest.LogCaptureFixture) -> None:
     def creator(worker: Worker, config: dict[str, Any]) -> Any:
-        runner = worker.build_task(ConnectorTaskId("seq", 0), worker.validate(config), {}, _Listener(), TargetState.STARTED)
+        runner = worker.build_task(
+            ConnectorTaskId("seq", 0), worker.validate(config), {}, _Listener(), TargetState.STARTED
+        )
         assert isinstance(runner, SourceTaskRunner)
         return runner._topic_creator
 
-    enabled = make_worker(**{"admin.request.timeout.ms": "7000"})
-    made = creator(enabled, {**SOURCE, "admin.override.client.id": "mine"})
+    enabled = make_worker(**{"admin.request.timeout.ms": "7000", "admin.retry.backoff.ms": "100"})
+    # retry.backoff.ms: a tuning key the default override allowlist lets a connector set.
+    made = creator(enabled, {**SOURCE, "admin.override.retry.backoff.ms": "250"})
     assert made is not None and made.config.group_for("numbers").partitions == 3
     # The worker's admin.* settings, then the connector's admin.override.*.
-    assert made._admin_config["request.timeout.ms"] == "7000" and made._admin_config["client.id"] == "mine"
+    assert made._admin_config["request.timeout.ms"] == "7000" and made._admin_config["retry.backoff.ms"] == "250"
     assert creator(enabled, {k: v for k, v in SOURCE.items() if not k.startswith("topic.creation.")}) is None
 
     disabled = make_worker(**{"topic.creation.enable": "false"})

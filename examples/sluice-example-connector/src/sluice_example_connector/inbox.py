@@ -33,7 +33,9 @@ log = logging.getLogger(__name__)
 class InboxSourceConfig(PluginConfig):
     """Keys of the inbox source."""
 
-    file: LocalPath = Field(description="The inbox: a file of JSON lines, read from the start and followed as it grows.")
+    file: LocalPath = Field(
+        description="The inbox: a file of JSON lines, read from the start and followed as it grows."
+    )
     topic: str = Field(min_length=1, description="The topic to write the records to.")
     batch_size: int = Field(100, ge=1, description="The most records one poll returns.")
     poll_interval_ms: int = Field(200, ge=10, le=1000, description="How long a poll waits for new lines.")
@@ -68,7 +70,8 @@ class InboxSourceTask(SourceTask):
 
     def _read_lines(self) -> list[SourceRecord]:
         try:
-            with open(self.settings.file, "rb") as inbox:
+            # Through the worker's grant: the path is checked again at every open.
+            with self.context.local_files.open(self.settings.file, "rb", key="file") as inbox:
                 inbox.seek(self.position)
                 lines = inbox.readlines()
         except FileNotFoundError:

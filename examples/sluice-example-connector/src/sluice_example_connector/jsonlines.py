@@ -55,7 +55,8 @@ class JsonLinesSinkTask(SinkTask):
         self.context = context
         self.settings = task_settings(JsonLinesSinkConfig, config)
         try:
-            self._out = open(self.settings.file, "a", encoding="utf-8")  # noqa: SIM115 - closed by stop()
+            # Through the worker's grant: the path is checked again as it is opened.
+            self._out = context.local_files.open(self.settings.file, "a", key="file", encoding="utf-8")
         except OSError as exc:
             raise ConnectError(f"Cannot open {self.settings.file}: {exc}") from exc
 

@@ -40,7 +40,7 @@ from sluice.connectors.jdbc_common.types import NumericMapping, column_schema, v
         ("jdbc:mariadb://h/shop", "mysql+pymysql://h/shop"),
         ("jdbc:sqlite:/var/db/x.db", "sqlite:////var/db/x.db"),
         ("postgresql://u@h/db", "postgresql+psycopg://u@h/db"),
-        ("postgresql+psycopg2://u@h/db", "postgresql+psycopg2://u@h/db"),
+        ("postgresql+psycopg://u@h/db", "postgresql+psycopg://u@h/db"),
         ("sqlite:///rel.db", "sqlite:///rel.db"),
     ],
 )

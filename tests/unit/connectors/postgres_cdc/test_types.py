@@ -8,8 +8,8 @@ import decimal
 import pytest
 
 from sluice.connectors.source.postgres_cdc import types as t
-from sluice.connectors.source.postgres_cdc.config import format_lsn, parse_lsn
 from sluice.connectors.source.postgres_cdc.tables import Column, Table, unescape_copy
+from sluice.connectors.source.postgres_cdc.values import format_lsn, parse_lsn
 
 ADAPTIVE = t.TypeModes()
 

@@ -22,6 +22,7 @@ from sluice.connectors.api import (
     Date,
     Decimal,
     Schema,
+    SchemaAndValue,
     Timestamp,
 )
 from sluice.connectors.s3_common.formats import (
@@ -32,6 +33,7 @@ from sluice.connectors.s3_common.formats import (
     short_format_name,
 )
 from sluice.connectors.s3_common.storage import MemoryStorage, ObjectUpload
+from sluice.connectors.sink.s3.open_object import encode_headers
 
 ROWS = [{"id": i, "name": f"n{i}", "score": i / 4, "ok": i % 2 == 0} for i in range(20)]
 
@@ -237,3 +239,38 @@ def test_s3_errors_map_to_retriable_or_fatal_errors_naming_bucket_and_operation(
     assert isinstance(
         translate_error(EndpointConnectionError(endpoint_url="http://x"), "PutObject", "bkt", "k"), RetriableError
     )
+
+
+def test_a_bare_403_to_head_bucket_is_blamed_on_whoever_the_listing_names(monkeypatch: Any) -> None:
+    """HeadBucket refuses with a bodiless 403 whatever the cause; validate asks ListObjectsV2, whose
+    error code says whether the credentials (aws.access.key.id) or the bucket (s3.bucket.name) failed."""
+    from botocore.exceptions import ClientError
+
+    from sluice.connectors.s3_common import storage
+
+    def client_error(code: str, status: int) -> ClientError:
+        return ClientError({"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "op")
+
+    class Refusing:
+        def __init__(self, listing_code: str) -> None:
+            self.listing_code = listing_code
+
+        def head_bucket(self, **_: Any) -> None:
+            raise client_error("403", 403)
+
+        def list_objects_v2(self, **_: Any) -> None:
+            raise client_error(self.listing_code, 403)
+
+    conn = storage.S3Connection(bucket="bkt", endpoint_url="http://127.0.0.1:1")
+    for code, key in (("SignatureDoesNotMatch", "aws.access.key.id"), ("InvalidAccessKeyId", "aws.access.key.id"),
+                      ("AccessDenied", "s3.bucket.name")):  # fmt: skip
+        monkeypatch.setattr(storage.S3Storage, "_new_client", staticmethod(lambda _conn, c=code: Refusing(c)))
+        problems = storage.bucket_problems(conn, 1.0)
+        assert list(problems) == [key] and code in problems[key]
+
+
+def test_headers_with_a_schema_attached_by_a_transform_are_stored_as_their_values() -> None:
+    """ExtractNewRecordState's ``add.headers`` on a sink gives header values with a schema: the
+    headers sidecar stores the value, as for a plain header, and bytes still restore as bytes."""
+    headers = [("__op", SchemaAndValue(OPTIONAL_STRING_SCHEMA, "c")), ("raw", b"\x01"), ("plain", "x")]
+    assert encode_headers(headers) == [["__op", "c"], ["raw", {"$bytes": "AQ=="}], ["plain", "x"]]

@@ -21,7 +21,7 @@ def store() -> Iterator[tuple[KafkaConfigStore, list[tuple[str, str]]]]:
     try:
         yield configs, applied
     finally:
-        configs._log._consumer.close()
+        configs.stop()  # both readers' consumers, destroyed now rather than by the garbage collector
 
 
 def test_records_in_the_topic_before_the_worker_started_are_not_applied(store: tuple[KafkaConfigStore, list[tuple[str, str]]]) -> None:

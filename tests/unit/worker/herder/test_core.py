@@ -112,10 +112,22 @@ class FakeCluster:
         return self.leader
 
     def forward(
-        self, url: str, method: str, path: str, *, body: Any = None, params: Mapping[str, str] | None = None, want_object: bool = False
+        self,
+        url: str,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        want_object: bool = False,
     ) -> tuple[int, Any]:
         self.forwarded.append((url, method, path, body))
-        return 201, {"name": "c", "config": body.get("config", body) if isinstance(body, dict) else {}, "tasks": [], "type": "source"}
+        return 201, {
+            "name": "c",
+            "config": body.get("config", body) if isinstance(body, dict) else {},
+            "tasks": [],
+            "type": "source",
+        }
 
     def forward_to_owner(self, snapshot: ConfigSnapshot, owner: str, method: str, path: str) -> None:
         raise AssertionError("everything runs here")
@@ -145,7 +157,7 @@ class ClusterHerder(HerderCore):
 
 @pytest.fixture(scope="module")
 def registry() -> PluginRegistry:
-    return PluginRegistry([str(Path(__file__).resolve().parents[4])])
+    return PluginRegistry([str(Path(__file__).resolve().parents[3] / "plugins")])  # tests.plugins.…
 
 
 class Built:
@@ -163,7 +175,11 @@ def _worker(registry: PluginRegistry, built: Built) -> Worker:
     worker = Worker(config, registry, MemoryOffsetStore())
 
     def build_task(
-        task_id: ConnectorTaskId, validated: Any, task_config: Mapping[str, Any], listener: TaskStatusListener, state: TargetState
+        task_id: ConnectorTaskId,
+        validated: Any,
+        task_config: Mapping[str, Any],
+        listener: TaskStatusListener,
+        state: TargetState,
     ) -> Any:
         runner = FakeRunner(task_id, listener, state)
         built.runners.setdefault(task_id, []).append(runner)
@@ -354,7 +370,10 @@ def test_a_follower_forwards_writes_and_stores_nothing(registry: PluginRegistry)
         created, info = follower.put_connector_config("c", _config(), allow_replace=False)
         follower.set_target_state("c", TargetState.STOPPED)
         assert created and info.name == "c"
-        assert [(m, p) for _, m, p, _ in follower.fake.forwarded] == [("POST", "/connectors"), ("PUT", "/connectors/c/stop")]
+        assert [(m, p) for _, m, p, _ in follower.fake.forwarded] == [
+            ("POST", "/connectors"),
+            ("PUT", "/connectors/c/stop"),
+        ]
         assert follower.connectors() == []
     finally:
         follower.stop()
