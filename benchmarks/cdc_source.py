@@ -37,7 +37,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from benchmarks.common import broker, cpu_seconds, create_topic, herder, thread_times, wait_until
 from sluice.connectors.source.postgres_cdc.replication import ReplicationStream
-from sluice.deploy.postgres import PostgresServer, find_bin_dir
+from tests.services.postgres import PostgresServer, find_bin_dir
 
 CHANGES = int(os.environ.get("SLUICE_BENCH_CDC_CHANGES", "500000"))
 SNAPSHOT_ROWS = int(os.environ.get("SLUICE_BENCH_CDC_SNAPSHOT_ROWS", "1000000"))

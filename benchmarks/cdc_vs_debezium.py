@@ -8,7 +8,7 @@ the ratios Sluice ÷ Debezium.
 
 Both are real worker processes started once and left idle between runs: a ``sluice standalone``
 worker, and Kafka Connect 4.x (``ConnectDistributed``, the JVM's default JIT) with
-``debezium-connector-postgres`` from Maven Central (:class:`sluice.deploy.debezium.DebeziumConnect`).
+``debezium-connector-postgres`` from Maven Central (:class:`tests.services.debezium.DebeziumConnect`).
 Both connectors get the same configuration: one publication (``bench_pub``) with each system on
 its own slot and topic prefix, ``JsonConverter`` with schemas for keys and values, the defaults
 for everything else. Runs are one at a time, the order alternating per round, so neither system
@@ -42,9 +42,9 @@ from confluent_kafka import Consumer, TopicPartition
 
 from benchmarks.cdc_source import drop_slot
 from benchmarks.common import ROUNDS, broker, create_topic, tmpdir, wait_until
-from sluice.deploy.debezium import DebeziumConnect
-from sluice.deploy.postgres import PostgresServer
 from sluice.deploy.processes import find_free_port
+from tests.services.debezium import DebeziumConnect
+from tests.services.postgres import PostgresServer
 
 SNAPSHOT_ROWS = int(os.environ.get("SLUICE_BENCH_DBZ_SNAPSHOT_ROWS", "200000"))
 CHANGES = int(os.environ.get("SLUICE_BENCH_DBZ_CHANGES", "100000"))

@@ -2,7 +2,7 @@
 
 * **Sluice**: an in-process standalone herder runs the sink: consume from a real broker,
   JsonConverter (schemaless), build actions, ``_bulk`` to a real OpenSearch node
-  (``sluice.deploy.opensearch``), default ``batch.size`` (2000) and ``max.in.flight.requests`` (5),
+  (``tests.services.opensearch``), default ``batch.size`` (2000) and ``max.in.flight.requests`` (5),
   ids from the record keys. It ends when the node has indexed every document
   (``_stats/indexing`` ``index_total``, which needs no refresh).
 * **raw**: the same documents (the very JSON bytes in the topic) and ids, in bulk requests of the
@@ -28,13 +28,13 @@ import orjson
 from confluent_kafka import Producer
 
 from benchmarks.common import RECORDS, ROUNDS, Result, broker, create_topic, median_result, wait_until
-from sluice.deploy.opensearch import OpenSearchNode
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
 from sluice.worker.config import WorkerConfig
 from sluice.worker.runtime import tune_gc
 from sluice.worker.standalone import StandaloneHerder
 from sluice.worker.worker import Worker
+from tests.services.opensearch import OpenSearchNode
 
 CONNECTOR = "sluice.connectors.sink.elasticsearch.connector.ElasticsearchSinkConnector"
 BATCH = 2000

@@ -54,7 +54,6 @@ from benchmarks.common import (
 from sluice.connectors.jdbc_common.connection import import_sqlalchemy
 from sluice.converters.avro import AvroConverter
 from sluice.converters.json import JsonConverter
-from sluice.deploy.postgres import PostgresServer
 from sluice.deploy.schema_registry import SchemaRegistryServer
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
@@ -62,6 +61,7 @@ from sluice.worker.config import WorkerConfig
 from sluice.worker.runtime import tune_gc
 from sluice.worker.standalone import StandaloneHerder
 from sluice.worker.worker import Worker
+from tests.services.postgres import PostgresServer
 
 COLUMNS = "id bigint, name text, email text, amount double precision, qty integer, active boolean, city text, score double precision"
 SINK = "sluice.connectors.sink.jdbc.connector.JdbcSinkConnector"

@@ -26,13 +26,13 @@ import sluice.connectors.source.jdbc.task  # noqa: F401 - imported before timing
 from benchmarks.common import RECORDS, ROUNDS, Result, broker, create_topic, median_result, wait_until
 from benchmarks.jdbc_sink import COLUMNS, make_rows, median_round
 from sluice.connectors.jdbc_common.connection import import_sqlalchemy
-from sluice.deploy.postgres import PostgresServer
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
 from sluice.worker.config import WorkerConfig
 from sluice.worker.runtime import tune_gc
 from sluice.worker.standalone import StandaloneHerder
 from sluice.worker.worker import Worker
+from tests.services.postgres import PostgresServer
 
 SOURCE = "io.confluent.connect.jdbc.JdbcSourceConnector"
 TABLE = "bench_source"

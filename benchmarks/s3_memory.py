@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         result = measure(args, args.max_open)
         print(orjson.dumps(result).decode() if args.json else result)
         return 0
-    from sluice.deploy.s3_server import S3Server
+    from tests.services.s3_server import S3Server
 
     with S3Server(kill_with_parent=True) as s3:
         args.endpoint, args.access_key, args.secret_key, args.region = s3.endpoint_url, s3.access_key, s3.secret_key, s3.region

@@ -51,7 +51,6 @@ from benchmarks.common import RECORDS, ROUNDS, Result, broker, create_topic, med
 from benchmarks.file_sink import raw_consume
 from sluice.converters.avro import AvroConverter
 from sluice.converters.json import JsonConverter
-from sluice.deploy.s3_server import S3Server
 from sluice.deploy.schema_registry import SchemaRegistryServer
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
@@ -59,6 +58,7 @@ from sluice.worker.config import WorkerConfig
 from sluice.worker.runtime import tune_gc
 from sluice.worker.standalone import StandaloneHerder
 from sluice.worker.worker import Worker
+from tests.services.s3_server import S3Server
 
 FLUSH_SIZE = 100_000
 TOPICS_DIR = "topics/"  # the sink's default topics.dir

@@ -60,6 +60,9 @@ class DistributedWorker:
     """Wires the herder, the REST server and the Kafka-backed stores of one cluster member."""
 
     def __init__(self, worker_config: dict[str, Any]) -> None:
+        # What stop() must undo: start() may fail half-way (the internal topics cannot be made).
+        self._rest_started = False
+        self._herder_started = False
         self.config = DistributedConfig.from_mapping(with_cli_defaults(worker_config))
         # Before anything starts: a listener other machines reach needs authentication (or an explicit opt-out).
         rest_settings = RestSettings.from_worker_config(self.config.raw)
@@ -74,7 +77,7 @@ class DistributedWorker:
         self.herder = DistributedHerder(Worker(self.config, registry, store), self.config)
         create_data_dir(self.config)  # after the worker checked that it overlaps nothing protected
         _, host, port = self.config.listener
-        app = create_app(self.herder, rest_settings)
+        app = create_app(self.herder, rest_settings, backfills=self.herder.backfills)
         self.rest = RestServer(app, host, port)
         self.metrics_server = metrics_listener_server(app, self.config.metrics_listener)
 
@@ -98,13 +101,13 @@ class DistributedWorker:
 
     def stop(self) -> None:
         try:
-            if getattr(self, "_rest_started", False):
+            if self._rest_started:
                 if self.metrics_server is not None:
                     self.metrics_server.stop()
                 self.rest.stop()
         finally:
             try:
-                if getattr(self, "_herder_started", False):
+                if self._herder_started:
                     self.herder.stop()
             finally:
                 # The last reference: the client is destroyed now, on this thread, instead of

@@ -84,7 +84,7 @@ class StandaloneWorker:
         self.herder = StandaloneHerder(Worker(self.config, registry, store))
         create_data_dir(self.config)  # after the worker checked that it overlaps nothing protected
         _, host, port = self.config.listener
-        app = create_app(self.herder, rest_settings)
+        app = create_app(self.herder, rest_settings, backfills=self.herder.backfills)
         self.rest = RestServer(app, host, port)
         self.metrics_server = metrics_listener_server(app, self.config.metrics_listener)
 

@@ -139,7 +139,7 @@ def _nullable(schema: Schema, encode: Encoder, where: str) -> Encoder:
     return required
 
 
-def encoder(schema: Schema, where: str = "value", scrub: bool = False) -> Encoder:  # noqa: C901 - one branch per type
+def encoder(schema: Schema, where: str = "value", scrub: bool = False) -> Encoder:
     """A function from a Connect value of ``schema`` to the datum fastavro writes for it (null included).
 
     ``scrub`` renames struct fields as :func:`scrub_name` does, to match a scrubbed Avro schema.

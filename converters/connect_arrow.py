@@ -129,7 +129,7 @@ class EnvelopeReader:
             return schemas[text]
         try:
             schema: Schema | None = self._decoders.schema(orjson.loads(text))
-        except Exception:  # not JSON, not a schema, a default the converter reads exactly: decoding decides
+        except Exception:  # noqa: BLE001 - not JSON, not a schema, a default the converter reads exactly: decoding decides
             schema = None
         schemas[text] = schema
         if len(schemas) > _CACHED_SCHEMAS:

@@ -12,7 +12,7 @@ command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # PostgreSQL server binaries for the JDBC (and later CDC) tests; the tests start a private cluster.
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
-# MariaDB server binaries for the JDBC tests; they start a private server (deploy/mariadb.py).
+# MariaDB server binaries for the JDBC tests; they start a private server (tests/services/mariadb.py).
 { command -v mariadbd || [[ -x /usr/sbin/mariadbd ]]; } >/dev/null 2>&1 || missing+=(mariadb-server)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 # Prometheus (and promtool) for the metrics tests: they start a private server that scrapes a worker.

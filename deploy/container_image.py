@@ -108,9 +108,9 @@ def _local_cas() -> list[Path]:
 
 
 def repository_root() -> Path:
-    """The directory holding ``pyproject.toml`` and ``deploy/container`` (the build context)."""
+    """The checkout the image is built from (the build context; see :func:`~sluice.deploy.sources.source_root`)."""
     try:
-        return source_root("deploy/container/Containerfile")
+        return source_root()
     except SourceTreeNotFound as exc:
         raise ContainerImageError(f"{exc}; the image is built from the sources") from None
 

@@ -53,7 +53,7 @@ from sluice.deploy.schema_registry import (
     is_apicurio_cached,
 )
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 DEFAULT_STATE_DIR = Path(".sluice") / "dev"
 DEFAULT_PORT = 9092
@@ -130,7 +130,7 @@ class DevStack:
         except FileNotFoundError:
             return None
         except (ValueError, TypeError) as exc:
-            logger.warning("Ignoring unreadable %s: %s", self.state_path, exc)
+            log.warning("Ignoring unreadable %s: %s", self.state_path, exc)
             return None
 
     def running(self) -> DevStackState | None:
@@ -347,7 +347,7 @@ def _terminate_process_group(pid: int, timeout: float = 30.0) -> bool:
     deadline = time.monotonic() + timeout
     while _pid_alive(pid):
         if time.monotonic() >= deadline:
-            logger.warning("Process %d did not stop within %.0fs of SIGTERM; killing it", pid, timeout)
+            log.warning("Process %d did not stop within %.0fs of SIGTERM; killing it", pid, timeout)
             signal_process_group(pid, signal.SIGKILL)
             kill_deadline = time.monotonic() + 10.0
             while _pid_alive(pid) and time.monotonic() < kill_deadline:

@@ -36,7 +36,7 @@ from sluice.worker.distributed.config import DistributedConfig
 
 def docs_dir() -> Path:
     """The checkout's ``docs/`` (:func:`~sluice.deploy.sources.source_root`)."""
-    return source_root("docs/transforms.md") / "docs"
+    return source_root() / "docs"
 
 
 REGENERATE = ".venv/bin/python -m sluice.deploy.docs_gen"

@@ -1,4 +1,4 @@
-"""Apache Kafka's jars from Maven Central: the broker's, ``kafka-tools``' and a Connect worker's.
+"""Apache Kafka's jars from Maven Central: the broker's and ``kafka-tools``'.
 
 Each artifact is resolved with ``mvn dependency:copy-dependencies`` on its pom in ``deploy/kafka/``,
 once per version, into ``~/.cache/sluice/<name>-<version>/libs`` (see :mod:`sluice.deploy.maven`).
@@ -20,7 +20,6 @@ DEFAULT_KAFKA_VERSION: Final = "4.3.1"
 KAFKA_FILES_DIR: Final = Path(__file__).resolve().parent / "kafka"
 POM_PATH: Final = KAFKA_FILES_DIR / "pom.xml"
 TOOLS_POM_PATH: Final = KAFKA_FILES_DIR / "tools-pom.xml"
-CONNECT_POM_PATH: Final = KAFKA_FILES_DIR / "connect-pom.xml"
 LOG4J2_CONFIG: Final = KAFKA_FILES_DIR / "log4j2.properties"
 _VERSION_RE: Final = re.compile(r"^4\.\d+\.\d+(?:[.-][A-Za-z0-9]+)*$")
 
@@ -46,7 +45,7 @@ def ensure_kafka_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None =
         ValueError: ``version`` is not a Kafka 4.x version string.
         KafkaFetchError: Maven is missing or failed; the message ends with Maven's output.
     """
-    return _ensure_kafka_artifact(
+    return ensure_kafka_artifact(
         "kafka",
         version,
         POM_PATH,
@@ -60,7 +59,7 @@ def ensure_kafka_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None =
 def ensure_kafka_tools_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None = None) -> Path:
     """The directory holding ``kafka-tools`` ``version`` alone (Kafka's load generators, for the
     benchmarks); with :func:`ensure_kafka_jars`' directory it makes their classpath."""
-    return _ensure_kafka_artifact(
+    return ensure_kafka_artifact(
         "kafka-tools",
         version,
         TOOLS_POM_PATH,
@@ -70,27 +69,12 @@ def ensure_kafka_tools_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | 
     )
 
 
-def ensure_connect_jars(version: str = DEFAULT_KAFKA_VERSION, *, mvn: str | None = None) -> Path:
-    """The directory holding a Kafka Connect ``version`` worker's runtime jars (the whole classpath
-    of ``org.apache.kafka.connect.cli.ConnectDistributed``, FileStream connectors included),
-    fetched on first use like :func:`ensure_kafka_jars` (about 5 s from a warm Maven repository)."""
-    wanted = [f"connect-runtime-{version}.jar", f"connect-file-{version}.jar", f"connect-json-{version}.jar"]
-    return _ensure_kafka_artifact(
-        "kafka-connect",
-        version,
-        CONNECT_POM_PATH,
-        f"org.apache.kafka:connect-runtime:{version}",
-        wanted,
-        mvn,
-        slf4j=True,
-    )
-
-
-def _ensure_kafka_artifact(
+def ensure_kafka_artifact(
     name: str, version: str, pom: Path, artifact: str, wanted: list[str], mvn: str | None, *, slf4j: bool = False
 ) -> Path:
-    """One Kafka 4.x artifact's jars through :func:`sluice.deploy.maven.ensure_jars`, checked for ``wanted``
-    (and the log4j SLF4J binding when ``slf4j``) once fetched."""
+    """One Kafka 4.x artifact's jars (``artifact`` resolved from ``pom``, cached as ``name``) through
+    :func:`sluice.deploy.maven.ensure_jars`, checked for ``wanted`` (and the log4j SLF4J binding when
+    ``slf4j``) once fetched. The test bench fetches a Kafka Connect worker this way too."""
     if not _VERSION_RE.match(version):
         # The poms, the log4j2 binding and the broker settings are all Kafka 4.x specific;
         # the check also keeps the version from escaping the cache directory.

@@ -1,7 +1,7 @@
 """Apache Kafka from Maven Central, run as a single-node KRaft broker on loopback.
 
-Two pieces, shared by ``sluice dev`` (:mod:`sluice.deploy.devstack`) and the integration-test
-fixtures:
+Two pieces, shared by ``sluice dev`` (:mod:`sluice.deploy.devstack`), the quickstart and the
+integration-test fixtures:
 
 * :func:`ensure_kafka_jars` resolves ``org.apache.kafka:kafka_2.13`` plus the log4j2 SLF4J
   binding Kafka leaves out (see ``deploy/kafka/pom.xml``) with
@@ -9,10 +9,6 @@ fixtures:
   ``~/.cache/sluice/kafka-<version>/libs``.
 * :class:`KafkaBroker` formats a storage directory and runs ``kafka.Kafka`` as a combined
   broker + controller bound to 127.0.0.1 only.
-* :func:`ensure_connect_jars` resolves a Kafka Connect worker (``connect-runtime`` with Connect's
-  own ``connect-file`` and ``connect-json``, see ``deploy/kafka/connect-pom.xml``) the same way,
-  into ``~/.cache/sluice/kafka-connect-<version>/libs``: the real Connect the migration tests run
-  beside Sluice.
 
 The jars are fetched by :mod:`sluice.deploy.kafka_jars`, the KRaft storage is formatted by
 :mod:`sluice.deploy.kafka_storage` and the errors live in :mod:`sluice.deploy.kafka_errors`; this
@@ -21,7 +17,6 @@ module runs the broker and re-exports their names, which ``sluice dev`` and the 
 Command line (the Makefile uses ``fetch``)::
 
     python -m sluice.deploy.kafka_stack fetch [--kafka-version 4.3.1]   # prints the libs directory
-    python -m sluice.deploy.kafka_stack fetch-connect [--kafka-version 4.3.1]   # Kafka Connect's jars
     python -m sluice.deploy.kafka_stack run [--port 9092]               # foreground broker, Ctrl-C stops it
 """
 
@@ -45,13 +40,11 @@ from typing import IO, Final
 from sluice.deploy import maven
 from sluice.deploy.kafka_errors import KafkaFetchError, KafkaStackError, KafkaStartError, PortInUseError
 from sluice.deploy.kafka_jars import (
-    CONNECT_POM_PATH,
     DEFAULT_KAFKA_VERSION,
     KAFKA_FILES_DIR,
     LOG4J2_CONFIG,
     POM_PATH,
     TOOLS_POM_PATH,
-    ensure_connect_jars,
     ensure_kafka_jars,
     ensure_kafka_tools_jars,
     is_kafka_cached,
@@ -71,9 +64,8 @@ from sluice.deploy.processes import (
 )
 from sluice.deploy.processes import find_java as _find_java
 
-# The names devstack, s3_server, the tests and the benchmarks import from here.
+# The names devstack, the tests and the benchmarks import from here.
 __all__ = [
-    "CONNECT_POM_PATH",
     "DEFAULT_KAFKA_VERSION",
     "KAFKA_FILES_DIR",
     "LOG4J2_CONFIG",
@@ -88,7 +80,6 @@ __all__ = [
     "PortInUseError",
     "cache_dir",
     "die_with_parent_hook",
-    "ensure_connect_jars",
     "ensure_kafka_jars",
     "ensure_kafka_tools_jars",
     "exclusive_lock",
@@ -105,7 +96,7 @@ __all__ = [
     "tail_file",
 ]
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 NODE_ID: Final = 1
 
@@ -285,29 +276,29 @@ class KafkaBroker:
             format_storage(java, libs, self.config_path, self.log_dirs, self.log_path)
 
         cmd = self._java_command(java, libs)
-        log = open(self.log_path, "ab")  # closed by _terminate()
-        self._log_start = log.tell()
-        log.write(f"\n=== sluice: starting Kafka {self.version} at {now()} ===\n".encode())
-        log.flush()
+        console = open(self.log_path, "ab")  # noqa: SIM115 - the JVM's console, closed by _terminate()
+        self._log_start = console.tell()
+        console.write(f"\n=== sluice: starting Kafka {self.version} at {now()} ===\n".encode())
+        console.flush()
         try:
             self._proc = subprocess.Popen(
                 cmd,
                 stdin=subprocess.DEVNULL,
-                stdout=log,
+                stdout=console,
                 stderr=subprocess.STDOUT,
                 cwd=self._data_dir,
                 # Own session: terminal signals (Ctrl-C) go to us, not the JVM, and stop()
                 # can signal the whole group.
                 start_new_session=True,
-                preexec_fn=die_with_parent_hook() if self.kill_with_parent else None,
+                preexec_fn=die_with_parent_hook() if self.kill_with_parent else None,  # noqa: PLW1509 - Linux's parent-death signal, set before exec
             )
         except OSError as exc:
-            log.close()
+            console.close()
             raise KafkaStartError(f"could not run {java}: {exc}") from exc
-        self._log_handle = log
+        self._log_handle = console
         if not self.detach:
             _LIVE_BROKERS.add(self)
-        logger.info(
+        log.info(
             "Launched Kafka %s (pid %d) on %s, data in %s",
             self.version,
             self._proc.pid,
@@ -374,7 +365,7 @@ class KafkaBroker:
                     break
                 last_error = f"metadata lists brokers {sorted(metadata.brokers)}"
             time.sleep(0.1)
-        logger.info(
+        log.info(
             "Kafka %s ready at %s after %.1fs",
             self.version,
             self.bootstrap_servers,
@@ -502,8 +493,8 @@ class KafkaBroker:
         _LIVE_BROKERS.discard(self)
         if proc is not None and proc.poll() is None:
             if not stop_process_group(proc, timeout):
-                logger.warning("Kafka (pid %d) did not stop within %.0fs; killed it", proc.pid, timeout)
-            logger.info("Stopped Kafka (pid %d) on %s", proc.pid, self.bootstrap_servers)
+                log.warning("Kafka (pid %d) did not stop within %.0fs; killed it", proc.pid, timeout)
+            log.info("Stopped Kafka (pid %d) on %s", proc.pid, self.bootstrap_servers)
         if self._log_handle is not None:
             self._log_handle.close()
             self._log_handle = None
@@ -528,9 +519,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             libs = ensure_kafka_jars(args.kafka_version)
             print(libs)
             return 0
-        if args.command == "fetch-connect":
-            print(ensure_connect_jars(args.kafka_version))
-            return 0
         return _run_broker(args)
     except (KafkaStackError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -550,13 +538,6 @@ def _parser() -> argparse.ArgumentParser:
         "~/.cache/sluice)/kafka-<version>/libs unless already there, then print that path.",
     )
     fetch.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
-    fetch_connect = commands.add_parser(
-        "fetch-connect",
-        help="fetch a Kafka Connect worker's jars into the cache (once) and print their directory",
-        description="Fetch connect-runtime, connect-file and connect-json with Maven into $SLUICE_CACHE_DIR "
-        "(default ~/.cache/sluice)/kafka-connect-<version>/libs unless already there, then print that path.",
-    )
-    fetch_connect.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION)
     run = commands.add_parser(
         "run",
         help="run a broker in the foreground until Ctrl-C",

@@ -15,7 +15,7 @@ from sluice.deploy import maven
 from sluice.deploy.kafka_errors import KafkaStartError
 from sluice.deploy.kafka_jars import LOG4J2_CONFIG
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 _FORMAT_TIMEOUT_S: Final = 120.0
 
@@ -76,14 +76,14 @@ def format_storage(java: str, libs: Path, config_path: Path, log_dirs: Path, log
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise KafkaStartError(f"formatting Kafka storage in {log_dirs} failed: {exc}") from exc
-    with open(log_path, "a", encoding="utf-8") as log:
-        log.write(f"\n=== sluice: {shlex.join(cmd[-8:])} at {now()} ===\n{result.stdout}")
+    with open(log_path, "a", encoding="utf-8") as console:
+        console.write(f"\n=== sluice: {shlex.join(cmd[-8:])} at {now()} ===\n{result.stdout}")
     if result.returncode != 0:
         raise KafkaStartError(
             f"formatting Kafka storage in {log_dirs} failed (exit code {result.returncode}):\n"
             + maven.indent(maven.tail_text(result.stdout))
         )
-    logger.debug("Formatted %s with cluster id %s", log_dirs, cluster_id)
+    log.debug("Formatted %s with cluster id %s", log_dirs, cluster_id)
 
 
 def now() -> str:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 COMPLETE_MARKER: Final = ".complete"
 MVN_TIMEOUT_S: Final = 900.0
@@ -144,7 +144,7 @@ def _fetch_locked(
         "seconds": round(elapsed, 1),
     }
     write_atomically(home / COMPLETE_MARKER, json.dumps(marker, indent=2) + "\n")
-    logger.info("Fetched %d jars for %s in %.1fs into %s", len(jars), artifact, elapsed, libs)
+    log.info("Fetched %d jars for %s in %.1fs into %s", len(jars), artifact, elapsed, libs)
 
 
 def find_mvn(artifact: str, mvn: str | None = None, error: type[Exception] = MavenFetchError) -> str:
@@ -171,7 +171,7 @@ def run_mvn(
     mvn_exe = find_mvn(artifact, mvn, error)
     # -U: retry artifacts an earlier failed attempt marked missing (Maven caches that for a day).
     cmd = [mvn_exe, "-B", "-q", "-U", "-Dstyle.color=never", *args]
-    logger.info("Fetching %s from Maven Central: %s", artifact, shlex.join(cmd))
+    log.info("Fetching %s from Maven Central: %s", artifact, shlex.join(cmd))
     try:
         # Maven writes its [ERROR] lines to stdout, so merge the streams for the tail.
         result = subprocess.run(

@@ -40,7 +40,7 @@ from sluice.deploy import maven
 from sluice.deploy.managed_server import ManagedServer
 from sluice.deploy.processes import find_java
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 DEFAULT_APICURIO_VERSION: Final = "3.0.9"
 GROUP_ID: Final = "io.apicurio"
@@ -148,7 +148,7 @@ def _fetch_locked(home: Path, version: str, mvn: str | None) -> None:
         "seconds": round(elapsed, 1),
     }
     maven.write_atomically(home / maven.COMPLETE_MARKER, json.dumps(marker, indent=2) + "\n")
-    logger.info("Fetched and unpacked %s in %.1fs into %s", artifact, elapsed, app)
+    log.info("Fetched and unpacked %s in %.1fs into %s", artifact, elapsed, app)
 
 
 # -- the server ---------------------------------------------------------------------------------
@@ -208,7 +208,7 @@ class SchemaRegistryServer(ManagedServer):
         except BaseException:
             self.stop()  # also deletes a temporary data directory
             raise
-        logger.info(
+        log.info(
             "Apicurio Registry %s serves %s (ready in %.1fs)", self.version, self.url, time.monotonic() - started
         )
 
@@ -239,7 +239,7 @@ class SchemaRegistryServer(ManagedServer):
         while time.monotonic() < deadline:
             self._raise_if_exited("Apicurio Registry", SchemaRegistryStartError)
             try:
-                with urllib.request.urlopen(probe, timeout=1) as response:
+                with urllib.request.urlopen(probe, timeout=1) as response:  # noqa: S310 - http:// URL of the server this module started
                     if response.status == 200:
                         return
             except (urllib.error.URLError, OSError):
@@ -264,14 +264,14 @@ class SchemaRegistryServer(ManagedServer):
         diffs: {1}, list of diff types: [z at /fields/1]", "error_code": 409}``.
         """
         path = "/config" if subject is None else "/config/" + urllib.parse.quote(subject, safe="")
-        request = urllib.request.Request(
+        request = urllib.request.Request(  # noqa: S310 - http:// URL of the server this module started
             self.url + path,
             data=json.dumps({"compatibility": level}).encode(),
             method="PUT",
             headers={"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE},
         )
         try:
-            with urllib.request.urlopen(request, timeout=10) as response:
+            with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - http:// URL of the server this module started
                 answer: dict[str, Any] = json.load(response)
         except urllib.error.HTTPError as exc:
             body = exc.read().decode(errors="replace")

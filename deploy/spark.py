@@ -41,7 +41,7 @@ from typing import Final
 
 from sluice.deploy import maven
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 POSTGRESQL_JDBC_VERSION: Final = "42.7.4"
 MYSQL_JDBC_VERSION: Final = "26.10.0"
@@ -290,7 +290,7 @@ def kafka_connector_version(v: SparkVersions, mvn: str | None = None, settings: 
                 rejected.append(f"{candidate} (needs {missing[0]} and {len(missing) - 1} more)")
                 continue
             if candidate != v.spark:
-                logger.warning(
+                log.warning(
                     "spark-sql-kafka-0-10_%s:%s is not on Maven Central; using %s, whose Spark classes all exist in PySpark %s",
                     v.scala_binary,
                     v.spark,

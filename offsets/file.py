@@ -24,7 +24,7 @@ import orjson
 from sluice.offsets.base import OffsetStoreError, parse_offset_key, partition_identity
 from sluice.offsets.memory import MemoryOffsetStore
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 FORMAT_NAME = "sluice.offsets"
 FORMAT_VERSION = 1
@@ -61,7 +61,7 @@ class FileOffsetStore(MemoryOffsetStore):
             self._remove_stale_temp_files()
             self._data = self._load()
             self._started = True
-            logger.info(
+            log.info(
                 "Loaded %d source offsets of %d connectors from %s",
                 sum(len(e) for e in self._data.values()),
                 len(self._data),
@@ -149,7 +149,7 @@ class FileOffsetStore(MemoryOffsetStore):
     def _remove_stale_temp_files(self) -> None:
         # Left behind only by a crash between mkstemp and os.replace; they never hold the only copy.
         for stale in self._path.parent.glob(f".{self._path.name}.*{_TMP_SUFFIX}"):
-            logger.debug("Removing stale temporary offset file %s", stale)
+            log.debug("Removing stale temporary offset file %s", stale)
             with contextlib.suppress(OSError):
                 stale.unlink()
 

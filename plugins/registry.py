@@ -154,7 +154,7 @@ class PluginRegistry:
             for ep in entry_points(group=group):
                 try:
                     cls = ep.load()
-                except Exception as exc:  # a broken third-party plugin must not stop the worker
+                except Exception as exc:  # noqa: BLE001 - a broken third-party plugin must not stop the worker
                     log.error("Cannot load plugin %s from entry point %s: %s", ep.name, ep.value, exc)
                     continue
                 implemented = kinds_of(cls)
@@ -241,7 +241,7 @@ class PluginRegistry:
             return []
         try:
             module = importlib.import_module(name)
-        except (Exception, SystemExit) as exc:  # an operator's broken module must not take the worker down
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - an operator's broken module must not take the worker down
             log.error("Cannot import plugin module %s from %s: %r", name, root.directory, exc)
             return []
         if not root.owns_file(getattr(module, "__file__", None)):

@@ -12,8 +12,10 @@ from sluice.rest.authz import AccessControlMiddleware, AccessPolicy
 from sluice.rest.errors import install_error_handlers
 from sluice.rest.logger_levels import LoggerLevels
 from sluice.rest.middleware import ConnectorLogContextMiddleware, RequestHeadersMiddleware, RequestLimitsMiddleware
-from sluice.rest.routes import backfills, connectors, loggers, metrics, offsets, plugins, root
+from sluice.rest.routes import backfills as backfill_routes
+from sluice.rest.routes import connectors, loggers, metrics, offsets, plugins, root
 from sluice.rest.settings import RestSettings
+from sluice.worker.backfill import BackfillManager
 from sluice.worker.herder import Herder
 from sluice.worker.metrics import MetricsCollector
 
@@ -35,8 +37,11 @@ def metrics_only(app: FastAPI) -> ASGIApp:
     return serve
 
 
-def create_app(herder: Herder, settings: RestSettings | None = None) -> FastAPI:
-    """The Kafka Connect REST surface over ``herder``.
+def create_app(
+    herder: Herder, settings: RestSettings | None = None, *, backfills: BackfillManager | None = None
+) -> FastAPI:
+    """The Kafka Connect REST surface over ``herder``, and ``/backfills`` over ``backfills`` (the
+    herder's manager, which the herder starts and stops; without one the app serves no ``/backfills``).
 
     ``settings`` default to those in the herder's worker configuration (see :mod:`sluice.rest.settings`);
     roles (:mod:`sluice.rest.authz`) and the audit topic (:mod:`sluice.rest.audit`) are always read from it.
@@ -57,6 +62,7 @@ def create_app(herder: Herder, settings: RestSettings | None = None) -> FastAPI:
     app.state.logger_levels = LoggerLevels()
     app.state.access_policy = policy
     app.state.metrics = MetricsCollector(herder)
+    app.state.backfills = backfills
     install_error_handlers(app)
     app.include_router(root.router)
     app.include_router(metrics.router)
@@ -64,7 +70,8 @@ def create_app(herder: Herder, settings: RestSettings | None = None) -> FastAPI:
     app.include_router(offsets.router)
     app.include_router(plugins.router)
     app.include_router(loggers.router)
-    backfills.install(app, herder)
+    if backfills is not None:
+        app.include_router(backfill_routes.router)
     # Added last = runs first: unauthenticated clients are refused before their body is read.
     app.add_middleware(ConnectorLogContextMiddleware)
     app.add_middleware(RequestHeadersMiddleware)

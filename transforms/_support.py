@@ -99,7 +99,7 @@ class BuiltinTransformation(Transformation):
         self.config = self.Config.parse(config, ignore=RUNTIME_KEYS)
         self._configured(self.config)
 
-    def _configured(self, config: Any) -> None:  # noqa: B027 - transforms without settings
+    def _configured(self, config: Any) -> None:
         """Derive the per-record state from the validated settings."""
 
     @property
@@ -141,7 +141,7 @@ class BuiltinPredicate(Predicate):
         self.config = self.Config.parse(config, ignore=RUNTIME_KEYS)
         self._configured(self.config)
 
-    def _configured(self, config: Any) -> None:  # noqa: B027 - predicates without settings
+    def _configured(self, config: Any) -> None:
         """Derive the per-record state from the validated settings."""
 
 

@@ -85,7 +85,7 @@ def _offset(dt: _dt.datetime, letter: str, count: int) -> str:
     return f"{sign}{hh:02d}{mm:02d}"
 
 
-def _formatter(token: _Token) -> Callable[[_dt.datetime], str]:  # noqa: C901 - one branch per letter
+def _formatter(token: _Token) -> Callable[[_dt.datetime], str]:
     if isinstance(token, str):
         return lambda dt: token
     letter, count = token

@@ -310,7 +310,7 @@ class ConfigProviders:
         for (provider, path), keys in wanted.items():
             try:
                 values = self._providers[provider].get(path, list(keys))
-            except Exception as exc:  # a plugin's own failure (a vault that is down) is still a config error
+            except Exception as exc:  # noqa: BLE001 - a plugin's own failure (a vault that is down) is still a config error
                 config_key = next(iter(keys.values()))
                 reason = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
                 raise ConfigError(

@@ -279,7 +279,7 @@ class RetryWithTolerance:
                 delay = self.backoff(attempt, None if deadline is None else deadline - now)
                 log.debug("Retriable error in stage %s (attempt %d), retrying in %.3fs: %s", stage.value, attempt, delay, exc)
                 self._sleep(delay)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a non-retriable error goes to the error policy
                 error = exc
                 break
         return self.fail(ErrorContext(stage, class_name, error, coordinates, record))

@@ -275,7 +275,7 @@ class SecretMaskingFilter(logging.Filter):
         connector = self._owner()
         try:
             message = record.getMessage()
-        except Exception:  # a broken format string is logging's to report, not ours
+        except Exception:  # noqa: BLE001 - a broken format string is logging's to report, not ours
             return True
         masked = mask_text(message, connector)
         if masked != message:

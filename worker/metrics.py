@@ -136,10 +136,8 @@ class MetricsCollector:
         mine = {tid: s for tid, s in tasks.items() if s.worker_id == worker_id}
         own_connectors = {n: s for n, s in connectors.items() if s.worker_id == worker_id}
         self._worker_metrics(out, own_connectors, mine)
-        rebalance = getattr(herder, "rebalance_metrics", None)
-        if callable(rebalance):
-            for attr, value in rebalance().items():
-                out.add(_name("connect-worker-rebalance-metrics", attr), {}, value)
+        for attr, value in herder.rebalance_metrics().items():
+            out.add(_name("connect-worker-rebalance-metrics", attr), {}, value)
         for name, status in sorted(own_connectors.items()):
             _status(out, "kafka_connect_connector_status", {"connector": name}, status)
         for tid, status in sorted(mine.items()):

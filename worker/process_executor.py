@@ -5,10 +5,10 @@ hangs (a driver stuck in C code, a connector that ignores ``stop()``) can only b
 ended. Hosts use every core and can be killed; sharing a host between tasks keeps the cost of a
 task near that of a thread (a process per task cost about 60 MB each).
 
-How it fits: :class:`ProcessTaskRunner` has the interface the herders use on a
-:class:`~sluice.worker.runners.base.WorkerTask` (``start``, ``transition_to``, ``stop``,
-``await_stop``, ``failed``, ``active_topics``, ``fence``), so the herders do not know which
-executor runs a task. :class:`TaskHostPool` places each task on the least loaded host (starting
+How it fits: :class:`ProcessTaskRunner` is a :class:`~sluice.worker.runners.base.TaskRunner`, the
+interface the herders drive (``start``, ``transition_to``, ``stop``, ``await_stop``, ``failed``,
+``active_topics``, ``fence``, ``metrics_snapshot``), as the thread runners are, so the herders do
+not know which executor runs a task. :class:`TaskHostPool` places each task on the least loaded host (starting
 hosts up to ``task.host.processes``, by default one per core) and the host builds the very same
 runner the thread executor would (:mod:`sluice.worker.task_host`, :mod:`sluice.worker.task_builder`).
 
@@ -80,7 +80,8 @@ class RemoteTaskError(ConnectError):
 
 
 class ProcessTaskRunner:
-    """One task run by a host process, as the herder sees it; see the module docstring."""
+    """One task run by a host process, as the herder sees it (a
+    :class:`~sluice.worker.runners.base.TaskRunner`); see the module docstring."""
 
     def __init__(
         self,
@@ -348,16 +349,19 @@ class TaskHostProcess:
 
     def _serve_offsets(self) -> None:
         store = self._pool.offset_store
+        # What a task may ask of the worker's store (never delete): the host's _PipeOffsetStore.
+        calls: dict[str, Callable[..., Any]] = {"get": store.get, "put": store.put, "all": store.all}
         while True:
             try:
                 op, args = self._offsets.recv()
             except (EOFError, OSError):
                 break
             try:
-                if op not in ("get", "put", "all"):
+                call = calls.get(op)
+                if call is None:
                     raise ValueError(f"unknown offset store call {op!r}")
-                reply: tuple[str, Any] = ("ok", getattr(store, op)(*args))
-            except Exception as exc:  # the host raises it as its own
+                reply: tuple[str, Any] = ("ok", call(*args))
+            except Exception as exc:  # noqa: BLE001 - the host raises it as its own
                 reply = ("error", f"{type(exc).__name__}: {exc}")
             try:
                 self._offsets.send(reply)

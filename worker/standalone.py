@@ -5,12 +5,16 @@ It is the herder core (:class:`~sluice.worker.herder.core.HerderCore`) over a
 :class:`~sluice.worker.status.StatusStore` and the :class:`~sluice.worker.herder.strategy.LocalAssignment`
 (everything runs here; a change is applied before the request that made it returns), which probes
 the Kafka cluster so that ``GET /health`` reports losing it (:mod:`~sluice.worker.herder.kafka_contact`).
+Its backfill jobs are kept in a file beside the offsets (or in memory), their manager started and
+stopped with the herder.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from sluice.worker.backfill import BackfillManager
+from sluice.worker.backfill.handoff_guard import HandoffGuard
 from sluice.worker.config import WorkerConfig
 from sluice.worker.herder.core import HerderCore, security_settings
 from sluice.worker.herder.kafka_contact import KafkaContact
@@ -29,7 +33,10 @@ class StandaloneHerder(HerderCore):
         #: Whether Kafka answers (``GET /health``).
         self.kafka_contact = KafkaContact(config.bootstrap_servers, kafka_probe_settings(config))
         strategy = LocalAssignment(config.worker_id, store, running=lambda: self.ready, contact=self.kafka_contact)
-        super().__init__(worker, store, StatusStore(), strategy)
+        #: The worker's backfill jobs (``/backfills``); it lives as long as the herder.
+        self.backfills = BackfillManager.from_worker_settings(config.raw)
+        self.backfills.handoff_guard = HandoffGuard(self)
+        super().__init__(worker, store, StatusStore(), strategy, parts=[self.backfills])
 
 
 def kafka_probe_settings(config: WorkerConfig) -> dict[str, Any]:

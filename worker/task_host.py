@@ -245,7 +245,7 @@ class TaskHostServer:
                 initial = hosted.target
             validated = self._builder.validate(connector)
             runner = self._builder.build(hosted.task_id, validated, config, listener, initial)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a task that cannot be built fails, not the host
             listener.on_failure(hosted.task_id, exc)
             self._end(key, hosted)
             return
@@ -288,8 +288,7 @@ class TaskHostServer:
         if runner.active_topics - hosted.reported_topics:
             hosted.reported_topics |= runner.active_topics
             changes["topics"] = sorted(hosted.reported_topics)
-        retry = getattr(runner, "retry", None)
-        errors = retry.metrics() if retry is not None else {}
+        errors = runner.error_metrics() or {}
         if errors != hosted.reported_errors:
             hosted.reported_errors = changes["errors"] = errors
         snapshot = runner.metrics_snapshot()

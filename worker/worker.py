@@ -25,7 +25,7 @@ from sluice.worker.config_providers import ConfigProviders, reverse_transform
 from sluice.worker.connector_keys import ignored_key_warnings
 from sluice.worker.local_paths import warn_if_unconfined
 from sluice.worker.process_executor import ProcessTaskRunner, TaskHostPool
-from sluice.worker.runners import TaskStatusListener, WorkerTask
+from sluice.worker.runners import TaskRunner, TaskStatusListener
 from sluice.worker.sandbox import SANDBOX_KEY
 from sluice.worker.sandbox import probe as probe_sandbox
 from sluice.worker.status import ConnectorTaskId, TargetState
@@ -133,7 +133,7 @@ class Worker:
         task_config: Mapping[str, Any],
         listener: TaskStatusListener,
         initial_state: TargetState,
-    ) -> WorkerTask:
+    ) -> TaskRunner:
         """A runner for one task of ``validated``, not yet started: a thread of this process, or
         (``task.executor=process``) a thread of a task host process, behind the same interface.
 
@@ -143,7 +143,7 @@ class Worker:
         task_config = {k: v for k, v in task_config.items() if k not in CONNECT_ONLY_TASK_KEYS}
         self.startups.task_attempt(task_id)
         if self.config.task_executor == "process":
-            return ProcessTaskRunner(  # type: ignore[return-value]  # the same interface, another process
+            return ProcessTaskRunner(
                 task_id, self._task_hosts(), validated.raw, task_config, listener, initial_state
             )
         return self.builder.build(task_id, validated, task_config, listener, initial_state)

@@ -320,7 +320,7 @@ def _is_instance(value: Any, types: tuple[type, ...]) -> bool:
     return isinstance(value, types)
 
 
-def validate_value(schema: Schema, value: Any, where: str = "value") -> None:  # noqa: C901
+def validate_value(schema: Schema, value: Any, where: str = "value") -> None:
     """Raise :class:`DataError` naming the path of the first part of ``value`` that ``schema`` rejects."""
     if value is None:
         if schema.optional or schema.default is not None:

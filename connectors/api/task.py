@@ -156,10 +156,10 @@ class SourceTask(Task):
         stop are observed; raise ``RetriableError`` for transient failures.
         """
 
-    def commit(self) -> None:  # noqa: B027 - optional hook
+    def commit(self) -> None:
         """Called on the task thread after the runtime stored a batch of offsets."""
 
-    def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:  # noqa: B027
+    def commit_record(self, record: SourceRecord, metadata: RecordMetadata | None) -> None:
         """Called once for each record :meth:`poll` returned: when Kafka acknowledged it, with
         where it was stored, or with ``metadata`` ``None`` when it will never be produced (a
         transform filtered it out, or ``errors.tolerance=all`` skipped it). ``record`` is the
@@ -209,7 +209,7 @@ class SinkTask(Task):
     def start(self, config: Mapping[str, Any], context: SinkTaskContext) -> None:
         """Start with a task configuration. Thread: the task thread, before anything else."""
 
-    def open(self, partitions: Sequence[TopicPartition]) -> None:  # noqa: B027 - optional hook
+    def open(self, partitions: Sequence[TopicPartition]) -> None:
         """Partitions were assigned to this task. Thread: the task thread (inside the consumer poll)."""
 
     @abc.abstractmethod
@@ -232,7 +232,7 @@ class SinkTask(Task):
         one WARNING per batch with the count.
         """
 
-    def flush(self, offsets: Mapping[TopicPartition, int]) -> None:  # noqa: B027 - optional hook
+    def flush(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Make everything handed to :meth:`put` durable. Thread: the task thread."""
 
     def pre_commit(self, offsets: Mapping[TopicPartition, int]) -> Mapping[TopicPartition, int]:
@@ -243,5 +243,16 @@ class SinkTask(Task):
         self.flush(offsets)
         return offsets
 
-    def close(self, partitions: Sequence[TopicPartition]) -> None:  # noqa: B027 - optional hook
+    def end_of_input(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """A bounded run has no more input for these partitions: commit what is held back.
+
+        A backfill that reprocesses a topic range into this sink calls it once, after the last
+        :meth:`put` and before the final :meth:`flush` and :meth:`pre_commit`, with the offset
+        after each partition's last record. A sink that keeps records back waiting for more (an
+        object not yet at its ``flush.size``) writes them now, as the stream would have once more
+        records came; the default does nothing, which is right for a sink that writes everything
+        on :meth:`flush`. A streaming task never gets this call. Thread: the task thread.
+        """
+
+    def close(self, partitions: Sequence[TopicPartition]) -> None:
         """Partitions were revoked: drop their buffers. Thread: the task thread."""

@@ -32,7 +32,7 @@ __all__ = [
     "run_job",
 ]
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 def run_job(
@@ -70,12 +70,12 @@ def run_job(
     except Exception as exc:
         if ctx.cancelled:
             raise BackfillCancelled("cancelled") from None
-        logger.debug("Backfill %s failed", spec.id, exc_info=True)
+        log.debug("Backfill %s failed", spec.id, exc_info=True)
         raise BackfillJobError(spark_error_message(exc)) from None
     finally:
         try:
             sc.setLocalProperty("spark.jobGroup.id", None)
-        except Exception:
+        except Exception:  # noqa: BLE001 - best effort: the Spark context may be stopping
             pass
 
 

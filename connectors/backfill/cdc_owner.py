@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sluice.connectors.api import ConfigError
+from sluice.connectors.cdc.envelope import sanitize
 from sluice.connectors.source.postgres_cdc.catalog import SYSTEM_SCHEMAS, TableFilter
 from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
-from sluice.connectors.source.postgres_cdc.tables import sanitize
 from sluice.transforms.routing import java_replacement
 
 #: The last part of ``connector.class`` of the PostgreSQL CDC source (its own name, Debezium's).

@@ -162,7 +162,7 @@ _BITS = (
 )
 
 
-def conversion(oid: int, typmod: int, schema: Schema, *, decimal_format: str, column: str) -> Conversion:
+def conversion(oid: int, typmod: int, schema: Schema, *, decimal_format: str, column: str) -> Conversion:  # noqa: C901 - one branch per Postgres type
     """The conversion of a (non-array) value the CDC source maps to ``schema``.
 
     Chosen from the schema the CDC source gave the column (so every ``*.handling.mode`` the

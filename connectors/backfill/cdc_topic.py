@@ -56,7 +56,7 @@ from sluice.connectors.source.postgres_cdc.source_block import CONNECTOR, VERSIO
 from sluice.connectors.source.postgres_cdc.tables import Table
 from sluice.converters.json_data import JsonData
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 #: What the CDC task's SQL sessions run with (``PostgresCdcConfig.conninfo``): the output text of
 #: the types the backfill reads as text depends on them.
@@ -366,7 +366,7 @@ def run_cdc_snapshot(spark: Any, spec: Any, ctx: JobContext, bootstrap: str) -> 
             partitions = topic_future.result()
             if partitions != expected:
                 df = frame(partitions)
-            logger.info("Backfilling %s as snapshot records of CDC connector %s", plan.table, handoff.name)
+            log.info("Backfilling %s as snapshot records of CDC connector %s", plan.table, handoff.name)
             summary = write_records(spec, ctx, bootstrap, plan, df, partitions, table.topic)
     summary["cdc_connector"] = handoff.name
     return summary

@@ -69,12 +69,12 @@ def spark_error_message(exc: BaseException) -> str:
     if java is not None:
         try:
             return _from_chain(java)
-        except Exception:  # the JVM may be gone; fall back to the Python-side text
+        except Exception:  # noqa: BLE001 - the JVM may be gone; fall back to the Python-side text
             pass
     desc = getattr(exc, "desc", None)
     try:
         text = desc if isinstance(desc, str) and desc else str(exc)
-    except Exception:  # py4j's str() asks the JVM for the stack trace
+    except Exception:  # noqa: BLE001 - py4j's str() asks the JVM for the stack trace
         text = type(exc).__name__
     return _from_text(text)
 

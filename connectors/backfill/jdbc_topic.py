@@ -44,7 +44,7 @@ from sluice.connectors.jdbc_common.types import NumericMapping, column_schema, t
 from sluice.connectors.jdbc_common.urls import BACKFILL_BACKENDS, BACKFILL_URL_KEY, parse_connection_url
 from sluice.converters.json_data import JsonData
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 #: Spark's Kafka producer, tuned for bulk (``target.producer`` overrides any of them). The write, not
 #: the read, bounds a backfill: every row is a Connect JSON envelope of several hundred bytes, and
@@ -94,7 +94,7 @@ def plan_table(source: Any) -> TablePlan:
         with engine.connect() as conn:
             try:
                 table = Table(name, MetaData(), schema=schema_name or None, autoload_with=conn)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - SQLAlchemy's and the driver's errors alike: the table cannot be read
                 raise ConfigError(f"source.table: cannot read table {source.table}: {exc}", key="source.table") from None
             columns = []
             fields = []
@@ -203,7 +203,7 @@ def read_position(source: Any, plan: TablePlan) -> Iterator[ConsistentPoint | No
     if why_not is not None:
         if strict:
             raise ConfigError(f"source.cdc.position: no consistent read position: {why_not}", key="source.cdc.position")
-        logger.warning("Backfill of %s records no CDC hand-off position: %s", plan.table, why_not)
+        log.warning("Backfill of %s records no CDC hand-off position: %s", plan.table, why_not)
         yield None
         return
     created: str | None = None
@@ -214,7 +214,7 @@ def read_position(source: Any, plan: TablePlan) -> Iterator[ConsistentPoint | No
             except ConfigError as exc:
                 if strict:
                     raise
-                logger.warning("Backfill of %s records no CDC hand-off position: %s", plan.table, exc)
+                log.warning("Backfill of %s records no CDC hand-off position: %s", plan.table, exc)
                 point = None
             if point is not None and point.slot_created:
                 created = point.slot
@@ -361,7 +361,7 @@ def write_records(
     producer = {**PRODUCER_DEFAULTS, **target.producer}
     for key, value in producer.items():
         writer = writer.option(f"kafka.{key}", value)
-    logger.info(
+    log.info(
         "Backfilling %s (%d rows, %s) into %s",
         plan.table,
         plan.rows,

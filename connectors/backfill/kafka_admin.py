@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from sluice.connectors.backfill.errors import BackfillJobError
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -53,7 +53,7 @@ def _when_leader_ready(call: Callable[[], T], what: str, timeout: float = 30.0) 
             if time.monotonic() + delay > deadline:
                 reason = error.str() if isinstance(error, KafkaError) else str(exc)
                 raise BackfillJobError(f"cannot read {what} from Kafka: {reason} (for {timeout:.0f}s)") from None
-            logger.debug("Reading %s: %s; asking again", what, error)
+            log.debug("Reading %s: %s; asking again", what, error)
         time.sleep(delay)
         delay = min(1.0, delay * 2)
 
@@ -182,7 +182,7 @@ class TopicGrowthMonitor:
             try:
                 self._report(self.written())
             except Exception:
-                logger.debug("Reading %s's watermarks failed", self._topic, exc_info=True)
+                log.debug("Reading %s's watermarks failed", self._topic, exc_info=True)
 
     def __enter__(self) -> TopicGrowthMonitor:
         self._thread.start()

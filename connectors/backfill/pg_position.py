@@ -43,7 +43,7 @@ from sluice.connectors.api.connectivity import host_port
 from sluice.connectors.jdbc_common.connect_failures import classify_database_error, classify_postgres
 from sluice.connectors.jdbc_common.urls import check_params, forced_connect_args
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 _SNAPSHOT_NAME = re.compile(r"^[0-9A-Fa-f-]+$")
 
@@ -209,7 +209,7 @@ def consistent_point(params: dict[str, Any], cdc_slot: str | None) -> Iterator[C
                     "(drop the slot or name a new one)",
                     key="source.cdc.slot.name",
                 )
-        logger.info(
+        log.info(
             "Reading in snapshot %s, consistent with LSN %s (slot %s%s)",
             snapshot,
             format_lsn(point.lsn),
@@ -230,6 +230,6 @@ def drop_slot(params: dict[str, Any], slot: str) -> None:
             conn.execute(
                 "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s", (slot,)
             )
-        logger.info("Dropped replication slot %s: the backfill did not complete", slot)
+        log.info("Dropped replication slot %s: the backfill did not complete", slot)
     except psycopg.Error as exc:
-        logger.warning("Cannot drop replication slot %s (drop it by hand, it retains WAL): %s", slot, exc)
+        log.warning("Cannot drop replication slot %s (drop it by hand, it retains WAL): %s", slot, exc)

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 #: The directory name the archive unpacks to on the executors (``spark.archives`` ``#alias``).
 ARCHIVE_ALIAS: Final = "sluice-pyenv"
@@ -175,7 +175,7 @@ def executor_archive(cache: Path | None = None) -> Path:
         Path(partial).unlink(missing_ok=True)
         raise
     _prune(target.parent, f"{ARCHIVE_ALIAS}-{py}-*.zip")
-    logger.info(
+    log.info(
         "Packed %d files for the Spark executors into %s (%.0f MB)", len(contents), target, target.stat().st_size / 1e6
     )
     return target

@@ -28,7 +28,7 @@ from sluice.connectors.s3_common.storage import S3Storage
 from sluice.connectors.source.s3.config import S3SourceConfig
 from sluice.connectors.source.s3.task import decode_headers
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 def _source_config(source: Any) -> Any:
@@ -216,7 +216,7 @@ def run_s3_to_topic(spark: Any, spec: Any, ctx: JobContext, bootstrap: str, load
             rows_acc.add(rows)
             yield rows, size
 
-    logger.info("Replaying %d archived partitions of %s", len(groups), ", ".join(source.topics))
+    log.info("Replaying %d archived partitions of %s", len(groups), ", ".join(source.topics))
     results = sc.parallelize(groups, len(groups)).mapPartitions(counted).collect()
     rows = sum(r for r, _ in results)
     size = sum(b for _, b in results)

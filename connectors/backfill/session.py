@@ -34,7 +34,7 @@ from typing import Any
 
 from sluice.connectors.backfill.pyenv import ARCHIVE_ALIAS, executor_archive
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 #: Returns the paths of the jars to add to ``spark.jars``; called once, when the session starts.
 #: Any error it raises makes the session :class:`SparkUnavailable`, with its message.
@@ -177,7 +177,7 @@ class SparkSessionProvider:
         builder = SparkSession.builder
         for key, value in confs.items():
             builder = builder.config(key, value)
-        logger.info("Starting the backfill SparkSession (master %s, executors' Python %s)", confs["spark.master"], os.environ["PYSPARK_PYTHON"])
+        log.info("Starting the backfill SparkSession (master %s, executors' Python %s)", confs["spark.master"], os.environ["PYSPARK_PYTHON"])
         try:
             session = builder.getOrCreate()
         except Exception as exc:
@@ -227,4 +227,4 @@ class SparkSessionProvider:
             try:
                 session.stop()
             except Exception:
-                logger.debug("Stopping the SparkSession failed", exc_info=True)
+                log.debug("Stopping the SparkSession failed", exc_info=True)

@@ -42,7 +42,7 @@ class JdbcConnectionConfig(PluginConfig):
     def _known_timezone(cls, value: str) -> str:
         try:
             timezone(value)
-        except Exception:
+        except Exception:  # noqa: BLE001 - whatever the time-zone lookup raises means unknown
             raise ValueError(f"unknown time zone {value!r}") from None
         return value
 

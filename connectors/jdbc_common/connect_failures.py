@@ -28,7 +28,7 @@ from sluice.connectors.api.connectivity import (
 
 T = TypeVar("T")
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 #: SQLAlchemy backend name → the service a wrong server is "not".
 SERVICE_NAMES = {"postgresql": "PostgreSQL", "mysql": "MySQL"}
@@ -86,7 +86,7 @@ def classify_database_error(error: BaseException, backend: str) -> DatabaseFailu
     else:
         network = classify_network_error(driver_error)
         found = DatabaseFailure(network or ConnectFailure(FailureKind.UNREACHABLE))
-    logger.debug("Connecting to a %s database failed (%s): %s", service, found.failure.describe(), _first_line(error))
+    log.debug("Connecting to a %s database failed (%s): %s", service, found.failure.describe(), _first_line(error))
     return found
 
 
@@ -102,7 +102,7 @@ def postgres_unreachable(
     the category on ``key``, retried by the runtime; libpq's text, which may quote what the port
     sent, goes to the log."""
     target = host_port(host, port)
-    logger.warning("Cannot connect to PostgreSQL at %s: %s", target, _first_line(error))
+    log.warning("Cannot connect to PostgreSQL at %s: %s", target, _first_line(error))
     return RetriableConnectivityError(key, target, classify_postgres(error).failure)
 
 
@@ -189,7 +189,7 @@ def open_categorised(open_connection: Callable[[], T], backend: str, target: str
         return open_connection()
     except Exception as exc:  # the driver's own exception types vary
         found = classify_database_error(exc, backend)
-        logger.warning("Connecting to %s failed: %s", target, _first_line(exc))
+        log.warning("Connecting to %s failed: %s", target, _first_line(exc))
         if found.failure.kind in (FailureKind.AUTHENTICATION, FailureKind.DATABASE_NOT_FOUND):
             raise ConnectivityError(keys.get(found.blame, keys[Blame.ADDRESS]), target, found.failure) from exc
         raise ConnectionNotOpened(keys[Blame.ADDRESS], target, found) from None

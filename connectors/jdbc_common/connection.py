@@ -24,7 +24,7 @@ from sluice.connectors.jdbc_common.urls import DRIVERNAMES, check_params, forced
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL, Engine
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 def import_sqlalchemy() -> Any:
@@ -89,7 +89,7 @@ def create_engine(url: URL, *, db_timezone: str = "UTC", pool_size: int = 2) -> 
             "pip install 'sluice[jdbc]' (PostgreSQL) or the driver SQLAlchemy names",
             key="connection.url",
         ) from None
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the driver's own parse errors vary
         raise ConfigError(f"connection.url: {exc}", key="connection.url") from None
 
     if backend == "sqlite":
@@ -163,9 +163,9 @@ def connect_with_retries(
     for attempt in range(1, max(1, attempts) + 1):
         try:
             return open_connection()
-        except Exception as exc:  # the driver's own exception types vary
+        except Exception as exc:  # noqa: BLE001 - the driver's own exception types vary
             last = exc
-            logger.warning("Connecting to %s failed (attempt %d of %d): %s", what, attempt, attempts, _first_line(exc))
+            log.warning("Connecting to %s failed (attempt %d of %d): %s", what, attempt, attempts, _first_line(exc))
             if attempt < attempts:
                 wait(backoff_ms / 1000)
     assert last is not None
@@ -208,12 +208,12 @@ def connectivity_problems(
     target = host_port(url.host, url.port)
     try:
         engine = sa.create_engine(url, poolclass=sa.pool.NullPool, connect_args=connect_args)
-    except Exception as exc:  # a missing driver, a bad option: the user's own input, no remote text
+    except Exception as exc:  # noqa: BLE001 - a missing driver, a bad option: the user's own input, no remote text
         return {url_key: f"Cannot use {safe_url(url)}: {_hide(_first_line(exc), url.password)}"}
     try:
         with engine.connect() as conn:
             conn.exec_driver_sql("SELECT 1")
-    except Exception as exc:  # the driver's own exception types vary
+    except Exception as exc:  # noqa: BLE001 - the driver's own exception types vary
         found = classify_database_error(exc, backend)
         key = {Blame.PASSWORD: password_key, Blame.USER: user_key}.get(found.blame, url_key)
         return {key: connectivity_message(key, target, found.failure)}

@@ -310,7 +310,7 @@ def converter_for_schema(schema: Schema, tz: _dt.tzinfo) -> Converter | None:
 # -- sink: Connect value → driver parameter ---------------------------------------------------------
 
 
-def value_adapter(schema: Schema | None, backend: str, tz: _dt.tzinfo) -> Converter | None:  # noqa: C901
+def value_adapter(schema: Schema | None, backend: str, tz: _dt.tzinfo) -> Converter | None:
     """How to turn a value of ``schema`` (``None``: schemaless) into a parameter for ``backend``.
 
     ``None`` means the value needs no conversion (the common case, which keeps the hot loop free

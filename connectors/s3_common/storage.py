@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from sluice.connectors.api import ConnectError, RetriableError
 from sluice.connectors.s3_common import require_module
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 #: S3 refuses parts smaller than this (except the last one).
 MIN_PART_SIZE = 5 * 1024 * 1024
@@ -414,8 +414,8 @@ class ObjectUpload:
                 if self._buffered >= self.part_size:
                     try:
                         self._upload_full_parts()
-                    except Exception as exc:  # kept buffered; check() and commit() send it again
-                        logger.debug("Sending a part of %s failed, will retry: %s", self.key, exc)
+                    except Exception as exc:  # noqa: BLE001 - kept buffered; check() and commit() send it again
+                        log.debug("Sending a part of %s failed, will retry: %s", self.key, exc)
         return size
 
     def check(self) -> None:
@@ -479,7 +479,7 @@ class ObjectUpload:
         if future is not None and not future.cancel():
             try:
                 etag = future.result()
-            except Exception:
+            except Exception:  # noqa: BLE001 - any failure: the part is sent again just below
                 self._inflight[0] = (number, part, None)  # sent again just below
         if etag is None:
             etag = self.storage.upload_part(self.key, self._upload_id, number, part)
@@ -526,7 +526,7 @@ class ObjectUpload:
             try:
                 self.storage.abort_multipart_upload(self.key, self._upload_id)
             except Exception:  # an orphaned upload is only a cost; lifecycle rules clean it up
-                logger.warning("Could not abort the multipart upload of %s", self.key, exc_info=True)
+                log.warning("Could not abort the multipart upload of %s", self.key, exc_info=True)
             self._upload_id = None
 
 

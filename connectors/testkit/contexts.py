@@ -80,7 +80,7 @@ class OpenLocalFiles:
         newline: str | None = None,
         buffering: int = -1,
     ) -> IO[Any]:
-        return open(path, mode, buffering=buffering, encoding=encoding, errors=errors, newline=newline)  # noqa: SIM115
+        return open(path, mode, buffering=buffering, encoding=encoding, errors=errors, newline=newline)
 
 
 class _TaskContext:

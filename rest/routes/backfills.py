@@ -2,24 +2,23 @@
 
 The routes are thin: the :class:`~worker.backfill.BackfillManager` on ``app.state.backfills``
 validates, runs and reports; its domain errors become HTTP statuses in :mod:`sluice.rest.errors`
-(a bad spec is a 400 naming the key, an unknown job a 404, a job already running a 409).
+(a bad spec is a 400 naming the key, an unknown job a 404, a job already running a 409). The
+manager is the herder's: it starts and stops with the herder, and :func:`~sluice.rest.create_app`
+is given it.
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Depends, FastAPI, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from sluice.rest.errors import ERROR_RESPONSES
 from sluice.worker.backfill import BackfillManager
-from sluice.worker.backfill.handoff_guard import HandoffGuard
-from sluice.worker.herder import Herder
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/backfills", tags=["backfills"], responses=ERROR_RESPONSES)
 
@@ -61,30 +60,3 @@ def cancel_backfill(
         return Response(status_code=204)
     return JSONResponse(manager.cancel(job_id), status_code=202)
 
-
-def install(app: FastAPI, herder: Herder, manager: BackfillManager | None = None) -> BackfillManager:
-    """Mount ``/backfills`` on ``app`` with a manager built from the herder's worker settings.
-
-    The manager starts now (its schedules must run whether or not anyone calls the API) and stops
-    when the process exits. A distributed herder (one with ``backfill_cluster``) keeps the jobs in
-    its ``sluice.storage.topic`` and lets only its leader fire schedules; that manager starts with the herder,
-    once the topic is known to exist, and stops before it.
-    """
-    cluster = getattr(herder, "backfill_cluster", None)
-    if manager is None:
-        if cluster is not None:
-            manager = BackfillManager.for_cluster(herder.worker_settings(), **cluster())
-        else:
-            manager = BackfillManager.from_worker_settings(herder.worker_settings())
-    if manager.handoff_guard is None:
-        manager.handoff_guard = HandoffGuard(herder)
-    app.state.backfills = manager
-    app.include_router(router)
-    if cluster is not None:
-        herder.after_start.append(manager.start)  # type: ignore[attr-defined]
-        herder.before_stop.append(manager.stop)  # type: ignore[attr-defined]
-    else:
-        manager.start()
-    # The REST server runs without lifespan events, so the process exit stops the manager.
-    atexit.register(manager.stop)
-    return manager

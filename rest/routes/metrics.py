@@ -13,4 +13,4 @@ router = APIRouter(tags=["worker"])
 @router.get("/metrics", summary="Metrics in the Prometheus text format", response_class=Response)
 def metrics(request: Request) -> Response:
     collector: MetricsCollector = request.app.state.metrics
-    return Response(collector.render(getattr(request.app.state, "backfills", None)), media_type=CONTENT_TYPE)
+    return Response(collector.render(request.app.state.backfills), media_type=CONTENT_TYPE)

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script from anywhere
-from sluice.deploy import maven  # noqa: E402
+from sluice.deploy import maven
 
 CONNECT_VERSION = "4.1.1"  # keep equal to <connect.version> in pom.xml
 COMPAT_DIR = Path(__file__).resolve().parent

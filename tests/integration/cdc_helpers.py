@@ -143,7 +143,7 @@ class BackgroundWriter(threading.Thread, abc.ABC):
                     self.step(conn, self._rnd)
                     self.commits += 1
                     time.sleep(self._pause_s)
-        except BaseException as exc:  # surfaced by stop()
+        except BaseException as exc:  # noqa: BLE001 - surfaced by stop()
             self.error = exc
 
     def stop(self) -> None:

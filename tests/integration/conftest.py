@@ -32,6 +32,7 @@ from tests.integration.s3_fixtures import s3, s3_bucket  # noqa: F401
 from tests.integration.schema_registry_fixtures import schema_registry  # noqa: F401
 from tests.integration.shared_services import session_service
 from tests.integration.spark_fixtures import backfills, spark_cluster, spark_provider  # noqa: F401
+from tests.integration.worker_process import module_worker_process, worker_process  # noqa: F401
 
 _INTEGRATION_DIR = Path(__file__).resolve().parent
 

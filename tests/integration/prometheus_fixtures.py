@@ -68,7 +68,7 @@ class PrometheusServer:
             stderr=subprocess.STDOUT,
             cwd=self.workdir,
             # If pytest is killed, the kernel stops Prometheus too.
-            preexec_fn=(lambda: arm(signal.SIGTERM, parent)) if arm is not None else None,
+            preexec_fn=(lambda: arm(signal.SIGTERM, parent)) if arm is not None else None,  # noqa: PLW1509 - Linux's parent-death signal, set before exec
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

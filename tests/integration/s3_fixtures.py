@@ -1,6 +1,6 @@
 """Fixtures for tests that need a real S3-compatible server (S3Proxy; moto only as a fallback).
 
-``s3`` starts one :class:`sluice.deploy.s3_server.S3Server` per session on a free loopback port; the
+``s3`` starts one :class:`tests.services.s3_server.S3Server` per session on a free loopback port; the
 first run fetches S3Proxy's jars with Maven (about 10 s), later runs start in about 3 s. Like the
 ``kafka`` fixture it never skips: a server that cannot start is a test error, in CI
 (``CI=true``) and locally, so a missing Java or Maven cannot pass unnoticed.
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from sluice.deploy.s3_server import S3Server
 from tests.integration.shared_services import session_service
+from tests.services.s3_server import S3Server
 
 
 def new_s3(data_dir: Path) -> S3Server:

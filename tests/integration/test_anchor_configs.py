@@ -24,21 +24,15 @@ from sqlalchemy.engine import make_url
 
 from tests.integration.cdc_helpers import JSON, read_events, value
 from tests.integration.kafka_helpers import unique_topic_name
-from tests.integration.worker_process import WorkerProcess
+from tests.integration.worker_process import WorkerFactory, WorkerProcess
 
 TIMEOUT_S = 30
 SECRET_KEYS = {"database.password", "connection.password", "aws.secret.access.key", "aws.access.key.id"}
 
 
 @pytest.fixture(scope="module")
-def worker(kafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    process = WorkerProcess(
-        tmp_path_factory.mktemp("anchor-configs"), kafka.bootstrap_servers, **{"task.executor": "thread"}
-    ).start()
-    try:
-        yield process
-    finally:
-        process.stop()
+def worker(module_worker_process: WorkerFactory) -> WorkerProcess:
+    return module_worker_process(**{"task.executor": "thread"})
 
 
 def _validate(worker: WorkerProcess, config: dict[str, str]) -> dict[str, Any]:

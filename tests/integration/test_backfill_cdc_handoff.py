@@ -23,7 +23,6 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from sluice.deploy.kafka_stack import KafkaBroker
-from sluice.deploy.postgres import PostgresServer
 from sluice.worker.backfill import BackfillManager, JobState
 from tests.integration.cdc_helpers import (
     BackgroundWriter,
@@ -36,6 +35,7 @@ from tests.integration.cdc_helpers import (
     write_connector,
 )
 from tests.integration.kafka_helpers import ConsumedRecord, consume_all, unique_topic_name
+from tests.services.postgres import PostgresServer
 from tests.sizes import size
 
 pytestmark = pytest.mark.integration

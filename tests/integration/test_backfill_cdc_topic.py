@@ -40,7 +40,6 @@ from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
 from sluice.connectors.source.postgres_cdc.snapshot import copy_out
 from sluice.connectors.source.postgres_cdc.tables import Table
 from sluice.deploy.kafka_stack import KafkaBroker
-from sluice.deploy.postgres import PostgresServer
 from sluice.worker.backfill import BackfillManager, JobState
 from tests.integration.cdc_helpers import (
     JSON,
@@ -55,6 +54,7 @@ from tests.integration.cdc_helpers import (
 )
 from tests.integration.jdbc_helpers import JDBC_SINK, WORKER_SETTINGS
 from tests.integration.kafka_helpers import ConsumedRecord, unique_topic_name
+from tests.services.postgres import PostgresServer
 from tests.sizes import size
 
 pytestmark = pytest.mark.integration

@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from sluice.deploy.kafka_stack import KafkaBroker
-from sluice.deploy.postgres import PostgresServer
 from tests.integration.distributed_helpers import Cluster, wait_for
+from tests.services.postgres import PostgresServer
 
 pytestmark = pytest.mark.integration
 

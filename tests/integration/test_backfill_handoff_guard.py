@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 from sluice.deploy.kafka_stack import KafkaBroker
-from sluice.deploy.postgres import PostgresServer
 from tests.integration.cdc_helpers import cdc_config, dbname, run_sql
 from tests.integration.worker_process import WorkerProcess
+from tests.services.postgres import PostgresServer
 
 pytestmark = pytest.mark.integration
 

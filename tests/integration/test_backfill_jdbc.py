@@ -12,10 +12,10 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from sluice.deploy.kafka_stack import KafkaBroker
-from sluice.deploy.postgres import PostgresServer
 from sluice.worker.backfill import BackfillManager, JobState
 from tests.integration.jdbc_helpers import sql
 from tests.integration.kafka_helpers import unique_topic_name
+from tests.services.postgres import PostgresServer
 from tests.sizes import size
 
 pytestmark = pytest.mark.integration

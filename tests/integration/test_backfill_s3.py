@@ -8,9 +8,9 @@ import time
 import pytest
 
 from sluice.deploy.kafka_stack import KafkaBroker
-from sluice.deploy.s3_server import S3Server
 from sluice.worker.backfill import BackfillManager, JobState
 from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce, unique_topic_name
+from tests.services.s3_server import S3Server
 
 pytestmark = pytest.mark.integration
 

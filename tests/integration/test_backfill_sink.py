@@ -10,11 +10,11 @@ import pytest
 from sluice.connectors.api.schema import INT64_SCHEMA, OPTIONAL_STRING_SCHEMA, Decimal, Schema
 from sluice.converters.avro import AvroConverter
 from sluice.deploy.kafka_stack import KafkaBroker
-from sluice.deploy.postgres import PostgresServer
 from sluice.deploy.schema_registry import SchemaRegistryServer
 from sluice.worker.backfill import BackfillManager, JobState
 from tests.integration.jdbc_helpers import sql
 from tests.integration.kafka_helpers import ClosingAdminClient, OutgoingRecord, create_topic, produce, unique_topic_name
+from tests.services.postgres import PostgresServer
 
 pytestmark = pytest.mark.integration
 

@@ -19,8 +19,6 @@ import httpx
 import pytest
 
 from sluice.deploy.kafka_stack import KafkaBroker
-from sluice.deploy.postgres import PostgresServer
-from sluice.deploy.s3_server import S3Server
 from sluice.worker.backfill import BackfillManager, JobState
 from tests.integration.cdc_helpers import cdc_config, dbname, run_sql
 from tests.integration.jdbc_helpers import sql
@@ -35,6 +33,8 @@ from tests.integration.kafka_helpers import (
 from tests.integration.spark_fixtures import SparkCluster
 from tests.integration.test_backfill_sink import produce_events
 from tests.integration.worker_process import WorkerProcess
+from tests.services.postgres import PostgresServer
+from tests.services.s3_server import S3Server
 
 pytestmark = pytest.mark.integration
 

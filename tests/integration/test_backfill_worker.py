@@ -12,10 +12,10 @@ import httpx
 import pytest
 
 from sluice.deploy.kafka_stack import KafkaBroker
-from sluice.deploy.postgres import PostgresServer
 from tests.integration.jdbc_helpers import sql
 from tests.integration.kafka_helpers import consume_all, unique_topic_name
 from tests.integration.worker_process import WorkerProcess
+from tests.services.postgres import PostgresServer
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from click.testing import CliRunner, Result
 
 from sluice.cli.main import main
 from tests.integration.kafka_helpers import unique_topic_name
-from tests.integration.worker_process import WorkerProcess
+from tests.integration.worker_process import WorkerFactory, WorkerProcess
 
 COUNTING = "tests.plugins.counting.CountingSequenceSource"
 #: Rewriting a file must not change its topic: one topic name per connector for this run.
@@ -28,11 +28,8 @@ RUN = unique_topic_name("apply")
 
 
 @pytest.fixture(scope="module")
-def worker(kafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    w = WorkerProcess(tmp_path_factory.mktemp("apply-worker"), kafka.bootstrap_servers, **{"task.executor": "thread"})
-    w.start()
-    yield w
-    assert w.stop() == 0, w.log()
+def worker(module_worker_process: WorkerFactory) -> WorkerProcess:
+    return module_worker_process(**{"task.executor": "thread"})
 
 
 def run(worker: WorkerProcess, *args: str) -> Result:

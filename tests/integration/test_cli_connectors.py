@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,17 +12,14 @@ from click.testing import CliRunner, Result
 
 from sluice.cli.main import main
 from tests.integration.kafka_helpers import consume_all, create_topic, unique_topic_name
-from tests.integration.worker_process import WorkerProcess
+from tests.integration.worker_process import WorkerFactory, WorkerProcess
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def worker(kafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    w = WorkerProcess(tmp_path_factory.mktemp("cli-worker"), kafka.bootstrap_servers)
-    w.start()
-    yield w
-    assert w.stop() == 0, w.log()
+def worker(module_worker_process: WorkerFactory) -> WorkerProcess:
+    return module_worker_process()
 
 
 def sluice(worker: WorkerProcess, *args: str, env: dict[str, str] | None = None) -> Result:
@@ -130,15 +126,11 @@ def test_validate_names_the_bad_keys(worker: WorkerProcess, tmp_path: Path) -> N
     assert "checked" not in sluice(worker, "list").stdout.split()  # validating creates nothing
 
 
-def test_a_worker_that_requires_a_token(kafka, tmp_path: Path) -> None:
+def test_a_worker_that_requires_a_token(worker_process: WorkerFactory) -> None:
     auth: dict[str, Any] = {"rest.auth.bearer.tokens": "cli-token"}
-    secured = WorkerProcess(tmp_path, kafka.bootstrap_servers, **auth)
-    secured.start()
-    try:
-        refused = sluice(secured, "list")
-        assert refused.exit_code == 1
-        assert "(HTTP 401)" in refused.stderr and "--token" in refused.stderr
-        assert sluice(secured, "--token", "cli-token", "list").exit_code == 0
-        assert sluice(secured, "list", env={"SLUICE_TOKEN": "cli-token"}).exit_code == 0
-    finally:
-        assert secured.stop() == 0, secured.log()
+    secured = worker_process(**auth)
+    refused = sluice(secured, "list")
+    assert refused.exit_code == 1
+    assert "(HTTP 401)" in refused.stderr and "--token" in refused.stderr
+    assert sluice(secured, "--token", "cli-token", "list").exit_code == 0
+    assert sluice(secured, "list", env={"SLUICE_TOKEN": "cli-token"}).exit_code == 0

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.integration.kafka_helpers import consume_all, unique_topic_name
-from tests.integration.worker_process import WorkerProcess
+from tests.integration.worker_process import WorkerFactory, WorkerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +46,7 @@ def build_plugin(directory: Path, marker: Path) -> Path:
 class _Recorder(http.server.BaseHTTPRequestHandler):
     hits: list[str] = []
 
-    def do_GET(self) -> None:  # noqa: N802 - the http.server API
+    def do_GET(self) -> None:
         self.hits.append(self.path)
         self.send_response(500)
         self.end_headers()
@@ -68,15 +68,8 @@ def token_endpoint() -> Iterator[tuple[str, list[str]]]:
 
 
 @pytest.fixture(scope="module")
-def worker(kafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    w = WorkerProcess(
-        tmp_path_factory.mktemp("client-policy-worker"),
-        kafka.bootstrap_servers,
-        **{"task.executor": "process", "connector.client.config.override.policy": "All"},
-    )
-    w.start()
-    yield w
-    assert w.stop() == 0, w.log()
+def worker(module_worker_process: WorkerFactory) -> WorkerProcess:
+    return module_worker_process(**{"task.executor": "process", "connector.client.config.override.policy": "All"})
 
 
 def source_config(topic: str, input_file: Path, **extra: str) -> dict[str, str]:
@@ -127,63 +120,49 @@ def test_dangerous_client_key_is_refused_and_has_no_effect(
     assert token_endpoint[1] == []
 
 
-def test_the_worker_policy_none_refuses_overrides_at_create(kafka, tmp_path: Path) -> None:
-    w = WorkerProcess(tmp_path, kafka.bootstrap_servers, **{"connector.client.config.override.policy": "None"})
-    w.start()
-    try:
-        config = source_config(unique_topic_name("none"), tmp_path / "in.txt", **{"producer.override.linger.ms": "5"})
-        response = httpx.post(f"{w.url}/connectors", json={"name": "over", "config": config}, timeout=10)
-        assert response.status_code == 400, response.text
-        assert "producer.override.linger.ms" in response.json()["message"]
-    finally:
-        assert w.stop() == 0, w.log()
+def test_the_worker_policy_none_refuses_overrides_at_create(worker_process: WorkerFactory, tmp_path: Path) -> None:
+    w = worker_process(**{"connector.client.config.override.policy": "None"})
+    config = source_config(unique_topic_name("none"), tmp_path / "in.txt", **{"producer.override.linger.ms": "5"})
+    response = httpx.post(f"{w.url}/connectors", json={"name": "over", "config": config}, timeout=10)
+    assert response.status_code == 400, response.text
+    assert "producer.override.linger.ms" in response.json()["message"]
 
 
-def test_allowlist_policy(kafka, tmp_path: Path) -> None:
-    w = WorkerProcess(
-        tmp_path,
-        kafka.bootstrap_servers,
+def test_allowlist_policy(worker_process: WorkerFactory, kafka, tmp_path: Path) -> None:
+    w = worker_process(
         **{
             "connector.client.config.override.policy": "Allowlist",
             "connector.client.config.override.allowlist": "linger.ms,compression.type",
         },
     )
-    w.start()
-    try:
-        (tmp_path / "in.txt").write_text("a\nb\n")
-        topic = unique_topic_name("allow")
-        refused = source_config(topic, tmp_path / "in.txt", **{"producer.override.acks": "1"})
-        response = httpx.post(f"{w.url}/connectors", json={"name": "refused", "config": refused}, timeout=10)
-        assert response.status_code == 400, response.text
-        assert "producer.override.acks" in response.json()["message"]
-        assert "linger.ms" in response.json()["message"]  # says what is allowed
+    (tmp_path / "in.txt").write_text("a\nb\n")
+    topic = unique_topic_name("allow")
+    refused = source_config(topic, tmp_path / "in.txt", **{"producer.override.acks": "1"})
+    response = httpx.post(f"{w.url}/connectors", json={"name": "refused", "config": refused}, timeout=10)
+    assert response.status_code == 400, response.text
+    assert "producer.override.acks" in response.json()["message"]
+    assert "linger.ms" in response.json()["message"]  # says what is allowed
 
-        allowed = source_config(topic, tmp_path / "in.txt", **{"producer.override.linger.ms": "1"})
-        response = httpx.post(f"{w.url}/connectors", json={"name": "allowed", "config": allowed}, timeout=10)
-        assert response.status_code == 201, response.text
-        w.wait_running("allowed")
-        assert [m.value for m in consume_all(kafka.bootstrap_servers, topic, 2)] == [b"a", b"b"]
-    finally:
-        assert w.stop() == 0, w.log()
+    allowed = source_config(topic, tmp_path / "in.txt", **{"producer.override.linger.ms": "1"})
+    response = httpx.post(f"{w.url}/connectors", json={"name": "allowed", "config": allowed}, timeout=10)
+    assert response.status_code == 201, response.text
+    w.wait_running("allowed")
+    assert [m.value for m in consume_all(kafka.bootstrap_servers, topic, 2)] == [b"a", b"b"]
 
 
-def test_the_same_key_in_the_worker_config_reaches_the_client(kafka, tmp_path: Path) -> None:
+def test_the_same_key_in_the_worker_config_reaches_the_client(
+    worker_process: WorkerFactory, kafka, tmp_path: Path
+) -> None:
     """The operator may load a librdkafka plugin; the task's producer then loads it."""
     marker = tmp_path / "operator-marker"
     library = build_plugin(tmp_path, marker)
-    w = WorkerProcess(
-        tmp_path, kafka.bootstrap_servers, **{"task.executor": "process", "producer.plugin.library.paths": str(library)}
+    w = worker_process(**{"task.executor": "process", "producer.plugin.library.paths": str(library)})
+    (tmp_path / "in.txt").write_text("x\n")
+    topic = unique_topic_name("operator")
+    response = httpx.post(
+        f"{w.url}/connectors", json={"name": "trusted", "config": source_config(topic, tmp_path / "in.txt")}, timeout=10
     )
-    w.start()
-    try:
-        (tmp_path / "in.txt").write_text("x\n")
-        topic = unique_topic_name("operator")
-        response = httpx.post(
-            f"{w.url}/connectors", json={"name": "trusted", "config": source_config(topic, tmp_path / "in.txt")}, timeout=10
-        )
-        assert response.status_code == 201, response.text
-        w.wait_running("trusted")
-        assert [m.value for m in consume_all(kafka.bootstrap_servers, topic, 1)] == [b"x"]
-        assert marker.read_text() == "loaded\n"
-    finally:
-        assert w.stop() == 0, w.log()
+    assert response.status_code == 201, response.text
+    w.wait_running("trusted")
+    assert [m.value for m in consume_all(kafka.bootstrap_servers, topic, 1)] == [b"x"]
+    assert marker.read_text() == "loaded\n"

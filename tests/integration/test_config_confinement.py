@@ -9,7 +9,6 @@ from ``/etc/passwd`` reaches a response, a status, the topics endpoint, a topic 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import pytest
 
 from tests import host_files
 from tests.integration.kafka_helpers import consume_all, unique_topic_name, wait_topic
-from tests.integration.worker_process import WorkerProcess
+from tests.integration.worker_process import WorkerFactory, WorkerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -37,17 +36,16 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def undeclared(kafka, tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator[WorkerProcess]:
+def undeclared(module_worker_process: WorkerFactory, data_dir: Path) -> WorkerProcess:
     """No ``config.providers`` at all (the default), local paths confined to ``data_dir``."""
     settings: dict[str, Any] = {"connector.allowed.paths": str(data_dir)}
-    w = WorkerProcess(tmp_path_factory.mktemp("confined-undeclared"), kafka.bootstrap_servers, **settings)
-    w.start()
-    yield w
-    assert w.stop() == 0, w.log()
+    return module_worker_process(**settings)
 
 
 @pytest.fixture(scope="module")
-def declared(kafka, tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator[WorkerProcess]:
+def declared(
+    module_worker_process: WorkerFactory, tmp_path_factory: pytest.TempPathFactory, data_dir: Path
+) -> WorkerProcess:
     """``file`` and ``dir`` declared, each limited to a secrets directory that is not /etc."""
     secrets = tmp_path_factory.mktemp("confined-secrets")
     settings: dict[str, Any] = {
@@ -56,10 +54,7 @@ def declared(kafka, tmp_path_factory: pytest.TempPathFactory, data_dir: Path) ->
         "config.providers.dir.param.allowed.paths": str(secrets),
         "connector.allowed.paths": str(data_dir),
     }
-    w = WorkerProcess(tmp_path_factory.mktemp("confined-declared"), kafka.bootstrap_servers, **settings)
-    w.start()
-    yield w
-    assert w.stop() == 0, w.log()
+    return module_worker_process(**settings)
 
 
 def assert_nothing_leaked(worker: WorkerProcess, *bodies: str) -> None:

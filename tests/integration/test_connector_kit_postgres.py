@@ -14,9 +14,9 @@ from sluice.connectors.sink.jdbc.connector import JdbcSinkConnector
 from sluice.connectors.source.jdbc.connector import JdbcSourceConnector
 from sluice.connectors.source.postgres_cdc.connector import PostgresCdcSourceConnector
 from sluice.connectors.testkit import InvalidConfig, SinkConnectorChecks, SourceConnectorChecks
-from sluice.deploy.postgres import PostgresServer
 from tests.integration.cdc_helpers import cdc_config, dbname
 from tests.integration.jdbc_helpers import sql
+from tests.services.postgres import PostgresServer
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,8 @@ from sluice.connectors.sink.elasticsearch.connector import ElasticsearchSinkConn
 from sluice.connectors.sink.s3.connector import S3SinkConnector
 from sluice.connectors.source.s3.connector import S3SourceConnector
 from sluice.connectors.testkit import InvalidConfig, SinkConnectorChecks, SourceConnectorChecks
-from sluice.deploy.opensearch import OpenSearchNode
-from sluice.deploy.s3_server import S3Server
+from tests.services.opensearch import OpenSearchNode
+from tests.services.s3_server import S3Server
 
 pytestmark = pytest.mark.integration
 

@@ -31,7 +31,7 @@ import httpx
 import pytest
 
 from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce, unique_topic_name
-from tests.integration.worker_process import WorkerProcess
+from tests.integration.worker_process import WorkerFactory, WorkerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -151,10 +151,8 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def worker(kafka, tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator[WorkerProcess]:
-    w = WorkerProcess(
-        tmp_path_factory.mktemp("scopes-worker"),
-        kafka.bootstrap_servers,
+def worker(module_worker_process: WorkerFactory, data_dir: Path) -> WorkerProcess:
+    return module_worker_process(
         **{
             "connector.allowed.paths": str(data_dir),
             "rest.auth.basic.users": USERS,
@@ -166,9 +164,6 @@ def worker(kafka, tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> I
             "producer.sasl.password": WORKER_PASSWORD,
         },
     )
-    w.start()
-    yield w
-    assert w.stop() == 0, w.log()
 
 
 def _put(worker: WorkerProcess, user: str, name: str, config: dict[str, str]) -> httpx.Response:

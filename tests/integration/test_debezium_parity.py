@@ -23,13 +23,13 @@ import orjson
 import psycopg
 import pytest
 
-from sluice.deploy.debezium import DebeziumFetchError, plugin_path
 from sluice.deploy.kafka_stack import KafkaBroker
 from tests.integration.cdc_helpers import JSON, cdc_config, dbname, libpq, read_events, run_sql, write_connector
 from tests.integration.cdc_helpers import worker as sluice_worker
 from tests.integration.distributed_helpers import cluster_settings, wait_for
 from tests.integration.kafka_connect_peer import KafkaConnectWorker
 from tests.integration.kafka_helpers import ConsumedRecord, unique_topic_name
+from tests.services.debezium import DebeziumFetchError, plugin_path
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,6 @@ change events (``tests/integration/test_unwrap_vectors.py`` checks that correspo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,9 +15,8 @@ import orjson
 import pytest
 
 from tests.integration.cdc_helpers import cdc_config, dbname, read_events, run_sql
-from tests.integration.cdc_helpers import worker as cdc_worker
 from tests.integration.kafka_helpers import unique_topic_name
-from tests.integration.worker_process import WorkerProcess
+from tests.integration.worker_process import WorkerFactory, WorkerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -38,12 +35,8 @@ DEBEZIUM_DOCS_UNWRAP = {
 
 
 @pytest.fixture
-def worker(kafka: Any, tmp_path: Path) -> Iterator[WorkerProcess]:
-    process = cdc_worker(tmp_path, kafka.bootstrap_servers).start()
-    try:
-        yield process
-    finally:
-        process.stop()
+def worker(worker_process: WorkerFactory) -> WorkerProcess:
+    return worker_process(**{"offset.flush.interval.ms": "500"})  # as cdc_helpers.worker sets it
 
 
 def _headers(record: Any) -> dict[str, bytes | None]:

@@ -18,9 +18,9 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from sluice.deploy.opensearch import OpenSearchNode
 from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce, unique_topic_name
 from tests.integration.worker_process import WorkerProcess
+from tests.services.opensearch import OpenSearchNode
 from tests.sizes import size
 
 pytestmark = pytest.mark.integration

@@ -14,17 +14,14 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce, unique_topic_name
-from tests.integration.worker_process import WorkerProcess
+from tests.integration.worker_process import WorkerFactory, WorkerProcess
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def worker(kafka, tmp_path_factory: pytest.TempPathFactory):
-    w = WorkerProcess(tmp_path_factory.mktemp("errors-worker"), kafka.bootstrap_servers, **{"offset.flush.interval.ms": "500"})
-    w.start()
-    yield w
-    assert w.stop() == 0, w.log()
+def worker(module_worker_process: WorkerFactory) -> WorkerProcess:
+    return module_worker_process(**{"offset.flush.interval.ms": "500"})
 
 
 def envelope(text: str) -> bytes:

@@ -58,7 +58,7 @@ class LimitedWorker(WorkerProcess):
             stderr=subprocess.STDOUT,
             cwd=REPO,
             env={**os.environ, **self.env, "PYTHONUNBUFFERED": "1"},
-            preexec_fn=limit,
+            preexec_fn=limit,  # noqa: PLW1509 - only setrlimit, before exec
         )
         self.wait_healthy()
         return self

@@ -1,6 +1,6 @@
 """The Helm chart (deploy/helm/sluice): ``helm lint`` passes, ``helm template`` renders with the default
 values and with every option on, and kubeconform validates the manifests offline against the
-Kubernetes API schema of a named release (deploy.helm_tools.KUBERNETES_VERSION).
+Kubernetes API schema of a named release (tests.services.helm_tools.KUBERNETES_VERSION).
 
 Beyond the schema, what the chart renders is checked with Sluice's own parsers: the worker
 properties are a valid distributed config whose listener is allowed to start, and the connectors
@@ -31,12 +31,12 @@ import pytest
 import yaml
 
 from sluice.cli.connector_files import load_connector_files
-from sluice.deploy.helm_tools import HelmTools, cached_tools
 from sluice.rest.settings import RestSettings
 from sluice.worker.config import with_cli_defaults
 from sluice.worker.distributed.config import DistributedConfig
 from sluice.worker.properties import parse_properties
 from tests.integration.worker_process import free_port
+from tests.services.helm_tools import HelmTools, cached_tools
 
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "sluice"
 ALL_ON = CHART / "ci" / "all-on-values.yaml"

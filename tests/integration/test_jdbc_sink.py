@@ -8,7 +8,6 @@ auto.evolve produced. Every test runs once per dialect.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -33,7 +32,7 @@ from tests.integration.kafka_helpers import (
     produce,
     unique_topic_name,
 )
-from tests.integration.worker_process import WorkerProcess
+from tests.integration.worker_process import WorkerFactory, WorkerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -61,18 +60,14 @@ db = database_fixture()
 
 
 @pytest.fixture
-def worker(kafka: Any, tmp_path: Path) -> Any:
+def worker(worker_process: WorkerFactory) -> WorkerProcess:
     settings: dict[str, Any] = {
         **WORKER_SETTINGS,
         "key.converter": JSON_CONVERTER,
         "value.converter": JSON_CONVERTER,
         "offset.flush.interval.ms": "500",
     }
-    w = WorkerProcess(tmp_path, kafka.bootstrap_servers, **settings).start()
-    try:
-        yield w
-    finally:
-        w.stop()
+    return worker_process(**settings)
 
 
 def _create(worker: WorkerProcess, name: str, config: dict[str, str]) -> None:

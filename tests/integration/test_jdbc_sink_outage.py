@@ -17,7 +17,6 @@ import httpx
 import orjson
 import pytest
 
-from sluice.deploy.postgres import PostgresServer
 from tests.integration.jdbc_helpers import (
     JDBC_SINK,
     JSON_CONVERTER,
@@ -30,6 +29,7 @@ from tests.integration.jdbc_helpers import (
 from tests.integration.kafka_helpers import OutgoingRecord, create_topic, produce, unique_topic_name
 from tests.integration.postgres_fixtures import private_postgres_fixture  # noqa: F401 - the private_postgres fixture
 from tests.integration.worker_process import WorkerProcess
+from tests.services.postgres import PostgresServer
 
 pytestmark = pytest.mark.integration
 

@@ -59,7 +59,7 @@ def test_concurrent_auto_create_keeps_both_writers(db: Database, request: Any, c
                     names_b = tables_b.ensure(conn_b, "race", columns)
                     _insert(conn_b, db, (2, "second", "b@example.com")[: len(names_b)], names_b)
                 outcome["names"] = names_b
-            except Exception as exc:  # reported below, with the database's message
+            except Exception as exc:  # noqa: BLE001 - reported below, with the database's message
                 outcome["error"] = exc
 
         thread = threading.Thread(target=second)

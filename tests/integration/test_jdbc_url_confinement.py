@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.worker_process import WorkerProcess
+from tests.integration.worker_process import WorkerFactory, WorkerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -156,18 +156,13 @@ def outside(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def worker(kafka, tmp_path_factory: pytest.TempPathFactory, data_dir: Path, outside: Path) -> Iterator[WorkerProcess]:
+def worker(module_worker_process: WorkerFactory, data_dir: Path, outside: Path) -> WorkerProcess:
     """Local paths confined to ``data_dir``; libpq's ``PGPASSFILE`` names a wildcard password of the worker's."""
     settings: dict[str, Any] = {"connector.allowed.paths": str(data_dir)}
-    w = WorkerProcess(
-        tmp_path_factory.mktemp("url-worker"),
-        kafka.bootstrap_servers,
+    return module_worker_process(
         env={"PGPASSFILE": str(outside / "worker-pgpass"), "PGSSLCERT": str(outside / "secret.txt")},
         **settings,
     )
-    w.start()
-    yield w
-    assert w.stop() == 0, w.log()
 
 
 @pytest.fixture(scope="module")

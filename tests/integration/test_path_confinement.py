@@ -14,7 +14,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import httpx
 import pytest
 
 from tests.integration.kafka_helpers import consume_all, unique_topic_name
-from tests.integration.worker_process import TEST_PLUGINS, WorkerProcess
+from tests.integration.worker_process import TEST_PLUGINS, WorkerFactory, WorkerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +39,7 @@ def area(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def worker(kafka, area: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+def worker(module_worker_process: WorkerFactory, area: Path) -> WorkerProcess:
     """A worker at the defaults of connector.allowed.paths, with ``area/plugins`` on its plugin path."""
     settings: dict[str, Any] = {
         "connector.allowed.paths": "",  # the default: <state.dir>/data
@@ -48,10 +47,7 @@ def worker(kafka, area: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         "config.providers": "dir",
         "config.providers.dir.param.allowed.paths": str(area / "secrets"),
     }
-    w = WorkerProcess(tmp_path_factory.mktemp("paths-worker"), kafka.bootstrap_servers, **settings)
-    w.start()
-    yield w
-    assert w.stop() == 0, w.log()
+    return module_worker_process(**settings)
 
 
 def data_dir(worker: WorkerProcess) -> Path:

@@ -22,7 +22,6 @@ import httpx
 import orjson
 import pytest
 
-from sluice.deploy.postgres import PostgresServer
 from tests.integration.cdc_helpers import (
     cdc_config,
     confirmed_flush_lsn,
@@ -37,6 +36,7 @@ from tests.integration.cdc_helpers import (
 )
 from tests.integration.kafka_helpers import unique_topic_name
 from tests.integration.postgres_fixtures import ON_PG15_AND_PG18
+from tests.services.postgres import PostgresServer
 from tests.sizes import size
 
 pytestmark = pytest.mark.integration

@@ -18,9 +18,9 @@ import orjson
 import psycopg
 import pytest
 
-from sluice.deploy.postgres import PostgresServer
 from tests.integration.cdc_helpers import cdc_config, dbname, key, read_events, run_sql, value, worker, write_connector
 from tests.integration.kafka_helpers import unique_topic_name
+from tests.services.postgres import PostgresServer
 
 pytestmark = pytest.mark.integration
 

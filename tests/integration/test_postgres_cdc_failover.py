@@ -14,7 +14,6 @@ from sluice.connectors.api import ConfigError
 from sluice.connectors.source.postgres_cdc import catalog
 from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
 from sluice.connectors.source.postgres_cdc.connector import PostgresCdcSourceConnector
-from sluice.deploy.postgres import PostgresServer
 from tests.integration.cdc_helpers import (
     cdc_config,
     dbname,
@@ -27,6 +26,7 @@ from tests.integration.cdc_helpers import (
 )
 from tests.integration.kafka_helpers import unique_topic_name
 from tests.integration.postgres_fixtures import ON_PG15_AND_PG18
+from tests.services.postgres import PostgresServer
 
 pytestmark = pytest.mark.integration
 

@@ -20,11 +20,11 @@ import orjson
 import pytest
 
 from sluice.connectors.source.postgres_cdc.replication import ReplicationStream
-from sluice.deploy.postgres import PostgresServer
 from tests.integration.cdc_helpers import cdc_config, dbname, key, read_events, run_sql, value, worker, write_connector
 from tests.integration.kafka_helpers import unique_topic_name
 from tests.integration.postgres_fixtures import ON_PG15_AND_PG18, skip_without_extension
 from tests.integration.worker_process import WorkerProcess
+from tests.services.postgres import PostgresServer
 
 pytestmark = pytest.mark.integration
 

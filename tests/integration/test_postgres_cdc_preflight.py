@@ -19,10 +19,10 @@ import pytest
 from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
 from sluice.connectors.source.postgres_cdc.connector import PostgresCdcSourceConnector
 from sluice.deploy.kafka_stack import KafkaBroker
-from sluice.deploy.postgres import PostgresError, PostgresServer
 from tests.integration.cdc_helpers import cdc_config, dbname, libpq, run_sql
 from tests.integration.cdc_helpers import worker as sluice_worker
 from tests.integration.postgres_fixtures import ON_PG15_AND_PG18
+from tests.services.postgres import PostgresError, PostgresServer
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,6 @@ import orjson
 import psycopg
 import pytest
 
-from sluice.deploy.postgres import PostgresServer
 from tests.integration.cdc_helpers import (
     BackgroundWriter,
     cdc_config,
@@ -37,6 +36,7 @@ from tests.integration.kafka_helpers import (
     produce,
     unique_topic_name,
 )
+from tests.services.postgres import PostgresServer
 
 
 def signal(bootstrap: str, prefix: str, kind: str, data: dict[str, Any], *, key_: str | None = None) -> None:

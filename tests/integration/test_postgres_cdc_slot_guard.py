@@ -23,11 +23,11 @@ import httpx
 import psycopg
 import pytest
 
-from sluice.deploy.postgres import PostgresServer
 from tests.integration.cdc_helpers import cdc_config, dbname, libpq, run_sql, worker, write_connector
 from tests.integration.kafka_helpers import unique_topic_name
 from tests.integration.postgres_fixtures import ON_PG15_AND_PG18
 from tests.integration.worker_process import WorkerProcess
+from tests.services.postgres import PostgresServer
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from tests.integration.kafka_helpers import consume_all, create_topic, unique_topic_name
-from tests.integration.worker_process import WorkerProcess
+from tests.integration.worker_process import WorkerFactory, WorkerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -38,10 +38,8 @@ def files(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def worker(kafka: Any, tmp_path: Path, files: Path):
-    w = WorkerProcess(
-        tmp_path,
-        kafka.bootstrap_servers,
+def worker(worker_process: WorkerFactory, files: Path) -> WorkerProcess:
+    return worker_process(
         **{
             "task.executor": "process",
             "connector.allowed.paths": str(files),
@@ -49,9 +47,7 @@ def worker(kafka: Any, tmp_path: Path, files: Path):
             "task.shutdown.graceful.timeout.ms": "2000",
             "task.restart.backoff.initial.ms": "300",
         },
-    ).start()
-    yield w
-    assert w.stop() == 0, w.log()
+    )
 
 
 def pids(path: Path) -> dict[int, list[int]]:

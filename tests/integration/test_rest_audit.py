@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ import httpx
 import pytest
 
 from tests.integration.kafka_helpers import consume_all, create_topic, unique_topic_name
-from tests.integration.worker_process import WorkerProcess
+from tests.integration.worker_process import WorkerFactory, WorkerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -35,16 +34,13 @@ def audit_topic(kafka) -> str:
 
 
 @pytest.fixture(scope="module")
-def worker(kafka, audit_topic: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+def worker(module_worker_process: WorkerFactory, audit_topic: str) -> WorkerProcess:
     settings: dict[str, Any] = {
         "rest.auth.basic.users": "alice:alice-pw,victor:victor-pw",
         "rest.auth.roles": "alice:admin,victor:viewer",
         "rest.audit.topic": audit_topic,
     }
-    w = WorkerProcess(tmp_path_factory.mktemp("rest-audit"), kafka.bootstrap_servers, **settings)
-    w.start()
-    yield w
-    assert w.stop() == 0, w.log()
+    return module_worker_process(**settings)
 
 
 def test_writes_and_refusals_reach_the_audit_topic(worker: WorkerProcess, kafka, audit_topic: str, tmp_path: Path) -> None:

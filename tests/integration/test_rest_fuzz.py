@@ -43,7 +43,7 @@ from schemathesis.engine import Status, events, from_schema
 
 from sluice.rest.authz import ACCESS_RULES, Permission
 from tests.integration.kafka_helpers import create_topic, unique_topic_name
-from tests.integration.worker_process import WorkerProcess
+from tests.integration.worker_process import WorkerFactory, WorkerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -60,11 +60,8 @@ JSON = {"content-type": "application/json"}
 
 
 @pytest.fixture(scope="module")
-def worker(kafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    w = WorkerProcess(tmp_path_factory.mktemp("rest-fuzz"), kafka.bootstrap_servers)
-    w.start()
-    yield w
-    assert w.stop() == 0, w.log()
+def worker(module_worker_process: WorkerFactory) -> WorkerProcess:
+    return module_worker_process()
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import orjson
 import pytest
 
 from sluice.deploy.kafka_stack import KafkaBroker
-from tests.integration.worker_process import WorkerProcess
+from tests.integration.worker_process import WorkerFactory, WorkerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -36,15 +35,12 @@ def _worker(workdir: Path, bootstrap: str, settings: dict[str, Any], mode: str =
 
 
 @pytest.fixture(scope="module")
-def worker(kafka: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    process = _worker(tmp_path_factory.mktemp("transport"), kafka.bootstrap_servers, {
+def worker(module_worker_process: WorkerFactory) -> WorkerProcess:
+    return module_worker_process(**{
         "rest.request.header.timeout.ms": str(int(HEADER_TIMEOUT_S * 1000)),
         "rest.request.body.timeout.ms": str(int(BODY_TIMEOUT_S * 1000)),
         "rest.connections.per.client.max": str(PER_CLIENT_MAX),
     })
-    process.start()
-    yield process
-    assert process.stop() == 0, process.log()
 
 
 def _client(worker: WorkerProcess, source: str) -> httpx.Client:

@@ -13,9 +13,9 @@ import httpx
 import orjson
 import pytest
 
-from sluice.deploy.s3_server import S3Server
 from tests.integration.kafka_helpers import consume_all, create_topic, unique_topic_name
 from tests.integration.worker_process import WorkerProcess
+from tests.services.s3_server import S3Server
 
 pytestmark = pytest.mark.integration
 

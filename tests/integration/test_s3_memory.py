@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from sluice.deploy.s3_server import S3Server
+from tests.services.s3_server import S3Server
 
 pytestmark = pytest.mark.integration
 

@@ -15,9 +15,9 @@ import httpx
 import orjson
 import pytest
 
-from sluice.deploy.s3_server import S3Server
 from tests.integration.kafka_helpers import OutgoingRecord, create_topic, produce, unique_topic_name
 from tests.integration.test_s3_sink import S3_SINK, _deploy, _objects, _wait_committed, _worker
+from tests.services.s3_server import S3Server
 
 pytestmark = pytest.mark.integration
 

@@ -24,10 +24,10 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from sluice.connectors.api.schema import INT64_SCHEMA, OPTIONAL_STRING_SCHEMA, Decimal, Schema, Timestamp
 from sluice.converters.avro import AvroConverter
-from sluice.deploy.s3_server import S3Server
 from sluice.deploy.schema_registry import SchemaRegistryServer
 from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce, unique_topic_name
 from tests.integration.worker_process import WorkerProcess
+from tests.services.s3_server import S3Server
 
 pytestmark = pytest.mark.integration
 

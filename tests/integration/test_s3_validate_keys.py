@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sluice.connectors.s3_common.storage import S3Connection, bucket_problems
-from sluice.deploy.s3_server import S3Server
+from tests.services.s3_server import S3Server
 
 pytestmark = pytest.mark.integration
 

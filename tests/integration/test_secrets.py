@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import httpx
 import pytest
 
 from tests.integration.kafka_helpers import consume_all, wait_topic
-from tests.integration.worker_process import WorkerProcess, free_port
+from tests.integration.worker_process import WorkerFactory, WorkerProcess, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -26,16 +25,11 @@ SECRET = f"sluice-secret-{uuid.uuid4().hex}"
 
 
 @pytest.fixture(scope="module")
-def worker(kafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    w = WorkerProcess(
-        tmp_path_factory.mktemp("secrets-worker"),
-        kafka.bootstrap_servers,
+def worker(module_worker_process: WorkerFactory) -> WorkerProcess:
+    return module_worker_process(
         env={"SLUICE_TEST_SECRET": SECRET},
         **{"config.providers": "env", "config.providers.env.param.allowlist.pattern": "SLUICE_TEST_.*"},
     )
-    w.start()
-    yield w
-    assert w.stop() == 0, w.log()
 
 
 def full_log(worker: WorkerProcess) -> str:

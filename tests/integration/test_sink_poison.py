@@ -40,7 +40,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from sluice.connectors.sink.elasticsearch.mapping import index_name
 from tests.integration.jdbc_helpers import JDBC_SINK, Database
 from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce
-from tests.integration.worker_process import WorkerProcess
+from tests.integration.worker_process import WorkerFactory, WorkerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -256,18 +256,14 @@ def _task(worker: WorkerProcess, name: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def worker(kafka: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    w = WorkerProcess(
-        tmp_path_factory.mktemp("poison-worker"),
-        kafka.bootstrap_servers,
+def worker(module_worker_process: WorkerFactory) -> WorkerProcess:
+    return module_worker_process(
         **{
             "task.executor": "thread",
             "offset.flush.interval.ms": "500",
             "producer.message.max.bytes": str(BIG),  # the DLQ producer: a 5 MB record may go there
         },
-    ).start()
-    yield w
-    w.stop()
+    )
 
 
 @pytest.fixture(scope="module")

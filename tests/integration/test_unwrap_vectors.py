@@ -32,10 +32,10 @@ from sluice.connectors.api import (
 )
 from sluice.converters.header import SimpleHeaderConverter
 from sluice.converters.json import JsonConverter
-from sluice.deploy.debezium import ensure_debezium_jars
-from sluice.deploy.kafka_jars import ensure_connect_jars
 from sluice.deploy.kafka_stack import find_java
 from sluice.transforms import ExtractNewRecordState
+from tests.services.debezium import ensure_debezium_jars
+from tests.services.kafka_connect import ensure_connect_jars
 
 pytestmark = pytest.mark.integration
 

@@ -41,7 +41,7 @@ class _SecretHttp(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:
+    def log_message(self, *args: Any) -> None:
         pass
 
 

@@ -65,6 +65,10 @@ def test_the_wheel_claims_only_the_sluice_import_name(wheel: Path) -> None:
         "sluice/deploy/kafka/pom.xml",
     ):
         assert module in names
+    # The launchers of the services only the tests start (tests/services/) ship under no name.
+    launchers = {path.name for path in (ROOT / "tests" / "services").glob("*.py")} - {"__init__.py"}
+    shipped = [name for name in names if name.rsplit("/", 1)[-1] in launchers]
+    assert launchers and not shipped, f"test-service launchers in the wheel: {shipped}"
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     targets = re.findall(r"=\s*([\w.]+):", entry_points)
     assert targets and all(t.startswith("sluice.") for t in targets), entry_points

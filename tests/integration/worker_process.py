@@ -1,4 +1,10 @@
-"""A standalone worker run as a real process, for tests that kill it and restart it."""
+"""A standalone worker run as a real process, for tests that kill it and restart it.
+
+Tests that only need a running worker take one from the ``worker_process`` fixture (or
+``module_worker_process``, shared by a module's tests): ``worker_process(**settings)`` starts a
+:class:`WorkerProcess` with those settings and stops it when the fixture's scope ends, failing the
+test if it does not exit cleanly.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +16,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
+import pytest
+
+from sluice.deploy.kafka_stack import KafkaBroker
 
 #: The package of test-only plugins, as a plugin.path entry (scanned as ``tests.plugins``).
 TEST_PLUGINS = str(Path(__file__).resolve().parents[1] / "plugins")
@@ -157,3 +167,35 @@ class WorkerProcess:
                     raise AssertionError(f"connector {connector} failed: {orjson.dumps(body).decode()}")
             time.sleep(0.2)
         raise AssertionError(f"connector {connector} not running after {timeout}s: {body}\n{self.log()}")
+
+
+#: ``(env=…, tls_ca=…, mode=…, **settings) -> WorkerProcess``: starts a worker, as :class:`WorkerProcess` takes them.
+WorkerFactory = Callable[..., WorkerProcess]
+
+
+def _started_workers(workdir: Callable[[], Path], bootstrap: str) -> Iterator[WorkerFactory]:
+    """A factory that starts workers in ``workdir()``; once the caller is done, every one is
+    stopped (all of them before any failure is reported) and must have exited with 0."""
+    started: list[WorkerProcess] = []
+
+    def start(**options: Any) -> WorkerProcess:
+        worker = WorkerProcess(workdir(), bootstrap, **options)
+        started.append(worker)
+        return worker.start()
+
+    yield start
+    exits = [(worker, worker.stop()) for worker in started]
+    for worker, code in exits:
+        assert code == 0, worker.log()
+
+
+@pytest.fixture
+def worker_process(kafka: KafkaBroker, tmp_path: Path) -> Iterator[WorkerFactory]:
+    """Workers on the session's broker in the test's ``tmp_path``, stopped after the test."""
+    yield from _started_workers(lambda: tmp_path, kafka.bootstrap_servers)
+
+
+@pytest.fixture(scope="module")
+def module_worker_process(kafka: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerFactory]:
+    """Workers the tests of a module share, each in a directory of its own, stopped after the module."""
+    yield from _started_workers(lambda: tmp_path_factory.mktemp("worker"), kafka.bootstrap_servers)

@@ -26,7 +26,7 @@ from sluice.worker.herder import BadRequest, Forbidden
 if TYPE_CHECKING:
     from sluice.connectors.backfill.cdc_owner import TopicOwner
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 class ConnectorDirectory(Protocol):
@@ -87,7 +87,7 @@ class HandoffGuard:
             if not owner.transformed:
                 raise BadRequest(refusal(topic, owner))
             text = warning(topic, owner)
-            logger.warning("Backfill %s: %s", spec.id, text)
+            log.warning("Backfill %s: %s", spec.id, text)
             warnings.append(text)
         return warnings
 

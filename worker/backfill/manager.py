@@ -1,7 +1,7 @@
 """The worker's backfill jobs: submit, run on a thread each, report, cancel, and run on schedules.
 
-:class:`BackfillManager` is the façade the REST routes and the CLI reach (it hangs off the FastAPI
-app's state next to the herder). It owns:
+:class:`BackfillManager` is the façade the REST routes and the CLI reach. The herder builds it,
+starts it once its stores are up and stops it before they stop; the REST app is handed it. It owns:
 
 * the :class:`~worker.backfill.store.BackfillStore` (specs, schedules, last state);
 * one runner thread per active run, calling :func:`sluice.connectors.backfill.run_job` — imported lazily,
@@ -39,7 +39,7 @@ from sluice.worker.backfill.progress import RunTracker
 from sluice.worker.backfill.store import BackfillStore, FileBackfillStore, MemoryBackfillStore, StoredJob
 from sluice.worker.herder import BadRequest, Conflict
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 #: What runs a spec; tests swap it for a fake. Signature of :func:`sluice.connectors.backfill.run_job`.
 JobRunner = Callable[[Any, Any, RunTracker, str], dict[str, Any]]
@@ -85,8 +85,8 @@ class BackfillManager:
         self._active: dict[str, tuple[RunTracker, threading.Thread]] = {}
         self._scheduler: Any = None
         self._started = False
-        #: Refuses specs that write a CDC connector's topic without ``target.cdc``; set by the REST
-        #: layer, which knows the herder (a manager without one, e.g. the local CLI's, checks nothing).
+        #: Refuses specs that write a CDC connector's topic without ``target.cdc``; set by the herder
+        #: that owns the manager (a manager without one, e.g. the local CLI's, checks nothing).
         self.handoff_guard: HandoffGuard | None = None
 
     @classmethod
@@ -144,9 +144,7 @@ class BackfillManager:
             if self._started:
                 return
             self._started = True
-            store_start = getattr(self.store, "start", None)
-            if store_start is not None:
-                store_start()
+            self.store.start()
             self._scheduler = BackgroundScheduler(daemon=True, job_defaults={"coalesce": True, "max_instances": 1})
             self._scheduler.start()
         for job in self.store.list():
@@ -157,7 +155,7 @@ class BackfillManager:
             try:
                 self._schedule(job.id, job.spec.get("schedule"))
             except Exception:
-                logger.exception("Cannot restore the schedule of backfill %s", job.id)
+                log.exception("Cannot restore the schedule of backfill %s", job.id)
 
     def stop(self) -> None:
         """Cancel running jobs, stop the scheduler and the SparkSession."""
@@ -173,9 +171,8 @@ class BackfillManager:
             thread.join(timeout=10)  # runner threads are daemons; a stuck one must not block the exit
         if self._provider is not None:
             self._provider.stop()
-        store_stop = getattr(self.store, "stop", None)
-        if store_stop is not None and scheduler is not None:
-            store_stop()
+        if scheduler is not None:  # started, so its store was too
+            self.store.stop()
 
     def _ran_here(self, status: Mapping[str, Any]) -> bool:
         """Whether a stored run is (or was) this worker's: always in standalone mode."""
@@ -281,7 +278,7 @@ class BackfillManager:
         if active is not None:
             self._cancel_tracker(active[0])
         elif elsewhere is not None and job.status.get("run_id"):
-            logger.info("Asking worker %s to cancel backfill %s", elsewhere, job_id)
+            log.info("Asking worker %s to cancel backfill %s", elsewhere, job_id)
             job.cancel_run = str(job.status["run_id"])
             self.store.put(job)
         return self.get(job_id)
@@ -312,7 +309,7 @@ class BackfillManager:
         try:
             self._canceller(self._provider, tracker.job_group)
         except Exception:
-            logger.warning("Cancelling Spark job group %s failed", tracker.job_group, exc_info=True)
+            log.warning("Cancelling Spark job group %s failed", tracker.job_group, exc_info=True)
 
     def _on_store_change(self, job_id: str) -> None:
         """Another worker (or this one) wrote the job: follow its schedule, honour a cancel request
@@ -321,12 +318,12 @@ class BackfillManager:
         # Not under self._lock: submit() holds it while it waits for this reader to read its write back.
         active = self._active.get(job_id)
         if active is not None and (job is None or job.cancel_run == active[0].run_id) and not active[0].cancelled:
-            logger.info("Backfill %s: cancelling run %s as another worker asked", job_id, active[0].run_id)
+            log.info("Backfill %s: cancelling run %s as another worker asked", job_id, active[0].run_id)
             self._cancel_tracker(active[0])
         try:
             self._schedule(job_id, job.spec.get("schedule") if job is not None else None)
         except ConfigError:
-            logger.warning("Backfill %s has an invalid schedule; not scheduled here", job_id)
+            log.warning("Backfill %s has an invalid schedule; not scheduled here", job_id)
 
     def _schedule(self, job_id: str, schedule: Mapping[str, Any] | None) -> None:
         scheduler = self._scheduler
@@ -351,18 +348,18 @@ class BackfillManager:
 
     def _scheduled_run(self, job_id: str) -> None:
         if self._is_leader is not None and not self._is_leader():
-            logger.debug("Backfill %s is due; the leader runs it", job_id)
+            log.debug("Backfill %s is due; the leader runs it", job_id)
             return
         job = self.store.get(job_id)
         if job is None:
             return
         with self._lock:
             if job_id in self._active:
-                logger.warning("Backfill %s is still running; skipping its scheduled run", job_id)
+                log.warning("Backfill %s is still running; skipping its scheduled run", job_id)
                 return
             elsewhere = self._running_elsewhere(job_id)
             if elsewhere is not None:
-                logger.warning("Backfill %s is still running on worker %s; skipping its scheduled run", job_id, elsewhere)
+                log.warning("Backfill %s is still running on worker %s; skipping its scheduled run", job_id, elsewhere)
                 return
             self._start_run(job_id, parse_spec(job.spec))
 
@@ -382,7 +379,7 @@ class BackfillManager:
 
     def _run(self, job_id: str, spec: Any, tracker: RunTracker) -> None:
         tracker.set_state(JobState.RUNNING)
-        logger.info("Backfill %s (%s) started as run %s", job_id, spec.kind, tracker.run_id)
+        log.info("Backfill %s (%s) started as run %s", job_id, spec.kind, tracker.run_id)
         try:
             provider = self._provider_for_run()
             summary = self._runner(provider, spec, tracker, self.bootstrap_servers)
@@ -390,17 +387,17 @@ class BackfillManager:
                 tracker.set_state(JobState.CANCELLED, error="cancelled")
             else:
                 tracker.set_state(JobState.SUCCEEDED, details=summary)
-                logger.info("Backfill %s succeeded: %s", job_id, summary)
+                log.info("Backfill %s succeeded: %s", job_id, summary)
         except BackfillCancelled:
             tracker.set_state(JobState.CANCELLED, error="cancelled")
-            logger.info("Backfill %s cancelled", job_id)
-        except Exception as exc:
+            log.info("Backfill %s cancelled", job_id)
+        except Exception as exc:  # noqa: BLE001 - the job's failure, recorded in its state
             message = str(exc) or type(exc).__name__
             if tracker.cancelled:
                 tracker.set_state(JobState.CANCELLED, error="cancelled")
             else:
                 tracker.set_state(JobState.FAILED, error=message)
-                logger.error("Backfill %s failed: %s", job_id, message)
+                log.error("Backfill %s failed: %s", job_id, message)
         finally:
             with self._lock:
                 if self._active.get(job_id, (None,))[0] is tracker:

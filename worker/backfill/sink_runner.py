@@ -3,11 +3,14 @@
 This is how a topic range is reprocessed into a sink (and exported to S3 with the S3 sink's layout)
 without touching the live connector: Spark's Kafka data source reads the range in the JVM, one
 Spark partition per Kafka partition in offset order; each partition's rows arrive here as Arrow
-batches (in a Spark Python worker), are converted with the connector's own converters and
-transforms, and handed to a task of the connector. Nothing commits offsets anywhere.
+batches (in a Spark Python worker), are converted with the connector's own converters (into the
+batches the worker's sink runner builds, :class:`~sluice.worker.runners.sink_batches.SinkBatchBuilder`)
+and transforms, and handed to a task of the connector. Nothing commits offsets anywhere.
 
 The order of calls matches the worker's sink runner: ``start`` → ``open`` → ``put``… →
-``flush`` / ``pre_commit`` → ``close`` → ``stop``. Transforms run per record, as in the stream.
+``flush`` / ``pre_commit`` → ``close`` → ``stop``, with ``end_of_input`` before the last flush:
+a range ends, so the task writes what it held back for more records. Transforms run per record,
+as in the stream.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from sluice.connectors.api import ConnectError, LocalFiles, SinkRecordBatch, Sin
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
 from sluice.worker.config import WorkerConfig
+from sluice.worker.runners.sink_batches import ReadColumns, SinkBatchBuilder
 from sluice.worker.transform_chain import build_chain
 from sluice.worker.worker import Worker
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 class _Context:
@@ -75,7 +79,7 @@ class InProcessSink:
         )
         validated = worker.validate(dict(config))
         resolved = worker.resolve(validated.raw)
-        self._key, self._value, self._header = worker._converters(validated.common, resolved)
+        self._batches = SinkBatchBuilder(*worker._converters(validated.common, resolved))
         self._chain = build_chain(resolved, worker.plugins)
         connector = validated.connector_class()
         connector.start(validated.own)
@@ -109,24 +113,8 @@ class InProcessSink:
         headers: Sequence[Sequence[tuple[str, bytes | None]] | None],
     ) -> None:
         """Convert one batch of raw records (one topic) and put it."""
-        key_schemas, key_data = self._key.to_connect_batch(topic, list(keys))
-        value_schemas, value_data = self._value.to_connect_batch(topic, list(values))
-        convert = self._header.to_connect_header
-
-        def load(column: str) -> list[Any]:
-            if column == "partition":
-                return list(partitions)
-            if column == "kafka_offset":
-                return list(offsets)
-            if column == "timestamp":
-                return list(timestamps)
-            if column == "timestamp_type":
-                return [0 if t is None else 1 for t in timestamps]
-            if column == "headers":
-                return [tuple((k, convert(topic, k, v).value) for k, v in h) if h else None for h in headers]
-            raise KeyError(column)
-
-        batch = SinkRecordBatch(topic, value_data, value_schemas, key_data, key_schemas, load)
+        consumed = ReadColumns(partitions, offsets, timestamps, headers)
+        batch = self._batches.build(topic, list(keys), list(values), consumed)
         if self._chain is None:
             self.task.put(batch)
         else:
@@ -137,7 +125,7 @@ class InProcessSink:
 
     def finish(self, next_offsets: Mapping[TopicPartition, int]) -> None:
         """Flush what the task holds and close it (as a runner stopping after its last poll)."""
-        _end_of_input(self.task, next_offsets)
+        self.task.end_of_input(dict(next_offsets))
         self.task.flush(dict(next_offsets))
         self.task.pre_commit(dict(next_offsets))
         self.task.close(self._tps)
@@ -149,36 +137,9 @@ class InProcessSink:
             try:
                 self.task.stop()
             except Exception:
-                logger.warning("Stopping the backfill sink task failed", exc_info=True)
+                log.warning("Stopping the backfill sink task failed", exc_info=True)
         if self._chain is not None:
             self._chain.close()
-
-
-def _end_of_input(task: SinkTask, next_offsets: Mapping[TopicPartition, int]) -> None:
-    """Commit what a sink holds back for more input: a bounded range has no more.
-
-    A streaming S3 sink keeps a partial object open until ``flush.size`` or a rotation, and
-    aborts it on close (the records are consumed again later). A backfill's range ends, so its
-    tail is committed as the object the stream would eventually have written (the key depends only
-    on the start offset). Other sinks write on ``flush``.
-    """
-    writers = getattr(task, "writers", None)
-    if not isinstance(writers, dict):
-        return
-    lock = getattr(task, "_lock", None)
-    with lock if lock is not None else _NoLock():
-        for tp, writer in writers.items():
-            if hasattr(writer, "rotate_all") and hasattr(writer, "drain") and tp in next_offsets:
-                writer.rotate_all(next_offsets[tp])
-                writer.drain(wait=True)
-
-
-class _NoLock:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
 
 
 def sink_partition_function(name: str, config: Mapping[str, Any], bootstrap_servers: str) -> Any:

@@ -49,6 +49,14 @@ class StoredJob:
 class BackfillStore(Protocol):
     """Persistence of backfill jobs. Implementations are thread-safe."""
 
+    def start(self) -> None:
+        """Load what is stored (a topic is read to its end); called by the manager's start."""
+        ...
+
+    def stop(self) -> None:
+        """Let go of what :meth:`start` opened; called by the manager's stop after a start."""
+        ...
+
     def list(self) -> list[StoredJob]:
         """Every stored job, ordered by id."""
         ...
@@ -89,6 +97,12 @@ class MemoryBackfillStore(JobMapReads):
     def __init__(self) -> None:
         self._jobs: dict[str, StoredJob] = {}
         self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Nothing to open: the jobs are in memory (a file store read its file when built)."""
+
+    def stop(self) -> None:
+        """Nothing to close: a file store wrote its file on every change."""
 
     def put(self, job: StoredJob) -> None:
         with self._lock:

@@ -9,7 +9,7 @@ from sluice.connectors.backfill.context import JobContext
 from sluice.connectors.backfill.topic_range import read_range, resolve_range
 from sluice.worker.backfill.sink_runner import InProcessSink, sink_partition_function
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 def run_topic_to_sink(
@@ -35,7 +35,7 @@ def run_topic_to_sink(
             bytes_acc.add(out.column(1)[0].as_py())
             yield out
 
-    logger.info("Reprocessing %s partitions %s (%d records) into %s", rng.topic, rng.partitions, rng.total, sink_config.get("connector.class"))
+    log.info("Reprocessing %s partitions %s (%d records) into %s", rng.topic, rng.partitions, rng.total, sink_config.get("connector.class"))
     stats = df.mapInArrow(counted, "rows long, bytes long").groupBy().sum("rows", "bytes").collect()
     rows = int(stats[0][0] or 0) if stats else 0
     size = int(stats[0][1] or 0) if stats else 0

@@ -15,13 +15,17 @@ It is the herder core (:class:`~sluice.worker.herder.core.HerderCore`) over the 
 
 REST calls run on the server's threads: reads come from this worker's copies of the topics;
 writes are performed by the leader, so a follower forwards them (:mod:`sluice.worker.distributed.forwarding`).
+
+Backfill jobs live in the cluster's ``sluice.storage.topic`` and only the leader fires their
+schedules (:meth:`~sluice.worker.backfill.BackfillManager.for_cluster`); their manager starts with
+the herder, once the topic is known to exist, and stops before it.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from sluice.offsets.kafka import KafkaOffsetStore
+from sluice.worker.backfill import BackfillManager
+from sluice.worker.backfill.handoff_guard import HandoffGuard
 from sluice.worker.distributed.cluster import ClusterAssignment
 from sluice.worker.distributed.config import DistributedConfig
 from sluice.worker.distributed.config_store import KafkaConfigStore
@@ -70,7 +74,22 @@ class DistributedHerder(HerderCore):
         self.cluster = ClusterAssignment(
             config, configs, status, self.membership, worker.offset_store, running=lambda: self.ready
         )
-        super().__init__(worker, configs, status, self.cluster)
+        #: The cluster's backfill jobs (``/backfills``); it lives as long as the herder.
+        self.backfills = BackfillManager.for_cluster(
+            config.raw,
+            # Not the config topic, whose unknown keys a Connect worker logs as errors (read for
+            # the jobs an earlier Sluice kept there).
+            topic=config.sluice_topic,
+            legacy_topic=config.config_storage_topic,
+            bootstrap_servers=bootstrap,
+            client_id=client_id,
+            worker_id=config.worker_id,
+            is_leader=lambda: self.membership.is_leader,
+            producer_overrides=producer,
+            consumer_overrides=consumer,
+        )
+        self.backfills.handoff_guard = HandoffGuard(self)
+        super().__init__(worker, configs, status, self.cluster, parts=[self.backfills])
         self.configs: KafkaConfigStore = configs
         self.status: KafkaStatusStore = status
 
@@ -79,22 +98,3 @@ class DistributedHerder(HerderCore):
 
     def _topics_reset(self, connector: str) -> None:
         self.work.topics_reset(connector)
-
-    def rebalance_metrics(self) -> dict[str, float]:
-        """Connect's ``connect-worker-rebalance-metrics`` (numeric attributes) for ``GET /metrics``."""
-        return self.cluster.rebalance_metrics()
-
-    def backfill_cluster(self) -> dict[str, Any]:
-        """Where backfill jobs live in this cluster and who fires schedules (:meth:`BackfillManager.for_cluster`)."""
-        return {
-            # Not the config topic, whose unknown keys a Connect worker logs as errors (read for
-            # the jobs an earlier Sluice kept there).
-            "topic": self.config.sluice_topic,
-            "legacy_topic": self.config.config_storage_topic,
-            "bootstrap_servers": self.config.bootstrap_servers,
-            "client_id": self._client_id(),
-            "worker_id": self.config.worker_id,
-            "is_leader": lambda: self.membership.is_leader,
-            "producer_overrides": security_settings(self.config.prefixed("producer.")),
-            "consumer_overrides": security_settings(self.config.prefixed("consumer.")),
-        }

@@ -205,10 +205,21 @@ class Herder(abc.ABC):
     def validate_connector_config(self, plugin: str, config: Mapping[str, Any]) -> dict[str, Any]:
         """Connect's ``ConfigInfos`` for ``config`` validated as a ``plugin`` connector."""
 
+    @property
+    def ready(self) -> bool:
+        """Whether the herder has started and is not stopping (``GET /health`` says "starting" until
+        then). A herder with nothing to start is ready at once."""
+        return True
+
     def health(self) -> Health:
         """``GET /health`` (KIP-1017). Called on a REST thread; returns within about
         :data:`HEALTH_TIMEOUT_S` even when the herder is stuck."""
-        return HEALTHY if getattr(self, "ready", True) else STARTING
+        return HEALTHY if self.ready else STARTING
+
+    def rebalance_metrics(self) -> Mapping[str, float]:
+        """Connect's ``connect-worker-rebalance-metrics`` (numeric attributes) for ``GET /metrics``:
+        a cluster member's; none for a worker that belongs to no group."""
+        return {}
 
     def worker_settings(self) -> Mapping[str, Any]:
         """The worker's raw configuration (the REST layer reads its ``rest.*``/``listeners.*`` keys)."""

@@ -81,7 +81,7 @@ def call_with_timeout(fn: Callable[[], T], what: str, connector: str, timeout: f
         set_context(connector)
         try:
             result.append(fn())
-        except BaseException as exc:  # re-raised on the caller's thread
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
             error.append(exc)
 
     thread = threading.Thread(target=target, name=f"connector-{connector}", daemon=True)

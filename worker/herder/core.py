@@ -12,7 +12,9 @@ topics are read — over three parts that differ between the modes:
 
 The work running here follows the store (:class:`~sluice.worker.herder.work.HostedWork`), on the
 herder's tick thread and, when the strategy says writes are ``inline`` (standalone), right after
-the write on the caller's thread, so the answer already shows the change.
+the write on the caller's thread, so the answer already shows the change. Parts of the worker that
+live as long as the herder (:class:`HerderPart`: the backfill manager) start once the stores are up
+and stop before them.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 from confluent_kafka.admin import AdminClient
@@ -64,6 +66,15 @@ def _path(name: str, suffix: str = "") -> str:
     return f"/connectors/{quote(name, safe='')}{suffix}"
 
 
+class HerderPart(Protocol):
+    """A part of the worker that lives as long as its herder: started once the herder's stores are
+    up, stopped before they stop (the backfill manager, whose jobs may live in the cluster's topic)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 def security_settings(overrides: Mapping[str, Any]) -> dict[str, Any]:
     """The security settings among a client's ``producer.``/``consumer.``/``admin.`` keys."""
     return {k: v for k, v in overrides.items() if k.startswith(("security.", "ssl.", "sasl."))}
@@ -72,7 +83,14 @@ def security_settings(overrides: Mapping[str, Any]) -> dict[str, Any]:
 class HerderCore(Herder):
     """The herder of either mode: see the module's docstring."""
 
-    def __init__(self, worker: Worker, store: ConfigStore, status: StatusStore, strategy: AssignmentStrategy) -> None:
+    def __init__(
+        self,
+        worker: Worker,
+        store: ConfigStore,
+        status: StatusStore,
+        strategy: AssignmentStrategy,
+        parts: Sequence[HerderPart] = (),
+    ) -> None:
         self.worker = worker
         self.configs = store
         self.status = status
@@ -91,9 +109,7 @@ class HerderCore(Herder):
         #: operation holding the herder) may take before ``GET /health`` calls the worker unhealthy.
         self._ticked_at = time.monotonic()
         self.health_timeout_s = HEALTH_TIMEOUT_S
-        #: Run once the stores are up / before they stop (the backfill manager: rest/routes/backfills.py).
-        self.after_start: list[Callable[[], None]] = []
-        self.before_stop: list[Callable[[], None]] = []
+        self._parts = tuple(parts)
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -106,11 +122,11 @@ class HerderCore(Herder):
         self._thread = threading.Thread(target=self._run, name="herder-tick", daemon=True)
         self._thread.start()
         self._started.set()
-        for hook in self.after_start:
+        for part in self._parts:
             try:
-                hook()
-            except Exception:
-                log.exception("A start hook failed")
+                part.start()
+            except Exception:  # the connectors run on without it; its own API reports what is missing
+                log.exception("Could not start %s", type(part).__name__)
         log.info("Herder started as worker %s", self.worker_id)
 
     def stop(self) -> None:
@@ -120,11 +136,11 @@ class HerderCore(Herder):
                 return
             self.work.stopping.set()
         self._wake.set()
-        for hook in self.before_stop:
+        for part in self._parts:
             try:
-                hook()
+                part.stop()
             except Exception:
-                log.exception("A stop hook failed")
+                log.exception("Could not stop %s", type(part).__name__)
         if self._thread is not None:
             self._thread.join(30)
         self.restarter.close()
@@ -171,12 +187,15 @@ class HerderCore(Herder):
                     {"bootstrap.servers": config.bootstrap_servers, **security_settings(config.prefixed("admin."))}
                 )
                 self._cluster_id = admin.list_topics(timeout=5).cluster_id
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the cluster id is optional; logged
                 log.debug("Cannot read the Kafka cluster id: %s", exc)
         return self._cluster_id
 
     def set_cluster_logger_level(self, name: str, level: str) -> None:
         self.strategy.set_cluster_logger_level(name, level)
+
+    def rebalance_metrics(self) -> Mapping[str, float]:
+        return self.strategy.rebalance_metrics()
 
     def _run(self) -> None:
         while not self.work.stopping.is_set():

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from sluice.worker.outages import DegradedNotice
 from sluice.worker.restarts import TaskRestarter
-from sluice.worker.runners import WorkerTask
+from sluice.worker.runners import TaskRunner
 from sluice.worker.status import ConnectorTaskId, State, Status, StatusStore
 from sluice.worker.task_metrics import StartupCounters
 
@@ -31,9 +31,9 @@ class StatusReporter:
         restarter: TaskRestarter,
         startups: StartupCounters,
         trace: Callable[[str, BaseException], str],
-        live_runner: Callable[[ConnectorTaskId], WorkerTask | None],
+        live_runner: Callable[[ConnectorTaskId], TaskRunner | None],
         restarts_allowed: Callable[[ConnectorTaskId], bool],
-        auto_restart: Callable[[ConnectorTaskId, WorkerTask | None], None],
+        auto_restart: Callable[[ConnectorTaskId, TaskRunner | None], None],
         may_report: Callable[[], bool] = lambda: True,
     ) -> None:
         self.worker_id = worker_id

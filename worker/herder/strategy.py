@@ -101,6 +101,9 @@ class AssignmentStrategy(Protocol):
 
     def set_cluster_logger_level(self, name: str, level: str) -> None: ...
 
+    def rebalance_metrics(self) -> Mapping[str, float]:
+        """Connect's ``connect-worker-rebalance-metrics`` of this worker's group (none without one)."""
+
 
 class LocalAssignment:
     """A cluster of one: everything runs here, and every write is performed here at once.
@@ -202,3 +205,7 @@ class LocalAssignment:
         if value is None:
             raise BadRequest(f"Invalid log level '{level}'.")
         LOGGER_LEVELS.set(name, value)
+
+    def rebalance_metrics(self) -> Mapping[str, float]:
+        """No group, so no rebalances to report."""
+        return {}

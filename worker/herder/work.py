@@ -34,7 +34,7 @@ from sluice.worker.herder.strategy import AssignmentStrategy
 from sluice.worker.logcontext import set_context
 from sluice.worker.masking import mask_text
 from sluice.worker.restarts import TaskRestarter
-from sluice.worker.runners import WorkerTask
+from sluice.worker.runners import TaskRunner
 from sluice.worker.status import ConnectorTaskId, State, Status, StatusStore, TargetState, format_trace, scrub_secrets
 from sluice.worker.worker import ValidatedConnector, Worker
 
@@ -54,7 +54,7 @@ class _RunningConnector:
 
 @dataclass
 class _RunningTask:
-    runner: WorkerTask
+    runner: TaskRunner
     config: dict[str, Any]
     target: TargetState
     #: the connector config's version the task started with: a new config restarts the task even
@@ -361,7 +361,7 @@ class HostedWork:
                 raise ConfigError(
                     f"Connector {name} generated {len(configs)} task configs, more than tasks.max={max_tasks}", key="tasks.max"
                 )
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a connector's bug fails that connector, not the herder
             self.connector_failed(name, exc)
             return
         # Stored with the connector's placeholders (resolved again at task start) and with the keys a
@@ -475,14 +475,14 @@ class HostedWork:
 
     # -- automatic restarts (the status reporter's callbacks) ----------------------------------------------------
 
-    def _live_runner(self, task_id: ConnectorTaskId) -> WorkerTask | None:
+    def _live_runner(self, task_id: ConnectorTaskId) -> TaskRunner | None:
         running = self._tasks.get(task_id)
         return running.runner if running else None
 
     def _restarts_allowed(self, task_id: ConnectorTaskId) -> bool:
         return not self.stopping.is_set() and task_id.connector in self.store.snapshot().connectors
 
-    def _auto_restart(self, task_id: ConnectorTaskId, failed: WorkerTask | None) -> None:
+    def _auto_restart(self, task_id: ConnectorTaskId, failed: TaskRunner | None) -> None:
         """Timer callback of :class:`TaskRestarter`: restart the task if it is still the failed run here."""
         set_context(task_id.connector, task_id.task)
         with self.lock:

@@ -1,4 +1,9 @@
-"""The lifecycle state machine shared by source and sink task runners."""
+"""What the herder drives (:class:`TaskRunner`) and the lifecycle state machine that the source and
+sink runners of this process share (:class:`WorkerTask`).
+
+The runners themselves compose their other parts (offsets, retries and tolerance, redelivery) as
+collaborators; the base class here carries behaviour only: it sets every attribute it reads.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ from sluice.worker.outages import (
 )
 from sluice.worker.status import ConnectorTaskId, TargetState
 from sluice.worker.task_metrics import TaskMetrics, register
-from sluice.worker.tracing import BatchTracer
+from sluice.worker.tracing import BatchTracer, batch_tracer
 
 log = logging.getLogger(__name__)
 
@@ -49,16 +54,60 @@ class TaskStatusListener(Protocol):
         """RUNNING again without the degraded trace."""
 
 
+class TaskRunner(Protocol):
+    """One task as the herder sees it, whichever executor runs it: a thread of this process
+    (:class:`WorkerTask`) or a thread of a task host process
+    (:class:`~sluice.worker.process_executor.ProcessTaskRunner`).
+
+    The herder calls everything here from its own threads (and the metrics scrape calls
+    :meth:`metrics_snapshot` from the REST server's); none of it blocks on the task except
+    :meth:`await_stop`.
+    """
+
+    id: ConnectorTaskId
+    #: Topics the task produced to or consumed from (KIP-558); the herder reads them and resets
+    #: them with :meth:`reset_active_topics`.
+    active_topics: set[str]
+    #: Distributed mode, set before :meth:`start`: ``False`` while this worker may have lost its
+    #: place in the group, and the task must write nothing.
+    fence: Callable[[], bool] | None
+
+    def start(self) -> None:
+        """Start running the task (its status listener hears how it goes)."""
+
+    def transition_to(self, target: TargetState) -> None:
+        """Pause or resume."""
+
+    def stop(self) -> None:
+        """Ask the task to stop; :meth:`await_stop` waits for it."""
+
+    def await_stop(self, timeout: float | None) -> bool:
+        """Wait up to ``timeout`` seconds for the task to end; ``True`` if it did."""
+
+    def reset_active_topics(self) -> None:
+        """Forget the topics used so far (``PUT /connectors/{c}/topics/reset``)."""
+
+    def metrics_snapshot(self) -> dict[str, Any] | None:
+        """The task's ``GET /metrics`` figures, or ``None`` once it has ended."""
+
+    @property
+    def stopping(self) -> bool:
+        """Whether :meth:`stop` was called."""
+
+    @property
+    def failed(self) -> bool:
+        """Whether the task ended (or is ending) in failure."""
+
+
 class WorkerTask(abc.ABC):
     """Runs one task on a thread of its own and owns its state machine.
 
     States: created → running ⇄ paused → stopped, or → failed from any of them. The herder calls
-    :meth:`start`, :meth:`transition_to` and :meth:`stop` from its own thread; everything the task
-    itself does happens on the runner thread.
+    :meth:`start`, :meth:`transition_to` and :meth:`stop` from its own thread; the runner thread
+    calls :meth:`initialize`, then :meth:`execute` until stopping, then :meth:`close`. Those three
+    are what a runner implements; unit tests may call them (and the runners' own single-step
+    methods, such as ``iteration()``) directly, without a thread.
     """
-
-    #: Which Connect metric group the runner's counters are in (``source`` or ``sink``).
-    metrics_kind = "source"
 
     def __init__(
         self,
@@ -66,8 +115,10 @@ class WorkerTask(abc.ABC):
         listener: TaskStatusListener,
         initial_state: TargetState,
         *,
+        kind: str = "source",
         degraded_after_ms: int = DEFAULT_DEGRADED_AFTER_MS,
     ) -> None:
+        """``kind`` is the Connect metric group of the runner's counters (``source`` or ``sink``)."""
         self.id = task_id
         self._listener = listener
         self._target = initial_state
@@ -84,10 +135,10 @@ class WorkerTask(abc.ABC):
         self._kafka = kafka_system("?")
         self._thread = threading.Thread(target=self._run, name=f"task-{task_id}", daemon=True)
         #: Counters for ``GET /metrics``, bumped once per batch on the runner thread.
-        self.metrics = TaskMetrics(self.metrics_kind, on_notice=self.outages.notice)
+        self.metrics = TaskMetrics(kind, on_notice=self.outages.notice)
         register(task_id, self)
         #: The task's batch traces (:mod:`sluice.worker.tracing`); ``None`` while tracing is off.
-        self._tracer: BatchTracer | None = None
+        self.tracer: BatchTracer | None = batch_tracer(task_id, kind)
 
     # -- control (herder thread) ------------------------------------------------------------------
 
@@ -128,8 +179,12 @@ class WorkerTask(abc.ABC):
         """The task's metrics (:mod:`sluice.worker.task_metrics`), or ``None`` once its thread has ended."""
         if not self._thread.is_alive():
             return None
-        retry = getattr(self, "retry", None)
-        return self.metrics.snapshot(retry.metrics() if retry is not None else None)
+        return self.metrics.snapshot(self.error_metrics())
+
+    def error_metrics(self) -> dict[str, int] | None:
+        """Connect's ``task-error-metrics`` of the task, from its retry and tolerance operator;
+        ``None`` for a runner without one."""
+        return None
 
     @property
     def failed(self) -> bool:
@@ -140,14 +195,14 @@ class WorkerTask(abc.ABC):
     def _run(self) -> None:
         set_context(self.id.connector, self.id.task)
         try:
-            self._initialize()
+            self.initialize()
             if self.stopping:
                 return
             if self._target is TargetState.PAUSED:
                 self._listener.on_pause(self.id)
             else:
                 self._listener.on_startup(self.id)
-            self._execute()
+            self.execute()
         except BaseException as exc:  # the task's failure becomes its status, never a dead thread
             if self.stopping and not isinstance(exc, Exception):
                 return
@@ -156,21 +211,22 @@ class WorkerTask(abc.ABC):
             self._listener.on_failure(self.id, exc)
         finally:
             try:
-                self._close()
+                self.close()
             except Exception:
                 log.exception("Error while closing task %s", self.id)
             if not self._failed:
                 self._listener.on_shutdown(self.id)
-            if self._tracer is not None:
-                self._tracer.flush()
+            if self.tracer is not None:
+                self.tracer.flush()
 
     def _unfenced(self) -> bool:
         """``False`` while the worker may have lost this task to another worker: write nothing."""
         fence = self.fence
         return fence is None or fence()
 
-    def _await_unpaused(self) -> bool:
-        """Block while paused (or fenced); return ``False`` once the task should stop."""
+    def await_unpaused(self) -> bool:
+        """Block while paused (or fenced); return ``False`` once the task should stop. Runner
+        thread: :meth:`execute` calls it before each batch."""
         fence = self.fence
         if fence is not None and not fence():
             # The worker lost contact with its group: its work may soon run elsewhere, so write
@@ -278,16 +334,17 @@ class WorkerTask(abc.ABC):
         pass
 
     @abc.abstractmethod
-    def _initialize(self) -> None:
-        """Create clients and start the task."""
+    def initialize(self) -> None:
+        """Create clients and start the task. Runner thread, first."""
 
     @abc.abstractmethod
-    def _execute(self) -> None:
-        """The main loop; returns when stopping."""
+    def execute(self) -> None:
+        """The main loop; returns when stopping. Runner thread, after :meth:`initialize`."""
 
     @abc.abstractmethod
-    def _close(self) -> None:
-        """Commit what can be committed, stop the task and close clients."""
+    def close(self) -> None:
+        """Commit what can be committed, stop the task and close clients. Runner thread, last,
+        also after a failure (then nothing is committed)."""
 
     def _on_stop_requested(self) -> None:  # noqa: B027 - hook
         """Unblock the task (called on the herder thread)."""

@@ -1,8 +1,12 @@
 """Drives a :class:`~connectors.api.SinkTask`: consume → convert → transform → put → commit.
 
-The runner's other parts are its base classes, one module each: ``sink_errors`` (``put()`` and
-what happens when records cannot be used), ``sink_redelivery`` (raw values given back) and
-``sink_offsets`` (consumed and committed offsets).
+The runner holds its other parts as collaborators, one module each, as Kafka Connect's
+``WorkerSinkTask`` holds its ``RetryWithToleranceOperator``: :class:`SinkOffsets` (``sink_offsets``:
+consumed and committed offsets, rewinds, when to commit), :class:`RawValuesRedelivery`
+(``sink_redelivery``: raw values, and those given back), :class:`SinkFailures` (``sink_errors``:
+what happens when records cannot be used, with the retry and tolerance operator) and
+:class:`SinkBatchBuilder` (``sink_batches``: consumed messages → the batch ``put`` receives). Its
+lifecycle is :class:`~worker.runners.base.WorkerTask`'s.
 """
 
 from __future__ import annotations
@@ -10,8 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Mapping, Sequence
-from functools import partial
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -25,23 +28,28 @@ from sluice.connectors.api import (
     ErrantRecordReporter,
     HeaderConverter,
     LocalFiles,
+    RetriableError,
     SinkRecordBatch,
     SinkTask,
     TopicPartition,
     UnusableRawValues,
-    ValueFormat,
-    WireFormat,
 )
-from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig, Stage
+from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig, Stage, ToleranceExceeded
 from sluice.worker.local_paths import NO_LOCAL_FILES
 from sluice.worker.outages import DEFAULT_DEGRADED_AFTER_MS
-from sluice.worker.runners.base import TaskStatusListener
-from sluice.worker.runners.sink_errors import SinkErrantRecordReporter, Transform, _batches
-from sluice.worker.runners.sink_offsets import SinkOffsetTracking
-from sluice.worker.runners.sink_redelivery import _rewound
+from sluice.worker.runners.base import TaskStatusListener, WorkerTask
+from sluice.worker.runners.sink_batches import ConsumedMessages, SinkBatchBuilder
+from sluice.worker.runners.sink_errors import (
+    RefusedBatch,
+    SinkErrantRecordReporter,
+    SinkFailures,
+    Transform,
+    batches_of,
+)
+from sluice.worker.runners.sink_offsets import SinkOffsets
+from sluice.worker.runners.sink_redelivery import RawValuesRedelivery
 from sluice.worker.status import ConnectorTaskId, TargetState
-from sluice.worker.task_metrics import consumer_lag
-from sluice.worker.tracing import BatchTracer, Step, batch_tracer, commit_attributes, sink_attributes
+from sluice.worker.tracing import BatchTracer, Step, commit_attributes, sink_attributes
 
 log = logging.getLogger(__name__)
 
@@ -83,14 +91,14 @@ class SinkTaskContextImpl:
         self._runner.rewind(offsets)
 
     def request_commit(self) -> None:
-        self._runner.commit_requested = True
+        self._runner.offsets.commit_requested = True
 
     @property
     def errant_record_reporter(self) -> ErrantRecordReporter | None:
-        return self._runner.errant_record_reporter
+        return self._runner.failures.errant_record_reporter
 
 
-class SinkTaskRunner(SinkOffsetTracking):
+class SinkTaskRunner(WorkerTask):
     """Runs a sink task with at-least-once delivery.
 
     Delivery order, each step only after the one before it:
@@ -106,9 +114,12 @@ class SinkTaskRunner(SinkOffsetTracking):
     6. Commit exactly those offsets to the consumer group ``connect-<connector>``, synchronously.
 
     A crash between 4 and 6 re-delivers the records since the last commit: duplicates, never loss.
-    """
 
-    metrics_kind = "sink"
+    One turn of the loop is :meth:`iteration` (steps 1-6); :meth:`deliver` is steps 2-4 for what
+    one ``consume()`` returned and :meth:`commit` steps 5-6, so a test drives the runner with
+    messages of its own and without its thread (``consumer_factory`` builds the consumer that
+    :meth:`initialize` subscribes; a test may hand in a fake).
+    """
 
     def __init__(
         self,
@@ -132,88 +143,74 @@ class SinkTaskRunner(SinkOffsetTracking):
         dlq: DeadLetterQueue | None = None,
         degraded_after_ms: int = DEFAULT_DEGRADED_AFTER_MS,
         local_files: LocalFiles = NO_LOCAL_FILES,
+        consumer_factory: Callable[[dict[str, Any]], Consumer] = Consumer,
     ) -> None:
-        super().__init__(task_id, listener, initial_state, degraded_after_ms=degraded_after_ms)
+        super().__init__(task_id, listener, initial_state, kind="sink", degraded_after_ms=degraded_after_ms)
         self.task = task
         #: The files the task may open (connector.allowed.paths); without a grant, none.
         self.local_files = local_files
         self.task_config = dict(task_config)
         self._consumer_config = dict(consumer_config)
-        self._topics = list(topics)
-        self._topics_regex = topics_regex
+        self._consumer_factory = consumer_factory
+        self._topics, self._topics_regex = list(topics), topics_regex
         # Subscribed to one topic by name: every batch is of that topic, nothing to look at per record.
         self._one_topic = len(self._topics) == 1 and not topics_regex
-        self._key_converter = key_converter
-        self._value_converter = value_converter
-        self._header_converter = header_converter
-        self._transform = transform
-        self._flush_interval_s = offset_flush_interval_ms / 1000
-        self._batch_size = batch_size
+        self._transform, self._batch_size = transform, batch_size
         self._consumer: Consumer | None = None
         self.assignment: set[TopicPartition] = set()
         self._paused_by_task: set[TopicPartition] = set()
-        self._consumed: dict[TopicPartition, int] = {}  # next offset to consume, per partition
-        self._consumed_ts: dict[tuple[str, int], int] = {}  # timestamp (ms) of the last record consumed, per partition
-        self._committed: dict[TopicPartition, int] = {}
-        self._rewinds: dict[TopicPartition, int] = {}
-        self.commit_requested = False
         self._closing = False
-        self._next_commit = 0.0
         self.records_put = 0
-        self._init_error_handling(errors, dlq, errant_record_reporter)
-        # Raw values for a task that asks for them (SinkTask.value_format, read after its start()).
-        self._raw = False
-        self._raw_format: WireFormat | None = None
-        # Partitions consumed again after UnusableRawValues: their records are delivered decoded
-        # until the consumer is past this offset again.
-        self._decode_until: dict[TopicPartition, int] = {}
-        self._read_committed = str(self._consumer_config.get("isolation.level", "")).lower() == "read_committed"
-        self._tracer = batch_tracer(task_id, "sink")  # None unless tracing is configured
+        self.errors = errors if errors is not None else ErrorHandlingConfig()
+        self.dlq = dlq
+        #: Consumed messages → the batches ``put`` receives, with the task's converters.
+        self.batches = SinkBatchBuilder(key_converter, value_converter, header_converter)
+        #: Consumed and committed offsets, rewinds, and when the next commit is due.
+        offsets = self.offsets = SinkOffsets(self._consumer_config, offset_flush_interval_ms / 1000, self.active_topics)
+        #: Raw values for a task that asks for them, and those it gives back.
+        task_name = type(task).__name__
+        self.redelivery = RawValuesRedelivery(task_name, value_converter, offsets, transformed=transform is not None)
+        #: What happens when records cannot be used (DLQ, record-by-record paths).
+        self.failures = SinkFailures(
+            task_id, task, self.batches, transform, errors=self.errors, dlq=dlq,
+            reporter=errant_record_reporter, stop_event=self._stopping,
+        )  # fmt: skip
+        #: The retry and tolerance operator (``errors.*``), shared with :attr:`failures`.
+        self.retry = self.failures.retry
+        self._sink_system = f"the system {task_name} writes to"
+        #: A pre_commit() raised RetriableError: the outage it reported ends at the next one that succeeds.
+        self._commit_outage = False
 
-    # -- lifecycle --------------------------------------------------------------------------------
+    def error_metrics(self) -> dict[str, int]:
+        return self.retry.metrics()
 
-    def _initialize(self) -> None:
+    # -- lifecycle (runner thread) ----------------------------------------------------------------
+
+    def initialize(self) -> None:
+        """Create the consumer, start the DLQ and the task (:meth:`start_task`), and subscribe."""
         config = dict(self._consumer_config)
         config["error_cb"] = self._on_client_error
         self._watch_kafka(config)
         try:
-            self._consumer = Consumer(config)
+            self._consumer = consumer = self._consumer_factory(config)
         except KafkaException as exc:
             raise ConnectError(f"Invalid consumer configuration: {exc.args[0].str()}") from exc
         if self.dlq is not None:
             self.dlq.start()
-        self.task.start(self.task_config, SinkTaskContextImpl(self))
-        self._raw = self._takes_raw_values()
+        self.start_task()
         subscription = list(self._topics)
         if self._topics_regex:
             # librdkafka treats a leading ^ as a regex; Connect's topics.regex must match the whole name.
             subscription = [f"^(?:{self._topics_regex})$"]
             re.compile(self._topics_regex)
-        self._consumer.subscribe(
-            subscription, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
-        )
-        self._next_commit = time.monotonic() + self._flush_interval_s
+        consumer.subscribe(subscription, on_assign=self.on_assign, on_revoke=self.on_revoke, on_lost=self.on_lost)
+        self.offsets.reschedule()
 
-    def _takes_raw_values(self) -> bool:
-        """Whether batches carry raw values (see :meth:`_raw_values_format`, kept for the batches)."""
-        self._raw_format = self._raw_values_format()
-        return self._raw_format is not None
-
-    def _raw_values_format(self) -> WireFormat | None:
-        """The converter's wire format when batches carry raw values (``None``: they do not): the
-        task asked (after its start()), no transform reads the values, and the value converter's
-        bytes are what the task asked for."""
-        wanted = ValueFormat(self.task.value_format)
-        if wanted is ValueFormat.CONNECT or self._transform is not None:
-            return None
-        wire = self._value_converter.wire_format()
-        if wanted is ValueFormat.RAW_BYTES or wire.schemaless_json:
-            return wire
-        if wanted is ValueFormat.RAW_TYPED and (
-            (wire.kind == "json" and wire.decimal_format == "BASE64") or wire.kind == "avro"
-        ):
-            return wire
-        return None
+    def start_task(self) -> None:
+        """Start the task with its context; then decide whether its batches carry raw values (a
+        task may set ``value_format`` in ``start()``)."""
+        self.task.start(self.task_config, SinkTaskContextImpl(self))
+        self.redelivery.adopt(self.task.value_format)
 
     def _on_kafka_stats(self, stats_json: str) -> None:
         """Also the consumer lag for ``GET /metrics`` (once per statistics interval, not per batch)."""
@@ -224,21 +221,21 @@ class SinkTaskRunner(SinkOffsetTracking):
             stats = orjson.loads(stats_json)
         except orjson.JSONDecodeError:
             return
-        positions = {(tp.topic, tp.partition): offset for tp, offset in self._consumed.items()}
-        self.metrics.lag = consumer_lag(stats, positions, self._read_committed, self._consumed_ts)
+        self.metrics.lag = self.offsets.lag(stats)
 
     def _on_client_error(self, err: KafkaError) -> None:
         if not self._kafka_unreachable(err):
             log.warning("Kafka consumer: %s", err.str())
 
-    def _close(self) -> None:
+    def close(self) -> None:
+        """Commit and close the assigned partitions (unless failed), close the consumer, stop the task."""
         consumer = self._consumer
         if consumer is None:
             return
         try:
             if self.assignment:
                 if not self.failed:
-                    self._commit(sorted(self.assignment))
+                    self.commit()
                 self.task.close(sorted(self.assignment))
         finally:
             # Leaving the group revokes the partitions again; they are committed and closed already.
@@ -254,43 +251,38 @@ class SinkTaskRunner(SinkOffsetTracking):
                     if self.dlq is not None:
                         self.dlq.close()
 
-    # -- rebalance callbacks (run inside consumer.consume on the task thread) ----------------------
+    # -- rebalance callbacks (the consumer calls them inside consume(), on the runner thread) -------
 
-    def _on_assign(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
-        self._assign_from_committed(consumer, partitions)
+    def on_assign(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
+        self.offsets.assign_from_committed(consumer, partitions)
         tps = [TopicPartition(p.topic, p.partition) for p in partitions]
         self.assignment.update(tps)
         self.metrics.partitions = len(self.assignment)
         log.info("Assigned partitions %s", ", ".join(f"{t.topic}-{t.partition}" for t in tps))
         self.task.open(tps)
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
+    def on_revoke(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
         tps = [TopicPartition(p.topic, p.partition) for p in partitions]
         if not tps or self._closing:
             return
         try:
-            self._commit(tps)
+            self.commit(tps)
         finally:
             self.task.close(tps)
-            for tp in tps:
-                self.assignment.discard(tp)
-                self._consumed.pop(tp, None)
-                self._consumed_ts.pop(tp, None)
-                self._committed.pop(tp, None)
-                self._decode_until.pop(tp, None)
-            self.metrics.partitions = len(self.assignment)
+            self._forget(tps, lost=False)
 
-    def _on_lost(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
+    def on_lost(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
         tps = [TopicPartition(p.topic, p.partition) for p in partitions]
         if self._closing:
             return
         log.warning("Partitions lost without a clean revoke: %s", tps)
         self.task.close(tps)
-        for tp in tps:
-            self.assignment.discard(tp)
-            self._consumed.pop(tp, None)
-            self._consumed_ts.pop(tp, None)
-            self._decode_until.pop(tp, None)
+        self._forget(tps, lost=True)
+
+    def _forget(self, tps: list[TopicPartition], *, lost: bool) -> None:
+        self.assignment.difference_update(tps)
+        self.offsets.forget(tps, lost=lost)
+        self.redelivery.forget(tps)
         self.metrics.partitions = len(self.assignment)
 
     # -- task context support ---------------------------------------------------------------------
@@ -305,6 +297,9 @@ class SinkTaskRunner(SinkOffsetTracking):
         if self._consumer is not None and partitions:
             self._consumer.resume([KafkaTopicPartition(t.topic, t.partition) for t in partitions])
 
+    def rewind(self, offsets: Mapping[TopicPartition, int]) -> None:
+        self.offsets.rewind(offsets)
+
     # -- pause ------------------------------------------------------------------------------------
 
     def _on_paused(self) -> None:
@@ -315,9 +310,15 @@ class SinkTaskRunner(SinkOffsetTracking):
         # Keep calling the consumer so the group does not evict us (max.poll.interval.ms).
         if self._consumer is not None:
             self._consumer.consume(num_messages=1, timeout=0)
-            self._paused_lag(self._consumer)
+            lag = self.offsets.paused_lag(self._consumer, self.assignment)
+            if lag is not None:
+                self.metrics.lag = lag
 
     def _on_resumed(self) -> None:
+        self._resume_active()
+
+    def _resume_active(self) -> None:
+        """Resume the assigned partitions the task has not paused itself."""
         if self._consumer is not None:
             active = self.assignment - self._paused_by_task
             if active:
@@ -325,26 +326,33 @@ class SinkTaskRunner(SinkOffsetTracking):
 
     # -- main loop --------------------------------------------------------------------------------
 
-    def _execute(self) -> None:
-        consumer = self._consumer
-        assert consumer is not None
-        tracer = self._tracer
+    def execute(self) -> None:
         while not self.stopping:
-            if not self._await_unpaused():
+            if not self.await_unpaused():
                 break
-            self._apply_rewinds()
-            if tracer is not None:
-                self._consume_traced(consumer, tracer)
-                continue
-            messages = consumer.consume(num_messages=self._batch_size, timeout=0.5)
-            if messages:
-                self.outages.reached(self._kafka)  # fetched: Kafka answers
-                self._deliver(messages)
-            if self.commit_requested or time.monotonic() >= self._next_commit:
-                self._commit(sorted(self.assignment))
+            self.iteration()
 
-    def _consume_traced(self, consumer: Consumer, tracer: BatchTracer) -> None:
-        """One turn of :meth:`_execute`'s loop with each step timed for the batch's trace."""
+    def iteration(self) -> None:
+        """One turn of the main loop: apply rewinds, consume (step 1), :meth:`deliver` (2-4), and
+        :meth:`commit` (5-6) when an interval has passed or the task asked."""
+        consumer = self._consumer
+        assert consumer is not None, "initialize() first"
+        offsets = self.offsets
+        if offsets.rewinds:
+            offsets.apply_rewinds(consumer, self.assignment)
+        tracer = self.tracer
+        if tracer is not None:
+            self._iteration_traced(consumer, tracer)
+            return
+        messages = consumer.consume(num_messages=self._batch_size, timeout=0.5)
+        if messages:
+            self.outages.reached(self._kafka)  # fetched: Kafka answers
+            self.deliver(messages)
+        if offsets.commit_due():
+            self.commit()
+
+    def _iteration_traced(self, consumer: Consumer, tracer: BatchTracer) -> None:
+        """:meth:`iteration` with each step timed for the batch's trace."""
         started = time.time_ns()
         messages = consumer.consume(num_messages=self._batch_size, timeout=0.5)
         if messages:
@@ -353,7 +361,7 @@ class SinkTaskRunner(SinkOffsetTracking):
             if good:
                 consumed = time.time_ns()
                 batches = self._converted(good)
-                attributes = sink_attributes(good, self._consumed, len(self.assignment))
+                attributes = sink_attributes(good, self.offsets.consumed, len(self.assignment))
                 converted = time.time_ns()
                 self._put_all(good, batches)
                 steps: list[Step] = [
@@ -362,14 +370,15 @@ class SinkTaskRunner(SinkOffsetTracking):
                     ("put", time.time_ns(), None),
                 ]
                 tracer.record(started, steps, attributes)
-        if self.commit_requested or time.monotonic() >= self._next_commit:
+        if self.offsets.commit_due():
             begun = time.time_ns()
-            committed = self._commit(sorted(self.assignment))
+            committed = self.commit()
             if committed:
                 tracer.commit(begun, time.time_ns(), commit_attributes(committed))
 
-    def _deliver(self, messages: list[Any]) -> None:
-        """Steps 2-4 for what one ``consume()`` returned."""
+    def deliver(self, messages: list[Any]) -> None:
+        """Steps 2-4 for what one ``consume()`` returned (``confluent_kafka.Message`` s, or
+        anything with their methods)."""
         good = self._usable(messages)
         if good:
             self._put_all(good, self._converted(good))
@@ -384,7 +393,7 @@ class SinkTaskRunner(SinkOffsetTracking):
                 if err is None or err.code() == KafkaError._PARTITION_EOF:
                     continue
                 if err.code() in _MISSING_TOPIC and not err.fatal():
-                    self._topic_missing(m.topic(), err)
+                    self.failures.topic_missing(m.topic(), err)
                     continue
                 where = f"topic {m.topic()!r} partition {m.partition()}"
                 raise self.retry.unrecoverable(
@@ -394,30 +403,28 @@ class SinkTaskRunner(SinkOffsetTracking):
 
     def _converted(self, good: list[Any]) -> list[tuple[SinkRecordBatch, list[Any]]]:
         """Steps 2 and 3: batches of one topic each, with the messages they came from."""
-        self._track_consumed(good)
+        self.offsets.track(good, len(self.assignment))
         try:
             batches = self._convert(good)
             if self._transform is not None:
                 batches = self._transformed(batches)
-        except Exception:
+        except Exception:  # noqa: BLE001 - any failure of the whole-batch path: record by record, under errors.*
             # Only now go record by record, to isolate the bad record(s) of this poll.
-            batches = _batches(self._convert_each(good), good)
+            batches = batches_of(self.failures.convert_each(good), good)
         return batches
 
-    def _put_all(self, good: list[Any], batches: list[tuple[SinkRecordBatch, list[Any]]]) -> None:
-        """Step 4 for every batch of one ``consume()``."""
-        started, put_before = time.monotonic(), self.records_put
-        for batch, consumed in batches:
-            if self._rewinds and _rewound(batch, self._rewinds):
-                continue  # given back by UnusableRawValues: consumed again, decoded
-            self._messages = consumed  # where a refused record's consumed bytes are found
-            try:
-                self._put_recovering(batch)
-            except UnusableRawValues as unusable:
-                self._give_back(unusable, consumed)
-            finally:
-                self._messages = []
-        self.metrics.batch(len(good), self.records_put - put_before, time.monotonic() - started)
+    def _convert(self, messages: list[Any]) -> list[tuple[SinkRecordBatch, list[Any]]]:
+        """Step 2, one batch per topic (see :class:`SinkBatchBuilder`)."""
+        topic = messages[0].topic()
+        if not self._one_topic and not _one_topic(messages, topic):
+            by_topic: dict[str, list[Any]] = {}
+            for m in messages:
+                by_topic.setdefault(m.topic(), []).append(m)
+            return [pair for group in by_topic.values() for pair in self._convert(group)]
+        keys = [m.key() for m in messages]
+        values = [m.value() for m in messages]
+        raw = self.redelivery.format_for(messages)
+        return [(self.batches.build(topic, keys, values, ConsumedMessages(messages), raw), messages)]
 
     def _transformed(self, batches: list[tuple[SinkRecordBatch, list[Any]]]) -> list[tuple[SinkRecordBatch, list[Any]]]:
         """Step 3: a batch a transform turned into records of several topics is put per topic."""
@@ -429,59 +436,138 @@ class SinkTaskRunner(SinkOffsetTracking):
             if isinstance(result, SinkRecordBatch):
                 out.append((result, consumed))
             elif result:
-                out.extend(_batches(result, consumed))
+                out.extend(batches_of(result, consumed))
         return out
 
-    def _convert(self, messages: list[Any]) -> list[tuple[SinkRecordBatch, list[Any]]]:
-        """Step 2, one batch per topic: keys and values are converted now, as whole columns (or
-        the values are handed over raw, see :meth:`_takes_raw_values`); the other columns (and
-        record objects) only if the task or a transform asks for them."""
-        topic = messages[0].topic()
-        if not self._one_topic and not _one_topic(messages, topic):
-            by_topic: dict[str, list[Any]] = {}
-            for m in messages:
-                by_topic.setdefault(m.topic(), []).append(m)
-            return [pair for group in by_topic.values() for pair in self._convert(group)]
-        raws = [m.value() for m in messages]
-        raw = self._raw and not (self._decode_until and self._decoding(messages))
-        values: list[Any] | None = None
-        value_schemas: list[Any] | None = None
-        try:
-            key_schemas, keys = self._key_converter.to_connect_batch(topic, [m.key() for m in messages])
-            if not raw:
-                value_schemas, values = self._value_converter.to_connect_batch(topic, raws)
-        except DataError as exc:
-            raise DataError(f"Converter failed on a record of topic {topic!r}: {exc}") from exc
-        batch = SinkRecordBatch(
-            topic,
-            values,
-            value_schemas,
-            keys,
-            key_schemas,
-            partial(self._column, topic, messages),
-            raw_values=raws if raw else None,
-            decode=partial(self._value_converter.to_connect_batch, topic, raws) if raw else None,
-            raw_format=self._raw_format if raw else None,
-            writer_schema=self._value_converter.writer_schema if raw else None,
-        )
-        return [(batch, messages)]
+    def _put_all(self, good: list[Any], batches: list[tuple[SinkRecordBatch, list[Any]]]) -> None:
+        """Step 4 for every batch of one ``consume()``."""
+        started, put_before = time.monotonic(), self.records_put
+        failures, redelivery = self.failures, self.redelivery
+        for batch, consumed in batches:
+            if redelivery.rewound(batch):
+                continue  # given back by UnusableRawValues: consumed again, decoded
+            failures.messages = consumed  # where a refused record's consumed bytes are found
+            try:
+                self._put_recovering(batch)
+            except UnusableRawValues as unusable:
+                again = redelivery.give_back(unusable, consumed, self.assignment)
+                if again:
+                    self._put_decoded(again)
+            finally:
+                failures.messages = []
+        self.metrics.batch(len(good), self.records_put - put_before, time.monotonic() - started)
 
-    def _column(self, topic: str, messages: list[Any], column: str) -> list[Any]:
-        """A batch's column other than keys and values, from the consumed messages."""
-        if column == "partition":
-            return [m.partition() for m in messages]
-        if column == "kafka_offset":
-            return [m.offset() for m in messages]
-        if column == "timestamp":
-            return [ts if kind else None for kind, ts in (m.timestamp() for m in messages)]
-        if column == "timestamp_type":
-            return [m.timestamp()[0] for m in messages]
-        if column == "headers":
-            convert_headers = self._convert_headers
-            return [convert_headers(topic, h) if h else None for h in (m.headers() for m in messages)]
-        raise KeyError(column)
+    def _put_decoded(self, messages: list[Any]) -> None:
+        """Records the task gave back from the batch at hand, put again decoded."""
+        self.failures.messages = messages
+        try:
+            for part, _ in batches_of(self.failures.convert_each(messages), messages):
+                self._put_recovering(part)
+        except UnusableRawValues as earlier:  # about records of an earlier put after all
+            self.redelivery.redeliver(earlier, self.assignment)
+
+    def _put_recovering(self, batch: SinkRecordBatch) -> None:
+        """Step 4: :meth:`_put`, recovering from refusals (:meth:`SinkFailures.recover`). A batch
+        with raw values that the task refuses is converted record by record first (the refusal may
+        be about the raw form)."""
+        if not len(batch):
+            return
+        try:
+            self._put(batch)
+        except RefusedBatch as refused:
+            failures = self.failures
+            records = failures.convert_each(failures.messages) if batch.raw_values is not None else list(batch)
+            failures.recover(records, refused.error, self._put)
+
+    def _put(self, records: SinkRecordBatch) -> None:
+        """``put()``, retried while it raises ``RetriableError`` (consumption paused meanwhile); a
+        ``DataError`` raises :class:`RefusedBatch` (nothing of the batch was written)."""
+        backoff = 0.1
+        paused = False
+        try:
+            while True:
+                try:
+                    self.task.put(records)
+                    self.records_put += len(records)
+                    self.outages.reached(self._sink_system)
+                    return
+                except RetriableError as exc:
+                    self.retry.total_retries += 1
+                    if self.stopping:
+                        raise ConnectError("Task stopped while retrying put()") from exc
+                    # Logged by the tracker: when the outage starts, in summaries, and when it ends.
+                    log.debug("put() failed with a retriable error, retrying in %.1fs: %s", backoff, exc)
+                    self._system_unreachable(self._sink_system, exc)
+                    if not paused and self._consumer is not None and self.assignment:
+                        self._consumer.pause([KafkaTopicPartition(t.topic, t.partition) for t in self.assignment])
+                        paused = True
+                    self._stopping.wait(backoff)
+                    if self._consumer is not None:
+                        self._consumer.consume(num_messages=1, timeout=0)
+                    backoff = min(backoff * 2, 10.0)
+                except (ToleranceExceeded, UnusableRawValues):
+                    raise  # the errant record reporter failed the task already; the runtime redelivers
+                except Exception as exc:
+                    if isinstance(exc, DataError):
+                        raise RefusedBatch(exc) from exc  # nothing of the batch was written (SinkTask.put)
+                    raise self.retry.unrecoverable(Stage.TASK_PUT, self.failures.task_class, exc) from exc
+        finally:
+            if paused:
+                self._resume_active()
 
     # -- offsets ----------------------------------------------------------------------------------
+
+    def commit(self, partitions: Sequence[TopicPartition] | None = None) -> list[KafkaTopicPartition]:
+        """Steps 5 and 6 for ``partitions`` (every assigned one by default): ask the task what is
+        durable and commit exactly that (returned)."""
+        offsets = self.offsets
+        offsets.commit_started()
+        consumer = self._consumer
+        if partitions is None:
+            partitions = sorted(self.assignment)
+        if consumer is None or not partitions:
+            return []
+        current = offsets.uncommitted(partitions)
+        if not current:
+            return []
+        try:
+            safe = self.task.pre_commit(current)
+        except UnusableRawValues as unusable:
+            self.redelivery.redeliver(unusable, self.assignment)  # nothing is committed past what is consumed again
+            return []
+        except RetriableError as exc:
+            # The task could not make its writes durable (a write it sent in the background failed
+            # and retrying it failed too): an outage like a put()'s, and nothing is committed.
+            self.retry.total_retries += 1
+            self._system_unreachable(self._sink_system, exc)
+            self._commit_outage = True
+            return []
+        if self._commit_outage:  # what failed at the last commit is durable now: the system answers
+            self._commit_outage = False
+            self.outages.reached(self._sink_system)
+        to_commit = offsets.to_commit(safe, current)
+        if not to_commit:
+            self.metrics.committed(True, 0.0, skipped=True)
+            return []
+        started = time.monotonic()
+        # Skipped and reported records covered by these offsets must be in the DLQ first.
+        if self.dlq is not None and not self.dlq.flush(30.0):
+            log.warning("Dead letter queue records still pending; offsets not committed this time")
+            self.metrics.committed(False, time.monotonic() - started)
+            return []
+        try:
+            consumer.commit(offsets=to_commit, asynchronous=False)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.code() == KafkaError._NO_OFFSET:
+                return []
+            # A failed commit only means more duplicates after a crash; the next interval retries.
+            log.warning("Offset commit failed: %s", err.str())
+            self.metrics.committed(False, time.monotonic() - started)
+            return []
+        offsets.mark_committed(to_commit)
+        self.metrics.committed(True, time.monotonic() - started)
+        return to_commit
 
 
 def _one_topic(messages: list[Any], topic: str) -> bool:

@@ -1,29 +1,23 @@
-"""Sink runner: what happens when records cannot be used — ``put()`` retried while it raises a
-``RetriableError``, a batch ``put()`` refused split until the bad records are found, conversion and
-transformation record by record under ``errors.*``, and the dead letter queue (KIP-610 included)."""
+"""Sink runner: what happens when records cannot be used — a batch ``put()`` refused split until
+the bad records are found, conversion and transformation record by record under ``errors.*``, and
+the dead letter queue (KIP-610 included). The runner's collaborator :class:`SinkFailures`."""
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError
-from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka import KafkaError
 
 from sluice.connectors.api import (
-    ConnectError,
-    Converter,
     DataError,
     ErrantRecordReporter,
-    HeaderConverter,
-    RetriableError,
     SinkRecord,
     SinkRecordBatch,
     SinkTask,
-    TopicPartition,
-    UnusableRawValues,
     UnwritableRecordError,
 )
 from sluice.worker.errors import (
@@ -33,11 +27,11 @@ from sluice.worker.errors import (
     ErrorHandlingConfig,
     RetryWithTolerance,
     Stage,
-    ToleranceExceeded,
     context_headers,
     transform_each,
 )
-from sluice.worker.runners.base import WorkerTask
+from sluice.worker.runners.sink_batches import SinkBatchBuilder
+from sluice.worker.status import ConnectorTaskId
 
 log = logging.getLogger(__name__)
 
@@ -48,151 +42,106 @@ class SinkErrantRecordReporter:
     """KIP-610: a record ``put()`` could not write goes to the DLQ (re-serialised with the task's
     converters, with context headers); ``errors.tolerance=none`` then fails the task."""
 
-    def __init__(self, runner: SinkErrorHandling) -> None:
-        self._runner = runner
+    def __init__(self, failures: SinkFailures) -> None:
+        self._failures = failures
 
     def report(self, record: SinkRecord, error: BaseException) -> None:
-        runner = self._runner
+        failures = self._failures
         tp = record.topic_partition
         offset = record.original_offset if record.original_offset is not None else record.kafka_offset
-        ctx = ErrorContext(
-            Stage.TASK_PUT,
-            f"{type(runner.task).__module__}.{type(runner.task).__qualname__}",
-            error,
-            f"topic {tp.topic!r} partition {tp.partition} offset {offset}",
-            record,
-        )
-        dlq = runner.dlq
+        where = f"topic {tp.topic!r} partition {tp.partition} offset {offset}"
+        ctx = ErrorContext(Stage.TASK_PUT, failures.task_class, error, where, record)
+        dlq = failures.dlq
         if dlq is not None:
-            message = runner.consumed_message(record)
+            message = failures.consumed_message(record)
             if message is not None:  # as Connect does: the bytes as they were consumed
                 key, value, headers = message.key(), message.value(), list(message.headers() or [])
             else:
-                key, value, headers = runner.serialise(record)
-            if runner.errors.dlq_context_headers:
-                headers = headers + context_headers(ctx, runner.id.connector, runner.id.task, tp.topic, tp.partition, offset)
+                key, value, headers = failures.serialise(record)
+            if failures.errors.dlq_context_headers:
+                task_id = failures.task_id
+                headers = headers + context_headers(
+                    ctx, task_id.connector, task_id.task, tp.topic, tp.partition, offset
+                )
             dlq.send(key, value, headers)
-        runner.retry.fail(ctx, report=False)
+        failures.retry.fail(ctx, report=False)
 
 
-class SinkErrorHandling(WorkerTask):
-    """``put()`` with its retries, and the failure paths of :class:`~worker.runners.sink.SinkTaskRunner`
-    (a base class of it; the attributes below are the runner's). Only ``_put`` runs on every batch;
-    the rest only once something failed."""
+class SinkFailures:
+    """The failure paths of :class:`~worker.runners.sink.SinkTaskRunner`, one of its collaborators:
+    conversion and transformation record by record under ``errors.*``, a batch ``put()`` refused
+    split until the bad records are found, and the dead letter queue (KIP-610 included).
 
-    task: SinkTask
-    errors: ErrorHandlingConfig
-    dlq: DeadLetterQueue | None
-    retry: RetryWithTolerance
-    errant_record_reporter: ErrantRecordReporter | None
-    assignment: set[TopicPartition]
-    records_put: int
-    _consumer: Consumer | None
-    _key_converter: Converter
-    _value_converter: Converter
-    _header_converter: HeaderConverter
-    _transform: Transform | None
-    _paused_by_task: set[TopicPartition]
-    _messages: list[Any]
-    _failed_message: Any
-    _missing_topics: set[str]
-    _sink_system: str
+    It owns the task's retry and tolerance operator (:attr:`retry`, whose tolerated failures it
+    sends to the DLQ). Nothing here runs while batches go through. Runner thread only.
+    """
 
-    def _init_error_handling(
-        self, errors: ErrorHandlingConfig | None, dlq: DeadLetterQueue | None, reporter: ErrantRecordReporter | None
+    def __init__(
+        self,
+        task_id: ConnectorTaskId,
+        task: SinkTask,
+        batches: SinkBatchBuilder,
+        transform: Transform | None,
+        *,
+        errors: ErrorHandlingConfig,
+        dlq: DeadLetterQueue | None,
+        reporter: ErrantRecordReporter | None,
+        stop_event: threading.Event,
     ) -> None:
-        self.errors = errors if errors is not None else ErrorHandlingConfig()
+        self.task_id = task_id
+        self.task_class = class_name(task)
+        self.errors = errors
         self.dlq = dlq
-        self.retry = RetryWithTolerance(self.errors, reporter=self._report_failed_message, stop_event=self._stopping, task_id=self.id, dlq=dlq)
-        if reporter is None and (dlq is not None or self.errors.wants_reporter):
+        self._batches = batches
+        self._transform = transform
+        #: The retry and tolerance operator (Connect's ``RetryWithToleranceOperator``).
+        self.retry = RetryWithTolerance(
+            errors, reporter=self._report_failed_message, stop_event=stop_event, task_id=task_id, dlq=dlq
+        )
+        if reporter is None and (dlq is not None or errors.wants_reporter):
             reporter = SinkErrantRecordReporter(self)
+        #: What the task's context offers (``None`` without error handling, as in Connect).
         self.errant_record_reporter = reporter
-        self._failed_message = None
-        self._messages = []  # the consumed messages of the batch being delivered
-        self._missing_topics = set()  # subscribed topics reported missing (warned once each)
-        self._sink_system = f"the system {type(self.task).__name__} writes to"
+        #: The consumed messages of the batch being delivered (where a refused record's bytes are found).
+        self.messages: list[Any] = []
+        self._failed_message: Any = None
+        self._missing_topics: set[str] = set()  # subscribed topics reported missing (warned once each)
 
-    def _put(self, records: SinkRecordBatch) -> None:
-        backoff = 0.1
-        paused = False
-        try:
-            while True:
-                try:
-                    self.task.put(records)
-                    self.records_put += len(records)
-                    self.outages.reached(self._sink_system)
-                    return
-                except RetriableError as exc:
-                    self.retry.total_retries += 1
-                    if self.stopping:
-                        raise ConnectError("Task stopped while retrying put()") from exc
-                    # Logged by the tracker: when the outage starts, in summaries, and when it ends.
-                    log.debug("put() failed with a retriable error, retrying in %.1fs: %s", backoff, exc)
-                    self._system_unreachable(self._sink_system, exc)
-                    if not paused and self._consumer is not None and self.assignment:
-                        self._consumer.pause([KafkaTopicPartition(t.topic, t.partition) for t in self.assignment])
-                        paused = True
-                    self._stopping.wait(backoff)
-                    if self._consumer is not None:
-                        self._consumer.consume(num_messages=1, timeout=0)
-                    backoff = min(backoff * 2, 10.0)
-                except (ToleranceExceeded, UnusableRawValues):
-                    raise  # the errant record reporter failed the task already; the runtime redelivers
-                except Exception as exc:
-                    if isinstance(exc, DataError):
-                        raise _Refused(exc) from exc  # nothing of the batch was written (SinkTask.put)
-                    raise self.retry.unrecoverable(Stage.TASK_PUT, _class_name(self.task), exc) from exc
-        finally:
-            if paused and self._consumer is not None:
-                active = self.assignment - self._paused_by_task
-                if active:
-                    self._consumer.resume([KafkaTopicPartition(t.topic, t.partition) for t in active])
-
-    def _put_recovering(self, batch: SinkRecordBatch) -> None:
-        """Step 4: :meth:`_put`, recovering from refusals. A batch with raw values that the task
-        refuses is converted record by record first (the refusal may be about the raw form)."""
-        if not len(batch):
-            return
-        try:
-            self._put(batch)
-        except _Refused as refused:
-            records = self._convert_each(self._messages) if batch.raw_values is not None else list(batch)
-            self._recover(records, refused.error)
-
-    def _recover(self, records: list[SinkRecord], error: DataError) -> None:
+    def recover(self, records: list[SinkRecord], error: DataError, put: Callable[[SinkRecordBatch], None]) -> None:
         """``put()`` refused ``records`` on a record's data, having written none of them
-        (:meth:`SinkTask.put`). Apply ``errors.*`` to each bad record (:meth:`_refuse`) and put the
-        good ones again, in order: the record an :class:`UnwritableRecordError` names is taken out;
-        otherwise the batch is offered in halves until the refused part is a single record. Only
-        this failure path costs a ``put()`` per part; ``errors.tolerance=none`` ends it at the
-        first bad record, with nothing after it written."""
+        (:meth:`SinkTask.put`). Apply ``errors.*`` to each bad record (:meth:`refuse`) and
+        ``put`` the good ones again, in order (``put`` raises :class:`RefusedBatch` when the task
+        refuses again): the record an :class:`UnwritableRecordError` names is taken out; otherwise
+        the batch is offered in halves until the refused part is a single record. Only this
+        failure path costs a ``put()`` per part; ``errors.tolerance=none`` ends it at the first bad
+        record, with nothing after it written."""
         refused: set[tuple[str, int, int]] = set()
         todo: list[tuple[list[SinkRecord], DataError | None]] = [(records, error)]  # None: not put yet
         while todo:
             part, failure = todo.pop()
             if failure is None:
                 try:
-                    self._put(SinkRecordBatch.of(part))
+                    put(SinkRecordBatch.of(part))
                     continue
-                except _Refused as again:
+                except RefusedBatch as again:
                     failure = again.error
             named = failure.record if isinstance(failure, UnwritableRecordError) else None
             if named is not None:
                 where = _coordinates(named)
                 if where in refused:
-                    raise self.retry.unrecoverable(Stage.TASK_PUT, _class_name(self.task), failure) from failure
+                    raise self.retry.unrecoverable(Stage.TASK_PUT, self.task_class, failure) from failure
                 refused.add(where)
-                self._refuse(named, failure)
+                self.refuse(named, failure)
                 parts = [[r for r in part if _coordinates(r) != where]]
             elif len(part) == 1:
-                self._refuse(part[0], failure)
+                self.refuse(part[0], failure)
                 parts = []
             else:
                 middle = len(part) // 2
                 parts = [part[:middle], part[middle:]]
             todo.extend((piece, None) for piece in reversed(parts) if piece)
 
-    def _refuse(self, record: SinkRecord, error: BaseException) -> None:
+    def refuse(self, record: SinkRecord, error: BaseException) -> None:
         """A record ``put()`` cannot write: dead-lettered, logged and skipped, or the task fails."""
         reporter = self.errant_record_reporter
         if not isinstance(reporter, SinkErrantRecordReporter):
@@ -202,7 +151,7 @@ class SinkErrorHandling(WorkerTask):
     def consumed_message(self, record: SinkRecord) -> Any:
         """The consumed message ``record`` came from, if it is of the batch being delivered."""
         topic, partition, offset = _coordinates(record)
-        for m in self._messages:
+        for m in self.messages:
             if m.offset() == offset and m.partition() == partition and m.topic() == topic:
                 return m
         return None
@@ -210,12 +159,13 @@ class SinkErrorHandling(WorkerTask):
     def serialise(self, record: SinkRecord) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
         """``record`` as bytes again, with the task's converters (for the errant record reporter)."""
         topic = record.topic_partition.topic
+        batches = self._batches
         try:
-            key = self._key_converter.from_connect_data(topic, record.key_schema, record.key)
-            value = self._value_converter.from_connect_data(topic, record.value_schema, record.value)
-            convert = self._header_converter.from_connect_header
+            key = batches.key_converter.from_connect_data(topic, record.key_schema, record.key)
+            value = batches.value_converter.from_connect_data(topic, record.value_schema, record.value)
+            convert = batches.header_converter.from_connect_header
             headers = [(k, convert(topic, k, None, v)) for k, v in record.headers or ()]
-        except Exception as exc:  # the reporter must not fail on a record it cannot serialise
+        except Exception as exc:  # noqa: BLE001 - the reporter must not fail on a record it cannot serialise
             log.warning("Could not serialise a reported record for the dead letter queue: %s", exc)
             return None, repr(record.value).encode(), []
         return key, value, headers
@@ -230,36 +180,42 @@ class SinkErrorHandling(WorkerTask):
             return
         headers = list(m.headers() or [])
         if self.errors.dlq_context_headers:
-            headers += context_headers(ctx, self.id.connector, self.id.task, m.topic(), m.partition(), m.offset())
+            task_id = self.task_id
+            headers += context_headers(ctx, task_id.connector, task_id.task, m.topic(), m.partition(), m.offset())
         dlq.send(m.key(), m.value(), headers)
 
-    def _convert_each(self, messages: list[Any]) -> list[SinkRecord]:
+    def convert_each(self, messages: list[Any]) -> list[SinkRecord]:
         """Steps 2 and 3 one record at a time, under ``errors.*``: a record that fails is skipped
         (and sent to the DLQ) with ``errors.tolerance=all``, or fails the task."""
         execute = self.retry.execute
-        kc, vc, transform = self._key_converter, self._value_converter, self._transform
-        kname, vname, hname = _class_name(kc), _class_name(vc), _class_name(self._header_converter)
+        batches = self._batches
+        kc, vc, transform = batches.key_converter, batches.value_converter, self._transform
+        kname, vname, hname = class_name(kc), class_name(vc), class_name(batches.header_converter)
+        convert_headers = batches.convert_headers
         out: list[SinkRecord] = []
         for m in messages:
             topic = m.topic()
             where = f"topic {topic!r} partition {m.partition()} offset {m.offset()}"
-            key = execute(Stage.KEY_CONVERTER, partial(kc.to_connect_batch, topic, [m.key()]), class_name=kname, coordinates=where, record=m)
+            attempt = partial(execute, coordinates=where, record=m)
+            key = attempt(Stage.KEY_CONVERTER, partial(kc.to_connect_batch, topic, [m.key()]), class_name=kname)
             if key is SKIPPED:
                 continue
-            value = execute(Stage.VALUE_CONVERTER, partial(vc.to_connect_batch, topic, [m.value()]), class_name=vname, coordinates=where, record=m)
+            value = attempt(Stage.VALUE_CONVERTER, partial(vc.to_connect_batch, topic, [m.value()]), class_name=vname)
             if value is SKIPPED:
                 continue
             raw_headers = m.headers()
             headers = None
             if raw_headers:
-                headers = execute(Stage.HEADER_CONVERTER, partial(self._convert_headers, topic, raw_headers), class_name=hname, coordinates=where, record=m)
+                headers = attempt(
+                    Stage.HEADER_CONVERTER, partial(convert_headers, topic, raw_headers), class_name=hname
+                )
                 if headers is SKIPPED:
                     continue
             ts_type, ts = m.timestamp()
             record = SinkRecord(
                 topic, m.partition(), m.offset(), value[1][0], value[0][0], key[1][0], key[0][0],
                 ts if ts_type else None, ts_type, headers,
-            )
+            )  # fmt: skip
             if transform is None:
                 out.append(record)
                 continue
@@ -272,11 +228,7 @@ class SinkErrorHandling(WorkerTask):
                 out.extend(result)
         return out
 
-    def _convert_headers(self, topic: str, headers: list[tuple[str, bytes | None]]) -> tuple[tuple[str, Any], ...]:
-        convert = self._header_converter.to_connect_header
-        return tuple((k, convert(topic, k, v).value) for k, v in headers)
-
-    def _topic_missing(self, topic: str | None, err: KafkaError) -> None:
+    def topic_missing(self, topic: str | None, err: KafkaError) -> None:
         """A subscribed topic that does not exist (yet): wait for it, as Connect's consumer does.
 
         A sink is often started before the source that creates its topic; the consumer picks the
@@ -289,12 +241,13 @@ class SinkErrorHandling(WorkerTask):
             log.warning("Topic %r does not exist (yet); waiting for it to be created: %s", name, err.str())
 
 
-def _batches(records: Sequence[SinkRecord], consumed: list[Any]) -> list[tuple[SinkRecordBatch, list[Any]]]:
+def batches_of(records: Sequence[SinkRecord], consumed: list[Any]) -> list[tuple[SinkRecordBatch, list[Any]]]:
     """``records`` as batches of one topic each, with the ``consumed`` messages they came from."""
     return [(batch, consumed) for batch in SinkRecordBatch.group(records)]
 
 
-def _class_name(obj: Any) -> str:
+def class_name(obj: Any) -> str:
+    """``obj``'s class as errors name it (module and qualified name)."""
     cls = type(obj)
     return f"{cls.__module__}.{cls.__qualname__}"
 
@@ -305,8 +258,8 @@ def _coordinates(record: SinkRecord) -> tuple[str, int, int]:
     return tp.topic, tp.partition, record.original_offset if record.original_offset is not None else record.kafka_offset
 
 
-class _Refused(Exception):
-    """``put()`` raised a :class:`DataError`: the batch was not written, :meth:`SinkTaskRunner._recover` it."""
+class RefusedBatch(Exception):
+    """``put()`` raised a :class:`DataError`: the batch was not written, :meth:`SinkFailures.recover` it."""
 
     def __init__(self, error: DataError) -> None:
         super().__init__(str(error))

@@ -1,20 +1,19 @@
-"""Sink runner: where each partition is consumed from and what is committed — the start position
-of assigned partitions, rewinds, tracking the consumed offsets and the commit of what the task
-says is durable (steps 5 and 6 of :class:`~worker.runners.sink.SinkTaskRunner`)."""
+"""The sink runner's offset tracker: where each partition starts when assigned, what has been
+consumed and committed, rewinds, and when the next commit is due (the bookkeeping of steps 5 and 6
+of :class:`~worker.runners.sink.SinkTaskRunner`, which performs the commit itself)."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from sluice.connectors.api import RetriableError, TopicPartition, UnusableRawValues
-from sluice.worker.runners.sink_redelivery import SinkRedelivery
-from sluice.worker.task_metrics import Lag, time_lag
+from sluice.connectors.api import TopicPartition
+from sluice.worker.task_metrics import Lag, consumer_lag, time_lag
 
 log = logging.getLogger(__name__)
 
@@ -30,19 +29,33 @@ _RESET_TO = {
 _COMMITTED_TIMEOUT_S = 10.0
 
 
-class SinkOffsetTracking(SinkRedelivery):
-    """Consumed and committed offsets (a base class of :class:`~worker.runners.sink.SinkTaskRunner`)."""
+class SinkOffsets:
+    """One sink task's offsets, per partition. Runner thread only.
 
-    commit_requested: bool
-    _consumer_config: dict[str, Any]
-    _committed: dict[TopicPartition, int]
-    _consumed_ts: dict[tuple[str, int], int]
-    _next_commit: float
-    _flush_interval_s: float
-    #: A pre_commit() raised RetriableError: the outage it reported ends at the next one that succeeds.
-    _commit_outage: bool = False
+    ``active_topics`` is the runner's set of topics used (KIP-558), which tracking adds to.
+    """
 
-    def _assign_from_committed(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
+    def __init__(self, consumer_config: Mapping[str, Any], flush_interval_s: float, active_topics: set[str]) -> None:
+        self._reset_to = _RESET_TO.get(str(consumer_config.get("auto.offset.reset", "earliest")).lower())
+        self._cooperative = "cooperative" in str(consumer_config.get("partition.assignment.strategy", ""))
+        self._read_committed = str(consumer_config.get("isolation.level", "")).lower() == "read_committed"
+        self._flush_interval_s = flush_interval_s
+        self._active_topics = active_topics
+        #: The next offset to consume, per partition.
+        self.consumed: dict[TopicPartition, int] = {}
+        #: The timestamp (ms) of the last record consumed, per partition (for the lag in seconds).
+        self.consumed_ts: dict[tuple[str, int], int] = {}
+        #: What was last committed, per partition.
+        self.committed: dict[TopicPartition, int] = {}
+        #: Where partitions are to be consumed from again, applied before the next consume.
+        self.rewinds: dict[TopicPartition, int] = {}
+        #: The task asked for a commit (``SinkTaskContext.request_commit``).
+        self.commit_requested = False
+        self._next_commit = 0.0
+
+    # -- assignment -------------------------------------------------------------------------------
+
+    def assign_from_committed(self, consumer: Consumer, partitions: list[KafkaTopicPartition]) -> None:
         """Assign ``partitions`` at their committed offsets, and one without a commit at the start or
         end that ``auto.offset.reset`` names, as the Java consumer starts.
 
@@ -51,9 +64,8 @@ class SinkOffsetTracking(SinkRedelivery):
         a tenth of a second late. Only for the eager assignment protocol (the cooperative one
         assigns incrementally); if the lookup fails, librdkafka does it its own way.
         """
-        start = _RESET_TO.get(str(self._consumer_config.get("auto.offset.reset", "earliest")).lower())
-        strategy = str(self._consumer_config.get("partition.assignment.strategy", ""))
-        if start is None or "cooperative" in strategy or not partitions:
+        start = self._reset_to
+        if start is None or self._cooperative or not partitions:
             return
         try:
             committed = consumer.committed(partitions, timeout=_COMMITTED_TIMEOUT_S)
@@ -64,34 +76,52 @@ class SinkOffsetTracking(SinkRedelivery):
             p.offset = c.offset if c.offset >= 0 and c.error is None else start
         consumer.assign(partitions)
 
+    def forget(self, partitions: Iterable[TopicPartition], *, lost: bool = False) -> None:
+        """Partitions revoked (or ``lost`` without a clean revoke, whose last commit is kept)."""
+        for tp in partitions:
+            self.consumed.pop(tp, None)
+            self.consumed_ts.pop((tp.topic, tp.partition), None)
+            if not lost:
+                self.committed.pop(tp, None)
+
+    # -- rewinds ----------------------------------------------------------------------------------
+
     def rewind(self, offsets: Mapping[TopicPartition, int]) -> None:
-        self._rewinds.update(offsets)
+        """Consume these partitions again from these offsets (the task's ``context.rewind``)."""
+        self.rewinds.update(offsets)
 
-    def _apply_rewinds(self) -> None:
-        if not self._rewinds or self._consumer is None:
-            return
-        for tp, offset in self._rewinds.items():
-            if tp in self.assignment:
-                self._consumer.seek(KafkaTopicPartition(tp.topic, tp.partition, offset))
-                self._consumed[tp] = offset
-        self._rewinds.clear()
+    def rewind_back_to(self, tp: TopicPartition, offset: int) -> None:
+        """Consume ``tp`` again from ``offset`` at the latest, and count nothing past it as
+        consumed meanwhile (raw values given back)."""
+        self.rewinds[tp] = min(offset, self.rewinds.get(tp, offset))
+        self.consumed[tp] = min(offset, self.consumed.get(tp, offset))
 
-    def _track_consumed(self, messages: list[Any]) -> None:
+    def apply_rewinds(self, consumer: Consumer, assignment: set[TopicPartition]) -> None:
+        """Seek the consumer to the rewinds of assigned partitions (before the next consume)."""
+        for tp, offset in self.rewinds.items():
+            if tp in assignment:
+                consumer.seek(KafkaTopicPartition(tp.topic, tp.partition, offset))
+                self.consumed[tp] = offset
+        self.rewinds.clear()
+
+    # -- consumption ------------------------------------------------------------------------------
+
+    def track(self, messages: list[Any], partitions: int) -> None:
         """Remember the next offset of each partition in the batch, and its last record's timestamp
         (for the lag in seconds).
 
         Messages of one partition arrive in offset order, so scanning from the end finds each
-        partition's last offset; with one assigned partition that is a single step.
+        partition's last offset; with one assigned partition (of ``partitions``) that is a single step.
         """
-        consumed = self._consumed
-        stamps = self._consumed_ts
-        distinct = max(1, len(self.assignment))
+        consumed = self.consumed
+        stamps = self.consumed_ts
+        distinct = max(1, partitions)
         seen: set[tuple[str, int]] = set()
         for m in reversed(messages):
             tp = (m.topic(), m.partition())
             if tp not in seen:
                 seen.add(tp)
-                self.active_topics.add(tp[0])
+                self._active_topics.add(tp[0])
                 consumed[TopicPartition(*tp)] = m.offset() + 1
                 stamp = m.timestamp()[1]
                 if stamp >= 0:  # -1: the record has no timestamp (TIMESTAMP_NOT_AVAILABLE)
@@ -99,73 +129,70 @@ class SinkOffsetTracking(SinkRedelivery):
                 if len(seen) >= distinct:
                     break
 
-    def _paused_lag(self, consumer: Consumer) -> None:
-        """The lag of paused partitions, whose ends librdkafka's statistics no longer follow: ask
-        the brokers (about once a second, only while the task is paused)."""
+    def lag(self, stats: dict[str, Any]) -> list[Lag]:
+        """The consumer lag of each partition from librdkafka's statistics."""
+        positions = {(tp.topic, tp.partition): offset for tp, offset in self.consumed.items()}
+        return consumer_lag(stats, positions, self._read_committed, self.consumed_ts)
+
+    def paused_lag(self, consumer: Consumer, assignment: set[TopicPartition]) -> list[Lag] | None:
+        """The lag of paused partitions, whose ends librdkafka's statistics no longer follow: asked
+        of the brokers (about once a second, only while the task is paused). ``None`` when they
+        did not answer: the last figures stay."""
         lag: list[Lag] = []
         now = time.time()
-        for tp in sorted(self.assignment):
-            position = self._consumed.get(tp, self._committed.get(tp))
+        for tp in sorted(assignment):
+            position = self.consumed.get(tp, self.committed.get(tp))
             if position is None:
                 continue
             try:
-                _, end = consumer.get_watermark_offsets(KafkaTopicPartition(tp.topic, tp.partition), timeout=1.0, cached=False)
+                _, end = consumer.get_watermark_offsets(
+                    KafkaTopicPartition(tp.topic, tp.partition), timeout=1.0, cached=False
+                )
             except KafkaException:
-                return  # keep the last figures; the next second asks again
+                return None
             records = max(0, end - position)
-            lag.append((tp.topic, tp.partition, records, time_lag(records, self._consumed_ts.get(tp), now)))
-        self.metrics.lag = lag
+            lag.append(
+                (
+                    tp.topic,
+                    tp.partition,
+                    records,
+                    time_lag(records, self.consumed_ts.get((tp.topic, tp.partition)), now),
+                )
+            )
+        return lag
 
-    def _commit(self, partitions: Sequence[TopicPartition]) -> list[KafkaTopicPartition]:
-        """Steps 5 and 6: ask the task what is durable and commit exactly that (returned)."""
-        self.commit_requested = False
+    # -- commits ----------------------------------------------------------------------------------
+
+    def commit_due(self) -> bool:
+        """Whether to commit now: asked for, or ``offset.flush.interval.ms`` since the last commit."""
+        return self.commit_requested or time.monotonic() >= self._next_commit
+
+    def reschedule(self) -> None:
+        """The next commit is due ``offset.flush.interval.ms`` from now."""
         self._next_commit = time.monotonic() + self._flush_interval_s
-        consumer = self._consumer
-        if consumer is None or not partitions:
-            return []
-        current = {tp: self._consumed[tp] for tp in partitions if tp in self._consumed}
-        if not current:
-            return []
-        try:
-            safe = self.task.pre_commit(current)
-        except UnusableRawValues as unusable:
-            self._redeliver_decoded(unusable)  # nothing is committed past what is consumed again
-            return []
-        except RetriableError as exc:
-            # The task could not make its writes durable (a write it sent in the background failed
-            # and retrying it failed too): an outage like a put()'s, and nothing is committed.
-            self.retry.total_retries += 1
-            self._system_unreachable(self._sink_system, exc)
-            self._commit_outage = True
-            return []
-        if self._commit_outage:  # what failed at the last commit is durable now: the system answers
-            self._commit_outage = False
-            self.outages.reached(self._sink_system)
-        to_commit = [
+
+    def commit_started(self) -> None:
+        """A commit starts (or is skipped): a request is answered, the next one is an interval away."""
+        self.commit_requested = False
+        self.reschedule()
+
+    def uncommitted(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """Step 5's offsets: the next offset of each of ``partitions`` consumed from."""
+        consumed = self.consumed
+        return {tp: consumed[tp] for tp in partitions if tp in consumed}
+
+    def to_commit(
+        self, safe: Mapping[TopicPartition, int], current: Mapping[TopicPartition, int]
+    ) -> list[KafkaTopicPartition]:
+        """Of what ``pre_commit`` returned as ``safe``, the offsets to commit: partitions it was
+        asked about whose offset changed since the last commit."""
+        committed = self.committed
+        return [
             KafkaTopicPartition(tp.topic, tp.partition, offset)
             for tp, offset in safe.items()
-            if tp in current and self._committed.get(tp) != offset
+            if tp in current and committed.get(tp) != offset
         ]
-        if not to_commit:
-            self.metrics.committed(True, 0.0, skipped=True)
-            return []
-        started = time.monotonic()
-        # Skipped and reported records covered by these offsets must be in the DLQ first.
-        if self.dlq is not None and not self.dlq.flush(30.0):
-            log.warning("Dead letter queue records still pending; offsets not committed this time")
-            self.metrics.committed(False, time.monotonic() - started)
-            return []
-        try:
-            consumer.commit(offsets=to_commit, asynchronous=False)
-        except KafkaException as exc:
-            err = exc.args[0]
-            if err.code() == KafkaError._NO_OFFSET:
-                return []
-            # A failed commit only means more duplicates after a crash; the next interval retries.
-            log.warning("Offset commit failed: %s", err.str())
-            self.metrics.committed(False, time.monotonic() - started)
-            return []
-        for tp in to_commit:
-            self._committed[TopicPartition(tp.topic, tp.partition)] = tp.offset
-        self.metrics.committed(True, time.monotonic() - started)
-        return to_commit
+
+    def mark_committed(self, offsets: list[KafkaTopicPartition]) -> None:
+        for tp in offsets:
+            self.committed[TopicPartition(tp.topic, tp.partition)] = tp.offset

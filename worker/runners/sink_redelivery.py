@@ -1,66 +1,110 @@
-"""Sink runner: raw values a task could not use (``UnusableRawValues``) given back and delivered
-again decoded, from the batch at hand or by consuming those partitions again."""
+"""The sink runner's redelivery policy: whether batches carry raw values, and what happens to raw
+values a task could not use (``UnusableRawValues``): delivered again decoded, from the batch at
+hand or by consuming those partitions again."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Set
 from typing import Any
 
-from sluice.connectors.api import SinkRecordBatch, TopicPartition, UnusableRawValues
-from sluice.worker.runners.sink_errors import SinkErrorHandling, _batches
+from sluice.connectors.api import Converter, SinkRecordBatch, TopicPartition, UnusableRawValues, ValueFormat, WireFormat
+from sluice.worker.runners.sink_offsets import SinkOffsets
 
 log = logging.getLogger(__name__)
 
 
-class SinkRedelivery(SinkErrorHandling):
-    """Giving raw values back (a base class of :class:`~worker.runners.sink.SinkTaskRunner`)."""
+class RawValuesRedelivery:
+    """Raw values for a task that asks for them, and their redelivery decoded. Runner thread only.
 
-    _consumed: dict[TopicPartition, int]
-    _rewinds: dict[TopicPartition, int]
-    _decode_until: dict[TopicPartition, int]
+    ``task_name`` names the task in the log; ``transformed``: a transform chain runs, so values
+    must be decoded anyway.
+    """
 
-    def _give_back(self, unusable: UnusableRawValues, consumed: list[Any]) -> None:
+    def __init__(self, task_name: str, value_converter: Converter, offsets: SinkOffsets, *, transformed: bool) -> None:
+        self._task_name = task_name
+        self._value_converter = value_converter
+        self._offsets = offsets
+        self._transformed = transformed
+        #: The value converter's wire format when batches carry raw values (``None``: they do not).
+        self.format: WireFormat | None = None
+        #: Partitions consumed again after UnusableRawValues: their records are delivered decoded
+        #: until the consumer is past this offset again.
+        self.decode_until: dict[TopicPartition, int] = {}
+
+    def adopt(self, value_format: ValueFormat) -> None:
+        """Decide, once the task started, whether its batches carry raw values (:attr:`format`):
+        the task asked (its ``SinkTask.value_format``, which it may set in ``start()``), no
+        transform reads the values, and the value converter's bytes are what the task asked for."""
+        wanted = ValueFormat(value_format)
+        self.format = None
+        if wanted is ValueFormat.CONNECT or self._transformed:
+            return
+        wire = self._value_converter.wire_format()
+        if wanted is ValueFormat.RAW_BYTES or wire.schemaless_json:
+            self.format = wire
+        elif wanted is ValueFormat.RAW_TYPED and (
+            (wire.kind == "json" and wire.decimal_format == "BASE64") or wire.kind == "avro"
+        ):
+            self.format = wire
+
+    def format_for(self, messages: list[Any]) -> WireFormat | None:
+        """The raw format for a batch of ``messages`` (of one topic): ``None`` when the values are
+        to be decoded, also for records inside a range given back (see :meth:`redeliver`)."""
+        raw = self.format
+        if raw is None or (self.decode_until and self._decoding(messages)):
+            return None
+        return raw
+
+    def rewound(self, batch: SinkRecordBatch) -> bool:
+        """Whether ``batch`` holds records of a partition about to be consumed again (it is skipped:
+        they come again, decoded)."""
+        rewinds = self._offsets.rewinds
+        if not rewinds:
+            return False
+        topic = batch.original_topic
+        return any(TopicPartition(topic, p) in rewinds for p in set(batch.partitions))
+
+    def give_back(self, unusable: UnusableRawValues, consumed: list[Any], assignment: Set[TopicPartition]) -> list[Any]:
         """``put`` could not use raw values from ``unusable.offsets`` on. When those are all in the
-        batch at hand, put them again decoded now; otherwise (a task that wrote earlier batches
-        in the background) consume them again (:meth:`_redeliver_decoded`)."""
+        batch at hand, return its messages from there on, to be put again decoded now; otherwise (a
+        task that wrote earlier batches in the background) :meth:`redeliver` them and return none."""
         first: dict[TopicPartition, int] = {}
         for m in consumed:
             first.setdefault(TopicPartition(m.topic(), m.partition()), m.offset())
         if any(tp not in first or offset < first[tp] for tp, offset in unusable.offsets.items()):
-            self._redeliver_decoded(unusable)
-            return
-        self._log_give_back(unusable, "delivering them again, decoded")
+            self.redeliver(unusable, assignment)
+            return []
+        self._log(unusable, "delivering them again, decoded")
         offsets = unusable.offsets
-        again = [m for m in consumed if m.offset() >= offsets.get(TopicPartition(m.topic(), m.partition()), 1 << 62)]
-        self._messages = again
-        try:
-            for part, _ in _batches(self._convert_each(again), again):
-                self._put_recovering(part)
-        except UnusableRawValues as earlier:  # about records of an earlier put after all
-            self._redeliver_decoded(earlier)
+        return [m for m in consumed if m.offset() >= offsets.get(TopicPartition(m.topic(), m.partition()), 1 << 62)]
 
-    def _redeliver_decoded(self, unusable: UnusableRawValues) -> None:
+    def redeliver(self, unusable: UnusableRawValues, assignment: Set[TopicPartition]) -> None:
         """The task could not use raw values from ``unusable.offsets`` on: consume those partitions
         again from there and deliver the records decoded (record by record where conversion fails,
         under ``errors.*``) until past what had been consumed; commits stop there meanwhile."""
+        offsets = self._offsets
         for tp, offset in unusable.offsets.items():
-            if tp not in self.assignment:
+            if tp not in assignment:
                 continue
-            consumed = self._consumed.get(tp, offset)
-            self._decode_until[tp] = max(consumed, self._decode_until.get(tp, 0))
-            self._rewinds[tp] = min(offset, self._rewinds.get(tp, offset))
-            self._consumed[tp] = min(offset, consumed)
-        self._log_give_back(unusable, "consuming them again, decoded")
+            consumed = offsets.consumed.get(tp, offset)
+            self.decode_until[tp] = max(consumed, self.decode_until.get(tp, 0))
+            offsets.rewind_back_to(tp, offset)
+        self._log(unusable, "consuming them again, decoded")
 
-    def _log_give_back(self, unusable: UnusableRawValues, then: str) -> None:
+    def forget(self, partitions: list[TopicPartition]) -> None:
+        """Partitions revoked or lost."""
+        for tp in partitions:
+            self.decode_until.pop(tp, None)
+
+    def _log(self, unusable: UnusableRawValues, then: str) -> None:
         where = ", ".join(f"{tp.topic}-{tp.partition} from offset {o}" for tp, o in sorted(unusable.offsets.items()))
-        log.warning("%s could not use the raw values of %s (%s): %s", type(self.task).__name__, where, unusable, then)
+        log.warning("%s could not use the raw values of %s (%s): %s", self._task_name, where, unusable, then)
 
     def _decoding(self, messages: list[Any]) -> bool:
-        """Whether ``messages`` reach into a range given back by UnusableRawValues (delivered
-        decoded); ranges the consumer has passed are forgotten."""
-        until = self._decode_until
+        """Whether ``messages`` reach into a range given back (delivered decoded); ranges the
+        consumer has passed are forgotten."""
+        until = self.decode_until
         inside = False
         for m in messages:
             tp = TopicPartition(m.topic(), m.partition())
@@ -72,9 +116,3 @@ class SinkRedelivery(SinkErrorHandling):
             elif m.offset() + 1 >= end:
                 del until[tp]
         return inside
-
-
-def _rewound(batch: SinkRecordBatch, rewinds: Mapping[TopicPartition, int]) -> bool:
-    """Whether ``batch`` holds records of a partition about to be consumed again."""
-    topic = batch.original_topic
-    return any(TopicPartition(topic, p) in rewinds for p in set(batch.partitions))

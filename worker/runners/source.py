@@ -1,14 +1,17 @@
 """Drives a :class:`~connectors.api.SourceTask`: poll → transform → convert → produce → store offsets.
 
-Its failure paths (record-by-record conversion, refused records, the dead letter queue) are its
-base class in ``source_errors``.
+The runner holds its other parts as collaborators, one module each: :class:`SourceOffsets`
+(``source_offsets``: offsets polled and not yet stored, when to commit), :class:`SourceFailures`
+(``source_errors``: delivery reports and what happens when records cannot go out, with the retry
+and tolerance operator) and :class:`SourceTopics` (``source_topics``: scope, creation and use of
+topics). Its lifecycle is :class:`~worker.runners.base.WorkerTask`'s.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
 from typing import Any
 
@@ -27,16 +30,18 @@ from sluice.connectors.api import (
     SourceTask,
 )
 from sluice.connectors.api.metrics import ReportsFailure, ReportsMetrics
-from sluice.offsets import OffsetStore, StoreOffsetReader, offset_key
+from sluice.offsets import OffsetStore, StoreOffsetReader
 from sluice.worker.connector_scope import TopicScope
-from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig, RetryWithTolerance, Stage
+from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig, Stage
 from sluice.worker.local_paths import NO_LOCAL_FILES
 from sluice.worker.outages import DEFAULT_DEGRADED_AFTER_MS
-from sluice.worker.runners.base import TaskStatusListener
-from sluice.worker.runners.source_errors import SourceErrorHandling, Transform, _class_name, _Outgoing
+from sluice.worker.runners.base import TaskStatusListener, WorkerTask
+from sluice.worker.runners.source_errors import Outgoing, SourceFailures, Transform
+from sluice.worker.runners.source_offsets import SourceOffsets
+from sluice.worker.runners.source_topics import SourceTopics
 from sluice.worker.status import ConnectorTaskId, TargetState
 from sluice.worker.topic_creation import TopicCreator
-from sluice.worker.tracing import BatchTracer, Step, batch_tracer, source_attributes
+from sluice.worker.tracing import BatchTracer, Step, source_attributes
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +82,7 @@ class SourceTaskContextImpl:
         return self._local_files
 
 
-class SourceTaskRunner(SourceErrorHandling):
+class SourceTaskRunner(WorkerTask):
     """Runs a source task with at-least-once delivery.
 
     Delivery order, each step only after the one before it:
@@ -100,6 +105,11 @@ class SourceTaskRunner(SourceErrorHandling):
     A poll takes one path, list or batch: steps 2-3 for all its records at once (a batch of one
     topic that nothing needs as records: a column at a time), then a tight produce loop. Only when
     that conversion fails does it go record by record, under ``errors.*``.
+
+    One turn of the loop is :meth:`iteration` (steps 1-6); :meth:`send` is steps 2-5 for what one
+    poll returned and :meth:`commit_offsets` step 6, so a test drives the runner with records of
+    its own and without its thread (``producer_factory`` builds the producer :meth:`initialize`
+    creates; a test may wrap it).
     """
 
     def __init__(
@@ -124,57 +134,62 @@ class SourceTaskRunner(SourceErrorHandling):
         topic_creator: TopicCreator | None = None,
         local_files: LocalFiles = NO_LOCAL_FILES,
         topic_scope: TopicScope | None = None,
+        producer_factory: Callable[[dict[str, Any]], Producer] = Producer,
     ) -> None:
-        super().__init__(task_id, listener, initial_state, degraded_after_ms=degraded_after_ms)
+        super().__init__(task_id, listener, initial_state, kind="source", degraded_after_ms=degraded_after_ms)
         self.task = task
         # The files the task may open (connector.allowed.paths); without a grant, none.
         self._local_files = local_files
-        self._topic_creator, self._topic_scope = topic_creator, topic_scope  # used by _use_topic
         self.task_config = dict(task_config)
         self._producer_config = dict(producer_config)
+        self._producer_factory = producer_factory
         self._offset_store = offset_store
         self._key_converter = key_converter
         self._value_converter = value_converter
-        self._header_converter = header_converter
         self._transform = transform
-        self._flush_interval_s = offset_flush_interval_ms / 1000
         self._flush_timeout_s = offset_flush_timeout_ms / 1000
         self._producer: Producer | None = None
-        self._delivery_error: KafkaError | None = None
-        # pending offsets: key bytes → (partition, offset); _key_cache maps id(partition dict) to its
-        # key so tasks that reuse one partition object pay for the JSON key once, not per record.
-        self._pending: dict[bytes, tuple[Mapping[str, Any], Mapping[str, Any] | None]] = {}
-        self._key_cache: dict[int, tuple[Mapping[str, Any], bytes]] = {}
         self._wants_commit_record = type(task).commit_record is not SourceTask.commit_record
         # Records go out as polled (no transform or callback needs them as records): batches may be
         # converted by column, and the task may be offered to serialize them itself.
         self._as_polled = transform is None and not self._wants_commit_record
         self._serialization: Serialization | None = None
-        self._refused: tuple[SourceRecord, bytes | None, bytes | None, Any] | None = None
-        self._next_commit = 0.0
         self.records_produced = 0
         self.records_polled = 0
         self.errors = errors if errors is not None else ErrorHandlingConfig()
         self.dlq = dlq
-        self.retry = RetryWithTolerance(
-            self.errors, reporter=self._report_failed_record, stop_event=self._stopping, task_id=task_id, dlq=dlq
-        )
+        #: Offsets polled and not yet stored, and when the next commit is due.
+        self.offsets = SourceOffsets(task_id.connector, offset_flush_interval_ms / 1000)
+        #: The gate to the topics records go to (scope, creation, use).
+        self.topics = SourceTopics(self.active_topics, topic_scope, topic_creator)
+        #: Delivery reports and what happens when records cannot go out (DLQ, record-by-record paths).
+        self.failures = SourceFailures(
+            task_id, task, (key_converter, value_converter, header_converter), transform, self.topics,
+            errors=self.errors, dlq=dlq, stop_event=self._stopping,
+            commit_record=task.commit_record if self._wants_commit_record else None,
+        )  # fmt: skip
+        #: The retry and tolerance operator (``errors.*``), shared with :attr:`failures`.
+        self.retry = self.failures.retry
         self._source_system = f"the system {type(task).__name__} reads from"
         self._reports_metrics = isinstance(task, ReportsMetrics)
-        self._tracer = batch_tracer(task_id, "source")  # None unless tracing is configured
 
-    # -- lifecycle --------------------------------------------------------------------------------
+    def error_metrics(self) -> dict[str, int]:
+        return self.retry.metrics()
 
-    def _initialize(self) -> None:
+    # -- lifecycle (runner thread) ----------------------------------------------------------------
+
+    def initialize(self) -> None:
+        """Create the producer, start the DLQ, and start the task (offering it the converters'
+        wire formats when its own bytes may go out as they are)."""
         config = dict(self._producer_config)
         config["error_cb"] = self._on_client_error
         self._watch_kafka(config)
         if self._wants_commit_record:
             config["delivery.report.only.error"] = False
         else:
-            config["on_delivery"] = self._on_delivery
+            config["on_delivery"] = self.failures.on_delivery
         try:
-            self._producer = Producer(config)
+            self._producer = self._producer_factory(config)
         except KafkaException as exc:
             raise ConnectError(f"Invalid producer configuration: {exc.args[0].str()}") from exc
         if self.dlq is not None:
@@ -184,7 +199,7 @@ class SourceTaskRunner(SourceErrorHandling):
         self.task.start(
             self.task_config, SourceTaskContextImpl(self.id, reader, self._serialization, self._local_files)
         )
-        self._next_commit = time.monotonic() + self._flush_interval_s
+        self.offsets.reschedule()
 
     def _offered_serialization(self) -> Serialization | None:
         """What the converters write, offered to the task when its own bytes may go out as they are:
@@ -209,13 +224,13 @@ class SourceTaskRunner(SourceErrorHandling):
                 if failure is not None:
                     raise failure
 
-    def _close(self) -> None:
+    def close(self) -> None:
+        """Store the offsets of everything delivered (unless failed), then close the clients."""
         try:
             if self._producer is not None and not self.failed:
-                self._commit_offsets(final=True)
+                self.commit_offsets()
         finally:
-            if self._topic_creator is not None:
-                self._topic_creator.close()  # its admin client goes now, on this thread
+            self.topics.close()  # its admin client goes now, on this thread
             if self._producer is not None:
                 self._producer.flush(self._flush_timeout_s)
                 self._producer = None
@@ -226,60 +241,66 @@ class SourceTaskRunner(SourceErrorHandling):
 
     def _on_client_error(self, err: KafkaError) -> None:
         if err.fatal():
-            self._delivery_error = err
+            self.failures.delivery_error = err
         elif not self._kafka_unreachable(err):
             log.warning("Kafka producer: %s", err.str())
 
     # -- main loop --------------------------------------------------------------------------------
 
-    def _execute(self) -> None:
-        assert self._producer is not None
-        producer = self._producer
+    def execute(self) -> None:
         while not self.stopping:
-            if not self._await_unpaused():
+            if not self.await_unpaused():
                 break
-            started = time.monotonic()
-            try:
-                records = self.task.poll()
-            except RetriableError as exc:
-                # Logged by the tracker: when the outage starts, in summaries, and when it ends.
-                log.debug("Retriable error from poll(), polling again: %s", exc)
-                self._system_unreachable(self._source_system, exc)
-                self.retry.total_retries += 1
-                records = None
-                self._stopping.wait(0.1)
-            except Exception as exc:
-                raise self.retry.unrecoverable(Stage.TASK_POLL, _class_name(self.task), exc) from exc
-            else:
-                self.outages.reached(self._source_system)
-            self._check_delivery()
-            if records and not self._unfenced():
-                # Out of contact with the group, possibly frozen mid-loop: the task may already run
-                # elsewhere. Drop the batch; its offsets were never stored, so its next owner polls it again.
-                continue
-            if records:
-                poll_s = time.monotonic() - started
-                produced = self.records_produced
-                self.records_polled += len(records)
-                if self._tracer is None:
-                    self._send(records)
-                else:
-                    self._send_traced(records, poll_s, self._tracer)
-                self.metrics.batch(len(records), self.records_produced - produced, poll_s)
-            else:
-                producer.poll(0)
-            if self._reports_metrics and started >= self.metrics.next_own:
-                self.metrics.ask_task(self.task, started)
-            if time.monotonic() >= self._next_commit:
-                self._commit_offsets()
+            self.iteration()
 
-    def _send(self, polled: Sequence[SourceRecord]) -> None:
+    def iteration(self) -> None:
+        """One turn of the main loop: poll (step 1), :meth:`send` what came (2-5), and
+        :meth:`commit_offsets` (6) when an interval has passed."""
+        producer = self._producer
+        assert producer is not None, "initialize() first"
+        started = time.monotonic()
+        try:
+            records = self.task.poll()
+        except RetriableError as exc:
+            # Logged by the tracker: when the outage starts, in summaries, and when it ends.
+            log.debug("Retriable error from poll(), polling again: %s", exc)
+            self._system_unreachable(self._source_system, exc)
+            self.retry.total_retries += 1
+            records = None
+            self._stopping.wait(0.1)
+        except Exception as exc:
+            raise self.retry.unrecoverable(Stage.TASK_POLL, self.failures.task_class, exc) from exc
+        else:
+            self.outages.reached(self._source_system)
+        self.failures.check_delivery()
+        if records and not self._unfenced():
+            # Out of contact with the group, possibly frozen mid-loop: the task may already run
+            # elsewhere. Drop the batch; its offsets were never stored, so its next owner polls it again.
+            return
+        if records:
+            poll_s = time.monotonic() - started
+            produced = self.records_produced
+            self.records_polled += len(records)
+            tracer = self.tracer
+            if tracer is None:
+                self.send(records)
+            else:
+                self._send_traced(records, poll_s, tracer)
+            self.metrics.batch(len(records), self.records_produced - produced, poll_s)
+        else:
+            producer.poll(0)
+        if self._reports_metrics and started >= self.metrics.next_own:
+            self.metrics.ask_task(self.task, started)
+        if self.offsets.commit_due(time.monotonic()):
+            self.commit_offsets()
+
+    def send(self, polled: Sequence[SourceRecord]) -> None:
         """Steps 2-5 for what one poll returned: a list of records or a batch, the same way."""
         batch = polled if isinstance(polled, SourceRecordBatch) else None  # the columns, when there are
         self._hand_over(polled, batch, self._outgoing(polled, batch))
 
     def _send_traced(self, polled: Sequence[SourceRecord], poll_s: float, tracer: BatchTracer) -> None:
-        """:meth:`_send` with each step timed for the batch's trace (``produce``: handed to the
+        """:meth:`send` with each step timed for the batch's trace (``produce``: handed to the
         producer, which delivers asynchronously)."""
         polled_at = time.time_ns()
         batch = polled if isinstance(polled, SourceRecordBatch) else None
@@ -290,39 +311,39 @@ class SourceTaskRunner(SourceErrorHandling):
         topics = [out.topic] if out.topic is not None else out.topics or ()
         tracer.record(polled_at - int(poll_s * 1e9), steps, source_attributes(polled, len(out.values), topics))
 
-    def _outgoing(self, polled: Sequence[SourceRecord], batch: SourceRecordBatch | None) -> _Outgoing:
+    def _outgoing(self, polled: Sequence[SourceRecord], batch: SourceRecordBatch | None) -> Outgoing:
         """Steps 2 and 3."""
-        out: _Outgoing | None
+        out: Outgoing | None
         if batch is not None and batch.serialized:
             out = self._as_serialized(batch)
         else:
             out = self._serialize(polled, batch)
         if out is None:
             # Only now go record by record, to isolate the bad record(s) of this poll.
-            out = self._serialize_each(polled)
+            out = self.failures.serialize_each(polled)
         return out
 
-    def _hand_over(self, polled: Sequence[SourceRecord], batch: SourceRecordBatch | None, out: _Outgoing) -> None:
+    def _hand_over(self, polled: Sequence[SourceRecord], batch: SourceRecordBatch | None, out: Outgoing) -> None:
         """Steps 4 and 5."""
         producer = self._producer
         assert producer is not None
         if out.values:
             self._produce(out)
             self.records_produced += len(out.values)
-        self._polled_done(polled, batch)
+        self.offsets.polled(polled, batch)
         producer.poll(0)
 
-    def _as_serialized(self, batch: SourceRecordBatch) -> _Outgoing:
+    def _as_serialized(self, batch: SourceRecordBatch) -> Outgoing:
         """Step 3 done by the task: its bytes go out as they are."""
         if self._serialization is None:
             raise ConnectError(
-                f"{_class_name(self.task)} returned serialized records, but the runtime did not offer to "
+                f"{self.failures.task_class} returned serialized records, but the runtime did not offer to "
                 "produce them as they are (its context's serialization is None)"
             )
         options = _partition_options(batch.partitions)
-        return _Outgoing(batch.topic, batch.topics, batch.keys, batch.values, options, batch)
+        return Outgoing(batch.topic, batch.topics, batch.keys, batch.values, options, batch)
 
-    def _serialize(self, polled: Sequence[SourceRecord], batch: SourceRecordBatch | None) -> _Outgoing | None:
+    def _serialize(self, polled: Sequence[SourceRecord], batch: SourceRecordBatch | None) -> Outgoing | None:
         """Steps 2 and 3 for the whole poll at once; ``None`` when anything failed (the caller then
         goes record by record). A batch of one topic that no transform or callback needs as records
         is converted a column at a time, without building a record object."""
@@ -337,7 +358,7 @@ class SourceTaskRunner(SourceErrorHandling):
             elif self._transform is not None:
                 records = self._transform(list(records))
             out = self._convert_records(records, origins)
-        except Exception:
+        except Exception:  # noqa: BLE001 - the caller then goes record by record
             return None
         for record in dropped:
             self.task.commit_record(record, None)
@@ -362,63 +383,64 @@ class SourceTaskRunner(SourceErrorHandling):
                 dropped.append(record)
         return kept, origins
 
-    def _convert_columns(self, batch: SourceRecordBatch, topic: str) -> _Outgoing:
+    def _convert_columns(self, batch: SourceRecordBatch, topic: str) -> Outgoing:
         n = len(batch)
         values = self._value_converter.from_connect_batch(topic, [batch.value_schema] * n, batch.values)
         keys = None
         if batch.keys is not None or batch.key_schema is not None:
             key_values = batch.keys if batch.keys is not None else [None] * n
             keys = self._key_converter.from_connect_batch(topic, [batch.key_schema] * n, key_values)
-        return _Outgoing(topic, None, keys, values, _partition_options(batch.partitions), batch)
+        return Outgoing(topic, None, keys, values, _partition_options(batch.partitions), batch)
 
     def _convert_records(
         self, records: Sequence[SourceRecord], origins: Sequence[SourceRecord] | None = None
-    ) -> _Outgoing:
+    ) -> Outgoing:
         if not records:
-            return _Outgoing("", None, None, [], None, records)
+            return Outgoing("", None, None, [], None, records)
         topic = records[0].topic
         topics = None if all(r.topic == topic for r in records) else [r.topic for r in records]
         keys, values = self._convert(records, topics is None)
-        commit_record = self.task.commit_record if self._wants_commit_record else None
+        failures = self.failures
         options = None
-        if commit_record is not None or any(
+        if failures.commit_record is not None or any(
             r.partition is not None or r.timestamp is not None or r.headers for r in records
         ):
             polled = records if origins is None else origins  # what commit_record is called with
-            options = [self._options(r, self._convert_headers(r), commit_record, p) for r, p in zip(records, polled)]
-        return _Outgoing(topic if topics is None else None, topics, keys, values, options, records)
+            options = [failures.options(r, failures.convert_headers(r), p) for r, p in zip(records, polled)]
+        return Outgoing(topic if topics is None else None, topics, keys, values, options, records)
 
-    def _produce(self, out: _Outgoing) -> None:
+    def _produce(self, out: Outgoing) -> None:
         """Step 4: hand every record to the producer. The tight loops stop at the first full queue
-        or refused record; the rest goes :meth:`_produce_carefully`."""
+        or refused record; the rest goes :meth:`SourceFailures.produce_carefully`."""
         producer = self._producer
         assert producer is not None
         produce = producer.produce
         keys, values = out.keys, out.values
         if out.topic is not None and out.options is None:  # the common case: one topic, nothing else
             topic = out.topic
-            self._use_topic(topic)
+            self.topics.use(topic)
             if keys is None:
                 for i, v in enumerate(values):
                     try:
                         produce(topic, v)
                     except (BufferError, KafkaException):
-                        self._produce_carefully(out, i)
+                        self.failures.produce_carefully(producer, out, i)
                         return
             else:
                 for i, (k, v) in enumerate(zip(keys, values)):
                     try:
                         produce(topic, v, k)
                     except (BufferError, KafkaException):
-                        self._produce_carefully(out, i)
+                        self.failures.produce_carefully(producer, out, i)
                         return
             return
         topics: Iterable[str] = out.topics if out.topics is not None else repeat(out.topic or "")
         rows = zip(topics, keys if keys is not None else repeat(None), values, out.options or repeat(None))
         last: str | None = None
+        use = self.topics.use
         for i, (t, k, v, o) in enumerate(rows):
             if t is not last:  # an identity check: tasks reuse one topic string
-                self._use_topic(t)
+                use(t)
                 last = t
             try:
                 if o is None:
@@ -426,37 +448,8 @@ class SourceTaskRunner(SourceErrorHandling):
                 else:
                     produce(t, v, k, **o)
             except (BufferError, KafkaException):
-                self._produce_carefully(out, i)
+                self.failures.produce_carefully(producer, out, i)
                 return
-
-    def _polled_done(self, polled: Sequence[SourceRecord], batch: SourceRecordBatch | None) -> None:
-        """Step 5: the last polled offset of each source partition becomes pending. Records a
-        transform dropped or ``errors.*`` skipped count as done, as in Connect."""
-        pending = self._pending
-        if batch is not None:
-            sp = batch.source_partition
-            if sp is not None and len(batch):
-                pending[self._offset_key(sp)] = (sp, batch.last_offset)
-            return
-        last_sp: Any = None
-        key = b""
-        for record in polled:
-            sp = record.source_partition
-            if sp is not None:
-                if sp is not last_sp:
-                    last_sp, key = sp, self._offset_key(sp)
-                pending[key] = (sp, record.source_offset)
-
-    def _offset_key(self, sp: Mapping[str, Any]) -> bytes:
-        """The offset store's key of source partition ``sp``, cached by identity: tasks that reuse one
-        partition object pay for its JSON key once, not per record."""
-        cached = self._key_cache.get(id(sp))
-        if cached is None or cached[0] is not sp:
-            if len(self._key_cache) > 10_000:
-                self._key_cache.clear()
-            cached = (sp, offset_key(self.id.connector, sp))
-            self._key_cache[id(sp)] = cached
-        return cached[1]
 
     def _convert(
         self, records: Sequence[SourceRecord], same_topic: bool
@@ -485,24 +478,22 @@ class SourceTaskRunner(SourceErrorHandling):
 
     # -- offsets ----------------------------------------------------------------------------------
 
-    def _commit_offsets(self, final: bool = False) -> bool:
+    def commit_offsets(self) -> bool:
         """Step 6: store the pending offsets once everything before them is acknowledged."""
         producer = self._producer
         assert producer is not None
         started = time.monotonic()
-        self._next_commit = started + self._flush_interval_s
-        snapshot = self._pending
-        self._pending = {}
+        offsets, failures = self.offsets, self.failures
+        offsets.reschedule(started)
+        snapshot = offsets.take()
         remaining = producer.flush(self._flush_timeout_s)
         if self.dlq is not None and not self.dlq.flush(self._flush_timeout_s):
             remaining += 1  # skipped records are not in the DLQ yet: their offsets must wait
-        if remaining > 0 or self._delivery_error is not None:
-            # Put the snapshot back under anything newer (there is nothing newer: this thread is
-            # the only producer) and try again at the next interval.
-            snapshot.update(self._pending)
-            self._pending = snapshot
-            if self._delivery_error is not None:
-                self._check_delivery()
+        if remaining > 0 or failures.delivery_error is not None:
+            # Pending again, under anything newer (there is nothing newer: this thread is the only
+            # producer); the next interval tries again.
+            offsets.put_back(snapshot)
+            failures.check_delivery()
             # While Kafka is known to be out of reach the outage's own lines say why, once.
             log.log(
                 logging.DEBUG if self.outages.is_open(self._kafka) else logging.WARNING,

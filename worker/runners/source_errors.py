@@ -1,10 +1,11 @@
 """Source runner: what happens when records cannot go out — conversion and transformation record
 by record under ``errors.*``, a record the producer refuses, delivery failures, and the dead letter
-queue (Sluice's, for source tasks)."""
+queue (Sluice's, for source tasks). The runner's collaborator :class:`SourceFailures`."""
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, NamedTuple
@@ -13,7 +14,6 @@ import orjson
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from sluice.connectors.api import Converter, HeaderConverter, RecordMetadata, SourceRecord, SourceTask
-from sluice.worker.connector_scope import TopicScope
 from sluice.worker.errors import (
     SKIPPED,
     DeadLetterQueue,
@@ -24,8 +24,8 @@ from sluice.worker.errors import (
     context_headers,
     transform_each,
 )
-from sluice.worker.runners.base import WorkerTask
-from sluice.worker.topic_creation import TopicCreator
+from sluice.worker.runners.source_topics import SourceTopics
+from sluice.worker.status import ConnectorTaskId
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ Transform = Callable[[list[SourceRecord]], list[SourceRecord]]
 _PRODUCER = "confluent_kafka.Producer"
 
 
-class _Outgoing(NamedTuple):
+class Outgoing(NamedTuple):
     """One poll's records ready for the producer (step 4)."""
 
     topic: str | None  # every record's topic; None: ``topics`` names each
@@ -45,54 +45,68 @@ class _Outgoing(NamedTuple):
     records: Sequence[SourceRecord]  # what errors.* names when the producer refuses one
 
 
-class SourceErrorHandling(WorkerTask):
-    """The failure paths of :class:`~worker.runners.source.SourceTaskRunner` (a base class of it;
-    the attributes below are the runner's). Nothing here runs per record while polls go through."""
+class SourceFailures:
+    """The source runner's delivery reports and failure paths, one of its collaborators: the
+    producer's per-record arguments (with the delivery callback a task's ``commit_record`` needs),
+    conversion and transformation record by record under ``errors.*``, a record the producer
+    refuses, delivery failures, and the dead letter queue.
 
-    task: SourceTask
-    errors: ErrorHandlingConfig
-    dlq: DeadLetterQueue | None
-    retry: RetryWithTolerance
-    _producer: Producer | None
-    _delivery_error: KafkaError | None
-    _key_converter: Converter
-    _value_converter: Converter
-    _header_converter: HeaderConverter
-    _transform: Transform | None
-    _wants_commit_record: bool
-    _refused: tuple[SourceRecord, bytes | None, bytes | None, Any] | None
-    _topic_creator: TopicCreator | None
-    _topic_scope: TopicScope | None
+    It owns the task's retry and tolerance operator (:attr:`retry`, whose tolerated failures it
+    sends to the DLQ). Nothing here runs per record while polls go through, except
+    :meth:`options` for records that need more than topic, key and value. Runner thread, except
+    :meth:`on_delivery` (wherever the producer serves its callbacks).
+    """
 
-    def _use_topic(self, topic: str) -> None:
-        """Before the first record to ``topic``: refuse it when it is outside the connector's
-        scope (the task fails), create it per ``topic.creation.*`` when it is missing (KIP-158),
-        and count it as used (KIP-558)."""
-        if topic not in self.active_topics:
-            if self._topic_scope is not None:
-                self._topic_scope.check(topic)  # before the topic is created or anything sent to it
-            if self._topic_creator is not None:
-                self._topic_creator.ensure(topic)
-            self.active_topics.add(topic)
+    def __init__(
+        self,
+        task_id: ConnectorTaskId,
+        task: SourceTask,
+        converters: tuple[Converter, Converter, HeaderConverter],
+        transform: Transform | None,
+        topics: SourceTopics,
+        *,
+        errors: ErrorHandlingConfig,
+        dlq: DeadLetterQueue | None,
+        stop_event: threading.Event,
+        commit_record: Callable[[SourceRecord, RecordMetadata | None], None] | None,
+    ) -> None:
+        self.task_id = task_id
+        self.task_class = class_name(task)
+        self._key_converter, self._value_converter, self._header_converter = converters
+        self._transform = transform
+        self._topics = topics
+        self.errors = errors
+        self.dlq = dlq
+        #: The task's ``commit_record`` when it overrides it (a callback per record), else ``None``.
+        self.commit_record = commit_record
+        #: The retry and tolerance operator (Connect's ``RetryWithToleranceOperator``).
+        self.retry = RetryWithTolerance(
+            errors, reporter=self._report_failed_record, stop_event=stop_event, task_id=task_id, dlq=dlq
+        )
+        #: The first delivery (or fatal producer) error; :meth:`check_delivery` fails the task with it.
+        self.delivery_error: KafkaError | None = None
+        self._refused: tuple[SourceRecord, bytes | None, bytes | None, Any] | None = None
 
-    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        if err is not None and self._delivery_error is None:
-            self._delivery_error = err
+    def on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        """The producer's delivery report (for errors only, unless the task needs every record's)."""
+        if err is not None and self.delivery_error is None:
+            self.delivery_error = err
 
-    def _check_delivery(self) -> None:
-        err = self._delivery_error
+    def check_delivery(self) -> None:
+        """Fail the task (stage ``KAFKA_PRODUCE``) if a record could not be delivered."""
+        err = self.delivery_error
         if err is not None:
             raise self.retry.unrecoverable(Stage.KAFKA_PRODUCE, _PRODUCER, KafkaException(err), "a delivery report")
 
-    def _serialize_each(self, polled: Sequence[SourceRecord]) -> _Outgoing:
+    def serialize_each(self, polled: Sequence[SourceRecord]) -> Outgoing:
         """Steps 2 and 3 one record at a time, under ``errors.*``: a record that fails is skipped
         (its offset still counts as done, after it reached the DLQ) or fails the task. A task that
         overrides ``commit_record`` hears of every record that will not be produced (filtered out
         or skipped) with ``None`` metadata, as Connect's ``commitRecord(record, null)``."""
         execute = self.retry.execute
         kc, vc, transform = self._key_converter, self._value_converter, self._transform
-        kname, vname, hname = _class_name(kc), _class_name(vc), _class_name(self._header_converter)
-        commit_record = self.task.commit_record if self._wants_commit_record else None
+        kname, vname, hname = class_name(kc), class_name(vc), class_name(self._header_converter)
+        commit_record = self.commit_record
         out: list[SourceRecord] = []
         keys: list[bytes | None] = []
         values: list[bytes | None] = []
@@ -129,7 +143,7 @@ class SourceErrorHandling(WorkerTask):
                 if value is not SKIPPED and r.headers:
                     headers = execute(
                         Stage.HEADER_CONVERTER,
-                        partial(self._convert_headers, r),
+                        partial(self.convert_headers, r),
                         class_name=hname,
                         coordinates=where,
                         record=r,
@@ -141,18 +155,15 @@ class SourceErrorHandling(WorkerTask):
                 out.append(r)
                 keys.append(key)
                 values.append(value)
-                options.append(self._options(r, headers, commit_record, record))
-        return _Outgoing(None, [r.topic for r in out], keys, values, options, out)
+                options.append(self.options(r, headers, record))
+        return Outgoing(None, [r.topic for r in out], keys, values, options, out)
 
-    def _options(
-        self,
-        record: SourceRecord,
-        headers: list[tuple[str, bytes | None]] | None,
-        commit_record: Any,
-        polled: SourceRecord | None = None,
+    def options(
+        self, record: SourceRecord, headers: list[tuple[str, bytes | None]] | None, polled: SourceRecord | None = None
     ) -> dict[str, Any] | None:
         """``produce()``'s keyword arguments for ``record`` beyond topic, key and value; the
-        delivery callback names ``polled``, the record the task returned (before transforms)."""
+        delivery callback (for a task's ``commit_record``) names ``polled``, the record the task
+        returned (before transforms)."""
         kwargs: dict[str, Any] = {}
         if record.partition is not None:
             kwargs["partition"] = record.partition
@@ -160,6 +171,7 @@ class SourceErrorHandling(WorkerTask):
             kwargs["timestamp"] = record.timestamp
         if headers:
             kwargs["headers"] = headers
+        commit_record = self.commit_record
         if commit_record is not None:
             kwargs["on_delivery"] = self._record_callback(polled if polled is not None else record, commit_record)
         return kwargs or None
@@ -169,21 +181,19 @@ class SourceErrorHandling(WorkerTask):
     ) -> Callable[[KafkaError | None, Any], None]:
         def callback(err: KafkaError | None, msg: Any) -> None:
             if err is not None:
-                self._on_delivery(err, msg)
+                self.on_delivery(err, msg)
                 return
             commit_record(record, RecordMetadata(msg.topic(), msg.partition(), msg.offset()))
 
         return callback
 
-    def _produce_carefully(self, out: _Outgoing, start: int) -> None:
+    def produce_carefully(self, producer: Producer, out: Outgoing, start: int) -> None:
         """Produce ``out`` from ``start`` on: when the queue is full, serve delivery reports until
         there is room; a record the producer refuses is tolerated (skipped, sent to the DLQ with
         the bytes it was refused with) or fails the task (KIP-779)."""
-        producer = self._producer
-        assert producer is not None
         for i in range(start, len(out.values)):
             topic = out.topics[i] if out.topics is not None else out.topic or ""
-            self._use_topic(topic)
+            self._topics.use(topic)
             key = out.keys[i] if out.keys is not None else None
             options = out.options[i] if out.options is not None else None
             while True:
@@ -192,7 +202,7 @@ class SourceErrorHandling(WorkerTask):
                     break
                 except BufferError:
                     producer.poll(0.05)
-                    self._check_delivery()
+                    self.check_delivery()
                 except KafkaException as exc:
                     record = out.records[i]
                     self._refused = (record, key, out.values[i], (options or {}).get("headers"))
@@ -214,7 +224,7 @@ class SourceErrorHandling(WorkerTask):
         else:
             key, value, headers = self._dlq_bytes(r)
         if self.errors.dlq_context_headers:
-            headers = headers + context_headers(ctx, self.id.connector, self.id.task, r.topic)
+            headers = headers + context_headers(ctx, self.task_id.connector, self.task_id.task, r.topic)
         dlq.send(key, value, headers)
 
     def _dlq_bytes(self, r: SourceRecord) -> tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]:
@@ -222,26 +232,28 @@ class SourceErrorHandling(WorkerTask):
         try:
             if r.key is not None or r.key_schema is not None:
                 key = self._key_converter.from_connect_data(r.topic, r.key_schema, r.key)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a reported record falls back to JSON when its converter fails
             key = _json(r.key)
         try:
             value = self._value_converter.from_connect_data(r.topic, r.value_schema, r.value)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a reported record falls back to JSON when its converter fails
             value = _json(r.value)
         try:
-            headers = self._convert_headers(r) or []
-        except Exception:
+            headers = self.convert_headers(r) or []
+        except Exception:  # noqa: BLE001 - a reported record falls back to JSON when its converter fails
             headers = [(k, _json(v)) for k, v in r.headers or ()]
         return key, value, headers
 
-    def _convert_headers(self, record: SourceRecord) -> list[tuple[str, bytes | None]] | None:
+    def convert_headers(self, record: SourceRecord) -> list[tuple[str, bytes | None]] | None:
+        """``record``'s headers as the producer takes them (``None``: it has none)."""
         if not record.headers:
             return None
         convert = self._header_converter.from_connect_header
         return [(k, convert(record.topic, k, None, v)) for k, v in record.headers]
 
 
-def _class_name(obj: Any) -> str:
+def class_name(obj: Any) -> str:
+    """``obj``'s class as errors name it (module and qualified name)."""
     cls = type(obj)
     return f"{cls.__module__}.{cls.__qualname__}"
 

@@ -38,7 +38,7 @@ from sluice.connectors.sink.elasticsearch.client import FatalHttpError, SearchCl
 from sluice.connectors.sink.elasticsearch.config import ElasticsearchSinkConfig, MalformedDocBehavior
 from sluice.connectors.sink.elasticsearch.documents import Built, Chunk
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 10.0
 _RETRIABLE_ITEM_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -214,7 +214,7 @@ class BulkProcessor:
                     return
                 self._send(lane, *batch)
         except BaseException as exc:  # a bug must fail the task, not silently stop a lane
-            logger.exception("Bulk lane %d failed", lane.index)
+            log.exception("Bulk lane %d failed", lane.index)
             self._fail(exc)
 
     def _take(self, lane: _Lane) -> tuple[list[bytes], list[Chunk], list[int]] | None:
@@ -335,7 +335,7 @@ class BulkProcessor:
             for chunk, index, reason in refused:
                 if behavior is MalformedDocBehavior.WARN:
                     record = chunk.record(index)
-                    logger.warning(
+                    log.warning(
                         "Dropping a document the server refused (topic %r partition %d offset %d): %s",
                         record.topic,
                         record.partition,
@@ -343,7 +343,7 @@ class BulkProcessor:
                         reason,
                     )
                 elif behavior is MalformedDocBehavior.IGNORE:
-                    logger.debug("Ignoring a document the server refused: %s", reason)
+                    log.debug("Ignoring a document the server refused: %s", reason)
             with self._lock:
                 self._reports += refused
                 self._settled.notify_all()
@@ -361,14 +361,14 @@ class BulkProcessor:
         base = self.config.retry_backoff_ms / 1000
         wait = min(base * 2 ** (attempt - 1), MAX_BACKOFF_S)
         wait *= random.uniform(0.5, 1.0)
-        logger.warning("%s; retry %d of %d in %.2fs", why, attempt, self.config.max_retries, wait)
+        log.warning("%s; retry %d of %d in %.2fs", why, attempt, self.config.max_retries, wait)
         self._stopping.wait(wait)
 
     def _fail(self, exc: BaseException) -> None:
         with self._lock:
             if self.failure is None:
                 self.failure = exc
-                logger.error("The Elasticsearch sink is failing: %s", exc)
+                log.error("The Elasticsearch sink is failing: %s", exc)
             self._settled.notify_all()
         for lane in self._lanes:
             with lane.cond:

@@ -33,7 +33,7 @@ from sluice.connectors.api.connectivity import (
 )
 from sluice.connectors.sink.elasticsearch.config import ElasticsearchSinkConfig, SecurityProtocol
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 _ERROR_TYPE = re.compile(r"[a-z_]{1,80}")
 
@@ -181,7 +181,7 @@ class SearchClient:
         except httpx.TransportError as exc:
             # The category only, raised from nothing: httpx's text may quote what the port sent.
             failure = transport_failure(exc)
-            logger.debug("%s failed: %s: %s", where, type(exc).__name__, exc)
+            log.debug("%s failed: %s: %s", where, type(exc).__name__, exc)
             if failure.kind is FailureKind.TLS:  # retrying cannot fix a certificate
                 raise FatalHttpError(
                     f"{where}: {failure.describe()}; check elastic.https.ssl.truststore.location", failure
@@ -194,7 +194,7 @@ class SearchClient:
         except orjson.JSONDecodeError:
             parsed = raw.decode(errors="replace")
         if status >= 400:
-            logger.debug("%s answered HTTP %d: %s", where, status, _reason(parsed))
+            log.debug("%s answered HTTP %d: %s", where, status, _reason(parsed))
         if status in RETRIABLE_STATUS:
             raise TransientHttpError(f"{where}: HTTP {status}", http_status_failure(status))
         if status in (401, 403) and not _is_cluster_block(parsed):
@@ -213,7 +213,7 @@ class SearchClient:
             try:
                 client.close()
             except Exception:  # closing from another thread may race a request; it fails anyway
-                logger.debug("Closing an HTTP client failed", exc_info=True)
+                log.debug("Closing an HTTP client failed", exc_info=True)
 
     # -- API ----------------------------------------------------------------------------------------
 
@@ -269,7 +269,7 @@ class SearchClient:
             template["template"] = {"mappings": mappings}
         t_status, t_parsed = self.request("PUT", f"/_index_template/sluice-{_quote(name)}", body=orjson.dumps(template))
         if t_status != 200:
-            logger.warning("Creating data stream %r failed: %s", name, _reason(parsed))
+            log.warning("Creating data stream %r failed: %s", name, _reason(parsed))
             raise _refused(
                 f"creating data stream {name!r} ({_error_label(parsed)}) and adding an index template for it",
                 t_status,
@@ -305,7 +305,7 @@ def _error_label(parsed: Any) -> str:
 def _refused(what: str, status: int, parsed: Any) -> FatalHttpError:
     """The error for a request the cluster refused: the status and error type for the status
     trace, the cluster's full reason in the worker's log."""
-    logger.warning("%s failed with HTTP %d: %s", what, status, _reason(parsed))
+    log.warning("%s failed with HTTP %d: %s", what, status, _reason(parsed))
     return FatalHttpError(
         f"{what} failed with HTTP {status} ({_error_label(parsed)}; the reason is in the worker's log)"
     )

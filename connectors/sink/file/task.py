@@ -17,7 +17,7 @@ import orjson
 from sluice.connectors.api import ConnectError, SinkRecordBatch, SinkTask, SinkTaskContext, TopicPartition
 from sluice.connectors.sink.file.config import FileStreamSinkConfig
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS
 
@@ -55,7 +55,7 @@ class FileStreamSinkTask(SinkTask):
         if not self._filename:
             self._out = sys.stdout
             self._owns_out = False
-            logger.info("Writing records to standard output")
+            log.info("Writing records to standard output")
             return
         try:
             # newline="" keeps "\n" as is on every platform; errors="replace" because a lone
@@ -68,7 +68,7 @@ class FileStreamSinkTask(SinkTask):
         except OSError as exc:
             raise ConnectError(f"Cannot open {self._filename} for appending: {exc}") from exc
         self._owns_out = True
-        logger.info("Appending records to %s", self._filename)
+        log.info("Appending records to %s", self._filename)
 
     def put(self, records: SinkRecordBatch) -> None:
         """Write the batch's values, one line each, joined into one block of text. Thread: the task thread."""
@@ -112,7 +112,7 @@ class FileStreamSinkTask(SinkTask):
                 else:
                     out.flush()
             except (OSError, ValueError):
-                logger.warning("Closing %s failed", self._filename or "standard output", exc_info=True)
+                log.warning("Closing %s failed", self._filename or "standard output", exc_info=True)
 
     def _live_output(self) -> IO[str]:
         if self._out is None:

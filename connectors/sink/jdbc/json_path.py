@@ -25,9 +25,10 @@ from sluice.connectors.sink.jdbc.config import InsertMode, JdbcSinkConfig, PkMod
 from sluice.connectors.sink.jdbc.pgjson import COPY_BINARY, JsonColumns, read_json_lines, typed_columns
 from sluice.connectors.sink.jdbc.rows import TopicRecords
 from sluice.connectors.sink.jdbc.tables import TableManager
+from sluice.connectors.sink.jdbc.writer import CopyTransaction, PipelinedWriter
 from sluice.converters.connect_arrow import EnvelopeReader, read_avro_batch
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 JSON_RETRY_AFTER = 20  # batches the JSON fast path sits out after one it could not take
 
@@ -75,17 +76,21 @@ class JsonFastPath:
             return None
         return None if table is None else typed_columns(table, timezone(cfg.db_timezone) is _dt.UTC)
 
-    def try_prepare(self, group: TopicRecords, cfg: JdbcSinkConfig, writer: Any, tables: TableManager) -> Any:
+    def try_prepare(
+        self, group: TopicRecords, cfg: JdbcSinkConfig, writer: PipelinedWriter, tables: TableManager
+    ) -> CopyTransaction | None:
         """:meth:`prepare`, which never fails a batch the ordinary path can write: an
         error there is logged, the batch goes the ordinary way, and so do the next few."""
         try:
             return self.prepare(group, cfg, writer, tables)
-        except Exception as exc:
-            logger.warning("The JSON fast path failed, writing the batch the ordinary way: %s", describe(exc))
+        except Exception as exc:  # noqa: BLE001 - any failure falls back to the ordinary path, logged
+            log.warning("The JSON fast path failed, writing the batch the ordinary way: %s", describe(exc))
             self.skip = JSON_RETRY_AFTER
             return None
 
-    def prepare(self, group: TopicRecords, cfg: JdbcSinkConfig, writer: Any, tables: TableManager) -> Any:
+    def prepare(
+        self, group: TopicRecords, cfg: JdbcSinkConfig, writer: PipelinedWriter, tables: TableManager
+    ) -> CopyTransaction | None:
         """The chunk as COPY data (binary or CSV) rendered from the consumed JSON bytes (:mod:`.pgjson`), or
         ``None`` when this batch must take the ordinary path (which then decodes the values).
 
@@ -167,7 +172,7 @@ class HelperJob:
         try:
             self._sent = send(self.groups, resets)
         except Exception:  # a bug: the task thread writes the chunk the ordinary way
-            logger.exception("The JSON fast path's helper failed; writing the batch the ordinary way")
+            log.exception("The JSON fast path's helper failed; writing the batch the ordinary way")
 
     def result(self) -> bool:
         """Whether the chunk was sent (its outcome is then the task's chunk in flight)."""

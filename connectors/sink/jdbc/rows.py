@@ -21,6 +21,7 @@ from sluice.connectors.api import (
     Schema,
     SinkRecord,
     SinkRecordBatch,
+    TopicPartition,
     Type,
     UnwritableRecordError,
 )
@@ -360,7 +361,7 @@ class RowBuilder:
     def _value_fields(
         self, schema: Schema | None, values: list[Any], records: TopicRecords, idx: list[int]
     ) -> list[tuple[str, Schema]]:
-        cached = getattr(self, "_fields_cache", None)
+        cached = self._fields_cache
         if cached is not None and cached[0] == id(values):
             return cached[1]
         fields = self._compute_value_fields(schema, values, records, idx)
@@ -479,3 +480,14 @@ def _dedupe(rows: Rows, records: TopicRecords) -> None:
     rows.row_records = [rec for rec, dele, _ in keep if not dele]
     rows.deletes = [rows.deletes[pos] for _, dele, pos in keep if dele]
     rows.delete_records = [rec for rec, dele, _ in keep if dele]
+
+
+def first_offsets(groups: list[TopicRecords]) -> dict[TopicPartition, int]:
+    """The lowest offset of each partition in ``groups``."""
+    first: dict[TopicPartition, int] = {}
+    for group in groups:
+        for partition, offset in zip(group.partitions, group.offsets):
+            tp = TopicPartition(group.consumed_topic, partition)
+            if offset < first.get(tp, offset + 1):
+                first[tp] = offset
+    return first

@@ -14,7 +14,7 @@ from typing import Any
 from sluice.connectors.api import ConnectError
 from sluice.connectors.jdbc_common.dialects import Column, SqlDialect, split_table_name
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 class TableManager:
@@ -55,7 +55,7 @@ class TableManager:
             if not columns:
                 raise ConnectError(f"Cannot create table {table!r}: the records have no fields")
             ddl = self.dialect.create_table(table, columns)
-            logger.info("Creating table %s:\n%s", table, ddl)
+            log.info("Creating table %s:\n%s", table, ddl)
             failure = _run_ddl(conn, ddl, self.dialect.transactional_ddl)
             if failure is None:
                 known = {c.name.lower(): c.name for c in columns}
@@ -80,7 +80,7 @@ class TableManager:
                         "default, so existing rows would violate it (auto.evolve adds only optional or defaulted fields)"
                     )
                 ddl = self.dialect.add_column(table, column)
-                logger.info("Evolving table %s: %s", table, ddl)
+                log.info("Evolving table %s: %s", table, ddl)
                 failure = _run_ddl(conn, ddl, self.dialect.transactional_ddl)
                 if failure is not None:
                     again = self._reflect(conn, table) or {}
@@ -112,13 +112,13 @@ def _run_ddl(conn: Any, ddl: str, transactional: bool) -> Exception | None:
     savepoint = conn.begin_nested() if transactional else None
     try:
         conn.exec_driver_sql(ddl)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the driver's error types vary; checked below
         if savepoint is not None:
             try:
                 savepoint.rollback()
-            except Exception:
+            except Exception:  # noqa: BLE001 - a failed rollback: the DDL's own error is raised
                 raise exc from None  # the connection is gone: the DDL's own error says why
-        logger.info("DDL failed, checking whether another writer made the change: %s", exc)
+        log.info("DDL failed, checking whether another writer made the change: %s", exc)
         return exc
     if savepoint is not None:
         savepoint.commit()

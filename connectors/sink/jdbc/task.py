@@ -56,11 +56,11 @@ from sluice.connectors.jdbc_common.types import timezone
 from sluice.connectors.sink.jdbc.config import InsertMode, JdbcSinkConfig, PkMode
 from sluice.connectors.sink.jdbc.json_path import HelperJob, JsonFastPath, PreparedChunk, undecoded_json
 from sluice.connectors.sink.jdbc.pgsend import InFlight
-from sluice.connectors.sink.jdbc.rows import RowBuilder, TopicRecords, segments
+from sluice.connectors.sink.jdbc.rows import RowBuilder, TopicRecords, first_offsets, segments
 from sluice.connectors.sink.jdbc.tables import TableManager
-from sluice.connectors.sink.jdbc.writer import writer_for
+from sluice.connectors.sink.jdbc.writer import PipelinedWriter, writer_for
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 class _RowRejected(Exception):
@@ -103,6 +103,8 @@ class JdbcSinkTask(SinkTask):
         self.records_written = 0
         self.tombstones_ignored = 0  # null values not applied (delete.enabled=false), each one logged
         self._json = JsonFastPath()
+        # The writer's pipelined side (PostgreSQL): prepared chunks, sent without waiting.
+        self._pipeline: PipelinedWriter | None = None
 
     @property
     def records_from_json(self) -> int:
@@ -134,19 +136,20 @@ class JdbcSinkTask(SinkTask):
         self._builder = RowBuilder(cfg, backend, self._tz)
         self._tables = TableManager(self._dialect, auto_create=cfg.auto_create, auto_evolve=cfg.auto_evolve)
         self._writer = writer_for(self._dialect)
+        self._pipeline = self._writer.pipelined()
         self._pending = None
         self._in_flight = None
         self._job = None
         # The JSON fast path (json_path.py) applies to these settings; after a batch it could not
         # take, it waits a few batches before trying again (a topic it never fits costs little).
         self._json.enabled = (
-            hasattr(self._writer, "prepare_copy_data")
+            self._pipeline is not None
             and cfg.insert_mode in (InsertMode.INSERT, InsertMode.UPSERT)
             and cfg.pk_mode in (PkMode.NONE, PkMode.RECORD_VALUE)
             and not cfg.fields_whitelist
         )
         self._json.skip = 0
-        logger.info(
+        log.info(
             "Writing to %s (%s, insert.mode=%s, pk.mode=%s)", self._url_text, backend, cfg.insert_mode, cfg.pk_mode
         )
 
@@ -212,7 +215,7 @@ class JdbcSinkTask(SinkTask):
         job = self._job
         if job is not None and not job.wait(_HELPER_STOP_WAIT_S):
             # Closing a connection the helper is using could free it under libpq's feet: leave it.
-            logger.warning(
+            log.warning(
                 "The JSON helper is still busy after %.0f s; leaving its connection open", _HELPER_STOP_WAIT_S
             )
             self._conn = None
@@ -222,12 +225,12 @@ class JdbcSinkTask(SinkTask):
             try:
                 conn.close()
             except Exception:  # a connection being used by the task thread may refuse
-                logger.debug("Closing the connection failed", exc_info=True)
+                log.debug("Closing the connection failed", exc_info=True)
         if self._engine is not None:
             try:
                 self._engine.dispose()
             except Exception:
-                logger.debug("Disposing the engine failed", exc_info=True)
+                log.debug("Disposing the engine failed", exc_info=True)
 
     # -- writing -----------------------------------------------------------------------------------
 
@@ -252,8 +255,8 @@ class JdbcSinkTask(SinkTask):
         self._in_flight = None
         try:
             sent.collect()
-        except Exception as exc:
-            logger.debug("A sent chunk failed, writing it again: %s", describe(exc))
+        except Exception as exc:  # noqa: BLE001 - the driver's error types vary; the chunk is written again
+            log.debug("A sent chunk failed, writing it again: %s", describe(exc))
             self._mark_unwritten(chunk)
             self._resets += 1
             self._writer.reset()
@@ -275,12 +278,13 @@ class JdbcSinkTask(SinkTask):
         if len(groups) != 1 or not undecoded_json(groups[0]):
             return False
         table = self._require_config().table_name(groups[0].topic)
-        return self._writer.column_types(table) is not None  # type: ignore[attr-defined,no-any-return]
+        pipeline = self._pipeline
+        return pipeline is not None and pipeline.column_types(table) is not None
 
     def _send_json(self, groups: list[TopicRecords], resets: int) -> bool:
         """Helper thread: parse the chunk, settle the one in flight, send this one; ``False`` if it
         was not sent (the task thread then writes it). The connection is the helper's meanwhile."""
-        fast = self._json.try_prepare(groups[0], self._require_config(), self._writer, self._tables)
+        fast = self._json.try_prepare(groups[0], self._require_config(), self._require_pipeline(), self._tables)
         self._collect()  # the server had this long to commit the chunk before
         if fast is None or self._pending is not None or resets != self._resets or self._stopping.is_set():
             return False
@@ -313,7 +317,7 @@ class JdbcSinkTask(SinkTask):
                 self._pending = None
                 self._json.sit_out()
                 self._mark_unwritten(groups)
-                raise UnusableRawValues(str(exc), _first_offsets(pending + groups)) from exc
+                raise UnusableRawValues(str(exc), first_offsets(pending + groups)) from exc
 
     def _prepare(self, groups: list[TopicRecords]) -> PreparedChunk | None:
         """The rows of ``groups`` ready to send as one transaction, if the writer and the records allow it.
@@ -322,14 +326,14 @@ class JdbcSinkTask(SinkTask):
         whose columns are known already. Everything else (and any surprise) returns ``None``
         and takes the ordinary path, which also produces the proper errors.
         """
-        prepare = getattr(self._writer, "prepare", None)
-        if prepare is None or len(groups) != 1 or self._conn is None:
+        pipeline = self._pipeline
+        if pipeline is None or len(groups) != 1 or self._conn is None:
             return None
         cfg = self._require_config()
         group = groups[0]
         upsert = cfg.insert_mode is InsertMode.UPSERT
         if self._json.enabled:
-            fast = self._json.try_prepare(group, cfg, self._writer, self._tables)
+            fast = self._json.try_prepare(group, cfg, pipeline, self._tables)
             if fast is not None:
                 return PreparedChunk(groups, fast)
         try:
@@ -343,20 +347,21 @@ class JdbcSinkTask(SinkTask):
             names = self._tables.known(table, rows.columns)
             if names is None:
                 return None
-            statements = prepare(table, names, names[: rows.key_count], rows, cfg.insert_mode)
-        except Exception as exc:
-            logger.debug("Preparing a chunk to send failed, writing it the ordinary way: %s", describe(exc))
+            statements = pipeline.prepare(table, names, names[: rows.key_count], rows, cfg.insert_mode)
+        except Exception as exc:  # noqa: BLE001 - falls back to the ordinary path
+            log.debug("Preparing a chunk to send failed, writing it the ordinary way: %s", describe(exc))
             return None
         return None if statements is None else PreparedChunk(groups, statements)
 
     def _send(self, prepared: PreparedChunk) -> bool:
         """Send a prepared chunk as one transaction without waiting; ``False`` if it did not go."""
+        pipeline = self._require_pipeline()
         if self._conn is None:
             return False
         try:
-            sent = self._writer.send(self._conn, prepared.statements)  # type: ignore[attr-defined]
-        except Exception as exc:  # the connection may be mid-query: start afresh
-            logger.debug("Sending a chunk failed, writing it the ordinary way: %s", describe(exc))
+            sent = pipeline.send(self._conn, prepared.statements)
+        except Exception as exc:  # noqa: BLE001 - the connection may be mid-query: start afresh
+            log.debug("Sending a chunk failed, writing it the ordinary way: %s", describe(exc))
             self._drop_connection()
             return False
         if sent is None:
@@ -369,7 +374,7 @@ class JdbcSinkTask(SinkTask):
             self._transaction(groups, exclude=set())
         except _Rejected as rejected:
             self._handle_rejected(groups, rejected.cause)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - _raise_for classifies the driver's error
             self._mark_unwritten(groups)
             self._raise_for(exc, groups)
         self._retries = 0
@@ -409,7 +414,7 @@ class JdbcSinkTask(SinkTask):
                 trans.commit()
                 for topic, offsets in ignored.items():
                     self.tombstones_ignored += len(offsets)
-                    logger.warning(
+                    log.warning(
                         "Ignored %d tombstone(s) (null values) of topic %s, at offsets %s: delete.enabled is false",
                         len(offsets),
                         topic,
@@ -453,7 +458,7 @@ class JdbcSinkTask(SinkTask):
         """The batch failed on data: find the rows, then report them or fail naming the first."""
         try:
             rejected = self._transaction(groups, exclude=set(), probe=True)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - _raise_for classifies the driver's error
             self._mark_unwritten(groups)
             self._raise_for(exc, groups)
         if not rejected:  # the batch failed as a whole but no single row does: a constraint across rows
@@ -469,11 +474,11 @@ class JdbcSinkTask(SinkTask):
             ) from cause
         for r in rejected:
             group = groups[r.group]
-            logger.warning("The database rejected the record at %s: %s", group.coordinates(r.record), r)
+            log.warning("The database rejected the record at %s: %s", group.coordinates(r.record), r)
             reporter.report(group.record(r.record), DataError(str(r)))
         try:
             self._transaction(groups, exclude={(r.group, r.record) for r in rejected})
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - _raise_for classifies the driver's error
             self._mark_unwritten(groups)
             self._raise_for(exc, groups)
 
@@ -490,7 +495,7 @@ class JdbcSinkTask(SinkTask):
                     f"Writing to {self._url_text} failed {self._retries} times in a row (max.retries={cfg.max_retries}): "
                     f"{describe(exc)}"
                 ) from exc
-            logger.warning(
+            log.warning(
                 "Writing to %s failed (attempt %d of %d), retrying in %d ms: %s",
                 self._url_text,
                 self._retries,
@@ -545,7 +550,7 @@ class JdbcSinkTask(SinkTask):
                 conn.invalidate()
                 conn.close()
             except Exception:
-                logger.debug("Discarding a broken connection failed", exc_info=True)
+                log.debug("Discarding a broken connection failed", exc_info=True)
         self._writer.reset()
         self._tables.invalidate()
 
@@ -557,13 +562,19 @@ class JdbcSinkTask(SinkTask):
             if trans.is_active:
                 trans.rollback()
         except Exception:
-            logger.debug("Rollback failed; discarding the connection", exc_info=True)
+            log.debug("Rollback failed; discarding the connection", exc_info=True)
             self._drop_connection()
 
     def _require_config(self) -> JdbcSinkConfig:
         if self._config is None:
             raise ConnectError("The JDBC sink task is not started")
         return self._config
+
+    def _require_pipeline(self) -> PipelinedWriter:
+        """The pipelined writer, for a chunk that only such a writer prepared."""
+        if self._pipeline is None:
+            raise ConnectError("The JDBC sink task's writer cannot send a prepared chunk")
+        return self._pipeline
 
 
 _HELPER_STOP_WAIT_S = 10.0  # how long stop() waits for the helper before leaving its connection alone
@@ -579,17 +590,6 @@ def _offset_list(offsets: list[int], shown: int = 10) -> str:
     """``offsets`` for a log line: the first few, and how many more."""
     text = ", ".join(map(str, offsets[:shown]))
     return text if len(offsets) <= shown else f"{text} and {len(offsets) - shown} more"
-
-
-def _first_offsets(groups: list[TopicRecords]) -> dict[TopicPartition, int]:
-    """The lowest offset of each partition in ``groups``."""
-    first: dict[TopicPartition, int] = {}
-    for group in groups:
-        for partition, offset in zip(group.partitions, group.offsets):
-            tp = TopicPartition(group.consumed_topic, partition)
-            if offset < first.get(tp, offset + 1):
-                first[tp] = offset
-    return first
 
 
 def _drop(rows: Any, group: int, exclude: set[tuple[int, int]]) -> None:

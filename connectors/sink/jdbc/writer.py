@@ -6,14 +6,16 @@
 * Everyone else: the driver's ``executemany`` (SQLite runs it in C; PyMySQL rewrites an
   ``INSERT … VALUES`` into multi-row statements).
 
-Every method runs inside the caller's transaction.
+Every method runs inside the caller's transaction, except those of a :class:`PipelinedWriter`,
+which sends a whole transaction without waiting for it; a writer says whether it is one through
+:meth:`RowWriter.pipelined`.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from sluice.connectors.jdbc_common.dialects import PostgresDialect, SqlDialect
 from sluice.connectors.sink.jdbc import pgcopy
@@ -24,11 +26,48 @@ if TYPE_CHECKING:
     from sluice.connectors.sink.jdbc.rows import Rows
 
 
+class CopyTransaction(NamedTuple):
+    """``BEGIN; <copy_sql>; <after>; COMMIT`` with ``data`` for the COPY."""
+
+    copy_sql: str
+    data: bytes
+    after: str
+
+
+class PipelinedWriter(Protocol):
+    """A writer that renders a chunk as one transaction and sends it without waiting for the
+    server (PostgreSQL's COPY), so the task prepares the next chunk while the server commits."""
+
+    def column_types(self, table: str) -> dict[str, str] | None:
+        """``table``'s column types, once an ordinary write to it has read them (``None`` before)."""
+        ...
+
+    def prepare(
+        self, table: str, columns: Sequence[str], keys: Sequence[str], batch: Rows, mode: InsertMode
+    ) -> CopyTransaction | None:
+        """``batch`` as one transaction for :meth:`send`; ``None``: write it the ordinary way."""
+        ...
+
+    def prepare_copy_data(
+        self, table: str, columns: Sequence[str], keys: Sequence[str], data: bytes, options: str, mode: InsertMode
+    ) -> CopyTransaction | None:
+        """Like :meth:`prepare`, for rows already rendered as COPY data with these COPY ``options``."""
+        ...
+
+    def send(self, conn: Any, prepared: CopyTransaction) -> InFlight | None:
+        """Send without waiting; ``None`` if it could not go now (write it the ordinary way)."""
+        ...
+
+
 class RowWriter:
     """Writes with ``executemany``; works on every DB-API driver."""
 
     def __init__(self, dialect: SqlDialect) -> None:
         self.dialect = dialect
+
+    def pipelined(self) -> PipelinedWriter | None:
+        """This writer as a :class:`PipelinedWriter`, if it is one: plain statements are not."""
+        return None
 
     def write(
         self, conn: Any, table: str, columns: Sequence[str], keys: Sequence[str], batch: Rows, mode: InsertMode
@@ -72,16 +111,8 @@ class RowWriter:
         """The transaction committed or rolled back."""
 
 
-class CopyTransaction(NamedTuple):
-    """``BEGIN; <copy_sql>; <after>; COMMIT`` with ``data`` for the COPY."""
-
-    copy_sql: str
-    data: bytes
-    after: str
-
-
 class PostgresCopyWriter(RowWriter):
-    """COPY-based writes for PostgreSQL (psycopg 3)."""
+    """COPY-based writes for PostgreSQL (psycopg 3); also a :class:`PipelinedWriter`."""
 
     def __init__(self, dialect: PostgresDialect) -> None:
         super().__init__(dialect)
@@ -90,6 +121,9 @@ class PostgresCopyWriter(RowWriter):
         self._dirty: set[str] = set()  # staging tables holding rows in this transaction
         # table → {column: type name}, for the JSON fast path (:mod:`.pgjson`); per session, like the stages.
         self._types: dict[str, dict[str, str]] = {}
+
+    def pipelined(self) -> PipelinedWriter:
+        return self
 
     def write(
         self, conn: Any, table: str, columns: Sequence[str], keys: Sequence[str], batch: Rows, mode: InsertMode

@@ -20,7 +20,7 @@ from sluice.connectors.s3_common.parquet_format import ParquetObjectWriter
 from sluice.connectors.s3_common.parquet_rows import UnfitValue
 from sluice.connectors.s3_common.storage import ObjectStorage, ObjectUpload
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -211,8 +211,8 @@ class OpenObject:
             if upload.committed:
                 try:
                     storage.delete_object(upload.key)
-                except Exception as exc:
-                    logger.warning(
+                except Exception as exc:  # noqa: BLE001 - best effort, logged: the records are written again anyway
+                    log.warning(
                         "Could not delete %s, whose records are written again under other names: "
                         "they are in the bucket twice until it is deleted (%s)",
                         upload.key,

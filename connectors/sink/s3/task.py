@@ -50,7 +50,7 @@ from sluice.connectors.sink.s3.typed_values import LateTable, TypedValues
 from sluice.connectors.sink.s3.writer import Columns, TopicPartitionWriter, WriterSettings, null_probe
 from sluice.converters.json_documents import first_malformed
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 class S3SinkTask(SinkTask):
@@ -130,7 +130,7 @@ class S3SinkTask(SinkTask):
             storage = S3Storage(cfg.connection())
             storage.check_bucket()  # a missing bucket or bad credentials fail the task now, by name
             self.storage = storage
-        logger.info(
+        log.info(
             "Writing %s objects to bucket %s under %r (flush.size=%d)",
             self._format.name,
             cfg.s3_bucket_name,
@@ -182,13 +182,24 @@ class S3SinkTask(SinkTask):
                     continue
                 except ConnectError as exc:
                     # Not fatal here: the next put or pre-commit resumes the upload.
-                    logger.warning("Uploading the objects of %s-%d failed: %s", tp.topic, tp.partition, exc)
+                    log.warning("Uploading the objects of %s-%d failed: %s", tp.topic, tp.partition, exc)
                 offset = writer.safe_offset(consumed)
                 if offset is not None:
                     safe[tp] = offset
         if given_back:
             raise UnusableRawValues("raw values cannot be written as they were consumed", given_back)
         return safe
+
+    def end_of_input(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """A bounded range (a backfill) ended: upload each partition's open objects now instead of
+        aborting them on close as a stream does, whose records would come again. They are the
+        objects the stream would have written at their rotation: a key depends only on the start
+        offset. Thread: the task thread."""
+        with self._lock:
+            for tp, writer in self.writers.items():
+                if tp in offsets:
+                    writer.rotate_all(offsets[tp])
+                    writer.drain(wait=True)
 
     def close(self, partitions: Sequence[TopicPartition]) -> None:
         """Revoked partitions: abort their uploads; the next owner rewrites them. Thread: the task thread."""
@@ -205,7 +216,7 @@ class S3SinkTask(SinkTask):
                 try:
                     writer.abort()
                 except Exception:
-                    logger.warning(
+                    log.warning(
                         "Aborting the uploads of %s-%d failed", writer.topic, writer.partition, exc_info=True
                     )
             self.writers.clear()
@@ -227,7 +238,7 @@ class S3SinkTask(SinkTask):
         if restart is None:  # nothing was written: the value cannot have come from this partition
             raise exc
         writer.abort(delete_completed=True)
-        logger.warning("A value of %s-%d cannot be written as it was consumed: %s", tp.topic, tp.partition, exc)
+        log.warning("A value of %s-%d cannot be written as it was consumed: %s", tp.topic, tp.partition, exc)
         return restart
 
     @property

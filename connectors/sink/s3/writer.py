@@ -48,7 +48,7 @@ from sluice.connectors.sink.s3.open_object import JSON_LINES, Columns, OpenObjec
 
 __all__ = ["Columns", "TopicPartitionWriter", "WriterSettings", "null_probe"]
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 class TopicPartitionWriter:
@@ -257,7 +257,7 @@ class TopicPartitionWriter:
 
     def _tombstones_ignored(self, ignored: int, cols: Columns) -> None:
         self.tombstones_ignored += ignored
-        logger.warning(
+        log.warning(
             "Ignored %d tombstone(s) (null values) of %s-%d up to offset %d: behavior.on.null.values=ignore",
             ignored,
             cols.topic,
@@ -293,7 +293,7 @@ class TopicPartitionWriter:
             schema = cols.schemas[indices[0]] if cols.schemas else None
             self._object(encoded, cols, indices[0]).append(cols, indices, schema)
         obj = self.open.pop(encoded)
-        logger.debug("Open-object cap reached: committing %s early", obj.key)
+        log.debug("Open-object cap reached: committing %s early", obj.key)
         self.pending.append((obj, None))
 
     def _object(self, encoded: str, cols: Columns, first_index: int) -> OpenObject:
@@ -369,7 +369,7 @@ class TopicPartitionWriter:
             return
         self.next_scheduled_ms = self._next_schedule(now)
         if self.open and self.next_offset is not None:
-            logger.debug("Scheduled rotation of %s-%d", self.topic, self.partition)
+            log.debug("Scheduled rotation of %s-%d", self.topic, self.partition)
             self.rotate_all(self.next_offset)
 
     def _next_schedule(self, now_ms: int) -> int | None:

@@ -10,7 +10,7 @@ from sluice.connectors.api import ConfigError, SourceConnector
 from sluice.connectors.source.file.config import FileStreamSourceConfig
 from sluice.connectors.source.file.task import FILENAME_FIELD, POSITION_FIELD, FileStreamSourceTask
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 class FileStreamSourceConnector(SourceConnector):

@@ -38,7 +38,7 @@ from sluice.connectors.api import (
 )
 from sluice.connectors.source.file.config import FileStreamSourceConfig
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 FILENAME_FIELD = "filename"
 POSITION_FIELD = "position"
@@ -131,11 +131,11 @@ class FileStreamSourceTask(SourceTask):
             self._partition = None
             self._position = 0
             self._stdin_fd = _stdin_fileno()
-            logger.info("Reading lines from standard input into topic %s", self._topic)
+            log.info("Reading lines from standard input into topic %s", self._topic)
             return
         self._partition = {FILENAME_FIELD: self._filename}
         self._position = self._stored_position(context)
-        logger.info(
+        log.info(
             "Reading lines from %s into topic %s, starting at byte %d", self._filename, self._topic, self._position
         )
 
@@ -198,7 +198,7 @@ class FileStreamSourceTask(SourceTask):
             try:
                 stream.close()
             except OSError:
-                logger.debug("Closing %s failed", self._filename, exc_info=True)
+                log.debug("Closing %s failed", self._filename, exc_info=True)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -225,7 +225,7 @@ class FileStreamSourceTask(SourceTask):
             stream = self.context.local_files.open(self._filename, "rb", key="file", buffering=0)
         except FileNotFoundError:
             if not self._warned_missing:
-                logger.warning("Couldn't find file %s; waiting for it to be created", self._filename)
+                log.warning("Couldn't find file %s; waiting for it to be created", self._filename)
                 self._warned_missing = True
             return False
         except OSError as exc:
@@ -235,7 +235,7 @@ class FileStreamSourceTask(SourceTask):
                 size = os.fstat(stream.fileno()).st_size
                 if size < self._position:
                     # Connect does not notice truncation either; say so instead of waiting silently.
-                    logger.warning(
+                    log.warning(
                         "%s is %d bytes long but the stored position is %d: it was truncated or replaced. "
                         "Lines are read again only once it grows past the stored position; reset the "
                         "connector's offsets to read it from the start.",
@@ -253,7 +253,7 @@ class FileStreamSourceTask(SourceTask):
                 return False
             self._stream = stream
         self._warned_missing = False
-        logger.debug("Opened %s at byte %d", self._filename, self._position)
+        log.debug("Opened %s at byte %d", self._filename, self._position)
         return True
 
     def _read(self) -> bytes | None:

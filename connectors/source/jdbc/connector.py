@@ -20,7 +20,7 @@ from sluice.connectors.source.jdbc.config import JdbcSourceConfig
 from sluice.connectors.source.jdbc.tables import catalog_name, group_tables, list_tables
 from sluice.connectors.source.jdbc.task import JdbcSourceTask
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 
 class JdbcSourceConnector(SourceConnector):
@@ -74,7 +74,7 @@ class JdbcSourceConnector(SourceConnector):
         self._engine = create_engine(url, db_timezone=cfg.db_timezone, pool_size=1)
         self._tables = self._list_tables()
         if not self._tables:
-            logger.warning("No tables in %s match the table include/exclude settings", self._url_text)
+            log.warning("No tables in %s match the table include/exclude settings", self._url_text)
         if cfg.table_poll_interval_ms > 0:
             self._monitor = threading.Thread(target=self._watch, name="jdbc-table-monitor", daemon=True)
             self._monitor.start()
@@ -101,8 +101,8 @@ class JdbcSourceConnector(SourceConnector):
         while not self._stopping.wait(cfg.table_poll_interval_ms / 1000):
             try:
                 tables = self._list_tables()
-            except (ConnectError, Exception) as exc:  # the database may be down for a while
-                logger.warning("Listing the tables of %s failed: %s", self._url_text, exc)
+            except (ConnectError, Exception) as exc:  # noqa: BLE001 - the database may be down for a while
+                log.warning("Listing the tables of %s failed: %s", self._url_text, exc)
                 continue
             with self._lock:
                 changed = tables != self._tables
@@ -111,7 +111,7 @@ class JdbcSourceConnector(SourceConnector):
                     dropped = sorted(set(self._tables) - set(tables))
                     self._tables = tables
             if changed and not self._stopping.is_set():
-                logger.info("Tables changed (added %s, dropped %s); reconfiguring tasks", added, dropped)
+                log.info("Tables changed (added %s, dropped %s); reconfiguring tasks", added, dropped)
                 self.context.request_task_reconfiguration()
 
     def task_configs(self, max_tasks: int) -> list[dict[str, Any]]:
@@ -136,7 +136,7 @@ class JdbcSourceConnector(SourceConnector):
             try:
                 self._engine.dispose()
             except Exception:
-                logger.debug("Disposing the engine failed", exc_info=True)
+                log.debug("Disposing the engine failed", exc_info=True)
 
     def alter_offsets(self, config: Mapping[str, Any], offsets: Mapping[Any, Any]) -> bool:
         """Accept table/query partitions with ``incrementing``/``timestamp`` offsets (or ``None`` to reset)."""

@@ -24,7 +24,7 @@ from sluice.connectors.jdbc_common.types import column_schema, converter_for_sch
 from sluice.connectors.source.jdbc.config import JdbcSourceConfig, Mode
 from sluice.connectors.source.jdbc.tables import TableRef
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 INCREMENTING = "incrementing"
@@ -257,7 +257,7 @@ class Querier:
                 if self._columns[i] in offset_columns:
                     return None
                 processors.append((i, process))
-        except Exception:  # a type that cannot tell without more context: let SQLAlchemy do it
+        except Exception:  # noqa: BLE001 - a type that cannot tell without more context: let SQLAlchemy do it
             return None
         return processors
 
@@ -347,7 +347,7 @@ class Querier:
                 try:
                     action()
                 except Exception:
-                    logger.debug("Closing the result of %s failed", self.name, exc_info=True)
+                    log.debug("Closing the result of %s failed", self.name, exc_info=True)
 
     # -- records ---------------------------------------------------------------------------------
 
@@ -480,7 +480,7 @@ def _binary_loads_all(conn: Any, query: str, params: Any) -> bool:
             cur.execute(f"SELECT * FROM ({query}) AS sluice_columns LIMIT 0", params)
             oids = [d.type_code for d in cur.description or ()]
     except Exception:  # a query that cannot be a subquery: keep the text format
-        logger.debug("Could not read the column types of %s", query, exc_info=True)
+        log.debug("Could not read the column types of %s", query, exc_info=True)
         conn.rollback()
         return False
     loaders = conn.adapters

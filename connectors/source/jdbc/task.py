@@ -24,7 +24,7 @@ from sluice.connectors.source.jdbc.config import JdbcSourceTaskConfig
 from sluice.connectors.source.jdbc.querier import Querier
 from sluice.connectors.source.jdbc.tables import TableRef, catalog_name
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 _MAX_IDLE_WAIT_S = 1.0
 PROTOCOL_V1 = "1"
@@ -97,7 +97,7 @@ class JdbcSourceTask(SourceTask):
             conn.close()
         self._restore_offsets(queriers, now)
         self._queriers = queriers
-        logger.info(
+        log.info(
             "Reading %s from %s in %s mode",
             ", ".join(q.name for q in queriers) or "no tables",
             self._url_text,
@@ -135,7 +135,7 @@ class JdbcSourceTask(SourceTask):
                 offset = by_key.get(_key(q.legacy_partition))
             q.restore(offset, now)
             if offset:
-                logger.info("Resuming %s from offset %s", q.name, dict(offset))
+                log.info("Resuming %s from offset %s", q.name, dict(offset))
 
     def poll(self) -> SourceRecordBatch | None:
         """Rows of the table that is due first, or ``None`` after a short wait. Thread: the task thread."""
@@ -154,7 +154,7 @@ class JdbcSourceTask(SourceTask):
             if not querier.is_open:
                 querier.open(self._engine, self._end_time(querier))
             batch, done = querier.fetch(cfg.batch_max_rows)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the driver's error types vary; _fail classifies them
             querier.close()
             self._fail(querier, exc)
         if done:
@@ -168,7 +168,7 @@ class JdbcSourceTask(SourceTask):
             raise exc
         if classify(exc) is Failure.TRANSIENT:
             querier.next_due = time.monotonic() + min(cfg.connection_backoff_ms, cfg.poll_interval_ms or 1000) / 1000
-            logger.warning("Querying %s failed, retrying: %s", querier.name, describe(exc))
+            log.warning("Querying %s failed, retrying: %s", querier.name, describe(exc))
             raise RetriableError(f"Querying {querier.name} failed: {describe(exc)}") from exc
         raise ConnectError(f"Querying {querier.name} failed: {describe(exc)}") from exc
 
@@ -212,7 +212,7 @@ class JdbcSourceTask(SourceTask):
         try:
             engine.dispose()
         except Exception:
-            logger.debug("Disposing the engine failed", exc_info=True)
+            log.debug("Disposing the engine failed", exc_info=True)
 
 
 def _key(partition: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:

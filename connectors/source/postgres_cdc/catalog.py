@@ -14,12 +14,12 @@ import psycopg
 from psycopg import Connection, pq, sql
 
 from sluice.connectors.api import ConfigError
+from sluice.connectors.cdc.config import parse_message_key_columns
 from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig, PublicationMode
 from sluice.connectors.source.postgres_cdc.defaults import column_default
 from sluice.connectors.source.postgres_cdc.tables import Column, Table
 from sluice.connectors.source.postgres_cdc.type_registry import TypeResolver, unknown_type
 from sluice.connectors.source.postgres_cdc.types import ColumnType, TypeModes
-from sluice.connectors.source.postgres_cdc.values import parse_message_key_columns
 
 log = logging.getLogger(__name__)
 

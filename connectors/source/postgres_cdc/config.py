@@ -12,17 +12,17 @@ slot guard's ``slot.max.retained.wal.bytes``, ``slot.retained.wal.warn.ratio`` a
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
-from sluice.connectors.api import ConfigError, LocalPath, PluginConfig, dotted, split_list
+from sluice.connectors.api import LocalPath, split_list
+from sluice.connectors.cdc.config import DEBEZIUM_UNIMPLEMENTED_KEYS, CdcSourceConfig, check_regexes
 from sluice.connectors.jdbc_common.urls import HOST_PATTERN as _HOST
 from sluice.connectors.jdbc_common.urls import NO_FILE
 from sluice.connectors.source.postgres_cdc.slot_guard import SlotWalAction
-from sluice.connectors.source.postgres_cdc.values import parse_lsn, parse_message_key_columns
+from sluice.connectors.source.postgres_cdc.values import parse_lsn
 
 #: Debezium's post processor that reselects unavailable (TOASTed) and null column values.
 RESELECTOR_CLASS = "io.debezium.processors.reselect.ReselectColumnsPostProcessor"
@@ -44,8 +44,9 @@ class PublicationMode(enum.StrEnum):
 _SNAPSHOT_ALIASES = {"never": "no_data", "schema_only": "no_data"}
 
 
-class PostgresCdcConfig(PluginConfig):
-    """Debezium ``PostgresConnector`` keys (plus two Sluice additions, see the module docstring)."""
+class PostgresCdcConfig(CdcSourceConfig):
+    """Debezium ``PostgresConnector`` keys (plus Sluice's additions, see the module docstring); the
+    checks of the keys every CDC source shares come from :class:`CdcSourceConfig`."""
 
     prefixed_keys: ClassVar[Mapping[str, str]] = {"signal.consumer.": "signal_consumer"}
 
@@ -253,14 +254,8 @@ class PostgresCdcConfig(PluginConfig):
     @field_validator(
         "schema_include_list",
         "schema_exclude_list",
-        "table_include_list",
-        "table_exclude_list",
-        "column_include_list",
-        "column_exclude_list",
-        "skipped_operations",
         "message_prefix_include_list",
         "message_prefix_exclude_list",
-        "post_processors",
         "reselector_reselect_columns_include_list",
         "reselector_reselect_columns_exclude_list",
         mode="before",
@@ -269,18 +264,12 @@ class PostgresCdcConfig(PluginConfig):
     def _lists(cls, value: Any) -> Any:
         return split_list(value)
 
-    @field_validator("schema_include_list", "schema_exclude_list", "table_include_list", "table_exclude_list",
-                     "column_include_list", "column_exclude_list", "message_prefix_include_list",
+    @field_validator("schema_include_list", "schema_exclude_list", "message_prefix_include_list",
                      "message_prefix_exclude_list", "reselector_reselect_columns_include_list",
                      "reselector_reselect_columns_exclude_list")  # fmt: skip
     @classmethod
     def _regexes(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
-        return value
+        return check_regexes(value)
 
     @field_validator("snapshot_mode", mode="before")
     @classmethod
@@ -292,88 +281,6 @@ class PostgresCdcConfig(PluginConfig):
     def _pgoutput(cls, value: str) -> str:
         if value != "pgoutput":
             raise ValueError("only pgoutput is supported (built into PostgreSQL 10+; decoderbufs needs an extension)")
-        return value
-
-    @field_validator("decimal_handling_mode")
-    @classmethod
-    def _decimal_mode(cls, value: str) -> str:
-        if value not in ("precise", "double", "string"):
-            raise ValueError("must be one of precise, double, string")
-        return value
-
-    @field_validator("schema_name_adjustment_mode")
-    @classmethod
-    def _schema_name_mode(cls, value: str) -> str:
-        if value not in ("none", "avro", "avro_unicode"):
-            raise ValueError("must be one of none, avro, avro_unicode")
-        return value
-
-    @field_validator("field_name_adjustment_mode")
-    @classmethod
-    def _field_name_mode(cls, value: str) -> str:
-        if value != "none":
-            raise ValueError(
-                "only none is supported: column names are kept; set scrub.invalid.names=true on the "
-                "AvroConverter to adjust them in Avro schemas"
-            )
-        return value
-
-    @field_validator("time_precision_mode")
-    @classmethod
-    def _time_mode(cls, value: str) -> str:
-        if value not in ("adaptive", "adaptive_time_microseconds", "connect"):
-            raise ValueError("must be one of adaptive, adaptive_time_microseconds, connect")
-        return value
-
-    @field_validator("skipped_operations")
-    @classmethod
-    def _operations(cls, value: list[str]) -> list[str]:
-        if value == ["none"]:
-            return []
-        bad = [v for v in value if v not in ("c", "u", "d", "t")]
-        if bad:
-            raise ValueError(f"unknown operations {bad}; use c, u, d, t or none")
-        return value
-
-    @field_validator("signal_enabled_channels", "notification_enabled_channels", mode="before")
-    @classmethod
-    def _channels(cls, value: Any, info: ValidationInfo) -> Any:
-        known = ("source", "kafka") if info.field_name == "signal_enabled_channels" else ("sink", "log")
-        value = [str(v).lower() for v in split_list(value)]
-        unknown = [v for v in value if v not in known]
-        if unknown:
-            raise ValueError(f"unknown channel(s) {', '.join(unknown)}; the channels are {', '.join(known)}")
-        return value
-
-    @field_validator("signal_consumer")
-    @classmethod
-    def _consumer_settings(cls, value: dict[str, str]) -> dict[str, str]:
-        """Each ``signal.consumer.*`` setting must be one librdkafka knows: a name only Java's client
-        has (``sasl.jaas.config``, ``ssl.truststore.location``) fails here, not in the signal thread."""
-        if not value:
-            return value
-        from confluent_kafka import Consumer, KafkaException  # the worker's client; loaded only when used
-
-        try:
-            Consumer({"group.id": "sluice-config-check", **value}).close()
-        except (KafkaException, ValueError, TypeError) as exc:
-            named = [setting for setting in value if f'"{setting}"' in str(exc)]
-            key = f"signal.consumer.{(named or list(value))[0]}"
-            raise ConfigError(f"Invalid configuration: {key}: {exc}", key=key) from None
-        return value
-
-    @field_validator("signal_kafka_bootstrap_servers", "notification_sink_topic_name")
-    @classmethod
-    def _channel_needs(cls, value: str, info: ValidationInfo) -> str:
-        channels, needed = (
-            ("signal_enabled_channels", "kafka")
-            if info.field_name == "signal_kafka_bootstrap_servers"
-            else ("notification_enabled_channels", "sink")
-        )
-        if not value and needed in info.data.get(channels, ()):
-            # A default is validated under the attribute's name; the error names the dotted key.
-            key = dotted(info.field_name or "")
-            raise ConfigError(f"Invalid configuration: {key}: required when the {needed} channel is enabled", key=key)
         return value
 
     @field_validator("signal_data_collection")
@@ -391,12 +298,6 @@ class PostgresCdcConfig(PluginConfig):
                 parse_lsn(value)
             except ValueError:
                 raise ValueError("must be an LSN such as 0/16B6C50 or an integer") from None
-        return value
-
-    @field_validator("message_key_columns")
-    @classmethod
-    def _key_columns(cls, value: str) -> str:
-        parse_message_key_columns(value)
         return value
 
     @field_validator("unavailable_value_placeholder")
@@ -509,37 +410,9 @@ class PostgresCdcConfig(PluginConfig):
     def heartbeat_topic(self) -> str:
         return f"{self.topic_heartbeat_prefix}.{self.topic_prefix}"
 
-    @classmethod
-    def known_keys(cls) -> set[str]:
-        return {info.alias or name for name, info in cls.model_fields.items()} | set(cls.model_fields)
-
-    @classmethod
-    def from_task_config(cls, raw: Mapping[str, Any]) -> PostgresCdcConfig:
-        """Parse a task configuration, ignoring the keys the runtime adds (``name``, ``task.class``, …)."""
-        config: PostgresCdcConfig = cls.parse(raw, ignore=set(raw) - cls.known_keys())
-        return config
-
-    def to_task_config(self) -> dict[str, Any]:
-        """Dotted keys, lists comma-joined, the password in clear (the runtime masks task configs)."""
-        data = self.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"signal_consumer"})
-        data.update(self.prefixed_flat(self))
-        for key, value in list(data.items()):
-            if isinstance(value, list):
-                data[key] = (
-                    ",".join(str(v) for v in value) if value else ("none" if key == "skipped.operations" else "")
-                )
-        if self.password is not None:
-            data["database.password"] = self.password
-        return data
-
-
-def validate_config(raw: Mapping[str, Any]) -> PostgresCdcConfig:
-    """Parse, naming the dotted key of any problem."""
-    try:
-        config: PostgresCdcConfig = PostgresCdcConfig.parse(raw)
-    except ConfigError:
-        raise
-    return config
+    def secrets_in_clear(self) -> dict[str, str]:
+        """``database.password`` in clear for the task config (the runtime masks task configs)."""
+        return {"database.password": self.password} if self.password is not None else {}
 
 
 _SNAPSHOT = "the snapshot reads primary-key chunks between WAL watermarks while streaming, not in one transaction"
@@ -553,36 +426,16 @@ POSTGRES_CDC_UNIMPLEMENTED_KEYS: dict[str, str] = {
     "flush.lsn.source": "the slot's LSN is always flushed by the connector after Kafka acknowledged",
     "offset.mismatch.strategy": "not implemented",
     "publish.via.partition.root": "not implemented",
-    "snapshot.mode.configuration.based.*": "snapshot.mode=configuration_based is not implemented",
-    "snapshot.mode.custom.name": "snapshot.mode=custom is not implemented",
     "snapshot.isolation.mode": f"not applicable: {_SNAPSHOT}",
     "snapshot.locking.mode": f"not applicable: {_SNAPSHOT}, and takes no table locks (as Debezium's default, none)",
     "snapshot.query.mode": f"not implemented; {_SNAPSHOT}",
     "snapshot.select.statement.overrides*": f"not implemented; {_SNAPSHOT}",
-    "snapshot.include.collection.list": "not implemented; the initial snapshot covers every captured table",
-    "snapshot.fetch.size": "not implemented; snapshot.chunk.size sets the rows per chunk",
-    "snapshot.max.threads": "not implemented; one task snapshots the tables in turn",
-    "snapshot.delay.ms": "not implemented",
-    "snapshot.lock.timeout.ms": "not applicable: the snapshot takes no table locks",
     "replica.identity.autoset.values": "not implemented; the connector warns about tables without a primary key",
-    "signal.kafka.poll.timeout.ms": "the Kafka signal consumer polls in a thread of its own",
-    "incremental.snapshot.watermarking.strategy": "not implemented",
-    "read.only": "read-only incremental snapshots are not implemented",
     "schema.refresh.mode": "schemas are refreshed from relation messages (columns_diff)",
-    "topic.transaction": "the transaction metadata topic is always <topic.prefix>.transaction",
     "topic.naming.strategy": "topics are always <topic.prefix>.<schema>.<table>",
     "topic.delimiter": "topics are always <topic.prefix>.<schema>.<table>",
-    "column.mask.*": "column masking is not implemented; use the MaskField transform",
-    "column.truncate.*": "column truncation is not implemented",
-    "column.propagate.source.type": "not implemented",
-    "datatype.propagate.source.type": "not implemented",
-    "converters": "custom converters are Java classes; not applicable",
     "max.queue.size": "not applicable: changes go straight from the WAL stream to the producer in batches of max.batch.size",
     "max.queue.size.in.bytes": "not applicable: changes go straight from the WAL stream to the producer in batches",
-    "event.processing.failure.handling.mode": "not implemented; errors.tolerance and the dead-letter queue apply",
-    "errors.max.retries": "not implemented; failed tasks restart per the worker's restart policy",
-    "retriable.restart.connector.wait.ms": "not implemented; failed tasks restart per the worker's restart policy",
-    "guardrail.collections.max": "not implemented",
-    "custom.metric.tags": "not implemented",
     "include.schema.changes": "PostgreSQL's logical decoding carries no DDL; there are no schema change events",
+    **DEBEZIUM_UNIMPLEMENTED_KEYS,
 }

@@ -1,18 +1,15 @@
-"""pgoutput messages → Debezium change events (:class:`SourceRecord` lists).
+"""pgoutput messages → Debezium change events.
 
-:meth:`ChangeDecoder.handle` takes one XLogData payload and appends the records it yields. It is
-the hot path: one (padded) ``bytes`` copy per message, fixed-offset ``struct`` reads, the table's
-generated tuple decoder, dicts built in schema order (so the JSON converter passes them through),
-the ``source`` block copied from a per-transaction template (two fields set per event), the
-envelope's processing time taken per transaction and per poll, and records built without
-NamedTuple's Python-level constructor.
+:meth:`ChangeDecoder.handle` takes one XLogData payload: it follows transactions and positions,
+describes tables from Relation messages, skips what a restart replays, and hands each row change
+of a captured table to the lane chosen when the task started (:mod:`.emitters`): the Python lane
+builds :class:`SourceRecord` s, the native lane serializes the change with the table's
+``CdcEncoder`` (falling back to the Python lane for what it declines). The events wait in the
+decoder's :class:`~sluice.connectors.cdc.emitter.ChangeBuffer` until a poll finishes the batch.
 
-When the task serializes natively (:mod:`sluice.connectors.source.postgres_cdc.native`), row changes of a
-table the encoder covers skip all of that: the message goes to the table's ``CdcEncoder``, which
-appends the record's key and value bytes to :attr:`ChangeDecoder.encoded`, handed out as a
-serialized :class:`SourceRecordBatch`; what it declines (an
-unusual value) takes the path above. The two kinds of records are never pending at once:
-switching finishes the pending ones into :attr:`ChangeDecoder.outbox` with their own offset.
+It is the hot path: one (padded) ``bytes`` copy per message, fixed-offset ``struct`` reads, the
+table's generated tuple decoder, the envelope's processing time taken per transaction and per
+batch, and, for a relation the native encoder took before, a shortcut straight to it.
 
 Positions: every event's offset carries ``lsn_commit`` (the commit LSN of its transaction) and
 ``lsn`` (the event's own LSN). A transaction committed before the stored ``lsn_commit`` was
@@ -27,18 +24,15 @@ import logging
 import struct
 import time
 from collections.abc import Callable
+from types import MethodType
 from typing import Any
 
-from sluice.connectors.api import Serialization, SourceRecord, SourceRecordBatch
-from sluice.connectors.source.postgres_cdc.metadata_schemas import (
-    HEARTBEAT_KEY_SCHEMA,
-    HEARTBEAT_VALUE_SCHEMA,
-    TX_KEY_SCHEMA,
-    TX_VALUE_SCHEMA,
-)
-from sluice.connectors.source.postgres_cdc.native import encoder_for
+from sluice.connectors.api import Serialization, SourceRecord
+from sluice.connectors.cdc.emitter import ChangeBuffer
+from sluice.connectors.cdc.heartbeats import heartbeat_record
+from sluice.connectors.cdc.transactions import TransactionMetadata
+from sluice.connectors.source.postgres_cdc.emitters import PostgresNativeEmitter, PostgresRecordEmitter
 from sluice.connectors.source.postgres_cdc.replication import pg_timestamp_to_unix_us
-from sluice.connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
 from sluice.connectors.source.postgres_cdc.tables import Table, TupleShapeError
 
 log = logging.getLogger(__name__)
@@ -49,7 +43,6 @@ _H = struct.Struct(">H").unpack_from
 _i = struct.Struct(">i").unpack_from
 #: (lsn, relid) of an Insert/Update/Delete XLogData message: the header's WAL start, then the relation id.
 _LSN_RELID = struct.Struct(">xQ17xI").unpack_from
-_record = tuple.__new__  # SourceRecord without NamedTuple's Python-level __new__ (a third of the cost)
 
 Relation = tuple[str, str, str, list[tuple[str, int, int]]]
 TableLoader = Callable[[int, Relation, bool], tuple[Table | None, bool]]
@@ -58,21 +51,22 @@ SignalHook = Callable[[dict[str, Any], int], None]
 ChangeHook = Callable[[Table, dict[str, Any] | None, dict[str, Any] | None], None]
 
 
-_MESSAGE_TYPES = {1: "INSERT", 2: "UPDATE", 3: "DELETE"}
-
-
 def _cstring(buf: bytes, pos: int) -> tuple[str, int]:
     end = buf.index(0, pos)
     return buf[pos:end].decode(), end + 1
 
 
-class ChangeDecoder:
+def _declined(known: tuple[Any, str], buf: bytes, lsn: int) -> bool:
+    return False
+
+
+class ChangeDecoder(ChangeBuffer):
     """Decodes one replication stream's messages into records.
 
     ``load_table`` describes a relation when its Relation message arrives (``None``: not captured);
     ``on_message`` receives logical messages (the snapshot's watermarks); ``on_change`` sees every
     row change of a captured table before it becomes a record (the snapshot's deduplication and the
-    signal table).
+    signal table). Setting :attr:`native` chooses the native lane (see the module docstring).
     """
 
     def __init__(
@@ -90,34 +84,40 @@ class ChangeDecoder:
         signal_table: str = "",
         transaction_topic: str | None = None,
     ) -> None:
+        super().__init__(partition)
         self.prefix = topic_prefix
         self.database = database
-        self.partition = partition
         self.tombstones = tombstones
         self.skipped = skipped_operations
-        self._skips_rows = not skipped_operations.isdisjoint(("c", "u", "d"))
+        self.skips_rows = not skipped_operations.isdisjoint(("c", "u", "d"))
         self.load_table = load_table
         self.on_message = on_message
         self.on_change = on_change
         self.on_signal = on_signal
         self.signal_table = signal_table
         self.signal: Table | None = None
-        self.transaction_topic = transaction_topic  # provide.transaction.metadata
-        self._tx_events = 0
-        self._tx_collections: dict[str, int] = {}
-        self.tables: dict[int, Table | None] = {}
         self.signal_relid: int | None = None
-        self.records: list[SourceRecord] = []
+        self.tables: dict[int, Table | None] = {}
+        self.message_flags = 1  # of the last logical message; bit 0: transactional
+        #: provide.transaction.metadata: the BEGIN/END events and each event's transaction block.
+        self.transactions = TransactionMetadata(transaction_topic, self) if transaction_topic is not None else None
         self._init_positions()
-        # Finished batches to hand out before anything decoded later (a snapshot chunk, as a
-        # columnar SourceRecordBatch, and the stream events that preceded its high watermark).
-        self.outbox: list[list[SourceRecord] | SourceRecordBatch] = []
-        # per transaction: source blocks by table, the head of "sequence", the envelope's time
-        self._sources: dict[int, tuple[Table, dict[str, Any]]] = {}
-        self._sequence_head = '["0","'
-        self._now = (0, 0, 0)
+        # per transaction: the head of "sequence", the envelope's processing time
+        self.sequence_head = '["0","'
+        self.now = (0, 0, 0)
         self._stamp()
-        self._init_native()
+        #: The Python lane, which builds every record the native lane does not serialize.
+        self.python = PostgresRecordEmitter(self)
+        self._emit = self.python.emit
+        self._tombstone = self.python.tombstone
+        #: The native lane, once the task chose it (:attr:`native`).
+        self.native_lane: PostgresNativeEmitter | None = None
+        #: What hands out the polls' records: the native lane when chosen, else the Python lane.
+        self.emitter: PostgresRecordEmitter | PostgresNativeEmitter = self.python
+        #: Relations whose changes went to the native encoder before: handle() takes a shortcut to
+        #: the native lane's append_encoded (bound here once the lane is chosen).
+        self.by_relid: dict[int, tuple[Any, str]] = {}
+        self._append_encoded: Callable[[tuple[Any, str], bytes, int], bool] = _declined
 
     def _init_positions(self) -> None:
         """The transaction being decoded and the positions offsets are built from."""
@@ -135,106 +135,48 @@ class ChangeDecoder:
         self._skip_txn = False
         self._skip_upto = -1
         self.snapshot_progress: dict[str, Any] | None = None
-        # The runtime stores the offset of the last record of a poll (it commits only between polls),
-        # so the records of one poll share one offset dict, filled in by finish_batch().
-        self.batch_offset: dict[str, Any] = {}
         self.message_type: str | None = None
 
-    def _init_native(self) -> None:
-        """Native encoding (see connectors.source.postgres_cdc.native): the wire formats the runtime
-        offered, once the task chose to serialize for them; each table's encoder (None: the Python
-        path); the serialized records not yet handed out, in stream order."""
-        self.native: Serialization | None = None
-        self._encoders: dict[int, tuple[Table, Any]] = {}
-        self._by_relid: dict[int, tuple[Any, str]] = {}  # relations whose changes go straight to the encoder
-        self.encoded_topics: list[str] = []
-        self.encoded_keys: list[bytes | None] = []
-        self.encoded: list[bytes | None] = []
+    # -- the lanes ---------------------------------------------------------------------------------
 
-    def finish_batch(self) -> list[SourceRecord] | SourceRecordBatch:
-        """The records decoded since the last call; their shared offset is the current position.
+    @property
+    def native(self) -> Serialization | None:
+        """The wire formats row changes are serialized in natively (``None``: the Python lane only)."""
+        return self.native_lane.serialization if self.native_lane is not None else None
 
-        Serialized records (a batch with ``serialized=True``) and Python-built ones are never pending
-        at once: switching from one to the other finishes what was pending into :attr:`outbox`."""
-        if self.encoded:
-            return self._take_encoded()
-        records = self.records
-        self.records = []
-        if records:
-            self.batch_offset.update(self.offset(self.message_type))
-            self.batch_offset = {}
-            self._stamp()
-        return records
-
-    def _take_encoded(self) -> SourceRecordBatch:
-        offset = self.offset(self.message_type)
-        n = len(self.encoded)
-        batch = SourceRecordBatch(
-            None,
-            self.encoded,
-            keys=self.encoded_keys,
-            topics=self.encoded_topics,
-            source_partition=self.partition,
-            offsets_loader=lambda: [offset] * n,
-            last_offset=offset,
-            serialized=True,
-        )
-        self.encoded_topics, self.encoded_keys, self.encoded = [], [], []
-        self._stamp()
-        return batch
+    @native.setter
+    def native(self, serialization: Serialization | None) -> None:
+        """Choose the lane, once, when the task starts (see :mod:`sluice.connectors.source.postgres_cdc.native`)."""
+        self.by_relid = {}
+        if serialization is None:
+            self.native_lane = None
+            self.emitter = self.python
+            return
+        self.native_lane = PostgresNativeEmitter(self, self.python, serialization)
+        self.emitter = self.native_lane
+        self._append_encoded = MethodType(PostgresNativeEmitter.append_encoded, self)
 
     def encoder(self, table: Table) -> Any:
-        """The table's native encoder (``None``: its changes take the Python path); needs :attr:`native`."""
-        cached = self._encoders.get(id(table))
-        if cached is not None and cached[0] is table:
-            return cached[1]
-        assert self.native is not None
-        encoder = encoder_for(
-            table,
-            prefix=self.prefix,
-            database=self.database,
-            tombstones=self.tombstones,
-            serialization=self.native,
-        )
-        self._encoders[id(table)] = (table, encoder)
-        return encoder
+        """The table's native encoder (``None``: its changes take the Python lane); needs :attr:`native`."""
+        assert self.native_lane is not None
+        return self.native_lane.encoder(table)
 
-    def _encode(self, table: Table, buf: bytes, lsn: int, relid: int) -> bool:
-        """Serialize the change natively when the table's encoder takes it; ``False``: the Python path."""
-        if self.on_change is not None or self._skips_rows or self.transaction_topic is not None:
-            return False
-        encoder = self.encoder(table)
-        if encoder is None:
-            return False
-        known = (encoder, table.topic)
-        if relid != self.signal_relid:  # later changes of the relation take handle()'s shortcut
-            self._by_relid[relid] = known
-        return self._append_encoded(known, buf, lsn)
+    # -- the buffer's hooks (ChangeBuffer) and the snapshot's (ChangeStream) ------------------------
 
-    def _append_encoded(self, known: tuple[Any, str], buf: bytes, lsn: int) -> bool:
-        """Append the change's serialized records; ``False`` (nothing appended) when the encoder
-        declines it. Pending Python-built records go out first, in their own batch."""
-        encoder, topic = known
-        values = self.encoded
-        before = len(values)
-        code = encoder.encode(
-            buf, self.xid, self.commit_us, self.sequence_lsn, self._now[2], self.encoded_keys, values
-        )
-        if not code:
-            return False
-        if self.records:  # then nothing else was encoded: `values` holds only this change's records
-            keys = self.encoded_keys
-            self.encoded_keys, self.encoded = [], []
-            self.outbox.append(self.finish_batch())
-            self.encoded_keys, self.encoded = keys, values
-        added = len(values) - before
-        if added == 1:
-            self.encoded_topics.append(topic)
-        else:
-            self.encoded_topics.extend([topic] * added)
-        self.position = (self.final_lsn, lsn)
-        self.message_type = _MESSAGE_TYPES[code]
-        return True
+    def current_offset(self) -> dict[str, Any]:
+        return self.offset(self.message_type)
+
+    def batch_started(self) -> None:
+        self._stamp()
+
+    def track_changes(self, hook: ChangeHook | None) -> None:
+        self.on_change = hook
+
+    def offset_at(self, position: int) -> dict[str, Any]:
+        return self.offset(None, position)
+
+    def current_position(self) -> int:
+        return self.position[1]
 
     # -- positions ---------------------------------------------------------------------------------
 
@@ -261,6 +203,10 @@ class ChangeDecoder:
             offset.update(self.snapshot_progress)
         return offset
 
+    def replayed(self, lsn: int) -> bool:
+        """Whether the event at ``lsn`` of the current transaction was delivered before a restart."""
+        return self._skip_txn or lsn <= self._skip_upto
+
     # -- messages ----------------------------------------------------------------------------------
 
     def keepalive(self, wal_end: int) -> None:
@@ -277,10 +223,10 @@ class ChangeDecoder:
         length in one ``struct`` call, which for a trailing null column reaches past the message."""
         buf = b"%b\0\0\0\0" % data
         kind = buf[25]
-        if (kind == 73 or kind == 85 or kind == 68) and self._by_relid and self.on_change is None:
-            # The native path's shortcut: a relation whose changes went to the encoder before.
+        if (kind == 73 or kind == 85 or kind == 68) and self.by_relid and self.on_change is None:
+            # The native lane's shortcut: a relation whose changes went to the encoder before.
             lsn, relid = _LSN_RELID(buf)
-            known = self._by_relid.get(relid)
+            known = self.by_relid.get(relid)
             if (
                 known is not None
                 and not self._skip_txn
@@ -314,47 +260,22 @@ class ChangeDecoder:
         commit, at = self.resume
         self._skip_txn = final < commit
         self._skip_upto = at if final == commit else -1
-        self._tx_events = 0
-        self._tx_collections = {}
-        self._sources = {}
-        self._sequence_head = f'["{self.sequence_lsn}","'
+        if self.transactions is not None:
+            self.transactions.begin(f"{self.xid}:{final}", self.commit_us // 1000)
+        self.python.templates = {}
+        self.sequence_head = f'["{self.sequence_lsn}","'
         self._stamp()
 
     def _stamp(self) -> None:
         """The envelope's processing time (``ts_ms``/``ts_us``/``ts_ns``), taken once per transaction
-        and per poll rather than per event."""
+        and per batch rather than per event."""
         now = time.time_ns()
-        self._now = (now // 1_000_000, now // 1000, now)
-
-    def _source_template(self, table: Table) -> dict[str, Any]:
-        """The ``source`` block of this transaction's events of ``table``; each event copies it and
-        sets its own ``sequence`` and ``lsn``."""
-        commit_us = self.commit_us
-        source = {
-            "version": VERSION,
-            "connector": CONNECTOR,
-            "name": self.prefix,
-            "ts_ms": commit_us // 1000,
-            "snapshot": "false",
-            "db": self.database,
-            "sequence": None,
-            "ts_us": commit_us,
-            "ts_ns": commit_us * 1000,
-            "schema": table.schema_name,
-            "table": table.name,
-            "txId": self.xid,
-            "lsn": None,
-            "xmin": None,
-            "origin": None,
-            "origin_lsn": None,
-        }
-        self._sources[id(table)] = (table, source)  # the table itself, so a reused id() cannot match
-        return source
+        self.now = (now // 1_000_000, now // 1000, now)
 
     def _commit(self, buf: bytes) -> None:
         commit_lsn, end_lsn = _Q(buf, 27)[0], _Q(buf, 35)[0]
-        if self.transaction_topic is not None and self._tx_events:
-            self._transaction_record("END")
+        if self.transactions is not None:
+            self.transactions.end()
         self.in_txn = False
         self.last_commit_lsn = commit_lsn
         self.sequence_lsn = end_lsn
@@ -381,14 +302,11 @@ class ChangeDecoder:
             pos += 8
             columns.append((column, type_oid, typmod))
         is_signal = bool(self.signal_table) and f"{schema}.{name}" == self.signal_table
-        self._by_relid.pop(relid, None)
+        self.by_relid.pop(relid, None)
         table, captured = self.load_table(relid, (schema, name, replident, columns), is_signal)
         if is_signal:
             self.signal_relid, self.signal = relid, table
         self.tables[relid] = table if captured else None
-
-    def _skip(self, lsn: int) -> bool:
-        return self._skip_txn or lsn <= self._skip_upto
 
     def _insert(self, buf: bytes) -> None:
         lsn, relid = _LSN_RELID(buf)
@@ -397,7 +315,7 @@ class ChangeDecoder:
         table = self.tables.get(relid)
         if table is None or self._skip_txn or lsn <= self._skip_upto:
             return
-        if self.native is not None and self._encode(table, buf, lsn, relid):
+        if self.native_lane is not None and self.native_lane.encode(table, buf, lsn, relid):
             return
         try:
             after = table.decode(buf, 31)[0]
@@ -411,7 +329,7 @@ class ChangeDecoder:
 
     def _signal(self, buf: bytes) -> None:
         lsn = _Q(buf, 1)[0]
-        if self.signal is not None and self.on_signal is not None and not self._skip(lsn):
+        if self.signal is not None and self.on_signal is not None and not self.replayed(lsn):
             self.on_signal(self.signal.decode(buf, 31)[0], lsn)
 
     def _update(self, buf: bytes) -> None:
@@ -419,7 +337,7 @@ class ChangeDecoder:
         table = self.tables.get(relid)
         if table is None or self._skip_txn or lsn <= self._skip_upto:
             return
-        if self.native is not None and self._encode(table, buf, lsn, relid):
+        if self.native_lane is not None and self.native_lane.encode(table, buf, lsn, relid):
             return
         marker = buf[30]
         before = None
@@ -452,7 +370,7 @@ class ChangeDecoder:
         table = self.tables.get(relid)
         if table is None or self._skip_txn or lsn <= self._skip_upto:
             return
-        if self.native is not None and self._encode(table, buf, lsn, relid):
+        if self.native_lane is not None and self.native_lane.encode(table, buf, lsn, relid):
             return
         marker = buf[30]
         before = table.decode(buf, 31)[0]
@@ -469,7 +387,7 @@ class ChangeDecoder:
 
     def _truncate(self, buf: bytes) -> None:
         lsn = _Q(buf, 1)[0]
-        if "t" in self.skipped or self._skip(lsn):
+        if "t" in self.skipped or self.replayed(lsn):
             return
         count = _I(buf, 26)[0]
         for i in range(count):
@@ -483,115 +401,6 @@ class ChangeDecoder:
             self.message_flags = buf[26]  # bit 0: transactional
             self.on_message(prefix, buf[pos + 4 : pos + 4 + _I(buf, pos)[0]], _Q(buf, 27)[0])
 
-    # -- records -----------------------------------------------------------------------------------
-
-    def _emit(
-        self,
-        table: Table,
-        op: str,
-        before: dict[str, Any] | None,
-        after: dict[str, Any] | None,
-        key: dict[str, Any] | None,
-        lsn: int,
-        message_type: str,
-    ) -> None:
-        if self.encoded:  # serialized records first, in their own batch
-            self.outbox.append(self._take_encoded())
-        self.position = (self.final_lsn, lsn)
-        cached = self._sources.get(id(table))
-        template = cached[1] if cached is not None and cached[0] is table else self._source_template(table)
-        source = template.copy()  # a copy keeps the key order
-        source["sequence"] = f'{self._sequence_head}{lsn}"]'
-        source["lsn"] = lsn
-        ts_ms, ts_us, ts_ns = self._now
-        value = {
-            "before": before,
-            "after": after,
-            "source": source,
-            "transaction": None if self.transaction_topic is None else self._transaction_block(table),
-            "op": op,
-            "ts_ms": ts_ms,
-            "ts_us": ts_us,
-            "ts_ns": ts_ns,
-        }
-        self.message_type = message_type
-        self.records.append(
-            _record(
-                SourceRecord,
-                (
-                    table.topic,
-                    value,
-                    table.envelope_schema,
-                    key,
-                    table.key_schema if key is not None else None,  # a truncate event has no key
-                    None,
-                    None,
-                    None,
-                    self.partition,
-                    self.batch_offset,
-                ),
-            )
-        )
-
-    def _transaction_block(self, table: Table) -> dict[str, Any]:
-        if not self._tx_events:
-            self._transaction_record("BEGIN")
-        self._tx_events += 1
-        collection = table.qualified
-        count = self._tx_collections.get(collection, 0) + 1
-        self._tx_collections[collection] = count
-        return {"id": f"{self.xid}:{self.final_lsn}", "total_order": self._tx_events, "data_collection_order": count}
-
-    def _transaction_record(self, status: str) -> None:
-        """Debezium's BEGIN/END transaction metadata events (``<prefix>.transaction``)."""
-        assert self.transaction_topic is not None
-        if self.encoded:
-            self.outbox.append(self._take_encoded())
-        tx_id = f"{self.xid}:{self.final_lsn}"
-        end = status == "END"
-        value = {
-            "status": status,
-            "id": tx_id,
-            "event_count": self._tx_events if end else None,
-            "data_collections": [{"data_collection": c, "event_count": n} for c, n in self._tx_collections.items()]
-            if end
-            else None,
-            "ts_ms": self.commit_us // 1000,
-        }
-        self.records.append(
-            SourceRecord(
-                self.transaction_topic,
-                value,
-                TX_VALUE_SCHEMA,
-                {"id": tx_id},
-                TX_KEY_SCHEMA,
-                None,
-                None,
-                None,
-                self.partition,
-                self.batch_offset,
-            )  # fmt: skip
-        )
-
-    def _tombstone(self, table: Table, key: dict[str, Any] | None, lsn: int) -> None:
-        last = self.records[-1]
-        self.records.append(
-            SourceRecord(
-                table.topic, None, None, key, table.key_schema, None, None, None, self.partition, last.source_offset
-            )
-        )
-
     def heartbeat(self, topic: str) -> SourceRecord:
         """A Debezium heartbeat record carrying the current position as its offset."""
-        return SourceRecord(
-            topic,
-            {"ts_ms": int(time.time() * 1000)},
-            HEARTBEAT_VALUE_SCHEMA,
-            {"serverName": self.prefix},
-            HEARTBEAT_KEY_SCHEMA,
-            None,
-            None,
-            None,
-            self.partition,
-            self.offset(),
-        )
+        return heartbeat_record(topic, self.prefix, self.partition, self.offset())

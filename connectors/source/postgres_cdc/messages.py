@@ -23,9 +23,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from sluice.connectors.api import Schema, SourceRecord, Type
-from sluice.connectors.source.postgres_cdc.snapshot import WATERMARK_PREFIX
+from sluice.connectors.cdc.envelope import TRANSACTION_BLOCK_SCHEMA
+from sluice.connectors.cdc.snapshot import WATERMARK_PREFIX
 from sluice.connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
-from sluice.connectors.source.postgres_cdc.tables import SOURCE_SCHEMA, TRANSACTION_BLOCK_SCHEMA
+from sluice.connectors.source.postgres_cdc.tables import SOURCE_SCHEMA
 
 if TYPE_CHECKING:
     from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
@@ -96,9 +97,9 @@ class MessageEvents:
         if not self.wants(prefix):
             return
         decoder = self.decoder
-        transactional = bool(getattr(decoder, "message_flags", 1) & 1)
+        transactional = bool(decoder.message_flags & 1)
         if transactional:
-            if decoder._skip(lsn):  # replayed after a restart: delivered before
+            if decoder.replayed(lsn):  # replayed after a restart: delivered before
                 return
             position = (decoder.final_lsn, lsn)
         else:
@@ -110,9 +111,9 @@ class MessageEvents:
     def _append(self, prefix: str, content: bytes, lsn: int, transactional: bool, position: tuple[int, int]) -> None:
         decoder = self.decoder
         if decoder.encoded:  # serialized records first, in their own batch
-            decoder.outbox.append(decoder.finish_batch())
+            decoder.outbox.append(decoder.take_encoded())
         decoder.position = position
-        ts_ms, _, _ = decoder._now
+        ts_ms, _, _ = decoder.now
         commit_us = decoder.commit_us if transactional else ts_ms * 1000
         source = {
             "version": VERSION,

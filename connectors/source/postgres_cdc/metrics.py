@@ -1,23 +1,14 @@
-"""What a CDC task reports for ``GET /metrics`` (:mod:`sluice.connectors.api.metrics`).
+"""What a PostgreSQL CDC task reports for ``GET /metrics`` (:mod:`sluice.connectors.api.metrics`).
 
-Debezium's streaming and snapshot MBean attributes, under its names as the common JMX exporter
-rules render them (``debezium_metrics_<Attribute>{plugin,name,context}``), and Sluice's own
-replication slot family (``sluice_postgres_replication_slot_<figure>{slot}``):
+Debezium's streaming and snapshot figures (:mod:`sluice.connectors.cdc.metrics`, ``plugin``
+``postgres``) and Sluice's own replication slot family
+(``sluice_postgres_replication_slot_<figure>{slot}``): ``lag_bytes`` (current WAL position −
+``confirmed_flush_lsn``: what the connector has not confirmed), ``retained_wal_bytes`` (current −
+``restart_lsn``: what the server keeps on disk for the slot) and, when the guard is on,
+``max_retained_wal_bytes`` (its bound).
 
-* streaming: ``TotalNumberOfEventsSeen``, ``MilliSecondsSinceLastEvent``,
-  ``MilliSecondsBehindSource`` (as Debezium: the commit time of the last event's transaction vs
-  the time the task processed it; -1 before the first), ``Connected``;
-* snapshot: ``SnapshotRunning``, ``SnapshotCompleted``, ``SnapshotPaused`` (an incremental
-  snapshot held by ``pause-snapshot``), ``SnapshotAborted`` (a ``stop-snapshot`` dropped tables
-  of the last snapshot; 0 again when one starts), ``TotalTableCount``,
-  ``RemainingTableCount``, and ``RowsScanned`` per table (a ``table`` label, ``schema.table``);
-* slot: ``lag_bytes`` (current WAL position − ``confirmed_flush_lsn``: what the connector has
-  not confirmed), ``retained_wal_bytes`` (current − ``restart_lsn``: what the server keeps on
-  disk for the slot) and, when the guard is on, ``max_retained_wal_bytes`` (its bound).
-
-Events are counted per poll, never per record. The slot is asked about at most every
-:data:`SLOT_QUERY_INTERVAL_S`; each answer also feeds the slot guard
-(:mod:`sluice.connectors.source.postgres_cdc.slot_guard`).
+The slot is asked about at most every :data:`SLOT_QUERY_INTERVAL_S`; each answer also feeds the
+slot guard (:mod:`sluice.connectors.source.postgres_cdc.slot_guard`).
 """
 
 from __future__ import annotations
@@ -26,6 +17,7 @@ import time
 from collections.abc import Callable
 
 from sluice.connectors.api.metrics import TaskMetricGroup
+from sluice.connectors.cdc.metrics import DebeziumMetrics
 from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
 from sluice.connectors.source.postgres_cdc.slot_guard import SlotUsage, SlotWalGuard
 
@@ -35,7 +27,7 @@ SLOT_QUERY_INTERVAL_S = 5.0
 SLOT_PREFIX = "sluice_postgres_replication_slot"
 
 
-class CdcMetrics:
+class CdcMetrics(DebeziumMetrics):
     """One task's figures (see the module docstring). Thread: the task thread."""
 
     def __init__(
@@ -45,9 +37,7 @@ class CdcMetrics:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        self._clock = clock
-        self._wall_clock = wall_clock
-        self._labels = {"plugin": "postgres", "name": config.topic_prefix}
+        super().__init__("postgres", config.topic_prefix, clock=clock, wall_clock=wall_clock)
         self.slot = config.slot_name
         self.guard = SlotWalGuard(
             config.slot_name,
@@ -56,21 +46,8 @@ class CdcMetrics:
             action=config.slot_retained_wal_action,
             clock=clock,
         )
-        self.events_seen = 0
-        self.last_event_at: float | None = None
-        self.ms_behind_source = -1
-        self.snapshot_tables = 0
         self.usage: SlotUsage | None = None
         self._next_slot_query = 0.0
-
-    def seen(self, events: int, commit_us: int) -> None:
-        """A poll handed out ``events`` change events; the latest transaction committed at ``commit_us``."""
-        if not events:
-            return
-        self.events_seen += events
-        self.last_event_at = self._clock()
-        if commit_us > 0:
-            self.ms_behind_source = max(0, int(self._wall_clock() * 1000) - commit_us // 1000)
 
     def slot_query_due(self) -> bool:
         """Whether it is time to ask the server about the slot again (and count that as asked)."""
@@ -97,30 +74,15 @@ class CdcMetrics:
         snapshot_paused: bool = False,
         snapshot_aborted: bool = False,
     ) -> list[TaskMetricGroup]:
-        """The task's metric groups as of now."""
-        now = self._clock()
-        self.snapshot_tables = max(self.snapshot_tables, remaining_tables)
-        since = -1 if self.last_event_at is None else int((now - self.last_event_at) * 1000)
-        streaming = {**self._labels, "context": "streaming"}
-        snapshot = {**self._labels, "context": "snapshot"}
-        groups = [
-            TaskMetricGroup("debezium_metrics", streaming, {
-                "TotalNumberOfEventsSeen": self.events_seen,
-                "MilliSecondsSinceLastEvent": since,
-                "MilliSecondsBehindSource": self.ms_behind_source,
-                "Connected": 1 if connected else 0,
-            }),
-            TaskMetricGroup("debezium_metrics", snapshot, {
-                "SnapshotRunning": 1 if snapshot_running else 0,
-                "SnapshotCompleted": 1 if self.snapshot_tables and not snapshot_running and not snapshot_aborted else 0,
-                "SnapshotPaused": 1 if snapshot_paused else 0,
-                "SnapshotAborted": 1 if snapshot_aborted else 0,
-                "TotalTableCount": self.snapshot_tables,
-                "RemainingTableCount": remaining_tables,
-            }),
-        ]  # fmt: skip
-        for table, rows in sorted(rows_scanned.items()):
-            groups.append(TaskMetricGroup("debezium_metrics", {**snapshot, "table": table}, {"RowsScanned": rows}))
+        """Debezium's groups, then the slot's (once the server answered)."""
+        groups = super().groups(
+            connected=connected,
+            snapshot_running=snapshot_running,
+            remaining_tables=remaining_tables,
+            rows_scanned=rows_scanned,
+            snapshot_paused=snapshot_paused,
+            snapshot_aborted=snapshot_aborted,
+        )
         slot = self._slot_values()
         if slot:
             groups.append(TaskMetricGroup(SLOT_PREFIX, {"slot": self.slot}, slot))

@@ -18,13 +18,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sluice.connectors.api import Schema, Serialization, WireFormat
+from sluice.connectors.api import Schema, Serialization
+from sluice.connectors.cdc.envelope import json_frames, source_head, writes_native_json
+from sluice.connectors.source.postgres_cdc import text_values as tv
 from sluice.connectors.source.postgres_cdc import types as pgtypes
 from sluice.connectors.source.postgres_cdc.source_block import CONNECTOR, VERSION
 from sluice.connectors.source.postgres_cdc.tables import Table
 from sluice.converters.json_data import JsonData
 from sluice.converters.json_text import dumps
-from sluice.converters.json_write import json_schema
 
 log = logging.getLogger(__name__)
 
@@ -39,26 +40,22 @@ def available() -> bool:
 
 
 def serializes_for(serialization: Serialization | None) -> bool:
-    """Whether the encoder writes what the runtime's converters would: Connect's JSON, with or
-    without the schema envelope, decimals as base64, for keys and values."""
-    return CdcEncoder is not None and serialization is not None and all(map(_writes, serialization))
-
-
-def _writes(wire: WireFormat) -> bool:
-    return wire.kind == "json" and wire.decimal_format == "BASE64"
+    """Whether the encoder is built and writes what the runtime's converters would: Connect's JSON,
+    with or without the schema envelope, decimals as base64, for keys and values."""
+    return CdcEncoder is not None and writes_native_json(serialization)
 
 
 #: Conversions the encoder does as the Python path does them, by the Python path's function.
 _KINDS: dict[Any, str] = {
     int: "int",
-    pgtypes._bool: "bool",
-    pgtypes._text: "str",
-    pgtypes._timestamp_micros: "micros",
-    pgtypes._timestamp_millis: "millis",
-    pgtypes._date_days: "date",
-    pgtypes._time_micros: "time_micros",
-    pgtypes._time_millis: "time_millis",
-    pgtypes._bytea: "bytea",
+    tv.boolean: "bool",
+    tv.text: "str",
+    tv.timestamp_micros: "micros",
+    tv.timestamp_millis: "millis",
+    tv.date_days: "date",
+    tv.time_micros: "time_micros",
+    tv.time_millis: "time_millis",
+    tv.bytea: "bytea",
 }
 
 
@@ -69,9 +66,9 @@ def column_kind(column: Any) -> str | None:
     kind = _KINDS.get(fn)
     if kind is not None:
         return kind
-    if fn is pgtypes._float_text and ctype.schema.type.name == "FLOAT64":
+    if fn is tv.float_text and ctype.schema.type.name == "FLOAT64":
         return "f64"
-    if fn is pgtypes._decimal:
+    if fn is tv.numeric:
         scale = int((ctype.schema.parameters or {}).get("scale", "-1"))
         return f"decimal:{scale}" if 0 <= scale <= 38 else None
     if ctype.schema.name == "io.debezium.time.ZonedTimestamp" and column.type_oid == pgtypes.TIMESTAMPTZ:
@@ -109,23 +106,11 @@ def encoder_for(table: Table, *, prefix: str, database: str, tombstones: bool, s
     key = [names.index(k) for k in table.key]
     if any(not table.included[i] for i in key) or any(columns[i][0] == "f64" for i in key):
         return None  # a key read differently from the value, or compared as doubles: the Python path
-    key_head = key_tail = value_head = value_tail = b""
-    if serialization.key.schemas and table.key_schema is not None:
-        key_head, key_tail = b'{"schema":' + json_schema(table.key_schema) + b',"payload":', b"}"
-    if serialization.value.schemas:
-        value_head, value_tail = b'{"schema":' + json_schema(table.envelope_schema) + b',"payload":', b"}"
-    source_head = (
-        b',"source":{"version":'
-        + dumps(VERSION)
-        + b',"connector":'
-        + dumps(CONNECTOR)
-        + b',"name":'
-        + dumps(prefix)
-        + b',"ts_ms":'
-    )
+    key_head, key_tail, value_head, value_tail = json_frames(serialization, table.key_schema, table.envelope_schema)
     source_db = b',"snapshot":"false","db":' + dumps(database) + b',"sequence":"[\\"'
     source_table = b',"schema":' + dumps(table.schema_name) + b',"table":' + dumps(table.name) + b',"txId":'
-    envelope = (key_head, key_tail, value_head, value_tail, source_head, source_db, source_table, dumps(database))
+    source = source_head(VERSION, CONNECTOR, prefix)
+    envelope = (key_head, key_tail, value_head, value_tail, source, source_db, source_table, dumps(database))
     encoder = CdcEncoder(columns, key, envelope, tombstones)
     log.info("Table %s: changes are serialized natively", table.qualified)
     return encoder

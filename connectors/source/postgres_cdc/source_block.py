@@ -1,8 +1,7 @@
 """What every event's ``source`` block says about its producer, as Debezium's PostgreSQL connector writes it.
 
-Its own module because both serializers need it: the Python path
-(:mod:`sluice.connectors.source.postgres_cdc.decoder`) and the native one
-(:mod:`sluice.connectors.source.postgres_cdc.native`), which the decoder uses.
+Its own module because both lanes write it (:mod:`sluice.connectors.source.postgres_cdc.emitters`):
+the Python one and the native encoder (:mod:`sluice.connectors.source.postgres_cdc.native`).
 """
 
 from __future__ import annotations

@@ -13,21 +13,14 @@ per-type conversion avoids a Python call per column, which is most of the cost o
 from __future__ import annotations
 
 import decimal
-import re
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sluice.connectors.api import Schema, Type
+from sluice.connectors.cdc.envelope import SNAPSHOT_FIELD, adjust_schema_name, envelope_schema, sanitize
 from sluice.connectors.source.postgres_cdc.types import UNAVAILABLE, ColumnType
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._\-]")
-
-#: Debezium's values of ``source.snapshot``: the first row of the snapshot is ``first``, the first
-#: of each later table ``first_in_data_collection``, the last of each table but the last
-#: ``last_in_data_collection``, the snapshot's very last ``last``, any other ``true``.
-SNAPSHOT_MARKERS = "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"
 
 #: An unchanged TOASTed value while it is looked up in the old row (never in an event).
 UNCHANGED = object()
@@ -38,17 +31,7 @@ SOURCE_SCHEMA = Schema.struct(
         ("connector", Schema(Type.STRING)),
         ("name", Schema(Type.STRING)),
         ("ts_ms", Schema(Type.INT64)),
-        (
-            "snapshot",
-            Schema(
-                Type.STRING,
-                optional=True,
-                default="false",
-                name="io.debezium.data.Enum",
-                version=1,
-                parameters={"allowed": SNAPSHOT_MARKERS},
-            ),
-        ),
+        ("snapshot", SNAPSHOT_FIELD),
         ("db", Schema(Type.STRING)),
         ("sequence", Schema(Type.STRING, optional=True)),
         ("ts_us", Schema(Type.INT64, optional=True)),
@@ -64,39 +47,6 @@ SOURCE_SCHEMA = Schema.struct(
     name="io.debezium.connector.postgresql.Source",
     version=1,
 )
-
-TRANSACTION_BLOCK_SCHEMA = Schema.struct(
-    [("id", Schema(Type.STRING)), ("total_order", Schema(Type.INT64)), ("data_collection_order", Schema(Type.INT64))],
-    name="event.block",
-    version=1,
-    optional=True,
-)
-
-
-def sanitize(name: str) -> str:
-    """Topic and schema names keep ``[A-Za-z0-9._-]``; anything else becomes ``_`` (as Debezium does)."""
-    return _UNSAFE.sub("_", name)
-
-
-def adjust_schema_name(name: str, mode: str = "none") -> str:
-    """A schema name as Debezium's ``schema.name.adjustment.mode`` makes it.
-
-    ``avro`` replaces each character Avro does not allow in a full name (letters, digits, ``_``
-    and ``.``, not a digit or ``.`` first) with ``_``; ``avro_unicode`` with ``_uXXXX``, the
-    character's UTF-16 code unit(s) in hex; ``none`` keeps the name.
-    """
-    if mode == "none":
-        return name
-    out = []
-    for i, ch in enumerate(name):
-        if ch == "_" or (ch.isascii() and (ch.isalpha() or (i > 0 and (ch.isdigit() or ch == ".")))):
-            out.append(ch)
-        elif mode == "avro":
-            out.append("_")
-        else:
-            units = ch.encode("utf-16-be")
-            out.extend(f"_u{int.from_bytes(units[j : j + 2], 'big'):04x}" for j in range(0, len(units), 2))
-    return "".join(out)
 
 
 @dataclass(frozen=True)
@@ -162,20 +112,7 @@ class Table:
             self.key_schema = Schema.struct([(k, by_name[k].schema) for k in key if k in by_name], name=f"{base}.Key")
         else:
             self.key_schema = None
-        self.envelope_schema = Schema.struct(
-            [
-                ("before", self.value_schema),
-                ("after", self.value_schema),
-                ("source", SOURCE_SCHEMA),
-                ("transaction", TRANSACTION_BLOCK_SCHEMA),
-                ("op", Schema(Type.STRING)),
-                ("ts_ms", Schema(Type.INT64, optional=True)),
-                ("ts_us", Schema(Type.INT64, optional=True)),
-                ("ts_ns", Schema(Type.INT64, optional=True)),
-            ],
-            name=f"{base}.Envelope",
-            version=2,
-        )
+        self.envelope_schema = envelope_schema(base, self.value_schema, SOURCE_SCHEMA)
         #: The key struct of a row (``None`` for a table without a key), generated code.
         self.key_of = _key_builder(key)
         self.pk_of = self.key_of if key == self.primary_key else _key_builder(self.primary_key)

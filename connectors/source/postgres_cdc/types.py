@@ -12,24 +12,20 @@ Semantic type names follow Debezium's PostgreSQL connector (``io.debezium.time.M
 
 from __future__ import annotations
 
-import base64
 import datetime as _dt
 import decimal
 import struct
-from binascii import unhexlify
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sluice.connectors.api import Date, Decimal, Schema, Time, Timestamp, Type
+from sluice.connectors.source.postgres_cdc import text_values as tv
 
 #: What Debezium writes for an unchanged TOASTed column it did not receive.
 UNAVAILABLE = "__debezium_unavailable_value"
 
-_EPOCH_ORDINAL = _dt.date(1970, 1, 1).toordinal()
-_EPOCH_NAIVE = _dt.datetime(1970, 1, 1)
 _EPOCH_UTC = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
-_US = _dt.timedelta(microseconds=1)
 
 # Built-in type OIDs (pg_type.h); arrays map to their element's OID below.
 BOOL, BYTEA, CHAR, NAME, INT8, INT2, INT4, TEXT, OID = 16, 17, 18, 19, 20, 21, 23, 25, 26
@@ -95,310 +91,6 @@ class ColumnType:
         return None
 
 
-# -- conversions ---------------------------------------------------------------------------------
-
-
-def _text(x: bytes) -> str:
-    return x.decode()
-
-
-def _bool(x: bytes) -> bool:
-    return x == b"t"
-
-
-def _bytea(x: bytes) -> bytes:
-    return unhexlify(x[2:]) if x[:2] == b"\\x" else _bytea_escape(x)
-
-
-def _bytea_escape(x: bytes) -> bytes:
-    # bytea_output=escape: octal escapes and doubled backslashes
-    out = bytearray()
-    i = 0
-    while i < len(x):
-        c = x[i]
-        if c == 92 and x[i + 1 : i + 2] == b"\\":
-            out.append(92)
-            i += 2
-        elif c == 92:
-            out.append(int(x[i + 1 : i + 4], 8))
-            i += 4
-        else:
-            out.append(c)
-            i += 1
-    return bytes(out)
-
-
-def _date_parts(x: bytes) -> _dt.date:
-    if len(x) == 10:
-        return _dt.date(int(x[0:4]), int(x[5:7]), int(x[8:10]))
-    text = x.decode()
-    if text == "infinity":
-        return _dt.date.max
-    if text == "-infinity":
-        return _dt.date.min
-    if text.endswith(" BC"):  # outside Python's range; clamp like an infinity
-        return _dt.date.min
-    return _dt.date.fromisoformat(text)
-
-
-def _date_days(x: bytes) -> int:
-    if len(x) == 10:
-        return _dt.date(int(x[0:4]), int(x[5:7]), int(x[8:10])).toordinal() - _EPOCH_ORDINAL
-    return _date_parts(x).toordinal() - _EPOCH_ORDINAL
-
-
-def _time_micros(x: bytes) -> int:
-    # HH:MM:SS[.ffffff]; 24:00:00 is valid in PostgreSQL
-    micros = (int(x[0:2]) * 3600 + int(x[3:5]) * 60 + int(x[6:8])) * 1_000_000
-    if len(x) > 9:
-        micros += int(x[9:].ljust(6, b"0")[:6])
-    return micros
-
-
-def _time_millis(x: bytes) -> int:
-    return _time_micros(x) // 1000
-
-
-def _time_object(x: bytes) -> _dt.time:
-    micros = _time_micros(x) % 86_400_000_000
-    seconds, us = divmod(micros, 1_000_000)
-    return _dt.time(seconds // 3600, seconds // 60 % 60, seconds % 60, us)
-
-
-def _timestamp(x: bytes) -> _dt.datetime:
-    text = x.decode()
-    try:
-        return _dt.datetime.fromisoformat(text)
-    except ValueError:
-        if text == "infinity":
-            return _dt.datetime.max
-        return _dt.datetime.min
-
-
-def _timestamp_micros(x: bytes) -> int:
-    return (_timestamp(x) - _EPOCH_NAIVE) // _US
-
-
-def _timestamp_millis(x: bytes) -> int:
-    return (_timestamp(x) - _EPOCH_NAIVE) // _US // 1000
-
-
-def _timestamp_connect(x: bytes) -> _dt.datetime:
-    return _timestamp(x).replace(tzinfo=_dt.UTC)
-
-
-def _zoned_timestamp(digits: int) -> Callable[[bytes], str]:
-    """timestamptz text (the session runs in UTC) → ``2024-01-02T03:04:05.123456Z``, the fraction
-    padded to the column's precision as Debezium does."""
-
-    def convert(x: bytes) -> str:
-        if digits == 6 and len(x) == 29 and x[26:] == b"+00":  # the common case: all six digits, UTC
-            text = x.decode()
-            return f"{text[:10]}T{text[11:26]}Z"
-        text = x.decode()
-        if text[-3] in "+-" and text[-2:].isdigit() and len(text) >= 22:
-            if text[-3:] != "+00":
-                dt = _dt.datetime.fromisoformat(text).astimezone(_dt.UTC)
-                return _zoned_text(dt, digits)
-            body = text[:-3]
-            date, _, clock = body.partition(" ")
-            whole, _, fraction = clock.partition(".")
-            if digits:
-                return f"{date}T{whole}.{fraction.ljust(digits, '0')[:digits]}Z"
-            return f"{date}T{whole}Z"
-        try:
-            return _zoned_text(_dt.datetime.fromisoformat(text).astimezone(_dt.UTC), digits)
-        except ValueError:
-            return text  # infinity, BC dates: passed through as PostgreSQL prints them
-
-    return convert
-
-
-def _zoned_text(dt: _dt.datetime, digits: int) -> str:
-    base = dt.strftime("%Y-%m-%dT%H:%M:%S")
-    if digits:
-        return f"{base}.{dt.microsecond:06d}"[: len(base) + 1 + digits] + "Z"
-    return base + "Z"
-
-
-def _zoned_time(x: bytes) -> str:
-    text = x.decode()
-    for i in range(len(text) - 1, 0, -1):
-        if text[i] in "+-":
-            clock, offset = text[:i], text[i:]
-            break
-    else:
-        return text + "Z"
-    sign = -1 if offset[0] == "-" else 1
-    parts = [int(p) for p in offset[1:].split(":")] + [0, 0]
-    shift = sign * (parts[0] * 3600 + parts[1] * 60 + parts[2]) * 1_000_000
-    micros = (_time_micros(clock.encode()) - shift) % 86_400_000_000
-    seconds, us = divmod(micros, 1_000_000)
-    out = f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-    if us:
-        out += f".{us:06d}".rstrip("0")
-    return out + "Z"
-
-
-#: Debezium's average month for PostgreSQL intervals (a year is 12 of them: 365.25 days).
-_DAYS_PER_MONTH = 365.25 / 12
-_INTERVAL_FIELDS = {"year": 0, "years": 0, "mon": 1, "mons": 1, "day": 2, "days": 2}
-
-
-def _interval_micros(x: bytes) -> int:
-    """``1 year 2 mons 3 days 04:05:06.7`` → microseconds, as Debezium's MicroDuration computes them:
-    months (a year is 12) count 30.4375 days each, and the sum is taken in floating point in
-    Debezium's order and truncated, so the last digit agrees too."""
-    fields = [0, 0, 0]  # years, months, days
-    hours = minutes = 0
-    seconds = 0.0
-    parts = x.decode().split()
-    i = 0
-    while i < len(parts):
-        token = parts[i]
-        if ":" in token:
-            sign = -1 if token.startswith("-") else 1
-            clock = token.lstrip("+-").split(":")
-            hours, minutes = sign * int(clock[0]), sign * int(clock[1])
-            seconds = sign * float(clock[2] if len(clock) > 2 else 0)
-            i += 1
-        else:
-            fields[_INTERVAL_FIELDS[parts[i + 1]]] += int(token)
-            i += 2
-    days = (fields[0] * 12 + fields[1]) * _DAYS_PER_MONTH + fields[2]
-    return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1e6)
-
-
-def _interval_iso(x: bytes) -> str:
-    """``1 year 2 mons 3 days 04:05:06.7`` → ``P1Y2M3DT4H5M6.7S`` (Debezium's io.debezium.time.Interval:
-    every field present, the sign on each field, seconds without trailing zeros)."""
-    fields = {"year": 0, "mon": 0, "day": 0}
-    hours = minutes = 0
-    seconds = decimal.Decimal(0)
-    parts = x.decode().split()
-    i = 0
-    while i < len(parts):
-        token = parts[i]
-        if ":" in token:
-            sign = -1 if token.startswith("-") else 1
-            clock = token.lstrip("+-").split(":")
-            hours, minutes = sign * int(clock[0]), sign * int(clock[1])
-            seconds = sign * decimal.Decimal(clock[2] if len(clock) > 2 else 0)
-            i += 1
-        else:
-            fields[parts[i + 1].rstrip("s")] += int(token)
-            i += 2
-    text = format(seconds.normalize(), "f") if seconds else "0"
-    return f"P{fields['year']}Y{fields['mon']}M{fields['day']}DT{hours}H{minutes}M{text}S"
-
-
-def _bytea_base64(x: bytes) -> str:
-    return base64.b64encode(_bytea(x)).decode()
-
-
-def _bytea_base64_url_safe(x: bytes) -> str:
-    return base64.urlsafe_b64encode(_bytea(x)).decode()
-
-
-def _bytea_hex(x: bytes) -> str:
-    return _bytea(x).hex()
-
-
-#: ``binary.handling.mode`` → the conversion of a bytea column to text.
-_BINARY_AS_TEXT: dict[str, Callable[[bytes], str]] = {
-    "base64": _bytea_base64,
-    "base64-url-safe": _bytea_base64_url_safe,
-    "hex": _bytea_hex,
-}
-
-
-def _decimal(x: bytes) -> decimal.Decimal | None:
-    value = decimal.Decimal(x.decode())
-    return None if value.is_nan() else value
-
-
-def _variable_decimal(x: bytes) -> dict[str, Any] | None:
-    value = decimal.Decimal(x.decode())
-    if not value.is_finite():
-        return None
-    sign, digits, exponent = value.as_tuple()
-    scale = -int(exponent)
-    unscaled = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
-    if scale < 0:
-        unscaled *= 10**-scale
-        scale = 0
-    return {
-        "scale": scale,
-        "value": unscaled.to_bytes((unscaled + (unscaled < 0)).bit_length() // 8 + 1, "big", signed=True),
-    }
-
-
-def _money(x: bytes) -> decimal.Decimal:
-    text = x.decode().replace("$", "").replace(",", "")
-    negative = text.startswith("(") or text.startswith("-")
-    value = decimal.Decimal(text.strip("()-"))
-    return -value if negative else value
-
-
-def _money_scaled(digits: int) -> Callable[[bytes], decimal.Decimal]:
-    """money at ``money.fraction.digits`` (rounded half up, as Debezium sets the scale)."""
-    quantum = decimal.Decimal(1).scaleb(-digits)
-
-    def convert(x: bytes) -> decimal.Decimal:
-        return _money(x).quantize(quantum, rounding=decimal.ROUND_HALF_UP)
-
-    return convert
-
-
-def _float_text(x: bytes) -> float:
-    return float(x)
-
-
-# -- array literals --------------------------------------------------------------------------------
-
-
-def parse_array(x: bytes) -> list[Any]:
-    """A one- or more-dimensional array literal (``{1,2,NULL}``, ``{"a b","c\\"d"}``) → nested lists
-    of ``bytes`` items (``None`` for NULL). An explicit-bounds prefix (``[0:1]={…}``) is dropped."""
-    if x[:1] == b"[":
-        x = x[x.index(b"=") + 1 :]
-    items, _ = _parse_level(x, 1)
-    return items
-
-
-def _parse_level(x: bytes, pos: int) -> tuple[list[Any], int]:
-    out: list[Any] = []
-    n = len(x)
-    while pos < n:
-        c = x[pos]
-        if c == 125:  # }
-            return out, pos + 1
-        if c == 44:  # ,
-            pos += 1
-            continue
-        if c == 123:  # {
-            nested, pos = _parse_level(x, pos + 1)
-            out.append(nested)
-        elif c == 34:  # "
-            buf = bytearray()
-            pos += 1
-            while x[pos] != 34:
-                if x[pos] == 92:
-                    pos += 1
-                buf.append(x[pos])
-                pos += 1
-            out.append(bytes(buf))
-            pos += 1
-        else:
-            end = pos
-            while end < n and x[end] not in (44, 125):
-                end += 1
-            token = x[pos:end]
-            out.append(None if token == b"NULL" else token)
-            pos = end
-    return out, pos
-
-
 def _array_fn(element: ColumnType) -> Callable[[bytes], list[Any]]:
     convert = element.fn
 
@@ -406,7 +98,7 @@ def _array_fn(element: ColumnType) -> Callable[[bytes], list[Any]]:
         return [None if e is None else walk(e) if type(e) is list else convert(e) for e in items]
 
     def to_list(x: bytes) -> list[Any]:
-        return walk(parse_array(x))
+        return walk(tv.parse_array(x))
 
     return to_list
 
@@ -440,7 +132,7 @@ def time_precision(typmod: int) -> int:
     return typmod if 0 <= typmod <= 6 else 6
 
 
-def column_type(
+def column_type(  # noqa: C901 - one branch per Postgres type
     oid: int,
     typmod: int,
     modes: TypeModes,
@@ -455,7 +147,7 @@ def column_type(
     if enum_labels is not None:
         return ColumnType(
             semantic(Type.STRING, "io.debezium.data.Enum", {"allowed": ",".join(enum_labels)}),
-            _text,
+            tv.text,
             "{x}.decode()",
             "",
         )
@@ -466,24 +158,24 @@ def column_type(
     if oid in (INT8, OID):
         return ColumnType(Schema(Type.INT64), int, "int({x})", 0, False)
     if oid == BOOL:
-        return ColumnType(Schema(Type.BOOLEAN), _bool, "{x} == b't'", False, False)
+        return ColumnType(Schema(Type.BOOLEAN), tv.boolean, "{x} == b't'", False, False)
     if oid == FLOAT4:
-        return ColumnType(Schema(Type.FLOAT32), _float_text, "float({x})", 0.0, False)
+        return ColumnType(Schema(Type.FLOAT32), tv.float_text, "float({x})", 0.0, False)
     if oid == FLOAT8:
-        return ColumnType(Schema(Type.FLOAT64), _float_text, "float({x})", 0.0, False)
+        return ColumnType(Schema(Type.FLOAT64), tv.float_text, "float({x})", 0.0, False)
     if oid in _STRINGS:
-        return ColumnType(Schema(Type.STRING), _text, "{x}.decode()", "")
+        return ColumnType(Schema(Type.STRING), tv.text, "{x}.decode()", "")
     if oid == UUID:
-        return ColumnType(semantic(Type.STRING, "io.debezium.data.Uuid"), _text, "{x}.decode()", "", False)
+        return ColumnType(semantic(Type.STRING, "io.debezium.data.Uuid"), tv.text, "{x}.decode()", "", False)
     if oid in (JSON, JSONB):
-        return ColumnType(semantic(Type.STRING, "io.debezium.data.Json"), _text, "{x}.decode()", "{}")
+        return ColumnType(semantic(Type.STRING, "io.debezium.data.Json"), tv.text, "{x}.decode()", "{}")
     if oid == XML:
-        return ColumnType(semantic(Type.STRING, "io.debezium.data.Xml"), _text, "{x}.decode()", "")
+        return ColumnType(semantic(Type.STRING, "io.debezium.data.Xml"), tv.text, "{x}.decode()", "")
     if oid == BYTEA:
         if modes.binary_handling_mode == "bytes":
-            return ColumnType(Schema(Type.BYTES), _bytea, None, b"")
+            return ColumnType(Schema(Type.BYTES), tv.bytea, None, b"")
         # A function the native encoder does not know, so these tables take the Python path.
-        return ColumnType(Schema(Type.STRING), _BINARY_AS_TEXT[modes.binary_handling_mode], None, "")
+        return ColumnType(Schema(Type.STRING), tv.BINARY_AS_TEXT[modes.binary_handling_mode], None, "")
     if oid in (NUMERIC, MONEY):
         return _numeric_type(oid, typmod, modes)
     if oid in (DATE, TIME, TIMESTAMP, TIMESTAMPTZ, TIMETZ, INTERVAL):
@@ -494,7 +186,7 @@ def column_type(
         return ColumnType(POINT_SCHEMA, _point, None, {"x": 0.0, "y": 0.0, "wkb": None, "srid": None}, False)
     # Anything else Debezium maps (ranges, geometric types, bit strings, tsvector, extension types
     # such as citext and ltree, see known_type): its text.
-    return ColumnType(Schema(Type.STRING), _text, "{x}.decode()", "")
+    return ColumnType(Schema(Type.STRING), tv.text, "{x}.decode()", "")
 
 
 #: Debezium's geometry point: the coordinates, and the point as WKB (little-endian, type 1).
@@ -529,20 +221,20 @@ def _bits(x: bytes) -> bytes:
 
 def _numeric_type(oid: int, typmod: int, modes: TypeModes) -> ColumnType:
     if modes.decimal_handling_mode == "double":
-        fn = _float_text if oid == NUMERIC else (lambda x: float(_money(x)))
+        fn = tv.float_text if oid == NUMERIC else (lambda x: float(tv.money(x)))
         return ColumnType(Schema(Type.FLOAT64), fn, "float({x})" if oid == NUMERIC else None, 0.0)
     if modes.decimal_handling_mode == "string":
-        text_fn: Callable[[bytes], Any] = _text if oid == NUMERIC else (lambda x: str(_money(x)))
+        text_fn: Callable[[bytes], Any] = tv.text if oid == NUMERIC else (lambda x: str(tv.money(x)))
         return ColumnType(Schema(Type.STRING), text_fn, "{x}.decode()" if oid == NUMERIC else None, "")
     if oid == MONEY:
         digits = modes.money_fraction_digits
-        return ColumnType(Decimal.schema(digits), _money_scaled(digits), None, decimal.Decimal(0).scaleb(-digits), False)
+        return ColumnType(Decimal.schema(digits), tv.money_scaled(digits), None, decimal.Decimal(0).scaleb(-digits), False)
     precision, scale = numeric_precision_scale(typmod)
     if precision is None or scale is None:
-        return ColumnType(VARIABLE_SCALE_DECIMAL, _variable_decimal, None, {"scale": 0, "value": b"\x00"})
+        return ColumnType(VARIABLE_SCALE_DECIMAL, tv.variable_decimal, None, {"scale": 0, "value": b"\x00"})
     return ColumnType(
         Decimal.schema(scale, precision=precision),
-        _decimal,
+        tv.numeric,
         "(D({x}.decode()) if {x} != b'NaN' else None)",
         decimal.Decimal(0),
     )
@@ -553,20 +245,20 @@ def _temporal_type(oid: int, typmod: int, modes: TypeModes) -> ColumnType:
     digits = time_precision(typmod)
     if oid == DATE:
         if mode == "connect":
-            return ColumnType(Date.SCHEMA, _date_parts, None, _dt.date(1970, 1, 1), False)
-        return ColumnType(semantic(Type.INT32, "io.debezium.time.Date"), _date_days, None, 0, False)
+            return ColumnType(Date.SCHEMA, tv.date_parts, None, _dt.date(1970, 1, 1), False)
+        return ColumnType(semantic(Type.INT32, "io.debezium.time.Date"), tv.date_days, None, 0, False)
     if oid == TIME:
         if mode == "connect":
-            return ColumnType(Time.SCHEMA, _time_object, None, _dt.time(0), False)
+            return ColumnType(Time.SCHEMA, tv.time_object, None, _dt.time(0), False)
         if mode == "adaptive" and digits <= 3:
-            return ColumnType(semantic(Type.INT32, "io.debezium.time.Time"), _time_millis, None, 0, False)
-        return ColumnType(semantic(Type.INT64, "io.debezium.time.MicroTime"), _time_micros, None, 0, False)
+            return ColumnType(semantic(Type.INT32, "io.debezium.time.Time"), tv.time_millis, None, 0, False)
+        return ColumnType(semantic(Type.INT64, "io.debezium.time.MicroTime"), tv.time_micros, None, 0, False)
     if oid == TIMESTAMP:
         if mode == "connect":
-            return ColumnType(Timestamp.SCHEMA, _timestamp_connect, None, _EPOCH_UTC, False)
+            return ColumnType(Timestamp.SCHEMA, tv.timestamp_connect, None, _EPOCH_UTC, False)
         if digits <= 3 and mode == "adaptive":
-            return ColumnType(semantic(Type.INT64, "io.debezium.time.Timestamp"), _timestamp_millis, None, 0, False)
-        return ColumnType(semantic(Type.INT64, "io.debezium.time.MicroTimestamp"), _timestamp_micros, None, 0, False)
+            return ColumnType(semantic(Type.INT64, "io.debezium.time.Timestamp"), tv.timestamp_millis, None, 0, False)
+        return ColumnType(semantic(Type.INT64, "io.debezium.time.MicroTimestamp"), tv.timestamp_micros, None, 0, False)
     if oid == TIMESTAMPTZ:
         # Inline the common case: UTC with every fractional digit present (PostgreSQL drops
         # trailing zeros, and those values take the function), only a space to replace.
@@ -574,13 +266,13 @@ def _temporal_type(oid: int, typmod: int, modes: TypeModes) -> ColumnType:
         fast = f"({{x}}[:{size - 3}].decode().replace(' ', 'T') + 'Z' if len({{x}}) == {size} and {{x}}[10] == 32 and {{x}}[{size - 3}:] == b'+00' else {{f}}({{x}}))"
         return ColumnType(
             semantic(Type.STRING, "io.debezium.time.ZonedTimestamp"),
-            _zoned_timestamp(digits),
+            tv.zoned_timestamp(digits),
             fast,
             "1970-01-01T00:00:00Z",
             False,
         )
     if oid == TIMETZ:
-        return ColumnType(semantic(Type.STRING, "io.debezium.time.ZonedTime"), _zoned_time, None, "00:00:00Z", False)
+        return ColumnType(semantic(Type.STRING, "io.debezium.time.ZonedTime"), tv.zoned_time, None, "00:00:00Z", False)
     if modes.interval_handling_mode == "string":
-        return ColumnType(semantic(Type.STRING, "io.debezium.time.Interval"), _interval_iso, None, "P0Y0M0DT0H0M0S", False)
-    return ColumnType(semantic(Type.INT64, "io.debezium.time.MicroDuration"), _interval_micros, None, 0, False)
+        return ColumnType(semantic(Type.STRING, "io.debezium.time.Interval"), tv.interval_iso, None, "P0Y0M0DT0H0M0S", False)
+    return ColumnType(semantic(Type.INT64, "io.debezium.time.MicroDuration"), tv.interval_micros, None, 0, False)

@@ -41,7 +41,7 @@ from sluice.connectors.s3_common.storage import ObjectStorage, S3Storage
 from sluice.connectors.source.s3.config import TASK_COUNT_KEY, TASK_INDEX_KEY, TASK_TOPICS_KEY, S3SourceConfig
 from sluice.connectors.source.s3.generic import GenericScan, parse_topic_regex_list
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 _JSON = JsonFormat()
 _MAX_WAIT_S = 0.5
@@ -107,10 +107,10 @@ class S3SourceTask(SourceTask):
                 int(config.get(TASK_INDEX_KEY) or 0),
                 int(config.get(TASK_COUNT_KEY) or 1),
             )
-            logger.info("Reading objects under %r of bucket %s into topics", cfg.generic_prefix(), self._bucket)
+            log.info("Reading objects under %r of bucket %s into topics", cfg.generic_prefix(), self._bucket)
         else:
             self._generic = None
-            logger.info("Restoring topics %s from bucket %s", ", ".join(self._topics) or "(none)", self._bucket)
+            log.info("Restoring topics %s from bucket %s", ", ".join(self._topics) or "(none)", self._bucket)
 
     def poll(self) -> list[SourceRecord] | None:
         """The next records, or ``None`` while there is nothing new. Thread: the task thread."""
@@ -236,7 +236,7 @@ class S3SourceTask(SourceTask):
         headers = self._sidecar(parsed, "headers", _JSON, n)
         timestamps = self._sidecar(parsed, "timestamps", _JSON, n)
         if offsets is not None and len(offsets) != n:
-            logger.warning("Ignoring the offsets of %s: %d entries for %d records", parsed.key, len(offsets), n)
+            log.warning("Ignoring the offsets of %s: %d entries for %d records", parsed.key, len(offsets), n)
             offsets = None
         tp = (parsed.topic, parsed.kafka_partition)
         skip = 0
@@ -269,7 +269,7 @@ class S3SourceTask(SourceTask):
             return None
         items = list(fmt.read(self.storage.get_object(key)))
         if count is not None and len(items) != count:
-            logger.warning("Ignoring %s: %d entries for %d records", key, len(items), count)
+            log.warning("Ignoring %s: %d entries for %d records", key, len(items), count)
             return None
         return items
 

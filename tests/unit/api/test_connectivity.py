@@ -33,7 +33,7 @@ def _raised_from(outer: BaseException, inner: BaseException) -> BaseException:
             raise inner
         except BaseException as exc:
             raise outer from exc
-    except BaseException as caught:
+    except BaseException as caught:  # noqa: BLE001 - returns whatever was raised
         return caught
 
 

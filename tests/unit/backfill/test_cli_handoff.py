@@ -57,13 +57,11 @@ def client() -> Iterator[TestClient]:
     config = WorkerConfig.from_mapping({"bootstrap.servers": "127.0.0.1:1"})
     herder = StandaloneHerder(Worker(config, PluginRegistry([]), MemoryOffsetStore()))
     herder.start()
-    app = create_app(herder)
-    app.state.backfills.stop()
     runner = PositionRunner()
     runner.release.set()
     manager = BackfillManager(MemoryBackfillStore(), runner=runner, canceller=runner.cancel)
     manager.start()
-    app.state.backfills = manager
+    app = create_app(herder, backfills=manager)
     try:
         yield TestClient(app, raise_server_exceptions=False)
     finally:

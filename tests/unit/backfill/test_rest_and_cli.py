@@ -34,11 +34,9 @@ def client(runner: FakeRunner) -> Iterator[TestClient]:
     config = WorkerConfig.from_mapping({"bootstrap.servers": "127.0.0.1:1"})
     herder = StandaloneHerder(Worker(config, PluginRegistry([]), MemoryOffsetStore()))
     herder.start()
-    app = create_app(herder)
-    app.state.backfills.stop()
     manager = BackfillManager(MemoryBackfillStore(), runner=runner, canceller=runner.cancel)
     manager.start()
-    app.state.backfills = manager
+    app = create_app(herder, backfills=manager)
     try:
         yield TestClient(app, raise_server_exceptions=False)
     finally:
@@ -129,10 +127,9 @@ def test_cli_run_of_a_failing_job_prints_the_error_and_exits_1(tmp_path: Path) -
     failing = FakeRunner("fail")
     config = WorkerConfig.from_mapping({"bootstrap.servers": "127.0.0.1:1"})
     herder = StandaloneHerder(Worker(config, PluginRegistry([]), MemoryOffsetStore()))
-    app = create_app(herder)
-    app.state.backfills.stop()
-    app.state.backfills = BackfillManager(MemoryBackfillStore(), runner=failing, canceller=failing.cancel)
-    app.state.backfills.start()
+    manager = BackfillManager(MemoryBackfillStore(), runner=failing, canceller=failing.cancel)
+    manager.start()
+    app = create_app(herder, backfills=manager)
     try:
         job = tmp_path / "job.json"
         job.write_bytes(orjson.dumps(spec()))
@@ -143,7 +140,7 @@ def test_cli_run_of_a_failing_job_prints_the_error_and_exits_1(tmp_path: Path) -
         status = CliRunner().invoke(main, ["backfill", "status", "job"], obj=transport)
         assert "FAILED" in status.output and "error:" in status.output
     finally:
-        app.state.backfills.stop()
+        manager.stop()
 
 
 def test_progress_line() -> None:
@@ -151,3 +148,29 @@ def test_progress_line() -> None:
     line = progress_line(status, width=20)
     assert line.startswith("RUNNING    [#####...............]  25.0%")
     assert "250,000/1,000,000 rows" in line and "50,000 rows/s" in line and "ETA 15s" in line
+
+
+def test_a_standalone_herder_runs_its_own_backfill_manager(tmp_path: Path) -> None:
+    """The herder starts its manager (schedules are live), stops it with itself, and keeps the jobs
+    in ``backfills.json`` beside the offsets, so the next worker has them back."""
+    settings = {"bootstrap.servers": "127.0.0.1:1", "offset.storage.file.filename": str(tmp_path / "offsets.json")}
+
+    def started() -> tuple[StandaloneHerder, TestClient]:
+        herder = StandaloneHerder(Worker(WorkerConfig.from_mapping(settings), PluginRegistry([]), MemoryOffsetStore()))
+        herder.start()
+        return herder, TestClient(create_app(herder, backfills=herder.backfills))
+
+    herder, client = started()
+    try:
+        created = client.post("/backfills", json=spec(schedule={"cron": "0 3 * * *"}))
+        assert created.status_code == 201, created.text
+        assert "T03:00:00" in created.json()["next_run"]
+    finally:
+        herder.stop()
+    assert client.get("/backfills/job").json()["next_run"] is None  # no scheduler once stopped
+    assert (tmp_path / "backfills.json").is_file()
+    herder, client = started()
+    try:
+        assert "T03:00:00" in client.get("/backfills/job").json()["next_run"]
+    finally:
+        herder.stop()

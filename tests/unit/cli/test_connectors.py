@@ -89,7 +89,7 @@ class FakeWorker:
             200, {n: {e: self._status(n) if e == "status" else self._info(n) for e in expand} for n in self.connectors}
         )
 
-    def _connector(
+    def _connector(  # noqa: C901 - one branch per REST route
         self, method: str, name: str, rest: list[str], c: dict[str, Any], body: Any, params: Any
     ) -> httpx.Response:
         match method, rest:
@@ -176,10 +176,10 @@ def fake() -> FakeWorker:
 
 
 def run(
-    fake: FakeWorker | httpx.BaseTransport, *args: str, env: dict[str, str] | None = None, input: str | None = None
+    fake: FakeWorker | httpx.BaseTransport, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
 ) -> Result:
     transport = fake.transport() if isinstance(fake, FakeWorker) else fake
-    return CliRunner().invoke(main, ["connectors", *args], obj=transport, env=env, input=input)
+    return CliRunner().invoke(main, ["connectors", *args], obj=transport, env=env, input=stdin)
 
 
 # --- list ----------------------------------------------------------------------------------------
@@ -524,7 +524,7 @@ def test_offsets_reset_and_set_need_a_stopped_connector(fake: FakeWorker, tmp_pa
 def test_offsets_set_reads_stdin(fake: FakeWorker) -> None:
     fake.add("src", state="STOPPED")
     body = {"offsets": [{"partition": {"filename": "f"}, "offset": None}]}
-    result = run(fake, "offsets", "src", "--set", "-", input=json.dumps(body))
+    result = run(fake, "offsets", "src", "--set", "-", stdin=json.dumps(body))
     assert result.exit_code == 0, result.output
     assert json.loads(fake.last().content) == body
 
@@ -614,7 +614,7 @@ def test_bearer_token() -> None:
 def test_basic_auth_asks_for_a_missing_password(fake: FakeWorker) -> None:
     assert run(fake, "--user", "ops", "--password", "pw", "list").exit_code == 0
     assert fake.last().headers["authorization"] == "Basic " + base64.b64encode(b"ops:pw").decode()
-    prompted = run(fake, "--user", "ops", "list", input="typed\n")
+    prompted = run(fake, "--user", "ops", "list", stdin="typed\n")
     assert prompted.exit_code == 0, prompted.output
     assert fake.last().headers["authorization"] == "Basic " + base64.b64encode(b"ops:typed").decode()
 

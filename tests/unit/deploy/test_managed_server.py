@@ -11,9 +11,9 @@ import pytest
 
 from sluice.deploy import managed_server
 from sluice.deploy.managed_server import ManagedServer
-from sluice.deploy.opensearch import OpenSearchNode
-from sluice.deploy.s3_server import S3Server
 from sluice.deploy.schema_registry import SchemaRegistryServer
+from tests.services.opensearch import OpenSearchNode
+from tests.services.s3_server import S3Server
 
 
 class StartError(RuntimeError):

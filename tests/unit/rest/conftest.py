@@ -25,9 +25,9 @@ AppFactory = Callable[..., TestClient]
 
 @pytest.fixture(autouse=True)
 def _stop_backfill_managers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Every app starts a backfill manager (an apscheduler thread) that only process exit stops;
-    stop each after its test, or hundreds of idle threads pile up over the suite (and truncate the
-    thread dumps other tests read)."""
+    """Every herder starts a backfill manager (an apscheduler thread), which only stopping the
+    herder stops; stop each after its test, also for herders a test never stops, or hundreds of
+    idle threads pile up over the suite (and truncate the thread dumps other tests read)."""
     started: list[BackfillManager] = []
     original = BackfillManager.start
 
@@ -60,7 +60,7 @@ def make_client(registry: PluginRegistry) -> Iterator[AppFactory]:
         herder = StandaloneHerder(Worker(config, registry, MemoryOffsetStore()))
         herder.start()
         herders.append(herder)
-        return TestClient(create_app(herder), raise_server_exceptions=False)
+        return TestClient(create_app(herder, backfills=herder.backfills), raise_server_exceptions=False)
 
     yield make
     for herder in herders:

@@ -7,6 +7,8 @@ from typing import Any
 
 import orjson
 import pytest
+from confluent_kafka import OFFSET_INVALID
+from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from sluice.connectors.api import (
     STRING_SCHEMA,
@@ -18,10 +20,12 @@ from sluice.connectors.api import (
     SinkTask,
     SourceRecord,
     SourceTask,
+    TopicPartition,
 )
 from sluice.converters.header import SimpleHeaderConverter
 from sluice.converters.json import JsonConverter
 from sluice.converters.string import StringConverter
+from sluice.offsets import MemoryOffsetStore
 from sluice.worker.errors import (
     HEADER_STAGE,
     SKIPPED,
@@ -240,8 +244,17 @@ class FakeDLQ:
     def __init__(self) -> None:
         self.sent: list[tuple[Any, Any, Any]] = []
 
+    def start(self) -> None:
+        pass
+
     def send(self, key: Any, value: Any, headers: Any) -> None:
         self.sent.append((key, value, headers))
+
+    def flush(self, timeout: float) -> bool:
+        return True
+
+    def close(self, timeout: float = 0) -> None:
+        pass
 
 
 class Listener:
@@ -263,18 +276,91 @@ class CollectingSinkTask(SinkTask):
         pass
 
 
-def sink_runner(task: SinkTask, dlq: FakeDLQ | None = None, transform: Any = None, **errors: Any) -> SinkTaskRunner:
-    value = JsonConverter()
-    value.configure({"schemas.enable": "true"}, False)
+class FakeConsumer:
+    """The consumer of a test's sink runner (no broker): it hands out the batches fed to it and
+    records what the runner asked of it."""
+
+    def __init__(self) -> None:
+        self.config: dict[str, Any] = {}
+        self.fed: list[list[Any]] = []
+        self.seeks: list[tuple[str, int, int]] = []
+        self.commits: list[list[tuple[str, int, int]]] = []
+        self.closed = False
+
+    def built(self, config: dict[str, Any]) -> FakeConsumer:
+        """The runner's consumer factory: this consumer, with the runner's settings."""
+        self.config = config
+        return self
+
+    def subscribe(self, topics: list[str], **callbacks: Any) -> None:
+        self.subscription = topics
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Any]:
+        return self.fed.pop(0) if self.fed and num_messages > 1 else []
+
+    def committed(self, partitions: list[Any], timeout: float) -> list[Any]:
+        return [KafkaTopicPartition(p.topic, p.partition, OFFSET_INVALID) for p in partitions]
+
+    def assign(self, partitions: list[Any]) -> None:
+        pass
+
+    def seek(self, partition: Any) -> None:
+        self.seeks.append((partition.topic, partition.partition, partition.offset))
+
+    def commit(self, offsets: list[Any], asynchronous: bool = True) -> None:
+        self.commits.append([(tp.topic, tp.partition, tp.offset) for tp in offsets])
+
+    def pause(self, partitions: list[Any]) -> None:
+        pass
+
+    def resume(self, partitions: list[Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def sink_runner(
+    task: SinkTask,
+    dlq: FakeDLQ | None = None,
+    transform: Any = None,
+    *,
+    value_converter: Any = None,
+    config: dict[str, Any] | None = None,
+    consumer_config: dict[str, Any] | None = None,
+    consumer: FakeConsumer | None = None,
+    listener: Any = None,
+    **errors: Any,
+) -> SinkTaskRunner:
+    """A sink runner of topic ``in``, its consumer ``consumer`` (a real one when
+    ``consumer_config`` names a broker); values are JSON with schemas unless ``value_converter``
+    says otherwise."""
+    if value_converter is None:
+        value_converter = JsonConverter()
+        value_converter.configure({"schemas.enable": "true"}, False)
     key = StringConverter()
     key.configure({}, True)
     header = SimpleHeaderConverter()
     header.configure({})
+    real = consumer_config is not None and "bootstrap.servers" in consumer_config
+    factory = {} if real else {"consumer_factory": (consumer or FakeConsumer()).built}
     return SinkTaskRunner(
-        ConnectorTaskId("conn", 0), task, {}, listener=Listener(), initial_state=TargetState.STARTED,
-        consumer_config={}, topics=["in"], topics_regex=None, key_converter=key, value_converter=value,
-        header_converter=header, transform=transform, errors=ErrorHandlingConfig(**errors), dlq=dlq,  # type: ignore[arg-type]
+        ConnectorTaskId("conn", 0), task, config or {}, listener=listener or Listener(), initial_state=TargetState.STARTED,
+        consumer_config=consumer_config or {}, topics=["in"], topics_regex=None, key_converter=key,
+        value_converter=value_converter, header_converter=header, transform=transform,
+        errors=ErrorHandlingConfig(**errors), dlq=dlq, **factory,  # type: ignore[arg-type]
     )
+
+
+def started(task: SinkTask, *partitions: int, **kwargs: Any) -> tuple[SinkTaskRunner, FakeConsumer]:
+    """A :func:`sink_runner` initialized (task started, consumer subscribed) and assigned
+    ``partitions`` of topic ``in``, as its consumer would on the first poll; and that consumer."""
+    consumer = FakeConsumer()
+    runner = sink_runner(task, consumer=consumer, **kwargs)
+    runner.initialize()
+    if partitions:
+        runner.on_assign(consumer, [KafkaTopicPartition("in", p) for p in partitions])  # type: ignore[arg-type]
+    return runner, consumer
 
 
 def envelope(n: int) -> bytes:
@@ -285,7 +371,7 @@ def test_sink_batch_fallback_isolates_the_bad_record_and_keeps_the_good_ones() -
     task, dlq = CollectingSinkTask(), FakeDLQ()
     runner = sink_runner(task, dlq, tolerance_all=True, dlq_context_headers=True)
     messages = [FakeMessage(0, envelope(1)), FakeMessage(1, b'{"plain": true}', [("h", b"x")]), FakeMessage(2, envelope(3))]
-    runner._deliver(messages)
+    runner.deliver(messages)
     assert [r.value for r in task.put_batches[0]] == [1, 3]
     assert [r.kafka_offset for r in task.put_batches[0]] == [0, 2]
     assert len(dlq.sent) == 1
@@ -296,14 +382,14 @@ def test_sink_batch_fallback_isolates_the_bad_record_and_keeps_the_good_ones() -
     assert context["__connect.errors.stage"] == b"VALUE_CONVERTER"
     assert context["__connect.errors.offset"] == b"1"
     assert context["__connect.errors.class.name"] == b"sluice.converters.json.JsonConverter"
-    assert runner._consumed  # the consumer position moves past the skipped record
+    assert runner.offsets.consumed == {TopicPartition("in", 0): 3}  # the position moves past the skipped record
 
 
 def test_sink_good_batches_take_the_batched_path() -> None:
     task = CollectingSinkTask()
     runner = sink_runner(task, tolerance_all=True)
-    runner._convert_each = None  # type: ignore[assignment,method-assign]  # would fail if used
-    runner._deliver([FakeMessage(i, envelope(i)) for i in range(5)])
+    runner.failures.convert_each = None  # type: ignore[assignment,method-assign]  # would fail if used
+    runner.deliver([FakeMessage(i, envelope(i)) for i in range(5)])
     assert [r.value for r in task.put_batches[0]] == list(range(5))
 
 
@@ -311,7 +397,7 @@ def test_sink_tolerance_none_fails_on_the_bad_record_before_put() -> None:
     task = CollectingSinkTask()
     runner = sink_runner(task)
     with pytest.raises(ConnectError, match="Tolerance exceeded") as info:
-        runner._deliver([FakeMessage(0, envelope(1)), FakeMessage(1, b"garbage")])
+        runner.deliver([FakeMessage(0, envelope(1)), FakeMessage(1, b"garbage")])
     assert isinstance(info.value.__cause__, DataError)
     assert task.put_batches == []
 
@@ -324,7 +410,7 @@ def test_sink_transform_failures_are_isolated_with_the_transformation_stage() ->
 
     task, dlq = CollectingSinkTask(), FakeDLQ()
     runner = sink_runner(task, dlq, transform=chain, tolerance_all=True, dlq_context_headers=True)
-    runner._deliver([FakeMessage(i, envelope(i)) for i in range(4)])
+    runner.deliver([FakeMessage(i, envelope(i)) for i in range(4)])
     assert [r.value for r in task.put_batches[0]] == [0, 10, 30]
     assert dlq.sent[0][1] == envelope(2)
     assert dict(dlq.sent[0][2])["__connect.errors.stage"] == b"TRANSFORMATION"
@@ -333,7 +419,7 @@ def test_sink_transform_failures_are_isolated_with_the_transformation_stage() ->
 def test_errant_record_reporter_sends_reserialised_records_and_honours_tolerance() -> None:
     dlq = FakeDLQ()
     runner = sink_runner(CollectingSinkTask(), dlq, tolerance_all=True, dlq_context_headers=True)
-    reporter = runner.errant_record_reporter
+    reporter = runner.failures.errant_record_reporter
     assert isinstance(reporter, SinkErrantRecordReporter)
     record = SinkRecord("in", 0, 5, 42, None, "k", None)
     reporter.report(record, DataError("rejected"))
@@ -346,12 +432,12 @@ def test_errant_record_reporter_sends_reserialised_records_and_honours_tolerance
 
     failing = sink_runner(CollectingSinkTask(), FakeDLQ(), dlq_topic="dlq")
     with pytest.raises(ConnectError, match="Tolerance exceeded"):
-        failing.errant_record_reporter.report(record, DataError("rejected"))  # type: ignore[union-attr]
+        failing.failures.errant_record_reporter.report(record, DataError("rejected"))  # type: ignore[union-attr]
     assert len(failing.dlq.sent) == 1  # type: ignore[union-attr]
 
 
 def test_no_reporter_without_error_handling() -> None:
-    assert sink_runner(CollectingSinkTask()).errant_record_reporter is None
+    assert sink_runner(CollectingSinkTask()).failures.errant_record_reporter is None
 
 
 class NoopSourceTask(SourceTask):
@@ -375,6 +461,22 @@ class PickyConverter(StringConverter):
         return [self.from_connect_data(topic, s, v) for s, v in zip(schemas, values)]
 
 
+class ListProducer:
+    """A producer that keeps what it is handed (no broker)."""
+
+    def __init__(self) -> None:
+        self.produced: list[tuple[str, Any, Any]] = []
+
+    def produce(self, topic: str, value: Any = None, key: Any = None, **kwargs: Any) -> None:
+        self.produced.append((topic, key, value))
+
+    def poll(self, timeout: float = 0) -> int:
+        return 0
+
+    def flush(self, timeout: float = 0) -> int:
+        return 0
+
+
 def test_source_fallback_skips_the_bad_record_sends_it_to_the_dlq_and_counts_its_offset() -> None:
     value = PickyConverter()
     value.configure({}, False)
@@ -382,19 +484,18 @@ def test_source_fallback_skips_the_bad_record_sends_it_to_the_dlq_and_counts_its
     key.configure({}, True)
     header = SimpleHeaderConverter()
     header.configure({})
-    dlq = FakeDLQ()
+    dlq, producer, store = FakeDLQ(), ListProducer(), MemoryOffsetStore()
     runner = SourceTaskRunner(
         ConnectorTaskId("src", 0), NoopSourceTask(), {}, listener=Listener(), initial_state=TargetState.STARTED,  # type: ignore[arg-type]
-        producer_config={}, offset_store=None, key_converter=key, value_converter=value,  # type: ignore[arg-type]
+        producer_config={}, offset_store=store, key_converter=key, value_converter=value,
         header_converter=header, errors=ErrorHandlingConfig(tolerance_all=True, dlq_context_headers=True), dlq=dlq,  # type: ignore[arg-type]
+        producer_factory=lambda config: producer,  # type: ignore[arg-type,return-value]
     )
+    runner.initialize()
     sp = {"p": 1}
     records = [SourceRecord("out", v, STRING_SCHEMA, source_partition=sp, source_offset={"n": i}) for i, v in enumerate(["a", "bad", "c"])]
-    with pytest.raises(DataError):
-        runner._convert(records, True)
-    assert runner._serialize(records, None) is None  # the whole poll at once fails: record by record
-    out = runner._serialize_each(records)
-    assert [r.value for r in out.records] == ["a", "c"] and out.values == [b"a", b"c"]
+    runner.send(records)  # the whole poll fails to convert at once, so it goes record by record
+    assert producer.produced == [("out", None, b"a"), ("out", None, b"c")]
     assert len(dlq.sent) == 1
     _, dlq_value, headers = dlq.sent[0]
     assert dlq_value == b'"bad"'  # the converter failed: a JSON rendering
@@ -402,8 +503,9 @@ def test_source_fallback_skips_the_bad_record_sends_it_to_the_dlq_and_counts_its
     assert context["__connect.errors.stage"] == b"VALUE_CONVERTER"
     assert context["__connect.errors.topic"] == b"out"
     assert "__connect.errors.offset" not in context
-    runner._polled_done(records, None)
-    assert list(runner._pending.values()) == [(sp, {"n": 2})]  # the poll's last offset covers the skipped record
+    assert list(runner.offsets.pending.values()) == [(sp, {"n": 2})]  # the poll's last offset covers the skipped record
+    assert runner.commit_offsets()
+    assert store.get("src", [sp]) == [{"n": 2}]
 
 
 def test_a_stopping_task_does_not_skip_a_record_it_was_retrying() -> None:

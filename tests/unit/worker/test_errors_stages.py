@@ -7,14 +7,13 @@ import threading
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from sluice.connectors.api import (
     STRING_SCHEMA,
     ConnectError,
     RetriableError,
     Serialization,
-    SinkRecord,
     SourceRecord,
     SourceRecordBatch,
     SourceTask,
@@ -26,7 +25,7 @@ from sluice.worker.errors import ErrorHandlingConfig, RetryWithTolerance, Stage,
 from sluice.worker.runners.source import SourceTaskRunner
 from sluice.worker.status import ConnectorTaskId, TargetState
 
-from .test_errors import CollectingSinkTask, FakeMessage, sink_runner
+from .test_errors import CollectingSinkTask, FakeMessage, envelope, sink_runner
 
 
 def test_stage_names_are_connects() -> None:
@@ -101,26 +100,18 @@ class StartableDLQ:
         pass
 
 
-def source_runner(task: SourceTask, listener: Any, dlq: Any = None, **errors: Any) -> SourceTaskRunner:
-    key, value, header = StringConverter(), StringConverter(), SimpleHeaderConverter()
-    key.configure({}, True)
-    value.configure({}, False)
-    header.configure({})
-    return SourceTaskRunner(
-        ConnectorTaskId("src", 0), task, {}, listener=listener, initial_state=TargetState.STARTED,
-        producer_config={"bootstrap.servers": "127.0.0.1:9", "message.max.bytes": 1000, "log_level": 0},
-        offset_store=MemoryOffsetStore(), key_converter=key, value_converter=value, header_converter=header,
-        offset_flush_timeout_ms=100, errors=ErrorHandlingConfig(**errors), dlq=dlq,
-    )
-
-
 class RecordingProducer:
     """The runner's real producer, keeping what it accepted. ``len()`` of a producer cannot tell:
     it also counts the queued events of its failing connection attempts (there is no broker)."""
 
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
+    def __init__(self) -> None:
+        self.inner: Any = None
         self.accepted: list[tuple[str, bytes | None, bytes | None]] = []
+
+    def built(self, config: dict[str, Any]) -> RecordingProducer:
+        """The runner's producer factory: a real producer of ``config``, recorded."""
+        self.inner = Producer(config)
+        return self
 
     def produce(self, topic: str, value: Any = None, key: Any = None, *args: Any, **kwargs: Any) -> None:
         self.inner.produce(topic, value, key, *args, **kwargs)  # refuses exactly as the real one
@@ -134,12 +125,38 @@ class RecordingProducer:
         return len(self.inner)
 
 
-def initialized(runner: SourceTaskRunner) -> RecordingProducer:
-    """``runner`` initialized, its producer wrapped to record what it accepts."""
-    runner._initialize()
-    producer = RecordingProducer(runner._producer)
-    runner._producer = producer  # type: ignore[assignment]
-    return producer
+def source_runner(
+    task: SourceTask,
+    listener: Any,
+    dlq: Any = None,
+    *,
+    producer: RecordingProducer | None = None,
+    transform: Any = None,
+    value_converter: Any = None,
+    **errors: Any,
+) -> SourceTaskRunner:
+    """A source runner whose producer (``producer``, a real one recorded) is never reached: no broker."""
+    key, header = StringConverter(), SimpleHeaderConverter()
+    key.configure({}, True)
+    header.configure({})
+    if value_converter is None:
+        value_converter = StringConverter()
+        value_converter.configure({}, False)
+    return SourceTaskRunner(
+        ConnectorTaskId("src", 0), task, {}, listener=listener, initial_state=TargetState.STARTED,
+        producer_config={"bootstrap.servers": "127.0.0.1:9", "message.max.bytes": 1000, "log_level": 0},
+        offset_store=MemoryOffsetStore(), key_converter=key, value_converter=value_converter, header_converter=header,
+        transform=transform, offset_flush_timeout_ms=100, errors=ErrorHandlingConfig(**errors), dlq=dlq,
+        producer_factory=(producer if producer is not None else RecordingProducer()).built,
+    )
+
+
+def initialized(task: SourceTask, dlq: Any = None, **kwargs: Any) -> tuple[SourceTaskRunner, RecordingProducer]:
+    """A :func:`source_runner` initialized (producer created, task started), and its producer."""
+    producer = RecordingProducer()
+    runner = source_runner(task, FailureListener(), dlq, producer=producer, **kwargs)
+    runner.initialize()
+    return runner, producer
 
 
 def test_a_failing_poll_fails_the_task_in_stage_task_poll() -> None:
@@ -161,31 +178,23 @@ def too_big(n: int) -> SourceRecord:
 
 def test_a_record_the_producer_refuses_is_tolerated_in_stage_kafka_produce() -> None:
     dlq = StartableDLQ()
-    runner = source_runner(ScriptedSourceTask(), FailureListener(), dlq, tolerance_all=True, dlq_context_headers=True)
-    runner._initialize()
-    try:
-        runner._send([too_big(7)])
-        _, value, headers = dlq.sent[0]
-        assert value == b"x" * 5000
-        assert dict(headers)["__connect.errors.stage"] == b"KAFKA_PRODUCE"
-        assert dict(headers)["__connect.errors.class.name"] == b"confluent_kafka.Producer"
-        assert list(runner._pending.values()) == [({"f": 1}, {"n": 7})]  # skipped records are done
-        assert runner.retry.metrics()["total-records-skipped"] == 1
-        assert runner.retry.metrics()["deadletterqueue-produce-requests"] == 1
-    finally:
-        runner._producer = None
+    runner, _ = initialized(ScriptedSourceTask(), dlq, tolerance_all=True, dlq_context_headers=True)
+    runner.send([too_big(7)])
+    _, value, headers = dlq.sent[0]
+    assert value == b"x" * 5000
+    assert dict(headers)["__connect.errors.stage"] == b"KAFKA_PRODUCE"
+    assert dict(headers)["__connect.errors.class.name"] == b"confluent_kafka.Producer"
+    assert list(runner.offsets.pending.values()) == [({"f": 1}, {"n": 7})]  # skipped records are done
+    assert runner.retry.metrics()["total-records-skipped"] == 1
+    assert runner.retry.metrics()["deadletterqueue-produce-requests"] == 1
 
 
 def test_a_record_the_producer_refuses_fails_the_task_without_tolerance() -> None:
-    runner = source_runner(ScriptedSourceTask(), FailureListener())
-    runner._initialize()
-    try:
-        with pytest.raises(ToleranceExceeded) as info:
-            runner._send([too_big(1)])
-        assert isinstance(info.value.__cause__, KafkaException)
-        assert not runner._pending  # its offset is never stored
-    finally:
-        runner._producer = None
+    runner, _ = initialized(ScriptedSourceTask())
+    with pytest.raises(ToleranceExceeded) as info:
+        runner.send([too_big(1)])
+    assert isinstance(info.value.__cause__, KafkaException)
+    assert not runner.offsets.pending  # its offset is never stored
 
 
 def columns(*sizes: int) -> SourceRecordBatch:
@@ -197,35 +206,28 @@ def columns(*sizes: int) -> SourceRecordBatch:
 
 def test_a_columnar_batch_skips_only_the_refused_record_with_tolerance() -> None:
     dlq = StartableDLQ()
-    runner = source_runner(ScriptedSourceTask(), FailureListener(), dlq, tolerance_all=True, dlq_context_headers=True)
-    producer = initialized(runner)
-    try:
-        runner._send(columns(10, 5000, 20))
-        assert [value for _, value, _ in dlq.sent] == [b"x" * 5000]
-        assert dict(dlq.sent[0][2])["__connect.errors.stage"] == b"KAFKA_PRODUCE"
-        assert [value for _, _, value in producer.accepted] == [b"x" * 10, b"x" * 20]  # the other two are queued
-        assert list(runner._pending.values()) == [({"f": 1}, {"n": 2})]
-    finally:
-        runner._producer = None
+    runner, producer = initialized(ScriptedSourceTask(), dlq, tolerance_all=True, dlq_context_headers=True)
+    runner.send(columns(10, 5000, 20))
+    assert [value for _, value, _ in dlq.sent] == [b"x" * 5000]
+    assert dict(dlq.sent[0][2])["__connect.errors.stage"] == b"KAFKA_PRODUCE"
+    assert [value for _, _, value in producer.accepted] == [b"x" * 10, b"x" * 20]  # the other two are queued
+    assert list(runner.offsets.pending.values()) == [({"f": 1}, {"n": 2})]
 
 
 def test_a_columnar_batch_with_a_refused_record_fails_the_task_without_tolerance() -> None:
-    runner = source_runner(ScriptedSourceTask(), FailureListener())
-    runner._initialize()
-    try:
-        with pytest.raises(ToleranceExceeded) as info:
-            runner._send(columns(10, 5000, 20))
-        assert isinstance(info.value.__cause__, KafkaException)
-        assert not runner._pending  # no offset of the batch is stored
-    finally:
-        runner._producer = None
+    runner, _ = initialized(ScriptedSourceTask())
+    with pytest.raises(ToleranceExceeded) as info:
+        runner.send(columns(10, 5000, 20))
+    assert isinstance(info.value.__cause__, KafkaException)
+    assert not runner.offsets.pending  # no offset of the batch is stored
 
 
 def test_a_failed_delivery_report_fails_the_task_in_stage_kafka_produce() -> None:
-    runner = source_runner(ScriptedSourceTask(), FailureListener())
-    runner._on_delivery(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), None)
+    runner, _ = initialized(ScriptedSourceTask())
+    runner.failures.on_delivery(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), None)  # as the producer calls it
     with pytest.raises(ConnectError, match="stage KAFKA_PRODUCE"):
-        runner._check_delivery()
+        runner.iteration()
+    assert runner.retry.metrics()["total-record-failures"] == 1
 
 
 class ErrorMessage(FakeMessage):
@@ -236,7 +238,7 @@ class ErrorMessage(FakeMessage):
 def test_a_consumer_error_fails_the_task_in_stage_kafka_consume() -> None:
     runner = sink_runner(CollectingSinkTask())
     with pytest.raises(ConnectError, match="stage KAFKA_CONSUME") as info:
-        runner._deliver([FakeMessage(0, b"x"), ErrorMessage(1, b"")])
+        runner.deliver([FakeMessage(0, b"x"), ErrorMessage(1, b"")])
     assert "partition 0" in str(info.value)
     assert runner.retry.metrics()["total-record-failures"] == 1
 
@@ -253,7 +255,7 @@ class BrokenSinkTask(CollectingSinkTask):
 def test_a_failing_put_fails_the_task_in_stage_task_put() -> None:
     runner = sink_runner(BrokenSinkTask(OSError("disk full")))
     with pytest.raises(ConnectError, match="stage TASK_PUT") as info:
-        runner._put([SinkRecord("in", 0, 1, "v")])
+        runner.deliver([FakeMessage(1, envelope(1))])
     assert isinstance(info.value.__cause__, OSError)
     assert "BrokenSinkTask" in str(info.value)
 
@@ -261,7 +263,7 @@ def test_a_failing_put_fails_the_task_in_stage_task_put() -> None:
 def test_a_reporter_failure_inside_put_is_not_wrapped_again() -> None:
     runner = sink_runner(BrokenSinkTask(ToleranceExceeded("Tolerance exceeded in error handler")))
     with pytest.raises(ToleranceExceeded):
-        runner._put([SinkRecord("in", 0, 1, "v")])
+        runner.deliver([FakeMessage(1, envelope(1))])
     assert runner.retry.metrics()["total-record-failures"] == 0
 
 
@@ -277,14 +279,14 @@ def test_retried_puts_are_counted() -> None:
 
     task = FlakySinkTask()
     runner = sink_runner(task)
-    runner._put([SinkRecord("in", 0, 1, "v")])
-    assert len(task.put_batches) == 1
+    runner.deliver([FakeMessage(1, envelope(1))])
+    assert [[r.value for r in batch] for batch in task.put_batches] == [[1]]
     assert runner.retry.metrics()["total-retries"] == 1
 
 
 def test_a_bad_conversion_still_uses_the_converter_stage() -> None:
     runner = sink_runner(CollectingSinkTask(), tolerance_all=True)
-    runner._deliver([FakeMessage(0, b"not json")])
+    runner.deliver([FakeMessage(0, b"not json")])
     assert runner.retry.metrics()["total-records-skipped"] == 1
 
 
@@ -332,71 +334,50 @@ def encoded(*sizes: int) -> SourceRecordBatch:
 
 def test_the_runner_offers_its_wire_formats_and_produces_serialized_batches_as_they_are() -> None:
     task = EncodingTask()
-    runner = source_runner(task, FailureListener())
-    producer = initialized(runner)
-    try:
-        assert task.offered == Serialization(runner._key_converter.wire_format(), runner._value_converter.wire_format())
-        assert task.offered.value.kind == "string"
-        runner._send(encoded(10, 0, 20))  # the 0 is a tombstone
-        assert producer.accepted == [("out", b"k0", b"x" * 10), ("other", b"k1", None), ("out", b"k2", b"x" * 20)]
-        assert runner.active_topics == {"out", "other"}
-        assert list(runner._pending.values()) == [({"f": 1}, {"n": 2})]
-        assert runner.records_produced == 3
-    finally:
-        runner._producer = None
+    runner, producer = initialized(task)
+    assert task.offered == Serialization(StringConverter().wire_format(), StringConverter().wire_format())
+    assert task.offered.value.kind == "string"
+    runner.send(encoded(10, 0, 20))  # the 0 is a tombstone
+    assert producer.accepted == [("out", b"k0", b"x" * 10), ("other", b"k1", None), ("out", b"k2", b"x" * 20)]
+    assert runner.active_topics == {"out", "other"}
+    assert list(runner.offsets.pending.values()) == [({"f": 1}, {"n": 2})]
+    assert runner.records_produced == 3
 
 
 def test_with_a_transform_the_task_is_not_offered_serialization_and_may_not_serialize() -> None:
     task = EncodingTask()
-    runner = source_runner(task, FailureListener())
-    runner._transform = lambda records: records  # type: ignore[assignment]
-    runner._as_polled = False  # as the constructor decides with a transform
-    runner._initialize()
-    try:
-        assert task.offered is None
-        with pytest.raises(ConnectError, match="serialized records"):
-            runner._send(encoded(10))
-        assert not runner._pending
-    finally:
-        runner._producer = None
+    runner, _ = initialized(task, transform=lambda records: records)
+    assert task.offered is None
+    with pytest.raises(ConnectError, match="serialized records"):
+        runner.send(encoded(10))
+    assert not runner.offsets.pending
 
 
 def test_an_opaque_converter_is_not_offered_serialization() -> None:
     task = EncodingTask()
-    runner = source_runner(task, FailureListener())
-    runner._value_converter.configure({"converter.encoding": "latin-1"}, False)  # declares no wire format
-    runner._initialize()
-    try:
-        assert task.offered is None
-    finally:
-        runner._producer = None
+    latin = StringConverter()
+    latin.configure({"converter.encoding": "latin-1"}, False)  # declares no wire format
+    initialized(task, value_converter=latin)
+    assert task.offered is None
 
 
 def test_a_batch_with_a_topic_and_partition_column_goes_where_each_record_says() -> None:
-    runner = source_runner(ScriptedSourceTask(), FailureListener())
-    producer = initialized(runner)
-    try:
-        batch = SourceRecordBatch(
-            None, ["a", "b", "c"], value_schema=STRING_SCHEMA, topics=["out", "other", "out"],
-            partitions=[None, 0, 0], source_partition={"f": 1}, source_offsets=[{"n": 0}, {"n": 1}, {"n": 2}],
-        )  # fmt: skip
-        runner._send(batch)
-        assert producer.accepted == [("out", None, b"a"), ("other", None, b"b"), ("out", None, b"c")]
-        assert runner.active_topics == {"out", "other"}
-        assert list(runner._pending.values()) == [({"f": 1}, {"n": 2})]
-        assert [r.partition for r in batch] == [None, 0, 0]
-    finally:
-        runner._producer = None
+    runner, producer = initialized(ScriptedSourceTask())
+    batch = SourceRecordBatch(
+        None, ["a", "b", "c"], value_schema=STRING_SCHEMA, topics=["out", "other", "out"],
+        partitions=[None, 0, 0], source_partition={"f": 1}, source_offsets=[{"n": 0}, {"n": 1}, {"n": 2}],
+    )  # fmt: skip
+    runner.send(batch)
+    assert producer.accepted == [("out", None, b"a"), ("other", None, b"b"), ("out", None, b"c")]
+    assert runner.active_topics == {"out", "other"}
+    assert list(runner.offsets.pending.values()) == [({"f": 1}, {"n": 2})]
+    assert [r.partition for r in batch] == [None, 0, 0]
 
 
 def test_an_encoded_batch_skips_only_the_refused_record_with_tolerance() -> None:
     dlq = StartableDLQ()
-    runner = source_runner(EncodingTask(), FailureListener(), dlq, tolerance_all=True, dlq_context_headers=True)
-    producer = initialized(runner)
-    try:
-        runner._send(encoded(10, 5000, 20))
-        assert [value for _, value, _ in dlq.sent] == [b"x" * 5000]
-        assert producer.accepted == [("out", b"k0", b"x" * 10), ("out", b"k2", b"x" * 20)]
-        assert list(runner._pending.values()) == [({"f": 1}, {"n": 2})]
-    finally:
-        runner._producer = None
+    runner, producer = initialized(EncodingTask(), dlq, tolerance_all=True, dlq_context_headers=True)
+    runner.send(encoded(10, 5000, 20))
+    assert [value for _, value, _ in dlq.sent] == [b"x" * 5000]
+    assert producer.accepted == [("out", b"k0", b"x" * 10), ("out", b"k2", b"x" * 20)]
+    assert list(runner.offsets.pending.values()) == [({"f": 1}, {"n": 2})]

@@ -142,6 +142,9 @@ class _Herder:
         self.status = StatusStore()
         self.worker = type("W", (), {"startups": StartupCounters()})()
 
+    def rebalance_metrics(self) -> dict[str, float]:
+        return {}
+
 
 def test_collector_names_metrics_as_the_jmx_exporter_rules_do() -> None:
     herder = _Herder()

@@ -321,9 +321,8 @@ def test_a_source_task_whose_system_is_down_turns_degraded_and_recovers() -> Non
 
 def test_a_sink_task_that_cannot_reach_kafka_turns_degraded() -> None:
     events = Events()
-    runner = sink_runner(CollectingSinkTask())
-    runner._listener = events  # type: ignore[assignment]
-    runner._consumer_config.update({"bootstrap.servers": "127.0.0.1:9", "group.id": "connect-conn", "log_level": 0})
+    config = {"bootstrap.servers": "127.0.0.1:9", "group.id": "connect-conn", "log_level": 0}
+    runner = sink_runner(CollectingSinkTask(), listener=events, consumer_config=config)
     runner.outages.degraded_after_s = 0.5
     runner.start()
     try:
@@ -338,14 +337,14 @@ def test_a_paused_task_reports_its_outage_when_it_resumes() -> None:
     events = Events()
 
     class Idle(WorkerTask):
-        def _initialize(self) -> None:
+        def initialize(self) -> None:
             pass
 
-        def _execute(self) -> None:
-            while self._await_unpaused():
+        def execute(self) -> None:
+            while self.await_unpaused():
                 time.sleep(0.01)
 
-        def _close(self) -> None:
+        def close(self) -> None:
             pass
 
     runner = Idle(TASK, events, TargetState.PAUSED, degraded_after_ms=0)  # type: ignore[arg-type]

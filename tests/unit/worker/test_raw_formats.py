@@ -46,17 +46,15 @@ def _json(**config: str) -> JsonConverter:
 
 
 def _runner(task: RawTask, converter: Converter, transform: Any = None) -> Any:
-    runner = sink_runner(task)
-    runner._value_converter = converter
-    runner._transform = transform
-    runner._raw = runner._takes_raw_values()
+    runner = sink_runner(task, value_converter=converter, transform=transform)
+    runner.start_task()  # the task says what it takes, then the runner decides
     return runner
 
 
 def test_json_with_schemas_comes_raw_with_its_wire_format() -> None:
     task = TypedTask(read_values=False)
     envelope = b'{"schema":{"type":"int32","optional":false},"payload":5}'
-    _runner(task, _json(**{"schemas.enable": "true", "replace.null.with.default": "false"}))._deliver(
+    _runner(task, _json(**{"schemas.enable": "true", "replace.null.with.default": "false"})).deliver(
         [FakeMessage(0, envelope)]
     )
     (batch,) = task.batches
@@ -67,14 +65,14 @@ def test_json_with_schemas_comes_raw_with_its_wire_format() -> None:
 
 def test_schemaless_json_comes_raw_as_before() -> None:
     task = TypedTask(read_values=False)
-    _runner(task, _json(**{"schemas.enable": "false"}))._deliver([FakeMessage(0, b'{"a":1}')])
+    _runner(task, _json(**{"schemas.enable": "false"})).deliver([FakeMessage(0, b'{"a":1}')])
     assert task.batches[0].raw_format is not None and task.batches[0].raw_format.schemaless_json
 
 
 def test_avro_comes_raw_with_the_registry_lookup() -> None:
     task = TypedTask(read_values=False)
     body = b"\x00\x00\x00\x00\x07hello"
-    _runner(task, FakeAvroConverter())._deliver([FakeMessage(0, body)])
+    _runner(task, FakeAvroConverter()).deliver([FakeMessage(0, body)])
     (batch,) = task.batches
     assert batch.raw_values == [body] and batch.raw_format == WireFormat("avro")
     assert batch.writer_schema is not None and batch.writer_schema(7) == {"type": "string"}
@@ -89,20 +87,20 @@ def test_avro_comes_raw_with_the_registry_lookup() -> None:
 def test_a_raw_json_task_gets_what_it_cannot_parse_decoded(converter: Converter) -> None:
     task = RawTask(read_values=False)  # ValueFormat.RAW_JSON
     body = b"\x00\x00\x00\x00\x07hi" if isinstance(converter, FakeAvroConverter) else b'{"schema":null,"payload":1}'
-    _runner(task, converter)._deliver([FakeMessage(0, body)])
+    _runner(task, converter).deliver([FakeMessage(0, body)])
     assert task.batches[0].raw_values is None and task.batches[0].raw_format is None
 
 
 def test_numeric_decimals_are_decoded_for_a_typed_task_too() -> None:
     task = TypedTask(read_values=False)
     converter = _json(**{"schemas.enable": "true", "decimal.format": "NUMERIC"})
-    _runner(task, converter)._deliver([FakeMessage(0, b'{"schema":null,"payload":1}')])
+    _runner(task, converter).deliver([FakeMessage(0, b'{"schema":null,"payload":1}')])
     assert task.batches[0].raw_values is None
 
 
 def test_a_transform_means_decoded_values() -> None:
     task = TypedTask(read_values=False)
-    _runner(task, FakeAvroConverter(), transform=lambda batch: batch)._deliver(
+    _runner(task, FakeAvroConverter(), transform=lambda batch: batch).deliver(
         [FakeMessage(0, b"\x00\x00\x00\x00\x07x")]
     )
     assert task.batches[0].raw_values is None

@@ -21,7 +21,7 @@ from sluice.converters.json import JsonConverter
 from sluice.converters.json_documents import first_malformed
 from sluice.worker.runners.sink import SinkTaskRunner
 
-from .test_errors import CollectingSinkTask, FakeDLQ, FakeMessage, sink_runner
+from .test_errors import CollectingSinkTask, FakeDLQ, FakeMessage, sink_runner, started
 
 TP = TopicPartition("in", 0)
 
@@ -63,15 +63,15 @@ class RawTask(CollectingSinkTask):
 
 
 def raw_runner(task: CollectingSinkTask, **kwargs: Any) -> SinkTaskRunner:
-    runner = sink_runner(task, **kwargs)
-    runner._value_converter = json_converter()
-    runner._raw = runner._takes_raw_values()  # what _initialize() does after the task's start()
+    """A runner of schemaless JSON whose task has started (which decides whether it takes raw values)."""
+    runner = sink_runner(task, value_converter=json_converter(), **kwargs)
+    runner.start_task()
     return runner
 
 
 def test_a_raw_task_gets_the_consumed_bytes_and_values_decoded_on_read() -> None:
     task = RawTask(read_values=False)
-    raw_runner(task)._deliver([FakeMessage(0, b'{"a":1}'), FakeMessage(1, b"[2]")])
+    raw_runner(task).deliver([FakeMessage(0, b'{"a":1}'), FakeMessage(1, b"[2]")])
     (batch,) = task.batches
     assert batch.raw_values == [b'{"a":1}', b"[2]"]
     assert len(batch) == 2 and batch.offsets == [0, 1]
@@ -81,10 +81,9 @@ def test_a_raw_task_gets_the_consumed_bytes_and_values_decoded_on_read() -> None
 def test_decoded_raw_values_are_what_eager_conversion_gives() -> None:
     eager_task, raw_task = CollectingSinkTask(), RawTask()
     messages = [FakeMessage(i, v) for i, v in enumerate([b'{"x":[1,{"y":null}]}', b"true", b'"\\u00e9"'])]
-    eager = sink_runner(eager_task)
-    eager._value_converter = json_converter()
-    eager._deliver(messages)
-    raw_runner(raw_task)._deliver(messages)
+    eager = sink_runner(eager_task, value_converter=json_converter())
+    eager.deliver(messages)
+    raw_runner(raw_task).deliver(messages)
     assert raw_task.put_batches == eager_task.put_batches
 
 
@@ -92,7 +91,7 @@ def test_decoded_raw_values_are_what_eager_conversion_gives() -> None:
 def test_values_that_do_not_decode_are_delivered_again_decoded_and_dead_lettered(bad: bytes) -> None:
     task, dlq = RawTask(), FakeDLQ()
     runner = raw_runner(task, dlq=dlq, tolerance_all=True)
-    runner._deliver([FakeMessage(0, b'{"ok":1}'), FakeMessage(1, bad), FakeMessage(2, b"2")])
+    runner.deliver([FakeMessage(0, b'{"ok":1}'), FakeMessage(1, bad), FakeMessage(2, b"2")])
     assert [r.value for r in task.put_batches[-1]] == [{"ok": 1}, 2]
     assert task.batches[-1].raw_values is None  # the second delivery is decoded
     assert [value for _, value, _ in dlq.sent] == [bad]
@@ -102,7 +101,7 @@ def test_without_tolerance_a_value_that_does_not_decode_fails_in_the_converter_s
     task = RawTask()
     runner = raw_runner(task)
     with pytest.raises(ConnectError, match="Tolerance exceeded") as info:
-        runner._deliver([FakeMessage(0, b"1"), FakeMessage(1, b"{broken")])
+        runner.deliver([FakeMessage(0, b"1"), FakeMessage(1, b"{broken")])
     assert "DataError" in type(info.value.__cause__).__name__
     assert task.put_batches == []  # nothing of the batch was written
 
@@ -126,7 +125,7 @@ class GivesBackFrom(RawTask):
 
 def test_a_task_gives_back_records_from_an_offset_and_gets_them_decoded() -> None:
     task = GivesBackFrom(2)
-    raw_runner(task)._deliver([FakeMessage(i, b"%d" % i) for i in range(4)])
+    raw_runner(task).deliver([FakeMessage(i, b"%d" % i) for i in range(4)])
     assert task.taken == [0, 1, 2, 3]  # each once
     assert task.batches[-1].raw_values is None and task.batches[-1].values == [2, 3]
 
@@ -136,14 +135,18 @@ def test_records_given_back_from_an_earlier_batch_are_consumed_again_decoded() -
     runner seeks the partition back, commits nothing past it, and delivers decoded until past
     what had been consumed; then raw values resume."""
     task = GivesBackFrom(0)
-    runner = raw_runner(task)
-    runner.assignment = {TP}
-    runner._deliver([FakeMessage(i, b"%d" % i) for i in range(2, 4)])  # gives back from 0: not in hand
-    assert runner._rewinds == {TP: 0} and runner._consumed[TP] == 0
-    runner._rewinds.clear()  # what _apply_rewinds() does, seeking the consumer
-    runner._deliver([FakeMessage(i, b"%d" % i) for i in range(0, 3)])
+    runner, consumer = started(task, 0, value_converter=json_converter())
+    consumer.fed.append([FakeMessage(i, b"%d" % i) for i in range(2, 4)])  # gives back from 0: not in hand
+    runner.iteration()
+    assert runner.offsets.rewinds == {TP: 0}
+    runner.commit()
+    assert consumer.commits == [[("in", 0, 0)]]  # nothing past what is consumed again
+    consumer.fed.append([FakeMessage(i, b"%d" % i) for i in range(0, 3)])
+    runner.iteration()
+    assert consumer.seeks == [("in", 0, 0)] and not runner.offsets.rewinds
     assert task.batches[-1].raw_values is None  # still inside what had been consumed: decoded
-    runner._deliver([FakeMessage(i, b"%d" % i) for i in range(4, 6)])
+    consumer.fed.append([FakeMessage(i, b"%d" % i) for i in range(4, 6)])
+    runner.iteration()
     assert task.batches[-1].raw_values is not None  # past it: raw again
 
 
@@ -153,13 +156,10 @@ class GivesBackAtCommit(RawTask):
 
 
 def test_records_given_back_at_pre_commit_are_not_committed() -> None:
-    runner = raw_runner(GivesBackAtCommit(read_values=False))
-    runner.assignment = {TP}
-    committed: list[Any] = []
-    runner._consumer = type("C", (), {"commit": lambda self, **kw: committed.append(kw)})()  # type: ignore[assignment]
-    runner._deliver([FakeMessage(i, b"%d" % i) for i in range(3)])
-    runner._commit([TP])
-    assert committed == [] and runner._rewinds == {TP: 1} and runner._consumed[TP] == 1
+    runner, consumer = started(GivesBackAtCommit(read_values=False), 0, value_converter=json_converter())
+    runner.deliver([FakeMessage(i, b"%d" % i) for i in range(3)])
+    runner.commit()
+    assert consumer.commits == [] and runner.offsets.rewinds == {TP: 1} and runner.offsets.consumed[TP] == 1
 
 
 class DecidingTask(RawTask):
@@ -172,15 +172,8 @@ class DecidingTask(RawTask):
 @pytest.mark.parametrize(("setting", "raw"), [("yes", True), ("no", False)])
 def test_a_task_may_decide_in_start_whether_it_takes_raw_values(setting: str, raw: bool) -> None:
     task = DecidingTask(read_values=False)
-    runner = raw_runner(task)
-    runner.task_config = {"raw": setting}
-    runner._consumer_config = {"group.id": "g", "bootstrap.servers": "127.0.0.1:9"}  # never reached
-    runner._initialize()
-    try:
-        runner._deliver([FakeMessage(0, b'{"a":1}')])
-    finally:
-        assert runner._consumer is not None
-        runner._consumer.close()
+    runner, _ = started(task, 0, value_converter=json_converter(), config={"raw": setting})
+    runner.deliver([FakeMessage(0, b'{"a":1}')])
     assert (task.batches[0].raw_values is not None) is raw
 
 
@@ -188,15 +181,17 @@ def test_only_schemaless_json_is_handed_over_raw() -> None:
     """An envelope must be read anyway: JSON with schemas is decoded for a raw-JSON task."""
     task = RawTask(read_values=False)
     runner = sink_runner(task)  # JsonConverter with schemas.enable=true
-    runner._raw = runner._takes_raw_values()
-    runner._deliver([FakeMessage(0, b'{"schema":null,"payload":1}')])
+    runner.start_task()
+    runner.deliver([FakeMessage(0, b'{"schema":null,"payload":1}')])
     assert task.batches[0].raw_values is None and task.batches[0].values == [1]
 
 
 def test_connect_tasks_and_transformed_connectors_get_decoded_values() -> None:
     task = CollectingSinkTask()
     runner = raw_runner(task)
-    runner._deliver([FakeMessage(0, b"1")])
+    runner.deliver([FakeMessage(0, b"1")])
     (batch,) = task.put_batches
     assert [(r.kafka_offset, r.value) for r in batch] == [(0, 1)]
-    assert raw_runner(RawTask(), transform=lambda records: records)._raw is False
+    transformed = RawTask()
+    raw_runner(transformed, transform=lambda records: records).deliver([FakeMessage(0, b"1")])
+    assert transformed.batches[0].raw_values is None

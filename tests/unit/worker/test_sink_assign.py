@@ -1,4 +1,4 @@
-"""Where a sink task's partitions start when they are assigned (``SinkTaskRunner._assign_from_committed``)."""
+"""Where a sink task's partitions start when they are assigned (``SinkOffsets.assign_from_committed``)."""
 
 from __future__ import annotations
 
@@ -26,10 +26,9 @@ class FakeConsumer:
 
 
 def assign(consumer_config: dict[str, Any], committed: list[int] | None) -> FakeConsumer:
-    runner = sink_runner(CollectingSinkTask())
-    runner._consumer_config = consumer_config
+    runner = sink_runner(CollectingSinkTask(), consumer_config=consumer_config)
     consumer = FakeConsumer(committed)
-    runner._on_assign(consumer, [KafkaTopicPartition("in", 0), KafkaTopicPartition("in", 1)])  # type: ignore[arg-type]
+    runner.on_assign(consumer, [KafkaTopicPartition("in", 0), KafkaTopicPartition("in", 1)])  # type: ignore[arg-type]
     assert runner.assignment == {("in", 0), ("in", 1)}
     return consumer
 

@@ -46,7 +46,7 @@ def _messages(n: int) -> list[FakeMessage]:
 def test_tolerance_all_dead_letters_each_refused_record_and_writes_the_others_once(name_the_record: bool) -> None:
     task, dlq = PickySinkTask({7, 13}, name_the_record=name_the_record), FakeDLQ()
     runner = sink_runner(task, dlq, tolerance_all=True, dlq_context_headers=True)
-    runner._deliver(_messages(20))
+    runner.deliver(_messages(20))
     assert task.written == [i for i in range(20) if i not in (7, 13)]
     assert [value for _, value, _ in dlq.sent] == [envelope(7), envelope(13)]  # as consumed
     headers = [dict(h) for _, _, h in dlq.sent]
@@ -63,7 +63,7 @@ def test_tolerance_none_fails_at_the_first_refused_record_and_writes_nothing_aft
     task = PickySinkTask({7, 13})
     runner = sink_runner(task)
     with pytest.raises(ConnectError, match="Tolerance exceeded in error handler for topic 'in' partition 0 offset 7"):
-        runner._deliver(_messages(20))
+        runner.deliver(_messages(20))
     assert max(task.written, default=-1) < 7
 
 
@@ -71,7 +71,7 @@ def test_tolerance_all_without_a_dlq_logs_each_skipped_record(caplog: pytest.Log
     task = PickySinkTask({3})
     runner = sink_runner(task, tolerance_all=True)
     with caplog.at_level(logging.WARNING):
-        runner._deliver(_messages(6))
+        runner.deliver(_messages(6))
     assert task.written == [0, 1, 2, 4, 5]
     assert "Skipped a record at topic 'in' partition 0 offset 3" in caplog.text
     assert "TASK_PUT" in caplog.text
@@ -89,7 +89,7 @@ def test_a_record_of_an_earlier_batch_is_reported_and_the_batch_offered_again_wh
 
     task, dlq = DeferredFailure(set()), FakeDLQ()
     runner = sink_runner(task, dlq, tolerance_all=True)
-    runner._deliver(_messages(4))
+    runner.deliver(_messages(4))
     assert task.written == [0, 1, 2, 3]
     assert len(dlq.sent) == 1  # serialised again: not a message of this batch
 
@@ -101,4 +101,4 @@ def test_a_task_that_keeps_refusing_the_same_record_fails() -> None:
 
     runner = sink_runner(Stubborn(set()), FakeDLQ(), tolerance_all=True)
     with pytest.raises(ConnectError, match="Unrecoverable error in stage TASK_PUT"):
-        runner._deliver(_messages(2))
+        runner.deliver(_messages(2))

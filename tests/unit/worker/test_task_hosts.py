@@ -26,14 +26,14 @@ TASK = ConnectorTaskId("c", 0)
 class IdleRunner(WorkerTask):
     """Runs until stopped, as an idle source would (pausing when told)."""
 
-    def _initialize(self) -> None:
+    def initialize(self) -> None:
         pass
 
-    def _execute(self) -> None:
-        while self._await_unpaused():
+    def execute(self) -> None:
+        while self.await_unpaused():
             self._stopping.wait(0.05)
 
-    def _close(self) -> None:
+    def close(self) -> None:
         pass
 
 

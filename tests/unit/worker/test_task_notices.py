@@ -73,11 +73,11 @@ def test_a_runner_reports_its_tasks_notice_and_a_paused_one_on_resume() -> None:
     class Runner(WorkerTask):
         task = SlotTask()
 
-        def _initialize(self) -> None:
+        def initialize(self) -> None:
             pass
 
-        def _execute(self) -> None:
-            while self._await_unpaused():
+        def execute(self) -> None:
+            while self.await_unpaused():
                 self.metrics.ask_task(self.task, time.monotonic())
                 time.sleep(0.01)
 
@@ -87,7 +87,7 @@ def test_a_runner_reports_its_tasks_notice_and_a_paused_one_on_resume() -> None:
         def _paused_wait_s(self) -> float:
             return 0.02
 
-        def _close(self) -> None:
+        def close(self) -> None:
             pass
 
     runner = Runner(TASK, events, TargetState.PAUSED)  # type: ignore[arg-type]

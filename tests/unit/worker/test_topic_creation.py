@@ -141,7 +141,7 @@ def test_a_source_task_gets_a_topic_creator_only_when_enabled_and_asked_for(capl
             ConnectorTaskId("seq", 0), worker.validate(config), {}, _Listener(), TargetState.STARTED
         )
         assert isinstance(runner, SourceTaskRunner)
-        return runner._topic_creator
+        return runner.topics.creator
 
     enabled = make_worker(**{"admin.request.timeout.ms": "7000", "admin.retry.backoff.ms": "100"})
     # retry.backoff.ms: a tuning key the default override allowlist lets a connector set.

@@ -29,7 +29,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         if self.headers.get("Authorization") != AUTH:
             self._answer(401, {"error": {"type": "security_exception", "reason": "unauthenticated"}})

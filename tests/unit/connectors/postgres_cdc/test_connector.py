@@ -66,7 +66,8 @@ def test_include_and_exclude_lists_are_anchored_regexes() -> None:
 
 
 def test_schema_name_adjustment_makes_debezium_schema_names_avro_names() -> None:
-    from sluice.connectors.source.postgres_cdc.tables import Column, Table, adjust_schema_name
+    from sluice.connectors.cdc.envelope import adjust_schema_name
+    from sluice.connectors.source.postgres_cdc.tables import Column, Table
     from sluice.connectors.source.postgres_cdc.types import INT4, TypeModes, column_type
 
     assert adjust_schema_name("my-server.public.items.Value", "none") == "my-server.public.items.Value"

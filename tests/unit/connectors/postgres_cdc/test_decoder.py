@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
+from sluice.connectors.cdc.chunks import ChunkWindow
+from sluice.connectors.cdc.snapshot import WATERMARK_PREFIX
 from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
 from sluice.connectors.source.postgres_cdc.decoder import ChangeDecoder, Relation, TableLoader
-from sluice.connectors.source.postgres_cdc.snapshot import WATERMARK_PREFIX, ChunkedSnapshot, ChunkWindow
+from sluice.connectors.source.postgres_cdc.snapshot import postgres_snapshot
 from sluice.connectors.source.postgres_cdc.tables import Column, Table
 from sluice.connectors.source.postgres_cdc.types import INT4, NUMERIC, TEXT, UNAVAILABLE, TypeModes, column_type
 from tests.unit.connectors.postgres_cdc import pgoutput_messages as pg
@@ -192,7 +194,7 @@ def test_watermark_window_drops_rows_changed_by_the_stream() -> None:
     feed(d, pg.relation(1, "public", "t", [("id", INT4, -1, True), ("name", TEXT, -1, False)]))
     table = d.tables[1]
     assert table is not None
-    snap = ChunkedSnapshot(d, lambda name: table, chunk_size=10, incremental_chunk_size=10)
+    snap = postgres_snapshot(d, lambda name: table, chunk_size=10, incremental_chunk_size=10)
     d.on_message = snap.on_message
     snap.add(["public.t"], "initial")
     window = ChunkWindow("w1", table, "initial")
@@ -220,7 +222,7 @@ def test_changes_inside_a_prefetched_window_are_dropped_from_its_chunk() -> None
     feed(d, pg.relation(1, "public", "t", [("id", INT4, -1, True), ("name", TEXT, -1, False)]))
     table = d.tables[1]
     assert table is not None
-    snap = ChunkedSnapshot(d, lambda name: table, chunk_size=2, incremental_chunk_size=2)
+    snap = postgres_snapshot(d, lambda name: table, chunk_size=2, incremental_chunk_size=2)
     d.on_message = snap.on_message
     snap.add(["public.t"], "initial")
     first, second = ChunkWindow("w1", table, "initial"), ChunkWindow("w2", table, "initial")
@@ -253,7 +255,7 @@ def test_chunk_progress_is_in_the_offsets_until_the_table_is_done() -> None:
     feed(d, pg.relation(1, "public", "t", [("id", INT4, -1, True)]))
     table = d.tables[1]
     assert table is not None
-    snap = ChunkedSnapshot(d, lambda name: table, chunk_size=2, incremental_chunk_size=2)
+    snap = postgres_snapshot(d, lambda name: table, chunk_size=2, incremental_chunk_size=2)
     d.on_message = snap.on_message
     snap.add(["public.t"], "initial")
     window = ChunkWindow("w1", table, "initial")
@@ -265,7 +267,7 @@ def test_chunk_progress_is_in_the_offsets_until_the_table_is_done() -> None:
     assert records[-1].source_offset["snapshot_tables"] == [["public.t", "initial"]]
     assert records[-1].source_offset["snapshot_key"] == ["2"]
     assert records[-1].source_offset["snapshot"] is True
-    restored = ChunkedSnapshot(decoder(), lambda name: table, chunk_size=2, incremental_chunk_size=2)
+    restored = postgres_snapshot(decoder(), lambda name: table, chunk_size=2, incremental_chunk_size=2)
     restored.restore(dict(records[-1].source_offset))
     assert restored.pending == [["public.t", "initial"]] and restored.last_key == ["2"]
 

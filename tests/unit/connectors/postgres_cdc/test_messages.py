@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from sluice.connectors.api import Type
+from sluice.connectors.cdc.snapshot import WATERMARK_PREFIX
 from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
 from sluice.connectors.source.postgres_cdc.decoder import ChangeDecoder
 from sluice.connectors.source.postgres_cdc.messages import MESSAGE_KEY_SCHEMA, message_hook, render_content
-from sluice.connectors.source.postgres_cdc.snapshot import WATERMARK_PREFIX
 from sluice.connectors.source.postgres_cdc.types import INT4
 from tests.unit.connectors.postgres_cdc import pgoutput_messages as pg
 from tests.unit.connectors.postgres_cdc.test_decoder import T0, decoder, feed

@@ -176,7 +176,7 @@ def pg_fraction(micros: int, digits: int = 6) -> str:
     return f".{text}" if text else ""
 
 
-def gen_value(rng: random.Random, oid: int, typmod: int) -> bytes | None:
+def gen_value(rng: random.Random, oid: int, typmod: int) -> bytes | None:  # noqa: C901 - one branch per Postgres type
     r = rng.random()
     if oid in (INT2, INT4, INT8):
         bits = {INT2: 15, INT4: 31, INT8: 63}[oid]
@@ -485,6 +485,8 @@ def emit_chunk(
     monkeypatch: pytest.MonkeyPatch, conv: Any, text: bytes, modes: TypeModes, optional: dict[str, bool], *, last: bool
 ) -> list[Any]:
     """What ``ChunkedSnapshot`` hands out for one chunk whose COPY returned ``text``."""
+    from sluice.connectors.cdc.chunks import ChunkWindow
+    from sluice.connectors.cdc.snapshot import INITIAL
     from sluice.connectors.source.postgres_cdc import snapshot as snapshot_module
 
     d = make_decoder(modes, COLUMNS, optional, key=["id"], tombstones=True)
@@ -492,13 +494,11 @@ def emit_chunk(
     d.handle(memoryview(pg.relation(16384, "public", "orders", [(n, o, t, n == "id") for n, o, t in COLUMNS])))
     table = d.tables[16384]
     assert table is not None
-    snap = snapshot_module.ChunkedSnapshot(d, lambda q: table, chunk_size=10**6, incremental_chunk_size=10)
-    snap.pending = [[table.qualified, snapshot_module.INITIAL]] + (
-        [] if last else [["public.other", snapshot_module.INITIAL]]
-    )
-    window = snapshot_module.ChunkWindow("w1", table, snapshot_module.INITIAL)
+    snap = snapshot_module.postgres_snapshot(d, lambda q: table, chunk_size=10**6, incremental_chunk_size=10)
+    snap.pending = [[table.qualified, INITIAL]] + ([] if last else [["public.other", INITIAL]])
+    window = ChunkWindow("w1", table, INITIAL)
     monkeypatch.setattr(snapshot_module, "copy_result", lambda conn: text)
-    snap._read_chunk(None, window, 10**6)  # type: ignore[arg-type]
+    snap.reader.read_chunk(None, window, 10**6)
     snap._emit(window, 5000)
     return d.outbox
 

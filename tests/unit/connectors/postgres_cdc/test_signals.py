@@ -7,10 +7,11 @@ from typing import Any
 import pytest
 
 from sluice.connectors.api import ConfigError
+from sluice.connectors.cdc.notifications import NOTIFICATION_VALUE_SCHEMA, SnapshotNotifier
+from sluice.connectors.cdc.signals import SignalDispatcher
+from sluice.connectors.cdc.snapshot import BLOCKING, INCREMENTAL, ChunkedSnapshot
 from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
-from sluice.connectors.source.postgres_cdc.notifications import NOTIFICATION_VALUE_SCHEMA, SnapshotNotifier
-from sluice.connectors.source.postgres_cdc.signals import SignalDispatcher
-from sluice.connectors.source.postgres_cdc.snapshot import BLOCKING, INCREMENTAL, ChunkedSnapshot
+from sluice.connectors.source.postgres_cdc.snapshot import postgres_snapshot
 from tests.unit.connectors.postgres_cdc.test_decoder import decoder
 
 
@@ -48,7 +49,7 @@ def test_a_channel_without_its_required_key_is_an_error_on_that_key() -> None:
 def setup(**extra: str) -> tuple[ChunkedSnapshot, SignalDispatcher, list[Any]]:
     cfg = config(**{"notification.enabled.channels": "sink", "notification.sink.topic.name": "notes", **extra})
     d = decoder()
-    snap = ChunkedSnapshot(d, lambda name: None, chunk_size=10, incremental_chunk_size=10)
+    snap = postgres_snapshot(d, lambda name: None, chunk_size=10, incremental_chunk_size=10)
     snap.notify = SnapshotNotifier(cfg, d)
     return snap, SignalDispatcher(cfg, snap, lambda: ["public.a", "public.b", "other.a"]), d.outbox
 
@@ -109,7 +110,7 @@ KAFKA_CHANNEL = {"signal.enabled.channels": "source,kafka", "signal.kafka.bootst
 
 
 def test_signal_consumer_settings_pass_through_to_the_signal_consumer_and_the_task_config() -> None:
-    from sluice.connectors.source.postgres_cdc.signals import KafkaSignalChannel
+    from sluice.connectors.cdc.signals import KafkaSignalChannel
     from sluice.worker.connector_keys import split_own_keys
 
     sasl = {

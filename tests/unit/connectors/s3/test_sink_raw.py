@@ -270,7 +270,7 @@ class _Pool:
             if future.set_running_or_notify_cancel():
                 try:
                     future.set_result(fn(*args))
-                except BaseException as exc:
+                except BaseException as exc:  # noqa: BLE001 - handed to the future, as an executor does
                     future.set_exception(exc)
 
         threading.Thread(target=run).start()

@@ -225,6 +225,19 @@ def test_close_aborts_uploads_and_reports_nothing_new_durable(bucket: MemoryStor
     assert bucket.objects == {} and task.writers == {}
 
 
+def test_end_of_input_writes_the_tail_a_stream_holds_back_under_the_same_key(bucket: MemoryStorage) -> None:
+    task = _task()  # flush.size=3
+    task.put(SinkRecordBatch.of(_records(4)))
+    assert task.pre_commit({TP: 4}) == {TP: 3}  # record 3 waits for more records
+    task.end_of_input({TP: 4})
+    assert sorted(bucket.objects) == [
+        "topics/t/partition=0/t+0+0000000000.json",
+        "topics/t/partition=0/t+0+0000000003.json",  # named by its start offset, as the stream names it
+    ]
+    assert _lines(bucket.objects["topics/t/partition=0/t+0+0000000003.json"]) == [{"i": 3, "c": "b"}]
+    assert task.pre_commit({TP: 4}) == {TP: 4}
+
+
 def test_columnar_batches_with_several_partitions(bucket: MemoryStorage) -> None:
     values = [{"i": i} for i in range(6)]
     partitions = [0, 1, 0, 1, 0, 1]

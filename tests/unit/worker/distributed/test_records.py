@@ -14,7 +14,7 @@ from sluice.worker.status import State, Status, TargetState
 class _Reader(KafkaConfigStore):
     """The config store's record handling without a Kafka client."""
 
-    def __init__(self) -> None:  # noqa: D107 - no super(): no consumer
+    def __init__(self) -> None:  # no super(): no consumer
         import threading
 
         from sluice.worker.distributed.config_store import ClusterSnapshot

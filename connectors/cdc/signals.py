@@ -22,23 +22,33 @@ from typing import Any
 
 import orjson
 
-from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
-from sluice.connectors.source.postgres_cdc.snapshot import BLOCKING, INCREMENTAL, ChunkedSnapshot
+from sluice.connectors.cdc.config import SignalSettings
+from sluice.connectors.cdc.snapshot import BLOCKING, INCREMENTAL, ChunkedSnapshot
 
 log = logging.getLogger(__name__)
 
 
 class SignalDispatcher:
     """Runs signals against the task's snapshot. ``list_tables`` gives the captured tables'
-    ``schema.table`` names (what ``data-collections`` regexes are matched against).
+    ``schema.table`` names (what ``data-collections`` regexes are matched against); the Kafka
+    channel's thread is named after ``thread_prefix`` (the source's, e.g. ``postgres-cdc``).
 
     Thread: the task thread, except :meth:`close` (any thread)."""
 
-    def __init__(self, cfg: PostgresCdcConfig, snapshot: ChunkedSnapshot, list_tables: Callable[[], list[str]]) -> None:
+    def __init__(
+        self,
+        cfg: SignalSettings,
+        snapshot: ChunkedSnapshot,
+        list_tables: Callable[[], list[str]],
+        *,
+        thread_prefix: str = "cdc",
+    ) -> None:
         self.snapshot = snapshot
         self.list_tables = list_tables
         self.source = "source" in cfg.signal_enabled_channels
-        self.kafka = KafkaSignalChannel(cfg) if "kafka" in cfg.signal_enabled_channels else None
+        self.kafka = (
+            KafkaSignalChannel(cfg, thread_prefix=thread_prefix) if "kafka" in cfg.signal_enabled_channels else None
+        )
 
     def on_table_signal(self, row: dict[str, Any], lsn: int) -> None:
         """A row inserted into the signal table (the ``source`` channel)."""
@@ -103,7 +113,7 @@ class KafkaSignalChannel:
     A signal's offset is committed once it is queued: a signal is run at most once, and one that
     arrives while the task is down is run when it starts again."""
 
-    def __init__(self, cfg: PostgresCdcConfig) -> None:
+    def __init__(self, cfg: SignalSettings, *, thread_prefix: str = "cdc") -> None:
         self.topic = cfg.signal_kafka_topic or f"{cfg.topic_prefix}-signal"
         self.prefix = cfg.topic_prefix
         self.settings = {
@@ -118,7 +128,7 @@ class KafkaSignalChannel:
         self._queue: queue.SimpleQueue[tuple[str, str, Any]] = queue.SimpleQueue()
         self._stopping = threading.Event()
         # Started by the first poll, so a task whose start() fails leaves no consumer behind.
-        self._thread = threading.Thread(target=self._consume, daemon=True, name="postgres-cdc-kafka-signals")
+        self._thread = threading.Thread(target=self._consume, daemon=True, name=f"{thread_prefix}-kafka-signals")
 
     def take(self) -> list[tuple[str, str, Any]]:
         """The signals received since the last call, in topic order. Thread: the task thread."""
@@ -148,7 +158,7 @@ class KafkaSignalChannel:
                     continue
                 self._accept(message)
                 consumer.store_offsets(message)
-        except Exception:  # noqa: BLE001 - the stream must go on without signals
+        except Exception:  # the stream must go on without signals
             log.exception("The Kafka signal channel failed; signals over Kafka are not read any more")
         finally:
             consumer.close()

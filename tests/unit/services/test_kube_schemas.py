@@ -1,5 +1,5 @@
-"""Kubernetes OpenAPI → kubeconform JSON schemas (deploy.kube_schemas), on a tiny API document; the
-cache of deploy.helm_tools gaining a CRD's schema."""
+"""Kubernetes OpenAPI → kubeconform JSON schemas (tests.services.kube_schemas), on a tiny API document; the
+cache of tests.services.helm_tools gaining a CRD's schema."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from sluice.deploy import helm_tools
-from sluice.deploy.kube_schemas import layout_dir, schema_file_name, schemas_from_crd, schemas_from_openapi
 from sluice.deploy.maven import COMPLETE_MARKER
+from tests.services import helm_tools
+from tests.services.kube_schemas import layout_dir, schema_file_name, schemas_from_crd, schemas_from_openapi
 
 DOCUMENT: dict[str, Any] = {
     "definitions": {

@@ -9,7 +9,7 @@ run as root, so when Sluice runs as root the server runs as the ``postgres`` use
 
 Command line::
 
-    python -m sluice.deploy.postgres run [--port 55432]    # foreground server, Ctrl-C stops it
+    python -m tests.services.postgres run [--port 55432]    # foreground server, Ctrl-C stops it
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from types import TracebackType
 from typing import IO, Final
 
 from sluice.deploy.processes import LOOPBACK, find_free_port, is_port_free
-from sluice.deploy.service_process import check_searchable, child_setup, server_env, service_user, tail
+from tests.services.service_process import check_searchable, child_setup, server_env, service_user, tail
 
 SERVICE_USER: Final = "postgres"
 SUPERUSER: Final = "postgres"
@@ -193,7 +193,7 @@ class PostgresServer:
             text=True,
             errors="replace",
             timeout=120,
-            preexec_fn=_child_setup(run_as, False),  # noqa: PLW1509
+            preexec_fn=_child_setup(run_as, False),
             env=_server_env(),
             check=False,
         )
@@ -340,7 +340,7 @@ def _tail(text: str, lines: int = _LOG_TAIL_LINES) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sluice.deploy.postgres", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tests.services.postgres", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a server in the foreground until Ctrl-C")
     run.add_argument("--port", type=int, default=None)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sluice.deploy import postgres_binaries as pb
+from tests.services import postgres_binaries as pb
 
 
 def _wheel(path: Path, *, missing: str | None = None, extra: dict[str, bytes] | None = None) -> Path:

@@ -163,7 +163,7 @@ def generate(swagger: Path, crds: Iterable[Path], out: Path, kubernetes_version:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sluice.deploy.kube_schemas", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tests.services.kube_schemas", description=__doc__.split("\n\n")[0])
     parser.add_argument("swagger", type=Path, help="the Kubernetes api/openapi-spec/swagger.json")
     parser.add_argument("out", type=Path, help="directory to pass to kubeconform -schema-location")
     parser.add_argument("--kubernetes-version", required=True, help="e.g. 1.34.4 (kubeconform -kubernetes-version)")

@@ -13,8 +13,8 @@
 
 Command line::
 
-    python -m sluice.deploy.s3_server fetch                 # prints the libs directory
-    python -m sluice.deploy.s3_server run [--port 9000]     # foreground server, Ctrl-C stops it
+    python -m tests.services.s3_server fetch                 # prints the libs directory
+    python -m tests.services.s3_server run [--port 9000]     # foreground server, Ctrl-C stops it
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from sluice.deploy import maven
 from sluice.deploy.managed_server import ManagedServer
 from sluice.deploy.processes import find_java
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 DEFAULT_S3PROXY_VERSION: Final = "2.7.0"
 LOOPBACK: Final = "127.0.0.1"
@@ -146,7 +146,7 @@ class S3Server(ManagedServer):
         except BaseException:
             self.stop()
             raise
-        logger.info("%s serves S3 on %s (data in %s)", self.kind, self.endpoint_url, self._data_dir)
+        log.info("%s serves S3 on %s (data in %s)", self.kind, self.endpoint_url, self._data_dir)
 
     def _command(self) -> list[str]:
         if self.backend in ("auto", "s3proxy"):
@@ -155,7 +155,7 @@ class S3Server(ManagedServer):
             except S3ServerFetchError as exc:
                 if self.backend == "s3proxy" or not shutil.which("moto_server"):
                     raise
-                logger.warning("S3Proxy could not be fetched, falling back to moto_server (in memory): %s", exc)
+                log.warning("S3Proxy could not be fetched, falling back to moto_server (in memory): %s", exc)
             else:
                 self.kind = "s3proxy"
                 return self._s3proxy_command(libs)
@@ -205,7 +205,7 @@ class S3Server(ManagedServer):
         while time.monotonic() < deadline:
             self._raise_if_exited(str(self.kind), S3ServerStartError)
             try:
-                urllib.request.urlopen(self.endpoint_url + "/", timeout=1).close()
+                urllib.request.urlopen(self.endpoint_url + "/", timeout=1).close()  # noqa: S310 - http:// URL of the server this module started
                 return
             except urllib.error.HTTPError:
                 return  # any HTTP answer (S3Proxy: 403 for anonymous requests) means it serves
@@ -254,7 +254,7 @@ class S3Server(ManagedServer):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sluice.deploy.s3_server", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tests.services.s3_server", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     fetch = sub.add_parser("fetch", help="fetch S3Proxy's jars into the cache and print their directory")
     fetch.add_argument("--version", default=DEFAULT_S3PROXY_VERSION)

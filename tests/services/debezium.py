@@ -3,7 +3,7 @@
 The differential test runs it in a real Kafka Connect worker beside Sluice's CDC source, on the same
 database and broker::
 
-    python -m sluice.deploy.debezium fetch [--version 3.6.1.Final]   # prints the plugin directory
+    python -m tests.services.debezium fetch [--version 3.6.1.Final]   # prints the plugin directory
 
 The jars are cached like Kafka's (see :mod:`sluice.deploy.maven`); a worker loads them through
 ``plugin.path`` set to :func:`plugin_path`. :class:`DebeziumConnect` runs such a worker (Kafka
@@ -24,12 +24,13 @@ from typing import Any
 import httpx
 
 from sluice.deploy import maven
-from sluice.deploy.kafka_jars import LOG4J2_CONFIG, ensure_connect_jars
+from sluice.deploy.kafka_jars import LOG4J2_CONFIG
 from sluice.deploy.kafka_stack import find_java
 from sluice.deploy.processes import die_with_parent_hook, find_free_port, stop_process_group
+from tests.services.kafka_connect import CONNECT_FILES_DIR, ensure_connect_jars
 
 DEFAULT_DEBEZIUM_VERSION = "3.6.1.Final"
-POM_PATH = Path(__file__).resolve().parent / "kafka" / "debezium-pom.xml"
+POM_PATH = CONNECT_FILES_DIR / "debezium-pom.xml"
 _VERSION_RE = re.compile(r"^\d+\.\d+\.\d+\.(Final|CR\d+|Beta\d+|Alpha\d+)$")
 
 
@@ -152,7 +153,7 @@ class DebeziumConnect:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sluice.deploy.debezium", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tests.services.debezium", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     fetch = sub.add_parser("fetch", help="fetch the jars once; print the plugin directory")
     fetch.add_argument("--version", default=DEFAULT_DEBEZIUM_VERSION)
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(plugin_path(args.version))
     except (DebeziumFetchError, ValueError) as exc:
-        print(f"sluice.deploy.debezium: {exc}", file=sys.stderr)
+        print(f"tests.services.debezium: {exc}", file=sys.stderr)
         return 1
     return 0
 

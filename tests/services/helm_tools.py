@@ -8,7 +8,7 @@ Everything comes through the Go module proxy with the machine's ``go``:
   ``api/openapi-spec/swagger.json`` describes every built-in kind of that release, and the
   Prometheus Operator's module brings the CustomResourceDefinitions of the kinds the chart renders
   besides (``ServiceMonitor``, ``PrometheusRule``: :data:`OPERATOR_CRDS`);
-  :mod:`sluice.deploy.kube_schemas` turns both into the JSON schemas kubeconform reads offline, so
+  :mod:`tests.services.kube_schemas` turns both into the JSON schemas kubeconform reads offline, so
   every document of the chart's renders is validated, none skipped.
 
 Layout under the cache (``$SLUICE_CACHE_DIR``, default ``~/.cache/sluice``)::
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from sluice.deploy import kube_schemas
 from sluice.deploy.maven import COMPLETE_MARKER, cache_dir, exclusive_lock
+from tests.services import kube_schemas
 
 log = logging.getLogger(__name__)
 
@@ -193,8 +193,8 @@ def ensure_helm_tools() -> HelmTools:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m sluice.deploy.helm_tools fetch``: fetch once, print where everything is."""
-    parser = argparse.ArgumentParser(prog="python -m sluice.deploy.helm_tools", description=__doc__.split("\n\n")[0])
+    """``python -m tests.services.helm_tools fetch``: fetch once, print where everything is."""
+    parser = argparse.ArgumentParser(prog="python -m tests.services.helm_tools", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["fetch", "where"], help="fetch: build/download what is missing; where: only look")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)

