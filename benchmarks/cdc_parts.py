@@ -59,7 +59,7 @@ from sluice.connectors.source.postgres_cdc.replication import ReplicationStream
 from sluice.connectors.source.postgres_cdc.tables import Table
 from sluice.connectors.source.postgres_cdc.task import source_partition
 from sluice.converters.json import JsonConverter
-from sluice.worker.clients import SOURCE_PRODUCER_DEFAULTS
+from sluice.worker.execution.clients import SOURCE_PRODUCER_DEFAULTS
 from sluice.worker.runtime import tune_gc
 from tests.services.postgres import PostgresServer
 

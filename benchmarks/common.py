@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from sluice.deploy.kafka_stack import KafkaBroker, ensure_kafka_jars, ensure_kafka_tools_jars, find_java
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
-from sluice.worker.config import WorkerConfig
+from sluice.worker.config.models import WorkerConfig
 from sluice.worker.runtime import tune_gc
 from sluice.worker.standalone import StandaloneHerder
 from sluice.worker.worker import Worker

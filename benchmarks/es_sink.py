@@ -30,7 +30,7 @@ from confluent_kafka import Producer
 from benchmarks.common import RECORDS, ROUNDS, Result, broker, create_topic, median_result, wait_until
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
-from sluice.worker.config import WorkerConfig
+from sluice.worker.config.models import WorkerConfig
 from sluice.worker.runtime import tune_gc
 from sluice.worker.standalone import StandaloneHerder
 from sluice.worker.worker import Worker

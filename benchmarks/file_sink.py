@@ -23,7 +23,7 @@ from benchmarks.common import (
     tmpdir,
     wait_until,
 )
-from sluice.worker.clients import SINK_CONSUMER_DEFAULTS
+from sluice.worker.execution.clients import SINK_CONSUMER_DEFAULTS
 from sluice.worker.runtime import tune_gc
 
 

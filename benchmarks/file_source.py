@@ -25,7 +25,7 @@ from benchmarks.common import (
     wait_until,
     write_file,
 )
-from sluice.worker.clients import SOURCE_PRODUCER_DEFAULTS
+from sluice.worker.execution.clients import SOURCE_PRODUCER_DEFAULTS
 from sluice.worker.runtime import tune_gc
 
 

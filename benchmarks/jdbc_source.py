@@ -28,7 +28,7 @@ from benchmarks.jdbc_sink import COLUMNS, make_rows, median_round
 from sluice.connectors.jdbc_common.connection import import_sqlalchemy
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
-from sluice.worker.config import WorkerConfig
+from sluice.worker.config.models import WorkerConfig
 from sluice.worker.runtime import tune_gc
 from sluice.worker.standalone import StandaloneHerder
 from sluice.worker.worker import Worker

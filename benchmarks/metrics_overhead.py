@@ -39,10 +39,10 @@ from benchmarks.common import (
 )
 from benchmarks.file_sink import fill_topic, sluice_sink
 from benchmarks.file_source import sluice_source
+from sluice.worker.observability.task_metrics import TaskMetrics
 from sluice.worker.runners.base import WorkerTask
 from sluice.worker.runners.sink import SinkTaskRunner
 from sluice.worker.runtime import tune_gc
-from sluice.worker.task_metrics import TaskMetrics
 
 
 @contextmanager

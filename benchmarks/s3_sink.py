@@ -54,7 +54,7 @@ from sluice.converters.json import JsonConverter
 from sluice.deploy.schema_registry import SchemaRegistryServer
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
-from sluice.worker.config import WorkerConfig
+from sluice.worker.config.models import WorkerConfig
 from sluice.worker.runtime import tune_gc
 from sluice.worker.standalone import StandaloneHerder
 from sluice.worker.worker import Worker

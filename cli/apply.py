@@ -39,9 +39,9 @@ from sluice.cli.rest_client import ConnectRestClient, WorkerRequestFailed, open_
 from sluice.connectors.api import ConfigError
 from sluice.offsets.memory import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
-from sluice.worker.config import WorkerConfig
-from sluice.worker.masking import MASK
-from sluice.worker.properties import load_properties
+from sluice.worker.config.masking import MASK
+from sluice.worker.config.models import WorkerConfig
+from sluice.worker.config.properties import load_properties
 from sluice.worker.worker import Worker
 
 F = TypeVar("F", bound=Callable[..., Any])

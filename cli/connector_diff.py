@@ -1,6 +1,6 @@
 """What ``sluice apply`` would change on a cluster: connectors to create, update, delete, keys that differ.
 
-The worker hands configs back with secrets masked (:mod:`sluice.worker.masking`), so a literal secret in a
+The worker hands configs back with secrets masked (:mod:`sluice.worker.config.masking`), so a literal secret in a
 file cannot be compared with the one stored. Such a key counts as unchanged and is listed in
 :attr:`ConnectorChange.unverifiable`; a config-provider placeholder (``${file:...}``) is returned as
 written and compares exactly, which is why files should hold placeholders rather than secrets.
@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sluice.worker.masking import MASK, mask_config
+from sluice.worker.config.masking import MASK, mask_config
 
 
 class Action(enum.StrEnum):

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from sluice.worker.config import connector_name_problem
+from sluice.worker.config.models import connector_name_problem
 from sluice.worker.herder.calls import stringify
 
 SUFFIXES = (".json", ".yaml", ".yml")

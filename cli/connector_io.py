@@ -15,7 +15,7 @@ import click
 import orjson
 
 from sluice.cli.rest_client import ConnectRestClient, rest_path
-from sluice.worker.properties import parse_properties
+from sluice.worker.config.properties import parse_properties
 
 TARGET_STATES = ("RUNNING", "PAUSED", "STOPPED")
 

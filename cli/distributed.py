@@ -15,11 +15,11 @@ from sluice.plugins import PluginRegistry
 from sluice.rest import create_app
 from sluice.rest.server import RestServer, metrics_listener_server
 from sluice.rest.settings import RestSettings
-from sluice.worker.config import with_cli_defaults
+from sluice.worker.config.local_paths import create_data_dir
+from sluice.worker.config.models import with_cli_defaults
 from sluice.worker.distributed.config import DistributedConfig
 from sluice.worker.distributed.herder import DistributedHerder
 from sluice.worker.distributed.topics import InternalTopic, ensure_topics
-from sluice.worker.local_paths import create_data_dir
 from sluice.worker.worker import Worker
 
 log = logging.getLogger(__name__)

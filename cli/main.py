@@ -10,8 +10,8 @@ from sluice.cli.apply import apply, export, test_command
 from sluice.cli.backfill import backfill
 from sluice.cli.connectors import connectors
 from sluice.connectors.api import ConfigError
-from sluice.worker import tracing
-from sluice.worker.logcontext import LOG_FORMATS, configure_logging
+from sluice.worker.observability import tracing
+from sluice.worker.observability.logcontext import LOG_FORMATS, configure_logging
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

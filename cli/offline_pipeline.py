@@ -10,7 +10,7 @@ each with ``input`` records and the ``expected`` output::
         expected:
           - {topic: people, key: "7", value: {id: 7}}
 
-The pieces are the runtime's own: :func:`sluice.worker.transform_chain.build_chain` and the converters the
+The pieces are the runtime's own: :func:`sluice.worker.execution.transform_chain.build_chain` and the converters the
 worker would configure (the connector's ``key.converter``/``value.converter`` or the worker
 defaults). The direction follows the connector's kind:
 
@@ -40,8 +40,8 @@ from typing import Any
 from sluice.connectors.api import ConfigError, Converter, HeaderConverter, Schema, SinkRecord, SourceRecord
 from sluice.converters.json import JsonConverter
 from sluice.plugins import PluginKind
-from sluice.worker.config import ConnectorConfig
-from sluice.worker.transform_chain import TransformChain, build_chain
+from sluice.worker.config.models import ConnectorConfig
+from sluice.worker.execution.transform_chain import TransformChain, build_chain
 from sluice.worker.worker import Worker
 
 _SOURCE_INPUT = frozenset({"topic", "key", "value", "key_schema", "value_schema", "headers", "partition", "timestamp"})

@@ -21,9 +21,9 @@ from sluice.plugins import PluginRegistry
 from sluice.rest import create_app
 from sluice.rest.server import RestServer, metrics_listener_server
 from sluice.rest.settings import RestSettings
-from sluice.worker.config import WorkerConfig, with_cli_defaults
-from sluice.worker.local_paths import create_data_dir
-from sluice.worker.properties import load_properties
+from sluice.worker.config.local_paths import create_data_dir
+from sluice.worker.config.models import WorkerConfig, with_cli_defaults
+from sluice.worker.config.properties import load_properties
 from sluice.worker.runtime import tune_gc
 from sluice.worker.standalone import StandaloneHerder
 from sluice.worker.worker import Worker

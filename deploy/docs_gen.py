@@ -6,7 +6,7 @@
 ``docs/worker-config.md``, ``docs/transforms.md`` and ``docs/moving-from-kafka-connect.md`` are
 hand-written prose around blocks between ``<!-- BEGIN GENERATED: <id> -->`` and
 ``<!-- END GENERATED -->``; only the blocks are rewritten.
-Key tables come from the pydantic models through :func:`sluice.worker.config_infos.key_info`, the function
+Key tables come from the pydantic models through :func:`sluice.worker.config.infos.key_info`, the function
 behind ``GET /connector-plugins/{plugin}/config``, so a page says what the REST API says. The REST
 listener keys are parsed by hand in :mod:`sluice.rest.settings`; their names and descriptions are read from
 that module's docstring, and their types and defaults from :data:`REST_KEY_TYPES` below, which the
@@ -29,8 +29,8 @@ from sluice.connectors.api import dotted
 from sluice.deploy.sources import source_root
 from sluice.plugins import PluginInfo, PluginKind, PluginRegistry
 from sluice.rest import settings as rest_settings
-from sluice.worker.config import ConnectorConfig, WorkerConfig, with_cli_defaults
-from sluice.worker.config_infos import key_info
+from sluice.worker.config.infos import key_info
+from sluice.worker.config.models import ConnectorConfig, WorkerConfig, with_cli_defaults
 from sluice.worker.distributed.config import DistributedConfig
 
 

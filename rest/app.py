@@ -17,7 +17,7 @@ from sluice.rest.routes import connectors, loggers, metrics, offsets, plugins, r
 from sluice.rest.settings import RestSettings
 from sluice.worker.backfill import BackfillManager
 from sluice.worker.herder import Herder
-from sluice.worker.metrics import MetricsCollector
+from sluice.worker.observability.metrics import MetricsCollector
 
 #: What a ``metrics.listeners`` listener serves.
 METRICS_LISTENER_PATHS = frozenset({"/metrics", "/health"})

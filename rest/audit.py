@@ -25,7 +25,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from sluice.connectors.api import ConfigError
-from sluice.worker.clients import translate
+from sluice.worker.execution.clients import translate
 
 log = logging.getLogger(__name__)
 #: Operators route and keep the trail by this name, apart from the worker's diagnostics.

@@ -18,7 +18,7 @@ Roles (``rest.auth.roles``, format in :mod:`sluice.rest.settings`):
     everything: create, config ``PUT``/``PATCH``, delete, and the worker-wide writes.
 
 A grant may also scope what an admin's connectors reach (``principal:admin:pattern;topics=a|b;groups=c``):
-the caller's :class:`~sluice.worker.connector_scope.ConnectorScope` (:meth:`AccessPolicy.connector_scope`)
+the caller's :class:`~sluice.worker.config.connector_scope.ConnectorScope` (:meth:`AccessPolicy.connector_scope`)
 is stamped into every config it writes (:func:`stamp_scope`) and enforced by the worker. A grant on
 a narrower pattern than ``*`` reaches no topic unless ``topics=`` names some (``topics=*`` for all);
 only an admin on ``*`` without ``topics=`` is unrestricted (every topic, and client overrides that
@@ -51,7 +51,7 @@ from sluice.connectors.api import ConfigError
 from sluice.rest.audit import ANONYMOUS, AuditTrail, is_audited
 from sluice.rest.authn import Authenticator
 from sluice.rest.errors import error_response
-from sluice.worker.connector_scope import SCOPE_KEYS, ConnectorScope
+from sluice.worker.config.connector_scope import SCOPE_KEYS, ConnectorScope
 
 log = logging.getLogger(__name__)
 

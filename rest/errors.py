@@ -12,8 +12,8 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sluice.connectors.api import AlreadyExistsError, ConfigError, ConnectError, NotFoundError
-from sluice.worker.distributed.forwarding import ForwardedError, NoLeader
-from sluice.worker.herder import BadRequest, Conflict, Forbidden
+from sluice.worker.distributed.forwarding import ForwardedError
+from sluice.worker.herder import BadRequest, Conflict, Forbidden, NoLeader
 
 log = logging.getLogger(__name__)
 

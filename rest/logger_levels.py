@@ -9,7 +9,7 @@ import logging
 
 from sluice.connectors.api import NotFoundError
 from sluice.worker.herder import BadRequest
-from sluice.worker.log_levels import LOG4J_LEVELS, LOGGER_LEVELS, ROOT, python_level
+from sluice.worker.observability.log_levels import LOG4J_LEVELS, LOGGER_LEVELS, ROOT, python_level
 
 _FROM_PYTHON = {v: k for k, v in LOG4J_LEVELS.items()}
 
@@ -24,7 +24,7 @@ def connect_level(level: int) -> str:
 
 class LoggerLevels:
     """Reads and sets logger levels; when each was set over the API is kept with the levels
-    themselves (:data:`sluice.worker.log_levels.LOGGER_LEVELS`), so cluster-wide changes show it too."""
+    themselves (:data:`sluice.worker.observability.log_levels.LOGGER_LEVELS`), so cluster-wide changes show it too."""
 
     @staticmethod
     def _logger(name: str) -> logging.Logger:

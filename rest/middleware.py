@@ -14,7 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sluice.rest.errors import error_response
 from sluice.worker.distributed.forwarding import request_headers
-from sluice.worker.logcontext import connector_context
+from sluice.worker.observability.logcontext import connector_context
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 

@@ -83,7 +83,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from sluice.connectors.api import ConfigError
-from sluice.worker.config import is_loopback_host
+from sluice.worker.config.models import is_loopback_host
 
 log = logging.getLogger(__name__)
 

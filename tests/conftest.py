@@ -83,7 +83,7 @@ def _untagged_log_lines() -> Iterator[None]:
     """Each test starts with the main thread's log lines untagged: a test that ran product code
     tagging them (``set_context``) on this thread must not change what the next test logs (xdist
     runs the tests of a worker in another order than a serial run)."""
-    from sluice.worker.logcontext import clear_context
+    from sluice.worker.observability.logcontext import clear_context
 
     clear_context()
     yield

@@ -1,8 +1,9 @@
 """The standalone herder: one process runs every connector; configs live in memory, offsets in a file.
 
 It is the herder core (:class:`~sluice.worker.herder.core.HerderCore`) over a
-:class:`~sluice.worker.herder.stores.MemoryConfigStore`, an in-memory
-:class:`~sluice.worker.status.StatusStore` and the :class:`~sluice.worker.herder.strategy.LocalAssignment`
+:class:`~sluice.worker.herder.stores.config_store.MemoryConfigStore`, an in-memory
+:class:`~sluice.worker.herder.stores.status_store.StatusStore` and the
+:class:`~sluice.worker.herder.strategy.LocalAssignment`
 (everything runs here; a change is applied before the request that made it returns), which probes
 the Kafka cluster so that ``GET /health`` reports losing it (:mod:`~sluice.worker.herder.kafka_contact`).
 Its backfill jobs are kept in a file beside the offsets (or in memory), their manager started and
@@ -15,12 +16,12 @@ from typing import Any
 
 from sluice.worker.backfill import BackfillManager
 from sluice.worker.backfill.handoff_guard import HandoffGuard
-from sluice.worker.config import WorkerConfig
+from sluice.worker.config.models import WorkerConfig
 from sluice.worker.herder.core import HerderCore, security_settings
 from sluice.worker.herder.kafka_contact import KafkaContact
-from sluice.worker.herder.stores import MemoryConfigStore
+from sluice.worker.herder.stores.config_store import MemoryConfigStore
+from sluice.worker.herder.stores.status_store import StatusStore
 from sluice.worker.herder.strategy import LocalAssignment
-from sluice.worker.status import StatusStore
 from sluice.worker.worker import Worker
 
 

@@ -5,9 +5,9 @@ the herder stores and returns as they are. The worker resolves them (:meth:`Work
 exactly where values are handed over — to validation, the connector, the task, its converters and
 its Kafka client — and registers secret values so that log lines and traces mask them.
 
-Validation and building an in-process runner live in :mod:`sluice.worker.task_builder`, which a
+Validation and building an in-process runner live in :mod:`sluice.worker.execution.task_builder`, which a
 task host process uses too; the worker adds where a task runs (``task.executor``): a thread of
-this process, or a thread of a task host process (:mod:`sluice.worker.process_executor`).
+this process, or a thread of a task host process (:mod:`sluice.worker.execution.process_executor`).
 """
 
 from __future__ import annotations
@@ -20,18 +20,20 @@ from typing import Any
 from sluice.connectors.api import Connector, Converter, HeaderConverter
 from sluice.offsets import OffsetStore
 from sluice.plugins import PluginInfo, PluginRegistry
-from sluice.worker.config import ConnectorConfig, WorkerConfig
-from sluice.worker.config_providers import ConfigProviders, reverse_transform
-from sluice.worker.connector_keys import ignored_key_warnings
-from sluice.worker.local_paths import warn_if_unconfined
-from sluice.worker.process_executor import ProcessTaskRunner, TaskHostPool
+from sluice.worker.config.connector_keys import ignored_key_warnings
+from sluice.worker.config.local_paths import warn_if_unconfined
+from sluice.worker.config.models import ConnectorConfig, WorkerConfig
+from sluice.worker.config.providers import ConfigProviders, reverse_transform
+from sluice.worker.execution.process_executor import ProcessTaskRunner, TaskHostPool
+from sluice.worker.execution.sandbox import SANDBOX_KEY
+from sluice.worker.execution.sandbox import probe as probe_sandbox
+from sluice.worker.execution.task_builder import CONNECT_ONLY_TASK_KEYS, TaskBuilder
+from sluice.worker.execution.task_builder import (
+    ValidatedConnector as ValidatedConnector,  # re-exported: the herders' import
+)
+from sluice.worker.observability.task_metrics import StartupCounters
 from sluice.worker.runners import TaskRunner, TaskStatusListener
-from sluice.worker.sandbox import SANDBOX_KEY
-from sluice.worker.sandbox import probe as probe_sandbox
 from sluice.worker.status import ConnectorTaskId, TargetState
-from sluice.worker.task_builder import CONNECT_ONLY_TASK_KEYS, TaskBuilder
-from sluice.worker.task_builder import ValidatedConnector as ValidatedConnector  # re-exported: the herders' import
-from sluice.worker.task_metrics import StartupCounters
 from sluice.worker.topic_creation import has_topic_creation_keys
 
 log = logging.getLogger(__name__)
@@ -57,7 +59,7 @@ class Worker:
         self.client_policy = self.builder.client_policy
         self.path_grant = self.builder.path_grant
         warn_if_unconfined(self.config, self.path_grant)
-        #: Whether task hosts run confined (``GET /health`` details); see :mod:`sluice.worker.sandbox`.
+        #: Whether task hosts run confined (``GET /health`` details); see :mod:`sluice.worker.execution.sandbox`.
         self.sandbox = probe_sandbox(self.config.task_host_sandbox, self.config.task_executor)
         unconfined = self.config.task_host_sandbox != "none" and not self.sandbox.enforced
         if self.config.task_executor == "process" and unconfined:
@@ -95,7 +97,7 @@ class Worker:
 
     def validate(self, raw: Mapping[str, Any]) -> ValidatedConnector:
         """Check a connector config completely; raise :class:`ConfigError` naming the bad key
-        (see :meth:`TaskBuilder.validate <sluice.worker.task_builder.TaskBuilder.validate>`)."""
+        (see :meth:`TaskBuilder.validate <sluice.worker.execution.task_builder.TaskBuilder.validate>`)."""
         return self.builder.validate(raw)
 
     def warn_ignored_keys(self, validated: ValidatedConnector) -> None:

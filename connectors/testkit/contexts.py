@@ -65,7 +65,7 @@ class MemoryConnectorContext:
 class OpenLocalFiles:
     """:class:`~connectors.api.LocalFiles` that opens any path with :func:`open`: a test grants all.
 
-    The worker's own grant (``sluice.worker.local_paths.PathGrant``) is what confines a connector;
+    The worker's own grant (``sluice.worker.config.local_paths.PathGrant``) is what confines a connector;
     a connector's unit tests only need its files opened.
     """
 

@@ -1,11 +1,11 @@
-"""``GET /metrics``: the worker's metrics in the Prometheus text format (see :mod:`sluice.worker.metrics`)."""
+"""``GET /metrics``: the worker's metrics in the Prometheus text format (see :mod:`sluice.worker.observability.metrics`)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from sluice.worker.metrics import CONTENT_TYPE, MetricsCollector
+from sluice.worker.observability.metrics import CONTENT_TYPE, MetricsCollector
 
 router = APIRouter(tags=["worker"])
 

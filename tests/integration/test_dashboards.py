@@ -32,7 +32,7 @@ import orjson
 import pytest
 import yaml
 
-from sluice.worker.metrics import Exposition, _backfill_metrics
+from sluice.worker.observability.metrics import Exposition, _backfill_metrics
 from tests.integration.cdc_helpers import cdc_config, dbname, run_sql
 from tests.integration.distributed_helpers import cluster_settings
 from tests.integration.kafka_helpers import unique_topic_name

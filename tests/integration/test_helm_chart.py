@@ -32,9 +32,9 @@ import yaml
 
 from sluice.cli.connector_files import load_connector_files
 from sluice.rest.settings import RestSettings
-from sluice.worker.config import with_cli_defaults
+from sluice.worker.config.models import with_cli_defaults
+from sluice.worker.config.properties import parse_properties
 from sluice.worker.distributed.config import DistributedConfig
-from sluice.worker.properties import parse_properties
 from tests.integration.worker_process import free_port
 from tests.services.helm_tools import HelmTools, cached_tools
 

@@ -207,7 +207,7 @@ import json, sys, time
 from pathlib import Path
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
-from sluice.worker.config import WorkerConfig
+from sluice.worker.config.models import WorkerConfig
 from sluice.worker.standalone import StandaloneHerder
 from sluice.worker.worker import Worker
 

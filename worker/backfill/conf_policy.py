@@ -7,7 +7,7 @@ adds a Java agent, ``spark.jars`` loads code, ``spark.executorEnv.LD_PRELOAD`` l
 ``spark.conf`` and ``spark.master`` may tune the run (memory, parallelism, SQL settings) but not
 choose code, files, hosts or listeners; the worker's ``backfill.spark.*`` keys are the operator's
 and take any conf. A job's Kafka ``producer``/``consumer`` options pass the same deny-list as a
-connector's client overrides (:mod:`sluice.worker.client_policy`) — they reach Java Kafka clients, where
+connector's client overrides (:mod:`sluice.worker.config.client_policy`) — they reach Java Kafka clients, where
 ``sasl.jaas.config`` with a JNDI login module is CVE-2023-25194.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from sluice.worker.client_policy import denied_reason
+from sluice.worker.config.client_policy import denied_reason
 
 #: Conf prefixes that load code, change the JVM or the process environment, write or read files,
 #: or reach other hosts.

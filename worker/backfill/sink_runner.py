@@ -22,9 +22,9 @@ from typing import Any, cast
 from sluice.connectors.api import ConnectError, LocalFiles, SinkRecordBatch, SinkTask, TopicPartition
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
-from sluice.worker.config import WorkerConfig
+from sluice.worker.config.models import WorkerConfig
+from sluice.worker.execution.transform_chain import build_chain
 from sluice.worker.runners.sink_batches import ReadColumns, SinkBatchBuilder
-from sluice.worker.transform_chain import build_chain
 from sluice.worker.worker import Worker
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from sluice.worker.herder.stores import CONNECTOR, Item
+from sluice.worker.herder.stores.config_store import CONNECTOR, Item
 
 __all__ = ["CONNECTOR", "Item", "Plan", "is_task", "plan"]
 

@@ -22,24 +22,24 @@ from sluice.connectors.api import NotFoundError
 from sluice.offsets.kafka import KafkaOffsetStore
 from sluice.worker.distributed.assignor import CONNECTOR, Item, plan
 from sluice.worker.distributed.config import DistributedConfig
-from sluice.worker.distributed.config_store import Assignment, ClusterSnapshot, KafkaConfigStore
 from sluice.worker.distributed.forwarding import (
     ALGORITHM,
     ALGORITHM_HEADER,
     SIGNATURE_HEADER,
     ForwardedError,
     Forwarder,
-    NoLeader,
     is_forwarded,
     sign,
     verify,
 )
 from sluice.worker.distributed.membership import GroupMembership
-from sluice.worker.herder.api import HEALTHY, STARTING, BadRequest, Forbidden, Health
-from sluice.worker.herder.stores import ConfigSnapshot
+from sluice.worker.herder.api import HEALTHY, STARTING, BadRequest, Forbidden, Health, NoLeader
+from sluice.worker.herder.stores.config_store import ConfigSnapshot
+from sluice.worker.herder.stores.kafka_config_store import Assignment, ClusterSnapshot, KafkaConfigStore
+from sluice.worker.herder.stores.status_store import StatusStore
 from sluice.worker.herder.strategy import HerderState
-from sluice.worker.log_levels import python_level
-from sluice.worker.status import ConnectorTaskId, State, StatusStore
+from sluice.worker.observability.log_levels import python_level
+from sluice.worker.status import ConnectorTaskId, State
 
 log = logging.getLogger(__name__)
 

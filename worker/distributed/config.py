@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from sluice.worker.config import WorkerConfig
+from sluice.worker.config.models import WorkerConfig
 from sluice.worker.herder.api import DEFAULT_SESSION_TIMEOUT_MS
 
 

@@ -26,7 +26,7 @@ import httpx
 import orjson
 
 from sluice.connectors.api import ConnectError
-from sluice.worker.herder import Conflict
+from sluice.worker.herder.api import NoLeader
 
 log = logging.getLogger(__name__)
 
@@ -35,22 +35,10 @@ SIGNATURE_HEADER = "X-Connect-Authorization"
 ALGORITHM_HEADER = "X-Connect-Request-Signature-Algorithm"
 ALGORITHM = "HmacSHA256"
 
-#: Connect's answer while the cluster has no leader (a rebalance or an election is running).
-NO_LEADER_MESSAGE = "Cannot complete request momentarily due to no known leader URL, likely because a rebalance is underway."
-
 #: The headers of the REST request being served (set by the REST layer; empty outside requests).
 request_headers: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
     "sluice_request_headers", default=MappingProxyType({})
 )
-
-
-class NoLeader(Conflict):
-    """HTTP 409 with ``Retry-After``: ask again in a moment."""
-
-    retry_after_s = 1
-
-    def __init__(self, message: str = NO_LEADER_MESSAGE) -> None:
-        super().__init__(message)
 
 
 class ForwardedError(ConnectError):

@@ -1,8 +1,8 @@
 """The distributed herder: one member of a cluster of workers coordinated through Kafka.
 
 It is the herder core (:class:`~sluice.worker.herder.core.HerderCore`) over the config topic
-(:class:`~sluice.worker.distributed.config_store.KafkaConfigStore`), the status topic
-(:class:`~sluice.worker.distributed.status_store.KafkaStatusStore`) and the
+(:class:`~sluice.worker.herder.stores.kafka_config_store.KafkaConfigStore`), the status topic
+(:class:`~sluice.worker.herder.stores.kafka_status_store.KafkaStatusStore`) and the
 :class:`~sluice.worker.distributed.cluster.ClusterAssignment`. Three threads matter:
 
 * the core's **tick** thread — the only one that starts and stops connector instances and tasks on
@@ -28,10 +28,10 @@ from sluice.worker.backfill import BackfillManager
 from sluice.worker.backfill.handoff_guard import HandoffGuard
 from sluice.worker.distributed.cluster import ClusterAssignment
 from sluice.worker.distributed.config import DistributedConfig
-from sluice.worker.distributed.config_store import KafkaConfigStore
 from sluice.worker.distributed.membership import GroupMembership
-from sluice.worker.distributed.status_store import KafkaStatusStore
 from sluice.worker.herder.core import HerderCore, security_settings
+from sluice.worker.herder.stores.kafka_config_store import KafkaConfigStore
+from sluice.worker.herder.stores.kafka_status_store import KafkaStatusStore
 from sluice.worker.worker import Worker
 
 

@@ -2,9 +2,10 @@
 
 * :mod:`.api` — the :class:`Herder` façade the REST API and the CLI call, its answers and errors;
 * :mod:`.core` — :class:`~.core.HerderCore`, the rules (validation, restarts, offsets, status),
-  written once over a :class:`~.stores.ConfigStore` and an :class:`~.strategy.AssignmentStrategy`;
-* :mod:`.stores` — the config store protocol and its memory implementation (the Kafka one is
-  :mod:`sluice.worker.distributed.config_store`);
+  written once over a :class:`~.stores.config_store.ConfigStore` and an
+  :class:`~.strategy.AssignmentStrategy`;
+* :mod:`.stores` — where the herders keep configs and statuses, in memory (standalone) or in
+  Kafka topics (distributed);
 * :mod:`.work` — the connectors and tasks running on this worker, made to match the store.
 
 Only the façade is re-exported here, so importing it stays cheap for the REST layer.
@@ -25,6 +26,7 @@ from sluice.worker.herder.api import (
     Forbidden,
     Health,
     Herder,
+    NoLeader,
     TaskInfo,
 )
 
@@ -41,5 +43,6 @@ __all__ = [
     "Forbidden",
     "Health",
     "Herder",
+    "NoLeader",
     "TaskInfo",
 ]

@@ -15,12 +15,25 @@ from typing import Any
 
 from sluice.connectors.api import ConnectError
 from sluice.plugins import PluginInfo
-from sluice.worker.log_levels import LOGGER_LEVELS, python_level
+from sluice.worker.observability.log_levels import LOGGER_LEVELS, python_level
 from sluice.worker.status import TargetState
 
 
 class Conflict(ConnectError):
     """The request cannot be served now (e.g. a rebalance, or a state that forbids it): HTTP 409."""
+
+
+#: Connect's answer while the cluster has no leader (a rebalance or an election is running).
+NO_LEADER_MESSAGE = "Cannot complete request momentarily due to no known leader URL, likely because a rebalance is underway."
+
+
+class NoLeader(Conflict):
+    """HTTP 409 with ``Retry-After``: ask again in a moment."""
+
+    retry_after_s = 1
+
+    def __init__(self, message: str = NO_LEADER_MESSAGE) -> None:
+        super().__init__(message)
 
 
 class BadRequest(ConnectError):
@@ -56,7 +69,7 @@ class Health:
     """KIP-1017's answer: ``status`` is ``healthy``, ``starting`` or ``unhealthy``; ``message`` says why.
 
     ``details`` are facts an operator checks beside it (Sluice's own, not Connect's): ``sandbox``
-    says whether task hosts run confined (:mod:`sluice.worker.sandbox`)."""
+    says whether task hosts run confined (:mod:`sluice.worker.execution.sandbox`)."""
 
     status: str
     message: str

@@ -8,9 +8,9 @@ from typing import Any, TypeVar
 
 from sluice.connectors.api import ConnectError
 from sluice.plugins import PluginKind
+from sluice.worker.config.masking import MASK
 from sluice.worker.herder.api import BadRequest
-from sluice.worker.logcontext import set_context
-from sluice.worker.masking import MASK
+from sluice.worker.observability.logcontext import set_context
 
 T = TypeVar("T")
 

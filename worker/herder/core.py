@@ -5,9 +5,9 @@ stored, what a create, update, pause, stop or delete writes, which instances a r
 what it answers, that offsets change only while a connector is STOPPED, how statuses and tracked
 topics are read — over three parts that differ between the modes:
 
-* a :class:`~sluice.worker.herder.stores.ConfigStore` (memory in standalone, the config topic in a
+* a :class:`~sluice.worker.herder.stores.config_store.ConfigStore` (memory in standalone, the config topic in a
   cluster), the only place a change is written;
-* a :class:`~sluice.worker.status.StatusStore` (memory, or the status topic);
+* a :class:`~sluice.worker.herder.stores.status_store.StatusStore` (memory, or the status topic);
 * an :class:`~sluice.worker.herder.strategy.AssignmentStrategy`: what runs here, and who writes.
 
 The work running here follows the store (:class:`~sluice.worker.herder.work.HostedWork`), on the
@@ -31,8 +31,9 @@ from confluent_kafka.admin import AdminClient
 
 from sluice.connectors.api import AlreadyExistsError, ConfigError, NotFoundError
 from sluice.plugins import PluginInfo, PluginKind
-from sluice.worker.config_infos import check_connectivity
-from sluice.worker.connector_scope import check_group_unique
+from sluice.worker.config.connector_scope import check_group_unique
+from sluice.worker.config.infos import check_connectivity
+from sluice.worker.config.masking import mask_config, secret_values
 from sluice.worker.herder.api import (
     HEALTH_TIMEOUT_S,
     ConnectorInfo,
@@ -45,13 +46,13 @@ from sluice.worker.herder.api import (
 from sluice.worker.herder.calls import merge_patch, request_config, restore_masked_secrets
 from sluice.worker.herder.offsets import OffsetRequests
 from sluice.worker.herder.plugins import PluginCatalog
-from sluice.worker.herder.stores import CONNECTOR, ConfigSnapshot, ConfigStore, Item
+from sluice.worker.herder.stores.config_store import CONNECTOR, ConfigSnapshot, ConfigStore, Item
+from sluice.worker.herder.stores.status_store import StatusStore
 from sluice.worker.herder.strategy import AssignmentStrategy
 from sluice.worker.herder.work import HostedWork
-from sluice.worker.logcontext import clear_context
-from sluice.worker.masking import mask_config, secret_values
+from sluice.worker.observability.logcontext import clear_context
 from sluice.worker.restarts import TaskRestarter
-from sluice.worker.status import ConnectorTaskId, State, Status, StatusStore, TargetState
+from sluice.worker.status import ConnectorTaskId, State, Status, TargetState
 from sluice.worker.worker import Worker
 
 log = logging.getLogger(__name__)

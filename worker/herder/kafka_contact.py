@@ -27,7 +27,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from sluice.worker.herder.api import DEFAULT_SESSION_TIMEOUT_MS, contact_lost_after_s
-from sluice.worker.outages import LibrdkafkaLog, kafka_reason
+from sluice.worker.observability.outages import LibrdkafkaLog, kafka_reason
 
 log = logging.getLogger(__name__)
 

@@ -8,12 +8,12 @@ from typing import Any
 
 from sluice.connectors.api import ConfigError, NotFoundError, SinkConnector, SourceConnector
 from sluice.plugins import PluginKind
-from sluice.worker.connector_scope import effective_group
+from sluice.worker.config.connector_scope import effective_group
 from sluice.worker.herder.api import BadRequest
 from sluice.worker.herder.calls import NOT_STOPPED_MESSAGE, call_with_timeout, offsets_message
 from sluice.worker.herder.offset_access import SinkOffsets, SourceOffsets, parse_changes, sink_changes
 from sluice.worker.herder.plugins import PluginCatalog
-from sluice.worker.herder.stores import ConfigStore
+from sluice.worker.herder.stores.config_store import ConfigStore
 from sluice.worker.herder.strategy import AssignmentStrategy
 from sluice.worker.status import TargetState
 from sluice.worker.worker import ValidatedConnector, Worker

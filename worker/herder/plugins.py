@@ -7,7 +7,7 @@ from typing import Any
 
 from sluice.connectors.api import NotFoundError
 from sluice.plugins import PluginInfo, PluginKind
-from sluice.worker.config_infos import plugin_definitions, validate_config
+from sluice.worker.config.infos import plugin_definitions, validate_config
 from sluice.worker.herder.api import BadRequest
 from sluice.worker.herder.calls import CONNECTOR_KINDS, stringify
 from sluice.worker.worker import Worker

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sluice.worker.outages import DegradedNotice
+from sluice.worker.herder.stores.status_store import StatusStore
+from sluice.worker.observability.outages import DegradedNotice
+from sluice.worker.observability.task_metrics import StartupCounters
 from sluice.worker.restarts import TaskRestarter
 from sluice.worker.runners import TaskRunner
-from sluice.worker.status import ConnectorTaskId, State, Status, StatusStore
-from sluice.worker.task_metrics import StartupCounters
+from sluice.worker.status import ConnectorTaskId, State, Status
 
 
 class StatusReporter:

@@ -18,8 +18,8 @@ from typing import Any, Protocol
 from sluice.connectors.api import ConnectError
 from sluice.worker.herder.api import HEALTHY, STARTING, BadRequest, Forbidden, Health
 from sluice.worker.herder.kafka_contact import KafkaContact
-from sluice.worker.herder.stores import ConfigSnapshot, ConfigStore, Item
-from sluice.worker.log_levels import LOGGER_LEVELS, python_level
+from sluice.worker.herder.stores.config_store import ConfigSnapshot, ConfigStore, Item
+from sluice.worker.observability.log_levels import LOGGER_LEVELS, python_level
 
 
 class HerderState(Protocol):

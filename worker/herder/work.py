@@ -25,17 +25,18 @@ from typing import Any
 from sluice.connectors.api import ConfigError, ConnectError, Connector
 from sluice.offsets import StoreOffsetReader
 from sluice.plugins import PluginKind
-from sluice.worker.connect_task_configs import as_connect_task_configs
+from sluice.worker.config.connect_task_configs import as_connect_task_configs
+from sluice.worker.config.masking import mask_text, scrub_secrets
 from sluice.worker.herder.calls import call_with_timeout, stringify
 from sluice.worker.herder.plugins import PluginCatalog
 from sluice.worker.herder.reporting import StatusReporter
-from sluice.worker.herder.stores import CONNECTOR, ConfigSnapshot, ConfigStore, Item
+from sluice.worker.herder.stores.config_store import CONNECTOR, ConfigSnapshot, ConfigStore, Item
+from sluice.worker.herder.stores.status_store import StatusStore
 from sluice.worker.herder.strategy import AssignmentStrategy
-from sluice.worker.logcontext import set_context
-from sluice.worker.masking import mask_text
+from sluice.worker.observability.logcontext import set_context
 from sluice.worker.restarts import TaskRestarter
 from sluice.worker.runners import TaskRunner
-from sluice.worker.status import ConnectorTaskId, State, Status, StatusStore, TargetState, format_trace, scrub_secrets
+from sluice.worker.status import ConnectorTaskId, State, Status, TargetState, format_trace
 from sluice.worker.worker import ValidatedConnector, Worker
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from typing import Any, Protocol
 import orjson
 from confluent_kafka import KafkaError
 
-from sluice.worker.logcontext import connector_context, set_context
-from sluice.worker.outages import (
+from sluice.worker.observability.logcontext import connector_context, set_context
+from sluice.worker.observability.outages import (
     DEFAULT_DEGRADED_AFTER_MS,
     KAFKA_STATS_INTERVAL_MS,
     KAFKA_UNREACHABLE_CODES,
@@ -27,9 +27,9 @@ from sluice.worker.outages import (
     kafka_reason,
     kafka_system,
 )
+from sluice.worker.observability.task_metrics import TaskMetrics, register
+from sluice.worker.observability.tracing import BatchTracer, batch_tracer
 from sluice.worker.status import ConnectorTaskId, TargetState
-from sluice.worker.task_metrics import TaskMetrics, register
-from sluice.worker.tracing import BatchTracer, batch_tracer
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class TaskStatusListener(Protocol):
 class TaskRunner(Protocol):
     """One task as the herder sees it, whichever executor runs it: a thread of this process
     (:class:`WorkerTask`) or a thread of a task host process
-    (:class:`~sluice.worker.process_executor.ProcessTaskRunner`).
+    (:class:`~sluice.worker.execution.process_executor.ProcessTaskRunner`).
 
     The herder calls everything here from its own threads (and the metrics scrape calls
     :meth:`metrics_snapshot` from the REST server's); none of it blocks on the task except
@@ -137,7 +137,7 @@ class WorkerTask(abc.ABC):
         #: Counters for ``GET /metrics``, bumped once per batch on the runner thread.
         self.metrics = TaskMetrics(kind, on_notice=self.outages.notice)
         register(task_id, self)
-        #: The task's batch traces (:mod:`sluice.worker.tracing`); ``None`` while tracing is off.
+        #: The task's batch traces (:mod:`sluice.worker.observability.tracing`); ``None`` while tracing is off.
         self.tracer: BatchTracer | None = batch_tracer(task_id, kind)
 
     # -- control (herder thread) ------------------------------------------------------------------
@@ -176,7 +176,7 @@ class WorkerTask(abc.ABC):
         return self._stopping.is_set()
 
     def metrics_snapshot(self) -> dict[str, Any] | None:
-        """The task's metrics (:mod:`sluice.worker.task_metrics`), or ``None`` once its thread has ended."""
+        """The task's metrics (:mod:`sluice.worker.observability.task_metrics`), or ``None`` once its thread has ended."""
         if not self._thread.is_alive():
             return None
         return self.metrics.snapshot(self.error_metrics())

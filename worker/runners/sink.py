@@ -34,9 +34,10 @@ from sluice.connectors.api import (
     TopicPartition,
     UnusableRawValues,
 )
+from sluice.worker.config.local_paths import NO_LOCAL_FILES
 from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig, Stage, ToleranceExceeded
-from sluice.worker.local_paths import NO_LOCAL_FILES
-from sluice.worker.outages import DEFAULT_DEGRADED_AFTER_MS
+from sluice.worker.observability.outages import DEFAULT_DEGRADED_AFTER_MS
+from sluice.worker.observability.tracing import BatchTracer, Step, commit_attributes, sink_attributes
 from sluice.worker.runners.base import TaskStatusListener, WorkerTask
 from sluice.worker.runners.sink_batches import ConsumedMessages, SinkBatchBuilder
 from sluice.worker.runners.sink_errors import (
@@ -49,7 +50,6 @@ from sluice.worker.runners.sink_errors import (
 from sluice.worker.runners.sink_offsets import SinkOffsets
 from sluice.worker.runners.sink_redelivery import RawValuesRedelivery
 from sluice.worker.status import ConnectorTaskId, TargetState
-from sluice.worker.tracing import BatchTracer, Step, commit_attributes, sink_attributes
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaExcepti
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from sluice.connectors.api import TopicPartition
-from sluice.worker.task_metrics import Lag, consumer_lag, time_lag
+from sluice.worker.observability.task_metrics import Lag, consumer_lag, time_lag
 
 log = logging.getLogger(__name__)
 

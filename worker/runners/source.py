@@ -31,17 +31,17 @@ from sluice.connectors.api import (
 )
 from sluice.connectors.api.metrics import ReportsFailure, ReportsMetrics
 from sluice.offsets import OffsetStore, StoreOffsetReader
-from sluice.worker.connector_scope import TopicScope
+from sluice.worker.config.connector_scope import TopicScope
+from sluice.worker.config.local_paths import NO_LOCAL_FILES
 from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig, Stage
-from sluice.worker.local_paths import NO_LOCAL_FILES
-from sluice.worker.outages import DEFAULT_DEGRADED_AFTER_MS
+from sluice.worker.observability.outages import DEFAULT_DEGRADED_AFTER_MS
+from sluice.worker.observability.tracing import BatchTracer, Step, source_attributes
 from sluice.worker.runners.base import TaskStatusListener, WorkerTask
 from sluice.worker.runners.source_errors import Outgoing, SourceFailures, Transform
 from sluice.worker.runners.source_offsets import SourceOffsets
 from sluice.worker.runners.source_topics import SourceTopics
 from sluice.worker.status import ConnectorTaskId, TargetState
 from sluice.worker.topic_creation import TopicCreator
-from sluice.worker.tracing import BatchTracer, Step, source_attributes
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from sluice.worker.connector_scope import TopicScope
+from sluice.worker.config.connector_scope import TopicScope
 from sluice.worker.topic_creation import TopicCreator
 
 

@@ -16,7 +16,7 @@ from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
 from sluice.rest import create_app
 from sluice.worker.backfill import BackfillManager, MemoryBackfillStore
-from sluice.worker.config import WorkerConfig
+from sluice.worker.config.models import WorkerConfig
 from sluice.worker.standalone import StandaloneHerder
 from sluice.worker.worker import Worker
 from tests.unit.backfill.test_rest_and_cli import PositionRunner

@@ -14,7 +14,7 @@ import pytest
 from sluice.connectors.backfill import pyenv, session
 from sluice.connectors.backfill.session import SparkSessionProvider, executor_python
 from sluice.deploy import spark
-from sluice.worker.config import WorkerConfig
+from sluice.worker.config.models import WorkerConfig
 
 
 def _jar(path: Path, classes: dict[str, bytes]) -> Path:
@@ -155,7 +155,7 @@ def test_the_failing_executor_line_is_the_message() -> None:
 
 
 def test_backfill_keys_are_not_reported_as_unused(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="sluice.worker.config"):
+    with caplog.at_level(logging.INFO, logger="sluice.worker.config.models"):
         WorkerConfig.from_mapping(
             {
                 "bootstrap.servers": "b:9092",

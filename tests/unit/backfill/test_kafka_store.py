@@ -207,7 +207,7 @@ def test_a_restarted_worker_fails_only_its_own_cut_off_runs() -> None:
 
 
 def test_the_config_store_skips_backfill_records() -> None:
-    from sluice.worker.distributed.config_store import KafkaConfigStore
+    from sluice.worker.herder.stores.kafka_config_store import KafkaConfigStore
 
     changes: list[int] = []
     configs = KafkaConfigStore("connect-configs", "127.0.0.1:1", "g", client_id="c", on_change=lambda: changes.append(1))

@@ -18,7 +18,7 @@ from sluice.plugins import PluginRegistry
 from sluice.rest import create_app
 from sluice.worker.backfill import BackfillManager, MemoryBackfillStore
 from sluice.worker.backfill.progress import RunTracker
-from sluice.worker.config import WorkerConfig
+from sluice.worker.config.models import WorkerConfig
 from sluice.worker.standalone import StandaloneHerder
 from sluice.worker.worker import Worker
 from tests.unit.backfill.test_manager import FakeRunner, spec

@@ -10,7 +10,7 @@ from sluice.cli.connector_diff import (
     plan_changes,
     render_plan,
 )
-from sluice.worker.masking import MASK
+from sluice.worker.config.masking import MASK
 
 
 def test_a_plan_creates_updates_leaves_and_prunes() -> None:

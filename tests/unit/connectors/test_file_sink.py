@@ -13,7 +13,7 @@ import pytest
 
 from sluice.connectors.api import ConfigError, ConnectError, LocalFiles, SinkRecord, SinkRecordBatch, TopicPartition
 from sluice.connectors.sink.file import FileStreamSinkConnector, FileStreamSinkTask
-from sluice.worker.local_paths import PathGrant
+from sluice.worker.config.local_paths import PathGrant
 
 
 @dataclass

@@ -17,7 +17,7 @@ import pytest
 from sluice.connectors.api import STRING_SCHEMA, ConfigError, ConnectError, LocalFiles, OffsetReader, SourceRecord
 from sluice.connectors.source.file import FileStreamSourceConnector, FileStreamSourceTask
 from sluice.offsets import MemoryOffsetStore, StoreOffsetReader
-from sluice.worker.local_paths import PathGrant
+from sluice.worker.config.local_paths import PathGrant
 
 CONNECTOR = "file-source"
 

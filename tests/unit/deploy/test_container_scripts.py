@@ -13,7 +13,7 @@ from types import ModuleType
 import pytest
 
 from sluice.deploy import container_image
-from sluice.worker.properties import parse_properties
+from sluice.worker.config.properties import parse_properties
 
 CONTAINER_DIR = container_image.containerfile().parent
 

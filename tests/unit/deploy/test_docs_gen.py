@@ -12,8 +12,8 @@ from sluice.deploy import docs_gen
 from sluice.plugins import PluginRegistry
 from sluice.rest.settings import RestSettings
 from sluice.transforms import BUILTIN_PREDICATES, BUILTIN_TRANSFORMS
-from sluice.worker.config import WorkerConfig
-from sluice.worker.transform_chain import build_chain
+from sluice.worker.config.models import WorkerConfig
+from sluice.worker.execution.transform_chain import build_chain
 
 ROOT = docs_gen.docs_dir().parent  # the checkout (SLUICE_SOURCE_DIR when the suite runs from the wheel)
 TRANSFORMS_PAGE = ROOT / "docs" / "transforms.md"

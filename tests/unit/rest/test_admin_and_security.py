@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from sluice.connectors.api import ConfigError
 from sluice.rest.settings import RestSettings
-from sluice.worker.status import scrub_secrets
+from sluice.worker.config.masking import scrub_secrets
 
 
 def test_loggers_can_be_listed_read_and_set(client: TestClient) -> None:

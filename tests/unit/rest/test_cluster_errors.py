@@ -8,7 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sluice.rest import create_app
-from sluice.worker.distributed.forwarding import NO_LEADER_MESSAGE, ForwardedError, NoLeader, request_headers
+from sluice.worker.distributed.forwarding import ForwardedError, request_headers
+from sluice.worker.herder.api import NO_LEADER_MESSAGE, NoLeader
 from sluice.worker.standalone import StandaloneHerder
 
 

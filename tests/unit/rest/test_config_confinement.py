@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from sluice.worker.masking import SECRETS
+from sluice.worker.config.masking import SECRETS
 from tests.host_files import passwd_root
 from tests.unit.rest.conftest import AppFactory
 

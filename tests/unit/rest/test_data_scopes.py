@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from sluice.connectors.api import ConfigError
 from sluice.rest.authz import AccessPolicy, parse_grants
-from sluice.worker.connector_scope import ConnectorScope
+from sluice.worker.config.connector_scope import ConnectorScope
 
 SINK = "tests.plugins.scripted.ScriptedSink"
 SOURCE = "tests.plugins.scripted.ScriptedSource"

@@ -11,7 +11,7 @@ from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
 from sluice.rest import create_app
 from sluice.rest.app import metrics_only
-from sluice.worker.config import WorkerConfig
+from sluice.worker.config.models import WorkerConfig
 from sluice.worker.standalone import StandaloneHerder
 from sluice.worker.worker import Worker
 

@@ -17,7 +17,7 @@ from sluice.connectors.api import ConfigError
 from sluice.rest.app import metrics_only
 from sluice.rest.server import metrics_listener_server
 from sluice.rest.settings import RestSettings
-from sluice.worker.config import WorkerConfig
+from sluice.worker.config.models import WorkerConfig
 from tests.integration.worker_process import free_port as _free_port
 from tests.tls_certs import make_tls_files
 

@@ -11,7 +11,7 @@ from sluice.connectors.api import DataError, Schema, SinkRecord, SinkRecordBatch
 from sluice.connectors.api.schema import INT64_SCHEMA, OPTIONAL_STRING_SCHEMA, STRING_SCHEMA
 from sluice.transforms import InsertFieldKey, InsertFieldValue, RegexRouter, ReplaceFieldValue, TimestampRouter
 from sluice.transforms._support import DerivedSinkRecordBatch
-from sluice.worker.transform_chain import TransformChain, TransformStep
+from sluice.worker.execution.transform_chain import TransformChain, TransformStep
 
 from .support import configured
 

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from sluice.connectors.api import ConfigError
-from sluice.worker.client_policy import (
+from sluice.worker.config.client_policy import (
     AllowlistOverridePolicy,
     ClientOverridePolicy,
     denied_reason,
@@ -194,7 +194,7 @@ def test_a_granted_group_is_allowed() -> None:
 
 
 def test_a_client_overriding_cluster_keys_inherits_no_worker_security_settings() -> None:
-    from sluice.worker.clients import client_config
+    from sluice.worker.execution.clients import client_config
 
     worker = {
         "security.protocol": "SASL_SSL",

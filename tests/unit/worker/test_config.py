@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 
 from sluice.connectors.api import ConfigError
-from sluice.worker.client_policy import AllOverridePolicy, NoneOverridePolicy, PrincipalOverridePolicy
-from sluice.worker.clients import client_config
-from sluice.worker.config import ConnectorConfig, WorkerConfig, split_connector_config
+from sluice.worker.config.client_policy import AllOverridePolicy, NoneOverridePolicy, PrincipalOverridePolicy
+from sluice.worker.config.models import ConnectorConfig, WorkerConfig, split_connector_config
+from sluice.worker.execution.clients import client_config
 
 
 def test_worker_config_reads_connect_keys_and_prefixes() -> None:

@@ -12,8 +12,9 @@ from sluice.connectors.api import ConfigError, PluginConfig
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginKind, PluginRegistry
 from sluice.plugins.registry import kind_of
-from sluice.worker.config import WorkerConfig
-from sluice.worker.config_providers import (
+from sluice.worker.config.masking import SECRETS, mask_text
+from sluice.worker.config.models import WorkerConfig
+from sluice.worker.config.providers import (
     ConfigProvider,
     ConfigProviders,
     DirectoryConfigProvider,
@@ -21,7 +22,6 @@ from sluice.worker.config_providers import (
     FileConfigProvider,
     reverse_transform,
 )
-from sluice.worker.masking import SECRETS, mask_text
 from sluice.worker.worker import Worker
 from tests.host_files import passwd_root
 
@@ -267,7 +267,7 @@ def test_settings_of_an_undeclared_provider_are_ignored_with_a_warning(
 ) -> None:
     """A worker file written when env, file and dir existed by default must not look as if it enabled them."""
     (tmp_path / "k").write_text("v")
-    with caplog.at_level("WARNING", logger="sluice.worker.config_providers"):
+    with caplog.at_level("WARNING", logger="sluice.worker.config.providers"):
         built = ConfigProviders.from_worker_config({"config.providers.dir.param.allowed.paths": str(tmp_path)})
     assert built.names == []
     assert "config.providers.dir.*" in caplog.text and "not declared" in caplog.text

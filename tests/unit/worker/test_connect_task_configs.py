@@ -7,7 +7,7 @@ from typing import Any
 from sluice.connectors.sink.file import FileStreamSinkConfig
 from sluice.connectors.source.file import FileStreamSourceConfig
 from sluice.plugins import PluginRegistry
-from sluice.worker.connect_task_configs import as_connect_task_configs, task_class_name
+from sluice.worker.config.connect_task_configs import as_connect_task_configs, task_class_name
 
 REGISTRY = PluginRegistry()
 

@@ -1,4 +1,4 @@
-"""Keys a connector does not define are accepted, kept and named (issue #24): worker/connector_keys."""
+"""Keys a connector does not define are accepted, kept and named (issue #24): worker/config/connector_keys."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from sluice.connectors.source.jdbc.connector import JdbcSourceConnector
 from sluice.connectors.source.postgres_cdc.connector import PostgresCdcSourceConnector
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginKind, PluginRegistry
-from sluice.worker.config import WorkerConfig
-from sluice.worker.config_infos import check_connectivity
-from sluice.worker.connector_keys import ignored_key_warnings, split_own_keys
+from sluice.worker.config.connector_keys import ignored_key_warnings, split_own_keys
+from sluice.worker.config.infos import check_connectivity
+from sluice.worker.config.models import WorkerConfig
 from sluice.worker.worker import Worker
 
 SOURCE = {"name": "f", "connector.class": "FileStreamSource", "file": "", "topic": "t"}

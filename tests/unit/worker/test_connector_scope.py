@@ -6,7 +6,7 @@ import pytest
 
 from sluice.connectors.api import ConfigError, ConnectError
 from sluice.transforms.routing import RegexRouter, TimestampRouter
-from sluice.worker.connector_scope import (
+from sluice.worker.config.connector_scope import (
     ConnectorScope,
     TopicScope,
     TopicsUsed,

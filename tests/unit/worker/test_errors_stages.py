@@ -293,7 +293,8 @@ def test_a_bad_conversion_still_uses_the_converter_stage() -> None:
 def test_task_status_carries_the_error_metrics_while_the_runner_lives() -> None:
     import gc
 
-    from sluice.worker.status import State, Status, StatusStore
+    from sluice.worker.herder.stores.status_store import StatusStore
+    from sluice.worker.status import State, Status
 
     store = StatusStore()
     task_id = ConnectorTaskId("metered", 0)

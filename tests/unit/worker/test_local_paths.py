@@ -16,9 +16,9 @@ import sluice
 from sluice.connectors.api import ConfigError
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
-from sluice.worker.config import WorkerConfig
-from sluice.worker.local_paths import PathGrant, allowed_roots, check_local_paths, warn_if_unconfined
-from sluice.worker.masking import SECRETS
+from sluice.worker.config.local_paths import PathGrant, allowed_roots, check_local_paths, warn_if_unconfined
+from sluice.worker.config.masking import SECRETS
+from sluice.worker.config.models import WorkerConfig
 from sluice.worker.worker import Worker
 
 
@@ -155,7 +155,7 @@ def test_warning_when_unconfined_and_reachable_from_other_hosts(
     settings: dict[str, str], warns: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = WorkerConfig.from_mapping(settings)
-    with caplog.at_level(logging.WARNING, logger="sluice.worker.local_paths"):
+    with caplog.at_level(logging.WARNING, logger="sluice.worker.config.local_paths"):
         warn_if_unconfined(config, PathGrant.from_worker_config(config))
     assert ("connector.allowed.paths=* and the REST listener" in caplog.text) is warns
 
@@ -229,7 +229,7 @@ def test_worker_refuses_a_relative_connector_allowed_paths_at_startup() -> None:
 def test_worker_warns_once_at_construction_when_unconfined_on_a_public_listener(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="sluice.worker.local_paths"):
+    with caplog.at_level(logging.WARNING, logger="sluice.worker.config.local_paths"):
         worker = make_worker(listeners="http://0.0.0.0:8083", **{"connector.allowed.paths": "*"})
         worker.validate(source("/etc/hostname"))
     assert caplog.text.count("connector.allowed.paths=* and the REST listener") == 1

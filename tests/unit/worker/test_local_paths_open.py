@@ -17,9 +17,9 @@ import pytest
 from sluice.connectors.api import ConfigError
 from sluice.connectors.sink.file import FileStreamSinkTask
 from sluice.connectors.testkit.contexts import MemorySinkTaskContext
-from sluice.worker.config import WorkerConfig
-from sluice.worker.config_providers import ConfigProviders
-from sluice.worker.local_paths import PathGrant, create_data_dir
+from sluice.worker.config.local_paths import PathGrant, create_data_dir
+from sluice.worker.config.models import WorkerConfig
+from sluice.worker.config.providers import ConfigProviders
 
 
 def grant_of(**settings: str) -> PathGrant:

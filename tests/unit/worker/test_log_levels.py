@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sluice.worker.log_levels import LoggerLevelOverrides, apply_logger_levels, set_logger_level
+from sluice.worker.observability.log_levels import LoggerLevelOverrides, apply_logger_levels, set_logger_level
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from sluice.worker.logcontext import (
+from sluice.worker.config.masking import SECRETS, SecretMaskingFilter, register_secret
+from sluice.worker.observability.logcontext import (
     LOG_FORMAT,
     ContextFilter,
     JsonFormatter,
@@ -20,7 +21,6 @@ from sluice.worker.logcontext import (
     inherit_in_new_threads,
     set_context,
 )
-from sluice.worker.masking import SECRETS, SecretMaskingFilter, register_secret
 from sluice.worker.runners.base import _TaskLibrdkafkaLog
 from sluice.worker.status import ConnectorTaskId
 

@@ -9,8 +9,7 @@ from collections.abc import Iterator
 import pytest
 from pydantic import SecretStr
 
-from sluice.worker.logcontext import LOG_FORMAT, ContextFilter
-from sluice.worker.masking import (
+from sluice.worker.config.masking import (
     MASK,
     SECRETS,
     SecretMaskingFilter,
@@ -20,6 +19,7 @@ from sluice.worker.masking import (
     register_config_secrets,
     register_secret,
 )
+from sluice.worker.observability.logcontext import LOG_FORMAT, ContextFilter
 
 
 @pytest.fixture(autouse=True)

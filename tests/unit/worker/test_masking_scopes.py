@@ -11,8 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from sluice.connectors.jdbc_common.connection import _hide
-from sluice.worker.logcontext import LOG_FORMAT, ContextFilter, connector_context, current_connector
-from sluice.worker.masking import (
+from sluice.worker.config.masking import (
     MASK,
     SECRETS,
     SecretMaskingFilter,
@@ -21,8 +20,9 @@ from sluice.worker.masking import (
     mask_text,
     register_config_secrets,
     register_secret,
+    scrub_secrets,
 )
-from sluice.worker.status import scrub_secrets
+from sluice.worker.observability.logcontext import LOG_FORMAT, ContextFilter, connector_context, current_connector
 
 URL = "postgresql+psycopg://postgres@127.0.0.1:29997/shop"
 REFUSED = "connection.url: cannot connect to 127.0.0.1:29997: connection refused (port 29997)"

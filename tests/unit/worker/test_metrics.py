@@ -8,9 +8,10 @@ import subprocess
 
 import pytest
 
-from sluice.worker.metrics import Exposition, MetricsCollector, RateWindow
-from sluice.worker.status import ConnectorTaskId, State, Status, StatusStore
-from sluice.worker.task_metrics import StartupCounters, TaskMetrics, consumer_lag, register, time_lag
+from sluice.worker.herder.stores.status_store import StatusStore
+from sluice.worker.observability.metrics import Exposition, MetricsCollector, RateWindow
+from sluice.worker.observability.task_metrics import StartupCounters, TaskMetrics, consumer_lag, register, time_lag
+from sluice.worker.status import ConnectorTaskId, State, Status
 
 
 class _Clock:

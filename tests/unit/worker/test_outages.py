@@ -16,15 +16,16 @@ from sluice.connectors.api import RetriableError, SourceRecord, SourceTask
 from sluice.converters.header import SimpleHeaderConverter
 from sluice.converters.string import StringConverter
 from sluice.offsets import MemoryOffsetStore
-from sluice.worker.distributed.status_store import decode_status, encode_status
+from sluice.worker.execution.task_host import _PipeListener
 from sluice.worker.herder.reporting import StatusReporter
-from sluice.worker.outages import LibrdkafkaLog, OutageTracker, any_broker_up, kafka_reason
+from sluice.worker.herder.stores.kafka_status_store import decode_status, encode_status
+from sluice.worker.herder.stores.status_store import StatusStore
+from sluice.worker.observability.outages import LibrdkafkaLog, OutageTracker, any_broker_up, kafka_reason
+from sluice.worker.observability.task_metrics import StartupCounters
 from sluice.worker.restarts import RestartPolicy, TaskRestarter
 from sluice.worker.runners import WorkerTask
 from sluice.worker.runners.source import SourceTaskRunner
-from sluice.worker.status import ConnectorTaskId, State, Status, StatusStore, TargetState, format_trace
-from sluice.worker.task_host import _PipeListener
-from sluice.worker.task_metrics import StartupCounters
+from sluice.worker.status import ConnectorTaskId, State, Status, TargetState, format_trace
 
 from .test_errors import CollectingSinkTask, sink_runner
 
@@ -59,11 +60,11 @@ def tracker(bound_s: float = 10.0) -> tuple[OutageTracker, Clock, Reports]:
 
 
 def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == "sluice.worker.outages"]
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and r.name == "sluice.worker.observability.outages"]
 
 
 def infos(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and r.name == "sluice.worker.outages"]
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and r.name == "sluice.worker.observability.outages"]
 
 
 def test_an_outage_is_logged_once_then_degrades_the_status_after_the_bound_and_recovery_clears_it(

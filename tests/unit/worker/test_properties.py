@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from sluice.worker.properties import parse_properties
+from sluice.worker.config.properties import parse_properties
 
 
 def test_properties_syntax() -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from sluice.worker import sandbox
-from sluice.worker.local_paths import PathGrant, ProtectedPlace
+from sluice.worker.config.local_paths import PathGrant, ProtectedPlace
+from sluice.worker.execution import sandbox
 
 
 def _landlock_or_skip() -> int:

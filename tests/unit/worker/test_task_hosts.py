@@ -1,4 +1,4 @@
-"""The host side of ``task.executor=process`` (worker/task_host.py), served in this process over a pipe.
+"""The host side of ``task.executor=process`` (worker/execution/task_host.py), served in this process over a pipe.
 
 What the worker relies on: a task's state changes come up tagged with its run key, ``ended`` comes
 only once its runner thread has finished (so a stop is complete when the worker hears it), a stop
@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from sluice.worker.execution.task_host import TaskHostServer
 from sluice.worker.runners.base import TaskStatusListener, WorkerTask
 from sluice.worker.status import ConnectorTaskId, TargetState
-from sluice.worker.task_host import TaskHostServer
 
 TASK = ConnectorTaskId("c", 0)
 

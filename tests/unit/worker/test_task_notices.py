@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 
 from sluice.connectors.api.metrics import TaskMetricGroup
+from sluice.worker.observability.task_metrics import TaskMetrics
 from sluice.worker.runners import WorkerTask
 from sluice.worker.status import ConnectorTaskId, TargetState
-from sluice.worker.task_metrics import TaskMetrics
 
 from .test_outages import Events, tracker
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from sluice.cli.main import main
 from sluice.connectors.api import SourceRecord, SourceRecordBatch, TopicPartition
-from sluice.worker import tracing
+from sluice.worker.observability import tracing
 from sluice.worker.status import ConnectorTaskId
 
 

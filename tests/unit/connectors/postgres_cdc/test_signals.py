@@ -111,7 +111,7 @@ KAFKA_CHANNEL = {"signal.enabled.channels": "source,kafka", "signal.kafka.bootst
 
 def test_signal_consumer_settings_pass_through_to_the_signal_consumer_and_the_task_config() -> None:
     from sluice.connectors.cdc.signals import KafkaSignalChannel
-    from sluice.worker.connector_keys import split_own_keys
+    from sluice.worker.config.connector_keys import split_own_keys
 
     sasl = {
         "signal.consumer.security.protocol": "SASL_PLAINTEXT",

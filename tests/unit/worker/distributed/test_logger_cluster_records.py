@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from sluice.worker.distributed.config_store import KafkaConfigStore
+from sluice.worker.herder.stores.kafka_config_store import KafkaConfigStore
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def test_records_in_the_topic_before_the_worker_started_are_not_applied(store: t
 def test_a_malformed_record_is_logged_and_skipped(store: tuple[KafkaConfigStore, list[tuple[str, str]]], caplog: pytest.LogCaptureFixture) -> None:
     configs, applied = store
     configs._started = True
-    with caplog.at_level(logging.ERROR, logger="sluice.worker.distributed.config_store"):
+    with caplog.at_level(logging.ERROR, logger="sluice.worker.herder.stores.kafka_config_store"):
         for value in (None, orjson.dumps({"level": 3}), orjson.dumps(["DEBUG"])):
             configs._apply(b"logger-cluster-org.example", value)
     assert applied == [] and caplog.text.count("Ignoring the cluster-wide level of logger org.example") == 3

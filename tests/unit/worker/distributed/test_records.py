@@ -5,9 +5,14 @@ from __future__ import annotations
 import orjson
 
 from sluice.worker.distributed.assignor import CONNECTOR
-from sluice.worker.distributed.config_store import ASSIGNMENT_KEY, LEGACY_ASSIGNMENT_KEY, Assignment, KafkaConfigStore
 from sluice.worker.distributed.forwarding import sign, verify
-from sluice.worker.distributed.status_store import decode_status, encode_status
+from sluice.worker.herder.stores.kafka_config_store import (
+    ASSIGNMENT_KEY,
+    LEGACY_ASSIGNMENT_KEY,
+    Assignment,
+    KafkaConfigStore,
+)
+from sluice.worker.herder.stores.kafka_status_store import decode_status, encode_status
 from sluice.worker.status import State, Status, TargetState
 
 
@@ -17,7 +22,7 @@ class _Reader(KafkaConfigStore):
     def __init__(self) -> None:  # no super(): no consumer
         import threading
 
-        from sluice.worker.distributed.config_store import ClusterSnapshot
+        from sluice.worker.herder.stores.kafka_config_store import ClusterSnapshot
 
         self._lock = threading.Lock()
         self._snapshot = ClusterSnapshot()

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from sluice.worker.distributed.status_store import KafkaStatusStore, encode_status, task_key
+from sluice.worker.herder.stores.kafka_status_store import KafkaStatusStore, encode_status, task_key
 from sluice.worker.status import ConnectorTaskId, State, Status
 
 TASK = ConnectorTaskId("fwd", 0)
@@ -56,7 +56,7 @@ def test_records_of_other_keys_apply_as_they_come() -> None:
 
 
 def test_a_write_that_never_comes_back_stops_blocking_after_the_expiry(monkeypatch: Any) -> None:
-    import sluice.worker.distributed.status_store as module
+    import sluice.worker.herder.stores.kafka_status_store as module
 
     s, _ = store()
     s.put_task(TASK, Status(State.PAUSED, "w1"))

@@ -19,16 +19,17 @@ import pytest
 from sluice.connectors.api import ConfigError, NotFoundError
 from sluice.offsets import MemoryOffsetStore
 from sluice.plugins import PluginRegistry
-from sluice.worker.config import WorkerConfig
+from sluice.worker.config.models import WorkerConfig
 from sluice.worker.distributed.herder import DistributedHerder
 from sluice.worker.herder import HEALTHY, BadRequest, Forbidden, Health, Herder
 from sluice.worker.herder.calls import NOT_STOPPED_MESSAGE
 from sluice.worker.herder.core import HerderCore
-from sluice.worker.herder.stores import ConfigSnapshot, Item, MemoryConfigStore
+from sluice.worker.herder.stores.config_store import ConfigSnapshot, Item, MemoryConfigStore
+from sluice.worker.herder.stores.status_store import StatusStore
 from sluice.worker.herder.strategy import HerderState
 from sluice.worker.runners import TaskStatusListener
 from sluice.worker.standalone import StandaloneHerder
-from sluice.worker.status import ConnectorTaskId, StatusStore, TargetState
+from sluice.worker.status import ConnectorTaskId, TargetState
 from sluice.worker.worker import Worker
 
 CONTROLLABLE = "tests.plugins.controllable.ControllableSource"

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from sluice.worker.config import WorkerConfig
+from sluice.worker.config.models import WorkerConfig
 from sluice.worker.distributed.config import DistributedConfig
 from sluice.worker.herder.api import DEFAULT_SESSION_TIMEOUT_MS, contact_lost_after_s
 from sluice.worker.herder.kafka_contact import KafkaContact

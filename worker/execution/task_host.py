@@ -1,6 +1,6 @@
 """A task host process: runs several tasks of one worker, each on a thread, as the worker tells it.
 
-The worker side is :mod:`sluice.worker.process_executor`; this module is what runs in the host.
+The worker side is :mod:`sluice.worker.execution.process_executor`; this module is what runs in the host.
 One control connection carries, down: ``start``/``target``/``stop``/``reset_topics`` for a task
 (each names the task's *run key*, unique within the worker), logger levels and the distributed
 fence; and up: each task's state changes (as a :class:`TaskStatusListener` would get them),
@@ -27,16 +27,16 @@ from typing import Any
 
 from sluice.connectors.api import ConnectError
 from sluice.plugins import PluginRegistry
-from sluice.worker.config import WorkerConfig
-from sluice.worker.local_paths import PathGrant, default_data_dir
-from sluice.worker.log_levels import apply_logger_levels, set_logger_level
-from sluice.worker.logcontext import configure_logging, set_context
-from sluice.worker.masking import mask_text
+from sluice.worker.config.local_paths import PathGrant, default_data_dir
+from sluice.worker.config.masking import mask_text
+from sluice.worker.config.models import WorkerConfig
+from sluice.worker.execution.sandbox import SandboxError, restrict, task_host_grants
+from sluice.worker.execution.task_builder import TaskBuilder
+from sluice.worker.observability.log_levels import apply_logger_levels, set_logger_level
+from sluice.worker.observability.logcontext import configure_logging, set_context
 from sluice.worker.runners.base import WorkerTask
 from sluice.worker.runtime import parent_death_signal, tune_gc
-from sluice.worker.sandbox import SandboxError, restrict, task_host_grants
 from sluice.worker.status import ConnectorTaskId, TargetState, format_trace
-from sluice.worker.task_builder import TaskBuilder
 
 log = logging.getLogger(__name__)
 
@@ -324,7 +324,7 @@ def main(
 
 
 def confine(config: WorkerConfig, grant: PathGrant, temp_root: str) -> None:
-    """Apply the sandbox (``task.host.sandbox=landlock``, see :mod:`sluice.worker.sandbox`) while
+    """Apply the sandbox (``task.host.sandbox=landlock``, see :mod:`sluice.worker.execution.sandbox`) while
     this process has one thread. Where Landlock is unavailable the host runs unconfined (the worker
     has said so in its log and ``/health``); where it is available but cannot be applied, the host
     exits rather than run tasks unconfined, and its tasks fail with the exit code."""

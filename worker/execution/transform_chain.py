@@ -29,7 +29,7 @@ from typing import Any, TypeVar, overload
 
 from sluice.connectors.api import ConfigError, Predicate, SinkRecord, SinkRecordBatch, SourceRecord, Transformation
 from sluice.plugins import PluginKind, PluginRegistry
-from sluice.worker.config import sub_config
+from sluice.worker.config.models import sub_config
 
 log = logging.getLogger(__name__)
 

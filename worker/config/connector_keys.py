@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from sluice.connectors.api import Connector, dotted
-from sluice.worker.config import ConnectorConfig
+from sluice.worker.config.models import ConnectorConfig
 from sluice.worker.errors import CONNECTOR_ERRORS_KEYS
 
 #: Connect's own connector keys (``ConnectorConfig``, ``SourceConnectorConfig``) Sluice accepts and

@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 from pydantic import Field, field_validator, model_validator
 
 from sluice.connectors.api import ConfigError, PluginConfig
-from sluice.worker.client_policy import DEFAULT_ALLOWLIST, DEFAULT_POLICY
+from sluice.worker.config.client_policy import DEFAULT_ALLOWLIST, DEFAULT_POLICY
 from sluice.worker.restarts import RestartPolicy
 
 log = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ class WorkerConfig(PluginConfig):
         "connector.client.config.override.allowlist), All (Kafka Connect's default), None, Principal or a policy "
         "class; keys that load code, run commands, read local files or fetch URLs are refused under every policy, "
         "and a client overriding bootstrap.servers or a security key inherits none of the worker's security "
-        "settings (see worker.client_policy)",
+        "settings (see worker.config.client_policy)",
     )
     connector_client_config_override_allowlist: str = Field(
         ",".join(sorted(DEFAULT_ALLOWLIST)),
@@ -124,7 +124,7 @@ class WorkerConfig(PluginConfig):
         "of them or below, when the config is validated and again when the task opens it. Unset or empty: "
         "<state.dir>/data, created at start; '*' allows any path. Either way an allowed path may neither contain "
         "nor lie inside plugin.path, the installation, sys.path, the worker's config, offset and other files, "
-        "or a config provider's allowed.paths (refused at start); see worker.local_paths",
+        "or a config provider's allowed.paths (refused at start); see worker.config.local_paths",
     )
     state_dir: str = Field(
         "",

@@ -21,10 +21,10 @@ from pydantic.fields import FieldInfo
 from sluice.connectors.api import ConfigError, Connector, config_problems, dotted
 from sluice.connectors.api.connectivity import classify_network_error
 from sluice.plugins import PluginInfo, PluginKind
-from sluice.worker.config import ConnectorConfig, split_connector_config
-from sluice.worker.config_providers import has_placeholder
-from sluice.worker.connector_keys import ignored_key_warnings, split_own_keys
-from sluice.worker.masking import MASK, mask_config, mask_text, secret_values
+from sluice.worker.config.connector_keys import ignored_key_warnings, split_own_keys
+from sluice.worker.config.masking import MASK, mask_config, mask_text, secret_values
+from sluice.worker.config.models import ConnectorConfig, split_connector_config
+from sluice.worker.config.providers import has_placeholder
 
 log = logging.getLogger(__name__)
 

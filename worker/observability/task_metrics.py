@@ -6,7 +6,7 @@ task process sends the snapshot up its control pipe). Nothing here takes a lock 
 record: a batch costs a few integer additions and two clock reads.
 
 The snapshot uses Kafka Connect's group and attribute names (``source-task-metrics``,
-``sink-task-metrics``, ``connector-task-metrics``, ``task-error-metrics``); :mod:`sluice.worker.metrics`
+``sink-task-metrics``, ``connector-task-metrics``, ``task-error-metrics``); :mod:`sluice.worker.observability.metrics`
 turns them into Prometheus names the way the common JMX exporter rules for Connect do.
 """
 

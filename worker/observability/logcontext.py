@@ -23,7 +23,7 @@ from typing import Any, Literal, NamedTuple
 
 import orjson
 
-from sluice.worker.masking import SecretMaskingFilter
+from sluice.worker.config.masking import SecretMaskingFilter
 
 
 class LogContext(NamedTuple):
@@ -125,7 +125,7 @@ def configure_logging(level: str = "INFO", log_format: str | None = None) -> Non
     """Configure the root logger for the CLI (library code never calls this).
 
     ``log_format`` is ``text`` or ``json``; ``None`` takes the one the worker process chose (a task
-    process), else ``text``. The handler hides secrets (:class:`~worker.masking.SecretMaskingFilter`)
+    process), else ``text``. The handler hides secrets (:class:`~sluice.worker.config.masking.SecretMaskingFilter`)
     in every line, tracebacks included: a tagged line's connector's and the worker's, every one in
     a line no connector is named on.
     """

@@ -16,7 +16,7 @@ The rules, one place each:
   any other value is never replaced *as a whole*, because a plain key holding the same word as a
   secret is a user name or a database, not that secret; only a secret standing as a token *inside*
   a longer value is hidden (a password in ``postgresql://app:pw@db/shop``).
-- :func:`mask_text` hides secrets in free text (messages, traces, log lines) where one stands as a
+- :func:`mask_text` (and :func:`scrub_secrets`, for a status trace) hides secrets in free text (messages, traces, log lines) where one stands as a
   token: not preceded or followed by a letter, digit or underscore where the secret itself begins or
   ends with one. The ``postgres`` of ``postgresql+psycopg://`` is not a password ``postgres``.
 - Secrets shorter than :data:`MIN_SECRET_LENGTH` characters (and ``true``/``false``/``null``/
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import re
 import threading
 import urllib.parse
@@ -217,6 +218,32 @@ def mask_secrets(text: str, secrets: Iterable[Any]) -> str:
     """``text`` with each of ``secrets`` (and nothing registered) hidden where it stands as a token."""
     pattern = _pattern(_forms(secrets))
     return pattern.sub(MASK, text) if pattern is not None and text else text
+
+
+_ENV_PLACEHOLDER = re.compile(r"\$\{env:([^}:]+)(?::[^}]*)?\}")
+
+
+def scrub_secrets(trace: str, config: Mapping[str, Any], secret_keys: Iterable[str] = ()) -> str:
+    """``trace`` with every secret of ``config`` replaced by ``[hidden]``.
+
+    Secrets are the literal values of password-typed keys and whatever an ``${env:VAR}``
+    placeholder resolves to, in any key: an exception message may quote either, and a status
+    trace is returned over REST.
+    """
+    declared = set(secret_keys)
+    secrets: set[str] = set()
+    for key, value in config.items():
+        if not isinstance(value, str) or not value:
+            continue
+        for var in _ENV_PLACEHOLDER.findall(value):
+            resolved = os.environ.get(var)
+            if resolved:
+                secrets.add(resolved)
+        if (key in declared or is_secret_key(key)) and not value.startswith("${"):
+            secrets.add(value)
+    # As tokens, long enough ones only (see mask_text): a password "postgres" must not turn
+    # "postgresql+psycopg://" in the trace into "[hidden]ql+psycopg://".
+    return mask_secrets(trace, secrets)
 
 
 def mask_config(

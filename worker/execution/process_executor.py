@@ -10,10 +10,10 @@ interface the herders drive (``start``, ``transition_to``, ``stop``, ``await_sto
 ``active_topics``, ``fence``, ``metrics_snapshot``), as the thread runners are, so the herders do
 not know which executor runs a task. :class:`TaskHostPool` places each task on the least loaded host (starting
 hosts up to ``task.host.processes``, by default one per core) and the host builds the very same
-runner the thread executor would (:mod:`sluice.worker.task_host`, :mod:`sluice.worker.task_builder`).
+runner the thread executor would (:mod:`sluice.worker.execution.task_host`, :mod:`sluice.worker.execution.task_builder`).
 
 Hosts are forked from a fork server (``multiprocessing``'s ``forkserver``) that imported the
-host's code and every plugin and then froze them (:mod:`sluice.worker.task_host_preload`): a host
+host's code and every plugin and then froze them (:mod:`sluice.worker.execution.task_host_preload`): a host
 starts in milliseconds and shares those pages with the fork server and its sibling hosts. The
 worker itself is never forked: librdkafka's threads and the REST server's do not survive ``fork``.
 
@@ -47,17 +47,17 @@ from typing import Any
 
 from sluice.connectors.api import ConnectError
 from sluice.offsets import OffsetStore
-from sluice.worker import task_host
 from sluice.worker.errors import RelayedErrorMetrics
-from sluice.worker.log_levels import LOGGER_LEVELS
+from sluice.worker.execution import task_host
+from sluice.worker.observability.log_levels import LOGGER_LEVELS
+from sluice.worker.observability.task_metrics import register as register_task_metrics
 from sluice.worker.runners.base import TaskStatusListener
 from sluice.worker.status import ConnectorTaskId, TargetState
-from sluice.worker.task_metrics import register as register_task_metrics
 
 log = logging.getLogger(__name__)
 
 _FORKSERVER = multiprocessing.get_context("forkserver")
-_PRELOAD = "sluice.worker.task_host_preload"
+_PRELOAD = "sluice.worker.execution.task_host_preload"
 
 #: How often the worker re-sends the distributed fence to each host (see task_host.FENCE_SILENCE_S).
 FENCE_REFRESH_S = 0.5

@@ -13,7 +13,7 @@ Connect render them, so dashboards and alerts written for a Connect worker keep 
 * ``kafka_consumer_consumer_fetch_manager_metrics_records_lag{client_id,topic,partition,...}``
   for each sink task's assigned partitions, and Sluice's
   ``sluice_sink_task_partition_lag_seconds{connector,task,topic,partition}``, that lag in time
-  (see :func:`sluice.worker.task_metrics.time_lag`).
+  (see :func:`sluice.worker.observability.task_metrics.time_lag`).
 
 Dashes become underscores, as the exporter writes them. ``*-total`` attributes are counters;
 Connect's ``*-count`` attributes are ``untyped`` (as the exporter types them, and so that
@@ -22,7 +22,7 @@ Connect's ``*-rate`` attributes are computed here from the totals over a sliding
 :data:`RATE_WINDOW_S`, as Connect's own sampled rates are.
 
 Nothing here runs on a task's hot path: a scrape reads the snapshots tasks keep (see
-:mod:`sluice.worker.task_metrics`).
+:mod:`sluice.worker.observability.task_metrics`).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
+from sluice.worker.observability.task_metrics import live_snapshots
 from sluice.worker.status import ConnectorTaskId, State, Status
-from sluice.worker.task_metrics import live_snapshots
 
 #: Connect samples its rates over two 30 s windows; this is the span a rate here covers.
 RATE_WINDOW_S = 30.0

@@ -23,14 +23,14 @@ disguise. Two layers decide:
    these, or the Python path of a :class:`ClientOverridePolicy` subclass.
 3. **Cluster keys** (:func:`is_cluster_key`: ``bootstrap.servers`` and every security setting) choose
    which cluster a client talks to and how it proves who it is. A client whose overrides set one
-   inherits none of the worker's security settings (:mod:`sluice.worker.clients`), so the worker's
+   inherits none of the worker's security settings (:mod:`sluice.worker.execution.clients`), so the worker's
    credentials never reach a server the caller chose; and such an override needs either a policy
    that names the key (``Allowlist`` listing it, ``Principal``) or a connector created by an
-   unrestricted admin (:class:`~sluice.worker.connector_scope.ConnectorScope`): under ``All`` a
+   unrestricted admin (:class:`~sluice.worker.config.connector_scope.ConnectorScope`): under ``All`` a
    scoped admin cannot point clients elsewhere.
 4. **Client identities**: ``consumer.override.group.id`` and ``producer.override.transactional.id``
    stay in the connector's namespace (``connect-<name>[-…]``) under every policy
-   (:func:`~sluice.worker.connector_scope.check_client_ids`).
+   (:func:`~sluice.worker.config.connector_scope.check_client_ids`).
 
 Both refuse with a :class:`~connectors.api.ConfigError` naming the full connector key and why, at
 validate and create time (HTTP 400), and again when a task's client is built, so a policy made
@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from sluice.connectors.api import ConfigError
-from sluice.worker.connector_scope import ConnectorScope, check_client_ids
+from sluice.worker.config.connector_scope import ConnectorScope, check_client_ids
 
 #: Connector-config prefixes whose keys go to a Kafka client, and the client each one reaches.
 OVERRIDE_PREFIXES: Mapping[str, str] = {
@@ -342,7 +342,7 @@ def override_policy(worker_config: Mapping[str, Any]) -> ClientOverridePolicy:
     if not (isinstance(policy_cls, type) and issubclass(policy_cls, ClientOverridePolicy)):
         raise ConfigError(
             f"{POLICY_KEY}={name} is not a known policy: use Allowlist (with {ALLOWLIST_KEY}), All, None, Principal "
-            "or the Python path of a worker.client_policy.ClientOverridePolicy subclass",
+            "or the Python path of a worker.config.client_policy.ClientOverridePolicy subclass",
             key=POLICY_KEY,
         )
     return policy_cls()  # type: ignore[no-any-return]

@@ -13,7 +13,7 @@
 =============================  =====================================================================
 
 :class:`MemoryConfigStore` applies them at once (standalone, and the tests' fake of a cluster);
-:class:`~sluice.worker.distributed.config_store.KafkaConfigStore` writes them to the config topic
+:class:`~sluice.worker.herder.stores.kafka_config_store.KafkaConfigStore` writes them to the config topic
 and applies them as it reads them back — with the same :func:`apply_record`, so the two cannot
 disagree on what a record means.
 """

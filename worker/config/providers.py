@@ -8,7 +8,7 @@ A connector config may hold placeholders instead of secrets::
 
 The herder stores and returns the placeholders; the worker resolves them (:class:`ConfigProviders`)
 only where a value is handed to a connector, a task, a converter or a Kafka client, and feeds every
-resolved value to :func:`sluice.worker.masking.register_secret`, as a secret of the connector whose
+resolved value to :func:`sluice.worker.config.masking.register_secret`, as a secret of the connector whose
 config named it, so that its log lines, messages and traces never show it.
 
 Worker configuration, with Connect's keys::
@@ -57,9 +57,9 @@ from pydantic import Field, field_validator
 
 from sluice.connectors.api import ConfigError, PluginConfig
 from sluice.plugins import PluginKind, PluginRegistry
-from sluice.worker.local_paths import PathGrant
-from sluice.worker.masking import register_secret
-from sluice.worker.properties import parse_properties
+from sluice.worker.config.local_paths import PathGrant
+from sluice.worker.config.masking import register_secret
+from sluice.worker.config.properties import parse_properties
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ class _PathProvider(ConfigProvider):
     """Shared ``allowed.paths`` handling: the path must lie under an allowed one once resolved.
 
     Checked when the placeholder is resolved and again as each file is opened
-    (:meth:`sluice.worker.local_paths.PathGrant.open`), so a symlink inside an allowed directory
+    (:meth:`sluice.worker.config.local_paths.PathGrant.open`), so a symlink inside an allowed directory
     that points outside it is not followed, even one planted after a first resolution.
     """
 
@@ -286,7 +286,7 @@ class ConfigProviders:
         """A copy of ``config`` with every placeholder replaced by its value.
 
         Each (provider, path) is asked once, for all its keys. Every value found is registered
-        with :func:`sluice.worker.masking.register_secret` as a secret of ``connector`` (``None``:
+        with :func:`sluice.worker.config.masking.register_secret` as a secret of ``connector`` (``None``:
         the worker's own, hidden everywhere). Raises :class:`ConfigError` naming the config
         key and the placeholder — never the value — when a placeholder cannot be resolved.
         """

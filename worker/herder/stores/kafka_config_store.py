@@ -1,7 +1,7 @@
 """The cluster's configuration in ``config.storage.topic``, with Kafka Connect's records.
 
 Keys and values are Connect's (JSON without schemas, one partition, compacted): the records of
-:mod:`sluice.worker.herder.stores`, which also says what each one means, plus
+:mod:`sluice.worker.herder.stores.config_store`, which also says what each one means, plus
 ``logger-cluster-<logger>`` (``{"level": "DEBUG"}``, ``PUT /admin/loggers/<logger>?scope=cluster``,
 KIP-976).
 
@@ -36,8 +36,8 @@ import orjson
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from sluice.offsets.kafka_log import KafkaLog, KafkaLogError
-from sluice.worker.distributed.forwarding import NoLeader
-from sluice.worker.herder.stores import (
+from sluice.worker.herder.api import NoLeader
+from sluice.worker.herder.stores.config_store import (
     CONNECTOR,
     SESSION_KEY,
     ConfigSnapshot,
@@ -50,7 +50,7 @@ from sluice.worker.herder.stores import (
     target_state_record,
     task_records,
 )
-from sluice.worker.log_levels import apply_cluster_logger_level
+from sluice.worker.observability.log_levels import apply_cluster_logger_level
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ class ClusterSnapshot(ConfigSnapshot):
 
 
 class KafkaConfigStore(RecordConfigStore):
-    """The :class:`~sluice.worker.herder.stores.ConfigStore` of a cluster: follows the config topic
+    """The :class:`~sluice.worker.herder.stores.config_store.ConfigStore` of a cluster: follows the config topic
     into a :class:`ClusterSnapshot`; the leader also writes to it."""
 
     # The record builders, where callers of the Kafka store have always found them.

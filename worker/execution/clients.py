@@ -12,9 +12,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from sluice.worker.client_policy import ClientOverridePolicy, is_cluster_key, is_security_key
-from sluice.worker.connector_scope import ConnectorScope, check_client_ids
-from sluice.worker.outages import LibrdkafkaLog
+from sluice.worker.config.client_policy import ClientOverridePolicy, is_cluster_key, is_security_key
+from sluice.worker.config.connector_scope import ConnectorScope, check_client_ids
+from sluice.worker.observability.outages import LibrdkafkaLog
 
 log = logging.getLogger(__name__)
 

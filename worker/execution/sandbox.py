@@ -27,7 +27,7 @@ What a host may do once confined (see :func:`task_host_grants`):
 
 With ``connector.allowed.paths=*`` ("anywhere"), the read-write grant is every directory of the file
 system except the system's trees (``/etc``, ``/usr``, ``/var``, ``/proc`` …) and the places
-:func:`~sluice.worker.local_paths.protected_places` lists (``plugin.path``, the installation, the
+:func:`~sluice.worker.config.local_paths.protected_places` lists (``plugin.path``, the installation, the
 Python path, the worker's config file, offsets file and ``state.dir``), plus ``<state.dir>/data``:
 Landlock only allows, so "anywhere but these" is the entries around them (:func:`writable_around`).
 A new file directly inside a directory that holds a protected place (``/tmp`` when the worker's
@@ -58,7 +58,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sluice.worker.local_paths import PathGrant
+from sluice.worker.config.local_paths import PathGrant
 
 log = logging.getLogger(__name__)
 

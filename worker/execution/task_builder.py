@@ -2,7 +2,7 @@
 
 Both executors use it: the worker process builds a thread runner with it (``task.executor=thread``,
 through :class:`~sluice.worker.worker.Worker`), and each task host process builds the runners of
-the tasks it hosts (``task.executor=process``, :mod:`sluice.worker.task_host`). It imports neither
+the tasks it hosts (``task.executor=process``, :mod:`sluice.worker.execution.task_host`). It imports neither
 of those, so neither imports the other.
 
 Configs arrive *raw*: they may hold config-provider placeholders (``${env:DB_PASSWORD}``). They are
@@ -29,22 +29,22 @@ from sluice.connectors.api import (
 )
 from sluice.offsets import OffsetStore
 from sluice.plugins import PluginInfo, PluginKind, PluginRegistry
-from sluice.worker.client_policy import ClientOverridePolicy, override_policy
-from sluice.worker.clients import SINK_CONSUMER_DEFAULTS, SOURCE_PRODUCER_DEFAULTS, client_config
-from sluice.worker.config import ConnectorConfig, WorkerConfig, split_connector_config, sub_config
-from sluice.worker.config_providers import ConfigProviders, has_placeholder
-from sluice.worker.connector_keys import split_own_keys
-from sluice.worker.connector_scope import SCOPE_KEYS, ConnectorScope, TopicScope, TopicsUsed, check_config_scope
+from sluice.worker.config.client_policy import ClientOverridePolicy, override_policy
+from sluice.worker.config.connector_keys import split_own_keys
+from sluice.worker.config.connector_scope import SCOPE_KEYS, ConnectorScope, TopicScope, TopicsUsed, check_config_scope
+from sluice.worker.config.local_paths import PathGrant
+from sluice.worker.config.masking import mask_text, register_config_secrets
+from sluice.worker.config.models import ConnectorConfig, WorkerConfig, split_connector_config, sub_config
+from sluice.worker.config.providers import ConfigProviders, has_placeholder
 from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig
-from sluice.worker.local_paths import PathGrant
-from sluice.worker.masking import mask_text, register_config_secrets
+from sluice.worker.execution.clients import SINK_CONSUMER_DEFAULTS, SOURCE_PRODUCER_DEFAULTS, client_config
+from sluice.worker.execution.transform_chain import build_chain
 from sluice.worker.runners import SinkTaskRunner, SourceTaskRunner, TaskStatusListener, WorkerTask
 from sluice.worker.status import ConnectorTaskId, TargetState
 from sluice.worker.topic_creation import TopicCreationConfig, TopicCreator
-from sluice.worker.transform_chain import build_chain
 
 #: Keys stored with task configs only because a Kafka Connect worker needs them (see
-#: worker/connect_task_configs.py); tasks never see them.
+#: worker/config/connect_task_configs.py); tasks never see them.
 CONNECT_ONLY_TASK_KEYS = frozenset({"task.class"})
 
 

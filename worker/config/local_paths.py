@@ -44,7 +44,7 @@ from typing import IO, Any, NamedTuple
 
 import sluice
 from sluice.connectors.api import ConfigError
-from sluice.worker.config import WorkerConfig
+from sluice.worker.config.models import WorkerConfig
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 
 from sluice.plugins import PluginRegistry
-from sluice.worker import task_host
+from sluice.worker.execution import task_host
 
 __all__ = ["task_host"]
 

@@ -34,7 +34,8 @@ from typing import Any
 import orjson
 
 from sluice.offsets.kafka_log import KafkaLog
-from sluice.worker.status import ConnectorTaskId, State, Status, StatusStore
+from sluice.worker.herder.stores.status_store import StatusStore
+from sluice.worker.status import ConnectorTaskId, State, Status
 
 log = logging.getLogger(__name__)
 
