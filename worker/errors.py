@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from sluice.connectors.api import ConfigError, ConnectError, RetriableError
+from confluent_kafka import Message
+
+from sluice.connectors.api import ConfigError, ConnectError, RetriableError, SinkRecord, SourceRecord
 
 log = logging.getLogger(__name__)
 
@@ -153,13 +155,14 @@ class ErrorContext:
 
     def message_text(self) -> str:
         r = self.record
-        if callable(getattr(r, "value", None)) and callable(getattr(r, "offset", None)):  # a consumed message
+        if isinstance(r, Message):  # a consumed message
             return (
                 f"topic={r.topic()} partition={r.partition()} offset={r.offset()} timestamp={r.timestamp()[1]} "
                 f"key={r.key()!r} value={r.value()!r} headers={r.headers()!r}"
             )
-        key, value, headers = (getattr(r, "key", None), getattr(r, "value", r), getattr(r, "headers", None))
-        return f"key={key!r} value={value!r} headers={headers!r}"
+        if isinstance(r, SourceRecord | SinkRecord):
+            return f"key={r.key!r} value={r.value!r} headers={r.headers!r}"
+        return f"key=None value={r!r} headers=None"
 
 
 def context_headers(

@@ -13,7 +13,7 @@ import threading
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
@@ -39,6 +39,14 @@ _SINK_ONLY = {"topics", "topics.regex"}
 
 #: The name a config without one is validated (and its secrets registered) under.
 STAND_IN_NAME = "validation"
+
+
+class ValidatedOwn(Protocol):
+    """What the worker's full check of a connector config returns (its ``ValidatedConnector``):
+    the connector's own keys as its ``Config`` model validated them, for the connectivity check."""
+
+    @property
+    def own(self) -> Any: ...
 
 
 def _unwrap(annotation: Any) -> Any:
@@ -172,7 +180,7 @@ def _attach(errors: dict[str, list[str]], problems: Mapping[str, str], keys: lis
 def validate_config(
     plugin: PluginInfo,
     raw: Mapping[str, Any],
-    full_check: typing.Callable[[Mapping[str, Any]], object],
+    full_check: typing.Callable[[Mapping[str, Any]], ValidatedOwn],
     resolve: typing.Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Connect's ``ConfigInfos`` for ``raw``: every defined key with its value and its errors.
@@ -202,7 +210,7 @@ def validate_config(
 def _config_errors(
     plugin: PluginInfo,
     raw: Mapping[str, Any],
-    full_check: typing.Callable[[Mapping[str, Any]], object],
+    full_check: typing.Callable[[Mapping[str, Any]], ValidatedOwn],
     resolve: typing.Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
     defined: list[str],
 ) -> tuple[dict[str, list[str]], dict[str, str]]:
@@ -238,7 +246,7 @@ def _config_errors(
             errors.setdefault(exc.key or "connector.class", []).append(str(exc))
         else:
             # Only a config that is valid otherwise is worth a round trip to the external system.
-            for key, message in check_connectivity(connector_cls, getattr(validated, "own", None)).items():
+            for key, message in check_connectivity(connector_cls, validated.own).items():
                 errors.setdefault(key, []).append(message)
     # Other errors of such a key are about the placeholder's own text ("not a topic name"), not a value.
     errors.update({key: [message] for key, message in unresolvable.items()})

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sluice.connectors.api import SourceRecordBatch
 from sluice.worker.status import ConnectorTaskId
 
 ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"
@@ -121,7 +122,7 @@ def source_attributes(polled: Any, records: int, topics: Sequence[str]) -> dict[
     A :class:`SourceRecordBatch` is asked for its last offset only: its other offsets may be
     computed on demand, record by record."""
     attributes: dict[str, Any] = {"messaging.batch.message_count": records, "sluice.topics": sorted(set(topics))}
-    if hasattr(polled, "last_offset"):
+    if isinstance(polled, SourceRecordBatch):
         first, last, partition = None, polled.last_offset, polled.source_partition
     else:
         first, last, partition = polled[0].source_offset, polled[-1].source_offset, polled[-1].source_partition
