@@ -36,6 +36,8 @@ _CLIENT_ID_PREFIX = "sluice-worker "
 #: How long the coordinator must have been up, by every statistics report, before :meth:`GroupMembership.members`
 #: sends a request (and how old the last report may be): see librdkafka #4605 there.
 DESCRIBE_AFTER_STEADY_S = 2.0
+#: How often the membership's AdminClient reports the state of its connections.
+ADMIN_STATS_INTERVAL_MS = 500
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,18 @@ class GroupMembership:
             bootstrap_servers, group_id, encode_client_id(worker_id, url),
             session_timeout_ms, heartbeat_interval_ms, rebalance_timeout_ms, self._on_stats, overrides,
         )  # fmt: skip
-        self._admin: AdminClient | None = AdminClient({"bootstrap.servers": bootstrap_servers, **dict(overrides or {})})
+        # The AdminClient keeps its connections up (not only while a request needs one) and reports
+        # their state every second, so members() can wait until its own connections are steady too.
+        self._admin_up_since: float | None = None
+        self._last_admin_stats: float | None = None
+        admin_config: dict[str, Any] = {
+            "bootstrap.servers": bootstrap_servers,
+            **dict(overrides or {}),
+            "enable.sparse.connections": False,
+            "statistics.interval.ms": ADMIN_STATS_INTERVAL_MS,
+            "stats_cb": self._on_admin_stats,
+        }
+        self._admin: AdminClient | None = AdminClient(admin_config)
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -158,6 +171,10 @@ class GroupMembership:
                 msg = self._consumer.poll(0.2)
                 if msg is not None and msg.error() is not None:
                     log.debug("Group consumer: %s", msg.error())
+                admin = self._admin
+                if admin is not None:
+                    admin.poll(0)  # its statistics callback
+                del admin
             except (KafkaException, RuntimeError) as exc:
                 if self._stop.is_set():
                     return
@@ -236,6 +253,23 @@ class GroupMembership:
         if changed:
             self._on_change()
 
+    def _on_admin_stats(self, stats_json: str) -> None:
+        """The AdminClient's statistics: are its connections to every broker it knows up?"""
+        try:
+            brokers = (orjson.loads(stats_json).get("brokers") or {}).values()
+        except (orjson.JSONDecodeError, AttributeError):
+            return
+        known = [b for b in brokers if isinstance(b, dict) and b.get("nodeid", -1) >= 0]  # not the bootstrap entries
+        up = bool(known) and all(b.get("state") == "UP" for b in known)
+        now = time.monotonic()
+        with self._lock:
+            gap = self._last_admin_stats is None or now - self._last_admin_stats > DESCRIBE_AFTER_STEADY_S
+            self._last_admin_stats = now
+            if not up:
+                self._admin_up_since = None
+            elif gap or self._admin_up_since is None:
+                self._admin_up_since = now
+
     # -- queries -----------------------------------------------------------------------------------------
 
     @property
@@ -259,8 +293,11 @@ class GroupMembership:
 
         A request is sent only while contact with the coordinator is steady: the last statistics
         report (at most :data:`DESCRIBE_AFTER_STEADY_S` old) found the group steady, every report for
-        the last :data:`DESCRIBE_AFTER_STEADY_S` had the coordinator up, and no earlier request is still
-        outstanding (one whose wait timed out is left to finish, never joined by a second one).
+        the last :data:`DESCRIBE_AFTER_STEADY_S` had the coordinator up, every report of the
+        AdminClient's own for as long had its connection to each broker up (it keeps them open,
+        ``enable.sparse.connections=false``, so a request never waits for one to be made), and no
+        earlier request is still outstanding (one whose wait timed out is left to finish, never
+        joined by a second one).
 
         Why: librdkafka #4605 (its fix, PR #5397, is in no release: 2.16.0 still has the bug). A
         coordinator-bound admin request (DescribeConsumerGroups here) whose build fails because the
@@ -268,8 +305,8 @@ class GroupMembership:
         internal object that librdkafka then uses again: ``rd_kafka_enq_once_del_source_return:
         Assertion 'eonce->refcnt > 0' failed`` aborts the process. The leader asks every
         ``MEMBERS_REFRESH_S``, so during an outage requests would pile up and fire while connections
-        come back. The gate narrows that window; it cannot close it (the AdminClient has connections
-        of its own), only the librdkafka fix can.
+        come back. The gate narrows that window to a connection dropped between the last report and
+        the request; only the librdkafka fix closes it.
 
         ``None`` means what a failed request means to the caller: no decision from the group's
         membership this time.
@@ -279,13 +316,10 @@ class GroupMembership:
             raise RuntimeError(f"the membership of group {self.group_id} was stopped")
         now = time.monotonic()
         with self._lock:
-            up_since, last_stats = self._coordinator_up_since, self._last_stats
             steady = (
                 self._steady
-                and up_since is not None
-                and now - up_since >= DESCRIBE_AFTER_STEADY_S
-                and last_stats is not None
-                and now - last_stats <= DESCRIBE_AFTER_STEADY_S
+                and _steady_since(self._coordinator_up_since, self._last_stats, now)
+                and _steady_since(self._admin_up_since, self._last_admin_stats, now)
             )
         if not steady:
             return None
@@ -303,6 +337,16 @@ class GroupMembership:
             if decoded is not None:
                 members.append(decoded)
         return members
+
+
+def _steady_since(up_since: float | None, last_report: float | None, now: float) -> bool:
+    """Up for at least :data:`DESCRIBE_AFTER_STEADY_S` by reports of which the last is that recent."""
+    return (
+        up_since is not None
+        and now - up_since >= DESCRIBE_AFTER_STEADY_S
+        and last_report is not None
+        and now - last_report <= DESCRIBE_AFTER_STEADY_S
+    )
 
 
 def _group_consumer(

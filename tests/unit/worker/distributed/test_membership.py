@@ -125,12 +125,22 @@ def _description(*workers: str) -> SimpleNamespace:
     return SimpleNamespace(members=[SimpleNamespace(client_id=encode_client_id(w, f"http://{w}")) for w in workers])
 
 
+def _admin_stats(*states: str) -> str:
+    """The AdminClient's report: its bootstrap entry, then one known broker per state."""
+    brokers = {"127.0.0.1:1/bootstrap": {"nodeid": -1, "state": "INIT"}}
+    brokers.update({f"127.0.0.1:1/{i}": {"nodeid": i, "state": state} for i, state in enumerate(states)})
+    return orjson.dumps({"brokers": brokers}).decode()
+
+
 def _steady_for(member: GroupMembership, clock: list[float], seconds: float) -> None:
-    """Statistics reports (every 0.5 s, as librdkafka's here) of a steady group for ``seconds``."""
+    """Statistics reports (every 0.5 s, as librdkafka's here) of a steady group for ``seconds``,
+    the AdminClient's connections up all along."""
     member._on_stats(_stats("up", "steady"))
+    member._on_admin_stats(_admin_stats("UP"))
     for _ in range(round(seconds / 0.5)):
         clock[0] += 0.5
         member._on_stats(_stats("up", "steady"))
+        member._on_admin_stats(_admin_stats("UP"))
 
 
 def _joined(member: GroupMembership) -> FakeAdmin:
@@ -184,6 +194,33 @@ def test_members_asks_the_coordinator_only_while_contact_is_steady(clock: list[f
     assert member.members() is None and len(admin.futures) == 3
 
 
+def test_members_waits_for_the_admin_clients_own_connections(clock: list[float], member: GroupMembership) -> None:
+    """The group is steady, but the AdminClient's connection to a broker is (re)connecting, as after
+    a broker restart: a coordinator request built now is the one librdkafka #4605 aborts on."""
+    admin = _joined(member)
+    admin.answer = _description("a:1")
+    for _ in range(round(DESCRIBE_AFTER_STEADY_S / 0.5) + 2):
+        clock[0] += 0.5
+        member._on_stats(_stats("up", "steady"))
+        member._on_admin_stats(_admin_stats("UP", "CONNECT"))
+    assert member.members() is None and not admin.futures, "one of the admin's connections is not up"
+
+    member._on_admin_stats(_admin_stats("UP", "UP"))  # up now, but only just
+    assert member.members() is None and not admin.futures
+    _steady_for(member, clock, DESCRIBE_AFTER_STEADY_S)
+    assert member.members() == [Member("a:1", "http://a:1")] and len(admin.futures) == 1
+
+    member._on_admin_stats(_admin_stats("UP", "TRY_CONNECT"))  # a broker went away again
+    clock[0] += 0.5
+    member._on_stats(_stats("up", "steady"))
+    assert member.members() is None and len(admin.futures) == 1
+
+    clock[0] += DESCRIBE_AFTER_STEADY_S + 0.1
+    member._on_stats(_stats("up", "steady"))
+    member._on_admin_stats(_admin_stats("UP"))  # after a gap in the admin's reports, it counts anew
+    assert member.members() is None and len(admin.futures) == 1
+
+
 def test_at_most_one_describe_is_outstanding(clock: list[float], member: GroupMembership) -> None:
     admin = _joined(member)
     _steady_for(member, clock, DESCRIBE_AFTER_STEADY_S)
@@ -193,6 +230,7 @@ def test_at_most_one_describe_is_outstanding(clock: list[float], member: GroupMe
     for _ in range(5):  # the leader's next ticks, contact steady all along
         clock[0] += 0.5
         member._on_stats(_stats("up", "steady"))
+        member._on_admin_stats(_admin_stats("UP"))
         assert member.members(timeout=0.01) is None
     assert len(admin.futures) == 1, "a timed-out request still out must not be joined by another"
 
