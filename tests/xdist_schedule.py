@@ -11,6 +11,11 @@ is not listed yet counts as :data:`UNKNOWN_S`.
 A worker is given its next file when it holds only the last test of the current one: xdist keeps
 that test back until more work or the end arrives (it needs to know the next test to tear fixtures
 down), so it must not wait for zero.
+
+When a worker crashes, xdist puts its whole workload back in the queue, files it had finished
+included. Handed out, such a file sends the worker no test, so it never reports one done and is
+never given more or told to stop: the run waits forever (a worker abort did this once). Files with
+nothing left to run are dropped before one is handed out.
 """
 
 from __future__ import annotations
@@ -47,6 +52,11 @@ class SlowestFileFirst(LoadFileScheduling):
             self.workqueue.clear()
             self.workqueue.update(units)
             self._ordered = True
+        for scope in [scope for scope, unit in self.workqueue.items() if all(unit.values())]:
+            del self.workqueue[scope]  # a crashed worker's finished file, back in the queue
+        if not self.workqueue:
+            node.shutdown()
+            return
         super()._assign_work_unit(node)
 
     def _reschedule(self, node: WorkerController) -> None:
