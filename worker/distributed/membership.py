@@ -111,18 +111,9 @@ class GroupMembership:
             bootstrap_servers, group_id, encode_client_id(worker_id, url),
             session_timeout_ms, heartbeat_interval_ms, rebalance_timeout_ms, self._on_stats, overrides,
         )  # fmt: skip
-        # The AdminClient keeps its connections up (not only while a request needs one) and reports
-        # their state every second, so members() can wait until its own connections are steady too.
         self._admin_up_since: float | None = None
         self._last_admin_stats: float | None = None
-        admin_config: dict[str, Any] = {
-            "bootstrap.servers": bootstrap_servers,
-            **dict(overrides or {}),
-            "enable.sparse.connections": False,
-            "statistics.interval.ms": ADMIN_STATS_INTERVAL_MS,
-            "stats_cb": self._on_admin_stats,
-        }
-        self._admin: AdminClient | None = AdminClient(admin_config)
+        self._admin: AdminClient | None = _membership_admin(bootstrap_servers, overrides, self._on_admin_stats)
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -347,6 +338,22 @@ def _steady_since(up_since: float | None, last_report: float | None, now: float)
         and last_report is not None
         and now - last_report <= DESCRIBE_AFTER_STEADY_S
     )
+
+
+def _membership_admin(
+    bootstrap_servers: str, overrides: Mapping[str, Any] | None, on_stats: Callable[[str], None]
+) -> AdminClient:
+    """The AdminClient that describes the group. It keeps its connections up (not only while a
+    request needs one) and reports their state every :data:`ADMIN_STATS_INTERVAL_MS`, so that
+    :meth:`GroupMembership.members` can wait until its own connections are steady too."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap_servers,
+        **dict(overrides or {}),
+        "enable.sparse.connections": False,
+        "statistics.interval.ms": ADMIN_STATS_INTERVAL_MS,
+        "stats_cb": on_stats,
+    }
+    return AdminClient(config)
 
 
 def _group_consumer(
