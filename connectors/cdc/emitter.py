@@ -17,6 +17,7 @@ builds its events (its ``source`` block, its native encoder's call, its snapshot
 
 from __future__ import annotations
 
+import abc
 from typing import Any, cast
 
 from sluice.connectors.api import SourceRecord, SourceRecordBatch
@@ -27,7 +28,7 @@ COLUMNAR_MIN = 32
 Batch = list[SourceRecord] | SourceRecordBatch
 
 
-class ChangeBuffer:
+class ChangeBuffer(abc.ABC):
     """The events decoded and not handed out yet, in stream order. Thread: the task thread.
 
     The runtime stores the offset of the last record of a poll (it commits only between polls), so
@@ -47,11 +48,11 @@ class ChangeBuffer:
         self.encoded_keys: list[bytes | None] = []
         self.encoded: list[bytes | None] = []
 
+    @abc.abstractmethod
     def current_offset(self) -> dict[str, Any]:
         """The source offset of the position decoded so far (what a batch finished now carries)."""
-        raise NotImplementedError
 
-    def batch_started(self) -> None:
+    def batch_started(self) -> None:  # noqa: B027 - an optional hook: most decoders need nothing here
         """A batch was finished; the next one starts (a decoder may take a new processing time)."""
 
     def finish_batch(self) -> Batch:

@@ -35,6 +35,7 @@ from sluice.rest.settings import RestSettings
 from sluice.worker.config.models import with_cli_defaults
 from sluice.worker.config.properties import parse_properties
 from sluice.worker.distributed.config import DistributedConfig
+from tests.integration.unavailable import unavailable
 from tests.integration.worker_process import free_port
 from tests.services.helm_tools import HelmTools, cached_tools
 
@@ -51,9 +52,7 @@ def tools() -> HelmTools:
     found = cached_tools()
     if found is None:
         message = "helm, kubeconform and the Kubernetes schemas are not cached: run `make helm-tools`"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+        unavailable(message)
     return found
 
 

@@ -244,6 +244,7 @@ class TaskBuilder:
 
     def _source_runner(self, parts: _TaskParts) -> SourceTaskRunner:
         task_id, resolved = parts.task_id, parts.resolved
+        scope = ConnectorScope.of(resolved)
         producer = client_config(
             self.config.bootstrap_servers,
             {**SOURCE_PRODUCER_DEFAULTS, "client.id": f"connector-producer-{task_id}"},
@@ -251,7 +252,7 @@ class TaskBuilder:
             sub_config(resolved, "producer.override."),
             self.client_policy,
             what="producer",
-            scope=ConnectorScope.of(resolved),
+            scope=scope,
             connector=task_id.connector,
         )
         key, value, header = self.converters(parts.validated.common, resolved)
@@ -274,7 +275,7 @@ class TaskBuilder:
             dlq=self._dead_letter_queue(task_id, errors, resolved) if errors.dlq_topic else None,
             degraded_after_ms=self.config.task_degraded_after_ms,
             topic_creator=self._topic_creator(task_id, resolved),
-            topic_scope=TopicScope(ConnectorScope.of(resolved)) if ConnectorScope.of(resolved).restricted else None,
+            topic_scope=TopicScope(scope) if scope.restricted else None,
             local_files=self.path_grant,
         )
 
