@@ -273,11 +273,12 @@ def sluice(
     provider: Any, pg: PostgresServer, bootstrap: str, table: str, rows: int, schemas: bool = True, topic: str | None = None
 ) -> Result:
     from sluice.connectors.backfill import run_job
+    from sluice.connectors.backfill.builtin_kinds import JDBC_TO_TOPIC
 
     topic = topic or f"bench-sluice-{uuid.uuid4().hex[:8]}"
     spec = _spec(pg, bootstrap, table, topic, schemas)
     start = time.perf_counter()
-    summary = run_job(provider, spec, _Ctx(), bootstrap_servers=bootstrap)
+    summary = run_job(provider, spec, _Ctx(), kind=JDBC_TO_TOPIC, bootstrap_servers=bootstrap)
     elapsed = time.perf_counter() - start
     assert summary["rows"] == rows, summary
     label = "" if schemas else ", schemas off"
@@ -287,6 +288,7 @@ def sluice(
 def sluice_cdc(provider: Any, pg: PostgresServer, bootstrap: str, table: str, rows: int) -> Result:
     """The same table as the PostgreSQL CDC connector's snapshot records (``target.cdc``)."""
     from sluice.connectors.backfill import run_job
+    from sluice.connectors.backfill.builtin_kinds import JDBC_TO_TOPIC
     from sluice.worker.backfill.models import parse_spec
 
     tag = uuid.uuid4().hex[:8]
@@ -306,7 +308,7 @@ def sluice_cdc(provider: Any, pg: PostgresServer, bootstrap: str, table: str, ro
     })
     start = time.perf_counter()
     try:
-        summary = run_job(provider, spec, _Ctx(), bootstrap_servers=bootstrap)
+        summary = run_job(provider, spec, _Ctx(), kind=JDBC_TO_TOPIC, bootstrap_servers=bootstrap)
     finally:
         with psycopg.connect(pg.dsn(), autocommit=True) as conn:  # the slot would retain WAL
             conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s", (f"bench_{tag}",))

@@ -64,7 +64,7 @@ def sink_config(args: argparse.Namespace, max_open: int) -> dict[str, str]:
 
 def measure(args: argparse.Namespace, max_open: int) -> dict[str, Any]:
     from sluice.connectors.api import SinkRecord, SinkRecordBatch, TopicPartition
-    from sluice.connectors.sink.s3 import S3SinkTask
+    from sluice.connectors.sink.s3.task import S3SinkTask
 
     task = S3SinkTask()
     task.start(sink_config(args, max_open), None)  # type: ignore[arg-type]

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from sluice.connectors.api import Connector, Converter, HeaderConverter
+from sluice.connectors.api import ConfigError, Connector, Converter, HeaderConverter, split_list
 from sluice.offsets import OffsetStore
 from sluice.plugins import PluginInfo, PluginRegistry
 from sluice.worker.config.connector_keys import ignored_key_warnings
@@ -72,6 +72,8 @@ class Worker:
             )
         #: Connector and task startups for ``GET /metrics`` (``connect-worker-metrics``).
         self.startups = StartupCounters()
+        #: ``task.host.preload``: the task modules the hosts' fork server imports before forking.
+        self.preloaded_task_modules = self._preloaded_task_modules()
         # task.executor=process: the host processes, started with the first task.
         self._hosts: TaskHostPool | None = None
         self._hosts_lock = threading.Lock()
@@ -160,8 +162,22 @@ class Worker:
                     size=self.config.task_host_processes,
                     graceful_timeout_s=self.config.task_shutdown_graceful_timeout_ms / 1000,
                     plugin_modules=self.plugins.imported_path_modules,
+                    preload_modules=self.preloaded_task_modules,
                 )
             return self._hosts
+
+    def _preloaded_task_modules(self) -> list[str]:
+        """The modules of the tasks of ``task.host.preload``'s connectors (named, not imported here).
+        Raises :class:`ConfigError` on ``task.host.preload`` for a name that is no connector."""
+        modules: list[str] = []
+        for name in split_list(self.config.task_host_preload):
+            try:
+                connector = self.plugins.connector(name).cls
+            except ConfigError as exc:
+                raise ConfigError(f"task.host.preload: {exc}", key="task.host.preload") from None
+            if issubclass(connector, Connector):
+                modules.append(connector.task_class_name().rpartition(".")[0])
+        return modules
 
     def refresh_plugins(self) -> list[PluginInfo]:
         """Scan ``plugin.path`` again (the operator's SIGHUP) and hand what it imported to the task

@@ -10,6 +10,7 @@ from sluice.connectors.api.config import LocalPath, PluginConfig, config_problem
 from sluice.connectors.api.connector import (
     Connector,
     ConnectorContext,
+    Deferred,
     SinkConnector,
     SourceConnector,
     SourceConnectorContext,
@@ -91,6 +92,7 @@ __all__ = [
     "Converter",
     "DataError",
     "Date",
+    "Deferred",
     "Decimal",
     "ErrantRecordReporter",
     "FLOAT32_SCHEMA",

@@ -8,13 +8,50 @@ how to split the work; the tasks (:mod:`sluice.connectors.api.task`) move the da
 from __future__ import annotations
 
 import abc
+import importlib
+import inspect
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from sluice.connectors.api.config import PluginConfig
 
 if TYPE_CHECKING:
     from sluice.connectors.api.task import OffsetReader, SinkTask, SourceTask, Task
+
+
+_T = TypeVar("_T")
+
+
+class Deferred(Generic[_T]):
+    """A class attribute naming a class by ``"package.module:Class"``, imported on first read.
+
+    ``task_class = Deferred["SinkTask"]("sluice.connectors.sink.jdbc.task:JdbcSinkTask")`` reads
+    as the task class itself (``Connector.task_class()`` makes a task), but the task's module and
+    its drivers are imported only when something reads it: the worker, which loads every
+    connector to list and validate them, keeps out of its memory the libraries only tasks use
+    (pyarrow, psycopg, numpy), which the task host that starts such a task imports (or the hosts'
+    fork server, for the connectors of the worker's ``task.host.preload``).
+    """
+
+    __slots__ = ("_cls", "_path")
+
+    def __init__(self, path: str) -> None:
+        module, sep, name = path.partition(":")
+        if not sep or not module or not name:
+            raise ValueError(f"Deferred needs 'package.module:Class', got {path!r}")
+        self._path = (module, name)
+        self._cls: type[_T] | None = None
+
+    @property
+    def path(self) -> str:
+        """Where the class is, as ``"package.module:Class"``."""
+        return ":".join(self._path)
+
+    def __get__(self, instance: object, owner: type | None = None) -> type[_T]:
+        if self._cls is None:
+            module, name = self._path
+            self._cls = getattr(importlib.import_module(module), name)
+        return self._cls
 
 
 class ConnectorContext(Protocol):
@@ -42,7 +79,8 @@ class Connector(abc.ABC):
 
     Subclasses set :attr:`Config` (a :class:`PluginConfig` model of the connector's own keys; the
     runtime handles the common keys such as ``name``, ``tasks.max`` and ``transforms``),
-    :attr:`task_class` and :attr:`version`.
+    :attr:`task_class` (the class, or a :class:`Deferred` naming it so that its module loads only
+    where tasks run) and :attr:`version`.
 
     Threads: every method is called by the runtime's connector thread, never concurrently with
     another method of the same instance, except :meth:`stop`, which may come from a control thread
@@ -59,6 +97,18 @@ class Connector(abc.ABC):
     unimplemented_keys: ClassVar[Mapping[str, str]] = {}
 
     context: ConnectorContext
+
+    @classmethod
+    def task_class_name(cls) -> str:
+        """``package.module.Class`` of the task, without importing it when :attr:`task_class` is
+        :class:`Deferred` (what the worker stores as Connect's ``task.class``); the connector's
+        own name when it declares no task class."""
+        declared = inspect.getattr_static(cls, "task_class", None)
+        if declared is None:
+            return f"{cls.__module__}.{cls.__qualname__}"
+        if isinstance(declared, Deferred):
+            return declared.path.replace(":", ".")
+        return f"{declared.__module__}.{declared.__qualname__}"
 
     def initialize(self, context: ConnectorContext) -> None:
         """Called once, before :meth:`start`, with the runtime's context."""

@@ -5,7 +5,8 @@ that are structs without a schema name, values that are rows. A CDC connector ke
 ``<prefix>.<schema>.<table>.Key`` and writes Debezium envelopes. Written into the CDC connector's
 topic, each row would have two keys (the bytes differ, so the partitions usually do too) and two
 record shapes, and a consumer could apply a row's changes out of order. The worker asks
-:func:`cdc_topic_owner` about every stored connector when such a backfill is submitted.
+:func:`cdc_topic_owner` about every stored connector when such a backfill is submitted (the
+``jdbc_to_topic`` kind's ``topic_owner`` hook, :mod:`~sluice.connectors.backfill.builtin_kinds`).
 
 A connector reaches a topic when:
 
@@ -21,10 +22,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from sluice.connectors.api import ConfigError
+from sluice.connectors.backfill.kinds import TopicOwner
 from sluice.connectors.cdc.envelope import sanitize
 from sluice.connectors.source.postgres_cdc.catalog import SYSTEM_SCHEMAS, TableFilter
 from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
@@ -32,16 +33,6 @@ from sluice.transforms.routing import java_replacement
 
 #: The last part of ``connector.class`` of the PostgreSQL CDC source (its own name, Debezium's).
 CDC_CLASSES = ("PostgresCdcSource", "PostgresConnector")
-
-
-@dataclass(frozen=True)
-class TopicOwner:
-    """A CDC connector that writes the topic, and how (for the message the user reads)."""
-
-    connector: str
-    how: str
-    #: Whether the connector's records pass through transforms: ``target.cdc`` cannot reproduce those.
-    transformed: bool
 
 
 def is_postgres_cdc(config: Mapping[str, Any]) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 
@@ -45,17 +45,12 @@ class DefaultSettings(Protocol):
 #: ``(key, value, header)`` converters.
 ConverterLoader = Callable[[Mapping[str, Any]], tuple[Any, Any, Any]]
 
-#: A job kind: ``(spark, spec, ctx, bootstrap servers) -> summary``.
-KindRunner = Callable[[Any, Any, JobContext, str], dict[str, Any]]
-
 
 @dataclass(frozen=True)
 class BackfillRuntime:
-    """What the worker lends the jobs, which may not import it (DESIGN's layers): the kinds that run
-    a connector's own task (``topic_to_s3``, ``topic_to_sink``, in ``sluice.worker.backfill``), and
-    the plugin registry's converter lookup. ``load_converters`` is shipped to Spark's executors, so it
-    must pickle (a module-level function): ``{"key.converter": class, "key": config, ...}`` → the
-    configured ``(key, value, header)`` converters."""
+    """What the worker lends the jobs, which may not import it (DESIGN's layers): the plugin registry's
+    converter lookup. ``load_converters`` is shipped to Spark's executors, so it must pickle (a
+    module-level function): ``{"key.converter": class, "key": config, ...}`` → the configured
+    ``(key, value, header)`` converters. ``None`` outside a worker (a kind that needs it refuses to run)."""
 
-    kinds: Mapping[str, KindRunner] = field(default_factory=dict)
     load_converters: ConverterLoader | None = None

@@ -1,8 +1,9 @@
 """The check of a JDBC backfill's ``source.connection.url``, for the job spec the worker validates.
 
-The worker's backfill models may not import the JDBC connectors' shared code (the runtime never
-imports a concrete connector), but they must refuse a URL when the job is submitted, not when Spark
-starts: this module lends them the parser that the Spark job itself uses.
+The worker must refuse a URL when the job is submitted, not when Spark starts, but it never imports
+the JDBC connectors' shared code (the runtime never imports a concrete connector): it calls the
+``jdbc_to_topic`` kind's ``source_url_problem`` hook (:mod:`~sluice.connectors.backfill.builtin_kinds`),
+which is this function, the parser that the Spark job itself uses.
 """
 
 from __future__ import annotations

@@ -228,7 +228,7 @@ class _Context:
 @contextmanager
 def _started_task(config: dict[str, str], *, raw: bool) -> Iterator[Any]:
     """A JDBC source task run in this process; ``raw=False`` makes it read through SQLAlchemy."""
-    from sluice.connectors.source.jdbc import JdbcSourceTask
+    from sluice.connectors.source.jdbc.task import JdbcSourceTask
 
     task = JdbcSourceTask()
     task.start(config, _Context())  # type: ignore[arg-type]

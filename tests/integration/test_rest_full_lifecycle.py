@@ -175,6 +175,37 @@ def test_sink_offsets_live_in_the_consumer_group(worker: WorkerProcess, kafka, t
     assert httpx.delete(f"{url}/connectors/sinky").status_code == 204
 
 
+def test_offsets_of_a_group_that_keeps_a_member_are_a_409_not_a_500(worker: WorkerProcess, kafka, tmp_path: Path) -> None:
+    """The broker refuses to delete a consumer group that has members. A stopped sink's own
+    consumers leave it within moments (the worker waits for that); while a client stays in the
+    group (someone consuming with ``connect-<name>``) the reset is a 409 naming the group, and it
+    succeeds once that client has left."""
+    from confluent_kafka import Consumer
+
+    url, topic = worker.url, unique_topic_name("rest-busy")
+    produce(kafka.bootstrap_servers, topic, [OutgoingRecord(value=b"r")])
+    config = {"connector.class": "FileStreamSink", "file": str(tmp_path / "out.txt"), "topics": topic}
+    assert httpx.post(f"{url}/connectors", json={"name": "busy", "config": config}).status_code == 201
+    _wait(worker, "busy", "RUNNING", ["RUNNING"])
+    assert httpx.put(f"{url}/connectors/busy/stop").status_code == 204
+    _wait(worker, "busy", "STOPPED", [])
+    intruder = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": "connect-busy", "session.timeout.ms": 30000})
+    try:
+        intruder.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while not intruder.assignment() and time.monotonic() < deadline:
+            intruder.poll(0.2)
+        assert intruder.assignment(), "the intruding consumer never joined the group"
+        answer = httpx.delete(f"{url}/connectors/busy/offsets", timeout=60)
+        assert answer.status_code == 409, answer.text
+        assert "connect-busy" in answer.json()["message"] and "active members" in answer.json()["message"]
+    finally:
+        intruder.close()
+    reset = httpx.delete(f"{url}/connectors/busy/offsets", timeout=60)
+    assert reset.status_code == 200, reset.text
+    assert httpx.delete(f"{url}/connectors/busy").status_code == 204
+
+
 def test_auth_on_a_live_worker(kafka, tmp_path: Path) -> None:
     w = WorkerProcess(tmp_path, kafka.bootstrap_servers,
                       **{"rest.auth.basic.users": "alice:secret", "rest.auth.bearer.tokens": "tok"})

@@ -2,8 +2,10 @@
 
 Without ``target.cdc`` a ``jdbc_to_topic`` backfill keys and shapes records as the JDBC source
 does; in the topic of a PostgreSQL CDC connector every row then has two keys, usually in two
-partitions (see :mod:`sluice.connectors.backfill.cdc_owner`). The guard looks at every connector
-the herder stores (running, paused or stopped) when such a spec is submitted:
+partitions (see :mod:`sluice.connectors.backfill.cdc_owner`). The guard asks the job kind's
+``topic_owner`` hook (:class:`~sluice.connectors.backfill.kinds.BackfillKind`, found through its
+entry point) about every connector the herder stores (running, paused or stopped) when such a spec
+is submitted:
 
 * a CDC connector without transforms writes the topic: HTTP 400 on ``target.topic``, pointing at
   ``target.cdc`` (which writes exactly what that connector's snapshot would);
@@ -17,14 +19,13 @@ the herder stores (running, paused or stopped) when such a spec is submitted:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from sluice.connectors.api import NotFoundError
+from sluice.connectors.backfill.kinds import TopicOwner
+from sluice.worker.backfill.kind_registry import BackfillKindRegistry, installed_kinds
 from sluice.worker.backfill.models import JdbcToTopicSpec
 from sluice.worker.herder import BadRequest, Forbidden
-
-if TYPE_CHECKING:
-    from sluice.connectors.backfill.cdc_owner import TopicOwner
 
 log = logging.getLogger(__name__)
 
@@ -60,20 +61,19 @@ def warning(topic: str, owner: TopicOwner) -> str:
 
 
 class HandoffGuard:
-    """Checks a submitted spec against the connectors of ``directory``. Thread-safe (reads only)."""
+    """Checks a submitted spec against the connectors of ``directory``, with the lookup of the spec's
+    job kind in ``kinds`` (default: the installed ones). Thread-safe (reads only)."""
 
-    def __init__(self, directory: ConnectorDirectory) -> None:
+    def __init__(self, directory: ConnectorDirectory, kinds: BackfillKindRegistry | None = None) -> None:
         self._directory = directory
+        self._kinds = kinds if kinds is not None else installed_kinds()
 
     def check(self, spec: Any) -> list[str]:
         """Raise :class:`BadRequest` for a spec that should use ``target.cdc``; return the warnings."""
         if not isinstance(spec, JdbcToTopicSpec) or spec.target.cdc is not None or not spec.target.topic:
             return []
-        try:
-            # The rule reuses the CDC source's own table filter and topic naming, which need the
-            # optional psycopg (the postgres extra); without it no CDC connector runs here to guard.
-            from sluice.connectors.backfill.cdc_owner import cdc_topic_owner
-        except ImportError:
+        owner_of = self._kinds.topic_owner(spec.kind)
+        if owner_of is None:
             return []
         topic, warnings = spec.target.topic, []
         for name in self._directory.connectors():
@@ -81,7 +81,7 @@ class HandoffGuard:
                 config = self._directory.connector_config(name)
             except NotFoundError:
                 continue  # deleted meanwhile
-            owner = cdc_topic_owner(topic, spec.source.table, name, config, self._written(name))
+            owner = owner_of(topic, spec.source.table, name, config, self._written(name))
             if owner is None:
                 continue
             if not owner.transformed:

@@ -4,8 +4,9 @@
 starts it once its stores are up and stops it before they stop; the REST app is handed it. It owns:
 
 * the :class:`~worker.backfill.store.BackfillStore` (specs, schedules, last state);
-* one runner thread per active run, calling :func:`sluice.connectors.backfill.run_job` — imported lazily,
-  so a worker that never backfills never imports PySpark;
+* one runner thread per active run, calling :func:`sluice.connectors.backfill.run_job` with the job
+  kind the spec names, found through its entry point (:mod:`~worker.backfill.kind_registry`);
+  PySpark is imported only when a run starts, so a worker that never backfills never imports it;
 * an apscheduler ``BackgroundScheduler`` with one cron trigger per scheduled job. Schedules come
   back from the store when the worker restarts; a run whose worker died is marked FAILED;
 * the guarantee that a job never has two runs at once (a second start is refused, a scheduled
@@ -34,8 +35,10 @@ from sluice.connectors.backfill.errors import BackfillCancelled
 from sluice.connectors.backfill.session import SparkSessionProvider
 from sluice.worker.backfill.handoff_guard import HandoffGuard
 from sluice.worker.backfill.kafka_store import KafkaBackfillStore
+from sluice.worker.backfill.kind_registry import installed_kinds
 from sluice.worker.backfill.models import JobState, RunStatus, masked_spec, parse_spec, spec_to_json
 from sluice.worker.backfill.progress import RunTracker
+from sluice.worker.backfill.runtime import RUNTIME
 from sluice.worker.backfill.store import BackfillStore, FileBackfillStore, MemoryBackfillStore, StoredJob
 from sluice.worker.herder import BadRequest, Conflict
 
@@ -46,9 +49,8 @@ JobRunner = Callable[[Any, Any, RunTracker, str], dict[str, Any]]
 
 
 def spark_runner(provider: Any, spec: Any, tracker: RunTracker, bootstrap: str) -> dict[str, Any]:
-    from sluice.worker.backfill.runtime import RUNTIME  # here: it loads the runtime a backfill needs
-
-    return run_job(provider, spec, tracker, bootstrap_servers=bootstrap, runtime=RUNTIME)
+    kind = installed_kinds().get(spec.kind)
+    return run_job(provider, spec, tracker, kind=kind, bootstrap_servers=bootstrap, runtime=RUNTIME)
 
 
 def spark_canceller(provider: Any, job_group: str) -> None:
@@ -105,7 +107,9 @@ class BackfillManager:
             for k, v in settings.items()
             if k.startswith("backfill.spark.")
         }
-        bootstrap = str(settings.get("backfill.bootstrap.servers") or settings.get("bootstrap.servers") or "localhost:9092")
+        bootstrap = str(
+            settings.get("backfill.bootstrap.servers") or settings.get("bootstrap.servers") or "localhost:9092"
+        )
         return cls(store, bootstrap_servers=bootstrap, spark_confs=confs)
 
     @classmethod
@@ -125,10 +129,18 @@ class BackfillManager:
         """A member of a distributed cluster: jobs in ``topic`` (its ``sluice.storage.topic``; an
         earlier Sluice's in ``legacy_topic``, the config topic, are read too), schedules fired by the leader."""
         store = KafkaBackfillStore(
-            topic, bootstrap_servers, client_id=client_id, producer_overrides=producer_overrides, consumer_overrides=consumer_overrides,
+            topic,
+            bootstrap_servers,
+            client_id=client_id,
+            producer_overrides=producer_overrides,
+            consumer_overrides=consumer_overrides,
             legacy_topic=legacy_topic,
         )
-        confs = {"spark." + k.removeprefix("backfill.spark."): str(v) for k, v in settings.items() if k.startswith("backfill.spark.")}
+        confs = {
+            "spark." + k.removeprefix("backfill.spark."): str(v)
+            for k, v in settings.items()
+            if k.startswith("backfill.spark.")
+        }
         bootstrap = str(settings.get("backfill.bootstrap.servers") or bootstrap_servers)
         manager = cls(store, bootstrap_servers=bootstrap, spark_confs=confs, is_leader=is_leader, worker_id=worker_id)
         store.on_change = manager._on_store_change
@@ -150,7 +162,11 @@ class BackfillManager:
         for job in self.store.list():
             state = job.status.get("state")
             if state in (JobState.RUNNING, JobState.PENDING) and self._ran_here(job.status):
-                job.status.update(state=JobState.FAILED, error="the worker stopped while this run was in progress", finished_at=time.time())
+                job.status.update(
+                    state=JobState.FAILED,
+                    error="the worker stopped while this run was in progress",
+                    finished_at=time.time(),
+                )
                 self.store.put(job)
             try:
                 self._schedule(job.id, job.spec.get("schedule"))
@@ -204,7 +220,11 @@ class BackfillManager:
     def _summary(self, job: StoredJob) -> dict[str, Any]:
         with self._lock:
             active = self._active.get(job.id)
-        status = active[0].snapshot().model_dump(mode="json") if active else RunStatus.model_validate(job.status or {}).model_dump(mode="json")
+        status = (
+            active[0].snapshot().model_dump(mode="json")
+            if active
+            else RunStatus.model_validate(job.status or {}).model_dump(mode="json")
+        )
         out: dict[str, Any] = {"id": job.id, "kind": job.spec.get("kind"), "status": status}
         schedule = job.spec.get("schedule")
         if schedule:
@@ -230,6 +250,7 @@ class BackfillManager:
         """
         try:
             spec = parse_spec(raw)
+            installed_kinds().get(spec.kind)  # a kind this worker cannot load is refused now, not when it runs
         except ConfigError as exc:
             raise BadRequest(f"Invalid backfill spec: {exc}") from None
         warnings = self.handoff_guard.check(spec) if self.handoff_guard is not None else []
@@ -343,7 +364,9 @@ class BackfillManager:
             trigger = CronTrigger.from_crontab(str(schedule["cron"]), timezone=str(schedule.get("timezone") or "UTC"))
         except (ValueError, KeyError) as exc:
             raise ConfigError(f"schedule.cron: {exc}", key="schedule.cron") from None
-        scheduler.add_job(self._scheduled_run, trigger, args=[job_id], id=job_id, replace_existing=True, misfire_grace_time=300)
+        scheduler.add_job(
+            self._scheduled_run, trigger, args=[job_id], id=job_id, replace_existing=True, misfire_grace_time=300
+        )
         self._schedules[job_id] = fingerprint
 
     def _scheduled_run(self, job_id: str) -> None:
@@ -372,7 +395,9 @@ class BackfillManager:
         """Start a runner thread. Caller holds the lock and checked no run is active."""
         run_id = f"{job_id}-{uuid.uuid4().hex[:8]}"
         tracker = RunTracker(run_id, on_change=lambda status: self._persist(job_id, status), worker_id=self.worker_id)
-        thread = threading.Thread(target=self._run, args=(job_id, spec, tracker), name=f"backfill-{job_id}", daemon=True)
+        thread = threading.Thread(
+            target=self._run, args=(job_id, spec, tracker), name=f"backfill-{job_id}", daemon=True
+        )
         self._active[job_id] = (tracker, thread)
         tracker.set_state(JobState.PENDING)
         thread.start()

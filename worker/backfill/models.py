@@ -27,8 +27,8 @@ from pydantic import (
 )
 
 from sluice.connectors.api import ConfigError
-from sluice.connectors.backfill.source_url import backfill_url_problem
 from sluice.worker.backfill.conf_policy import kafka_option_problem, master_problem, spark_conf_problem
+from sluice.worker.backfill.kind_registry import installed_kinds
 
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -95,7 +95,8 @@ class JdbcTableSource(_Section):
     def _jdbc_url(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("must not be empty")
-        problem = backfill_url_problem(value)
+        # The kind's own URL parser (the JDBC connectors' rules), which the worker may not import.
+        problem = installed_kinds().source_url_problem("jdbc_to_topic", value)
         if problem is not None:
             raise ValueError(problem)
         return value.strip()

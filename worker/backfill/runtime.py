@@ -1,5 +1,6 @@
 """What the worker lends the Spark jobs of :mod:`sluice.connectors.backfill`, which may not import it:
-the kinds that run a sink connector's task, and the plugin registry's converters."""
+the plugin registry's converters. (The kinds that run a sink connector's task, the worker's own, are
+found through entry points like the others: :mod:`sluice.worker.backfill.topic_sink`.)"""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from typing import Any
 
 from sluice.connectors.backfill.context import BackfillRuntime
 from sluice.plugins import PluginRegistry
-from sluice.worker.backfill.topic_sink import run_topic_to_connector, run_topic_to_s3
 
 
 def load_converters(spec: Mapping[str, Any]) -> tuple[Any, Any, Any]:
@@ -24,7 +24,4 @@ def load_converters(spec: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     return key, value, header
 
 
-RUNTIME = BackfillRuntime(
-    kinds={"topic_to_s3": run_topic_to_s3, "topic_to_sink": run_topic_to_connector},
-    load_converters=load_converters,
-)
+RUNTIME = BackfillRuntime(load_converters=load_converters)

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from sluice.connectors.api import Connector
 from sluice.plugins import PluginInfo, PluginKind
 
 TASK_CLASS_KEY: Final = "task.class"
@@ -51,8 +52,12 @@ CONNECT_TASK_CLASSES: Final[Mapping[str, ConnectTaskShape]] = {
     "org.apache.kafka.connect.file.FileStreamSinkConnector": ConnectTaskShape(
         "org.apache.kafka.connect.file.FileStreamSinkTask", passthrough=True
     ),
-    "io.confluent.connect.jdbc.JdbcSourceConnector": ConnectTaskShape("io.confluent.connect.jdbc.source.JdbcSourceTask", False),
-    "io.confluent.connect.jdbc.JdbcSinkConnector": ConnectTaskShape("io.confluent.connect.jdbc.sink.JdbcSinkTask", False),
+    "io.confluent.connect.jdbc.JdbcSourceConnector": ConnectTaskShape(
+        "io.confluent.connect.jdbc.source.JdbcSourceTask", False
+    ),
+    "io.confluent.connect.jdbc.JdbcSinkConnector": ConnectTaskShape(
+        "io.confluent.connect.jdbc.sink.JdbcSinkTask", False
+    ),
     "io.debezium.connector.postgresql.PostgresConnector": ConnectTaskShape(
         "io.debezium.connector.postgresql.PostgresConnectorTask", False
     ),
@@ -77,10 +82,9 @@ def task_class_name(plugin: PluginInfo) -> str:
     shape = connect_shape(plugin)
     if shape is not None:
         return shape.task_class
-    task_cls = getattr(plugin.cls, "task_class", None)
-    if task_cls is None:
-        return plugin.class_name
-    return f"{task_cls.__module__}.{task_cls.__qualname__}"
+    if issubclass(plugin.cls, Connector):
+        return plugin.cls.task_class_name()
+    return plugin.class_name
 
 
 def as_connect_task_configs(

@@ -79,6 +79,14 @@ class WorkerConfig(PluginConfig):
         description="task.executor=process: how many task host processes run the tasks, each hosting several "
         "as threads (0: one per core)",
     )
+    task_host_preload: str = Field(
+        "",
+        description="task.executor=process: comma-separated connectors (connector.class names) whose task code "
+        "and libraries the task hosts' fork server imports once, before it forks any host, so that every host "
+        "shares those pages; a task of another connector imports its code in its own host when it starts (its "
+        "libraries' code pages are shared all the same, its Python objects are the host's). Empty: none, the "
+        "smallest worker; name the connectors a worker runs on many hosts (e.g. JdbcSink,PostgresCdcSource)",
+    )
     task_host_sandbox: Literal["landlock", "none"] = Field(
         "landlock",
         description="task.executor=process: confine each task host process with Linux Landlock before it runs "

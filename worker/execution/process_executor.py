@@ -13,8 +13,10 @@ hosts up to ``task.host.processes``, by default one per core) and the host build
 runner the thread executor would (:mod:`sluice.worker.execution.task_host`, :mod:`sluice.worker.execution.task_builder`).
 
 Hosts are forked from a fork server (``multiprocessing``'s ``forkserver``) that imported the
-host's code and every plugin and then froze them (:mod:`sluice.worker.execution.task_host_preload`): a host
-starts in milliseconds and shares those pages with the fork server and its sibling hosts. The
+host's code, every plugin and the task code of ``task.host.preload``'s connectors, and then froze
+them (:mod:`sluice.worker.execution.task_host_preload`): a host starts in milliseconds and shares
+those pages with the fork server and its sibling hosts. Any other task's code (and its drivers) is
+imported by the host that starts the task. The
 worker itself is never forked: librdkafka's threads and the REST server's do not survive ``fork``.
 
 A hung task (still running when the graceful stop timeout ends) is ended by killing its host.
@@ -382,7 +384,10 @@ class TaskHostPool:
         size: int = 0,
         graceful_timeout_s: float = 5.0,
         plugin_modules: Sequence[str] = (),
+        preload_modules: Sequence[str] = (),
     ) -> None:
+        """``preload_modules``: what the fork server imports besides the hosts' own code, before it
+        forks the first host (``task.host.preload``'s task modules)."""
         self.config_class = config_class
         #: The modules the worker imported from ``plugin.path``: a host imports exactly these (see
         #: PluginRegistry), never what appeared there since, even when a request starts it.
@@ -402,7 +407,8 @@ class TaskHostPool:
         self._fence_thread: threading.Thread | None = None
         # Logger levels set over the API (PUT /admin/loggers): a new host gets them as it starts.
         self._levels, self._unsubscribe = LOGGER_LEVELS.subscribe(self._on_logger_level)
-        _FORKSERVER.set_forkserver_preload([_PRELOAD])
+        # The task modules first: the preload module freezes what was imported before it.
+        _FORKSERVER.set_forkserver_preload([*preload_modules, _PRELOAD])
 
     def place(self, run: ProcessTaskRunner) -> tuple[TaskHostProcess, int]:
         """The host that is to run ``run`` (the least loaded, or a new one while there are fewer

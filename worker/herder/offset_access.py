@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,9 +20,15 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from sluice.connectors.api import ConnectError, TopicPartition
 from sluice.offsets import OffsetStore
-from sluice.worker.herder.api import BadRequest
+from sluice.worker.herder.api import BadRequest, Conflict
 
 ADMIN_TIMEOUT_S = 30.0
+#: How long an offsets change waits for the consumer group to empty: a stopped sink's consumers may
+#: still be leaving it for a moment (the broker refuses to change a group that has members).
+GROUP_LEAVE_WAIT_S = 10.0
+#: The broker's answers for a group that still has members (an admin offsets commit to a live group
+#: is refused as from an unknown member).
+_GROUP_BUSY = (KafkaError.NON_EMPTY_GROUP, KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS)
 
 #: One requested change: the partition and its new offset (``None`` resets it).
 OffsetChange = tuple[dict[str, Any], dict[str, Any] | None]
@@ -150,23 +157,29 @@ class SinkOffsets:
             KafkaTopicPartition(tp.topic, tp.partition, earliest[tp] if offset is None else offset)
             for tp, offset in changes.items()
         ]
-        try:
-            future = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, targets)])[group]
-        except KafkaException as exc:
-            raise ConnectError(f"Failed to alter the offsets of consumer group {group}: {_text(exc)}") from exc
-        failure = future.exception(timeout=ADMIN_TIMEOUT_S)
-        if failure is not None:
-            raise ConnectError(f"Failed to alter the offsets of consumer group {group}: {_text(failure)}") from failure
+        deadline = time.monotonic() + GROUP_LEAVE_WAIT_S
+        while True:
+            try:
+                future = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, targets)])[group]
+            except KafkaException as exc:
+                raise ConnectError(f"Failed to alter the offsets of consumer group {group}: {_text(exc)}") from exc
+            failure = future.exception(timeout=ADMIN_TIMEOUT_S)
+            if failure is None:
+                return
+            _raise_unless_busy(failure, group, "alter", deadline)
 
     def reset(self, group: str) -> None:
         admin = self._admin()
-        try:
-            future = admin.delete_consumer_groups([group], request_timeout=ADMIN_TIMEOUT_S)[group]
-        except KafkaException as exc:
-            raise ConnectError(f"Failed to reset the offsets of consumer group {group}: {_text(exc)}") from exc
-        failure = future.exception(timeout=ADMIN_TIMEOUT_S)
-        if failure is not None and not _is(failure, KafkaError.GROUP_ID_NOT_FOUND):
-            raise ConnectError(f"Failed to reset the offsets of consumer group {group}: {_text(failure)}") from failure
+        deadline = time.monotonic() + GROUP_LEAVE_WAIT_S
+        while True:
+            try:
+                future = admin.delete_consumer_groups([group], request_timeout=ADMIN_TIMEOUT_S)[group]
+            except KafkaException as exc:
+                raise ConnectError(f"Failed to reset the offsets of consumer group {group}: {_text(exc)}") from exc
+            failure = future.exception(timeout=ADMIN_TIMEOUT_S)
+            if failure is None or _is(failure, KafkaError.GROUP_ID_NOT_FOUND):
+                return
+            _raise_unless_busy(failure, group, "reset", deadline)
 
     def _earliest(self, admin: AdminClient, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         request = {KafkaTopicPartition(tp.topic, tp.partition): OffsetSpec.earliest() for tp in partitions}
@@ -181,6 +194,22 @@ class SinkOffsets:
                 raise BadRequest(f"Cannot reset the offsets of {list(map(str, partitions))}: {_text(failure)}") from failure
             earliest[TopicPartition(ktp.topic, ktp.partition)] = future.result().offset
         return earliest
+
+
+def _raise_unless_busy(failure: BaseException, group: str, verb: str, deadline: float) -> None:
+    """Return (after a short wait, to try again) while ``failure`` says the group still has members
+    and ``deadline`` is ahead; otherwise raise: a 409 for a group that kept its members, which the
+    caller can fix (stop what consumes with the connector's group), a 500 for anything else."""
+    if not any(_is(failure, code) for code in _GROUP_BUSY):
+        raise ConnectError(f"Failed to {verb} the offsets of consumer group {group}: {_text(failure)}") from failure
+    if time.monotonic() < deadline:
+        time.sleep(0.5)
+        return
+    raise Conflict(
+        f"Cannot {verb} the offsets of consumer group {group}: it still has active members after "
+        f"{GROUP_LEAVE_WAIT_S:.0f} s ({_text(failure)}). The connector's tasks may not have stopped completely "
+        "yet, or another client consumes with this group; try again once the group is empty."
+    ) from failure
 
 
 def _is(exc: BaseException, code: int) -> bool:

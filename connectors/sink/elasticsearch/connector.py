@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from sluice.connectors.api import ConfigError, SinkConnector
+from sluice.connectors.api import ConfigError, Deferred, SinkConnector, SinkTask
 from sluice.connectors.api.connectivity import ConnectFailure, FailureKind, connectivity_message, http_status_failure
 from sluice.connectors.sink.elasticsearch.client import (
     SERVICE,
@@ -16,14 +16,13 @@ from sluice.connectors.sink.elasticsearch.client import (
     ssl_context,
 )
 from sluice.connectors.sink.elasticsearch.config import ELASTICSEARCH_UNIMPLEMENTED_KEYS, ElasticsearchSinkConfig
-from sluice.connectors.sink.elasticsearch.task import ElasticsearchSinkTask
 
 
 class ElasticsearchSinkConnector(SinkConnector):
     """Indexes topics into Elasticsearch or OpenSearch; ``tasks.max`` identical tasks share the partitions."""
 
     Config = ElasticsearchSinkConfig
-    task_class = ElasticsearchSinkTask
+    task_class = Deferred[SinkTask]("sluice.connectors.sink.elasticsearch.task:ElasticsearchSinkTask")
     version = "0.1.0"
     aliases: ClassVar[tuple[str, ...]] = (
         "io.confluent.connect.elasticsearch.ElasticsearchSinkConnector",

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+# The task is in ``task`` and is not re-exported: the worker imports this package to list and
+# validate the connector, and the task's drivers load only where tasks run (``Deferred``).
 from sluice.connectors.sink.jdbc.config import JdbcSinkConfig
 from sluice.connectors.sink.jdbc.connector import JdbcSinkConnector
-from sluice.connectors.sink.jdbc.task import JdbcSinkTask
 
-__all__ = ["JdbcSinkConfig", "JdbcSinkConnector", "JdbcSinkTask"]
+__all__ = ["JdbcSinkConfig", "JdbcSinkConnector"]

@@ -5,18 +5,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from sluice.connectors.api import ConfigError, SinkConnector
+from sluice.connectors.api import ConfigError, Deferred, SinkConnector, SinkTask
 from sluice.connectors.jdbc_common.config import JDBC_SINK_UNIMPLEMENTED_KEYS
 from sluice.connectors.jdbc_common.connection import connectivity_problems, to_sqlalchemy_url
 from sluice.connectors.sink.jdbc.config import JdbcSinkConfig
-from sluice.connectors.sink.jdbc.task import JdbcSinkTask
 
 
 class JdbcSinkConnector(SinkConnector):
     """Writes topics into database tables; ``tasks.max`` identical tasks share the partitions."""
 
     Config = JdbcSinkConfig
-    task_class = JdbcSinkTask
+    task_class = Deferred[SinkTask]("sluice.connectors.sink.jdbc.task:JdbcSinkTask")
     version = "0.1.0"
     aliases: ClassVar[tuple[str, ...]] = (
         "io.confluent.connect.jdbc.JdbcSinkConnector",

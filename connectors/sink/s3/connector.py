@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from sluice.connectors.api import ConfigError, SinkConnector
+from sluice.connectors.api import ConfigError, Deferred, SinkConnector, SinkTask
 from sluice.connectors.s3_common.formats import make_format
 from sluice.connectors.s3_common.partitioners import make_partitioner
 from sluice.connectors.s3_common.storage import bucket_problems
 from sluice.connectors.sink.s3.config import S3_SINK_UNIMPLEMENTED_KEYS, S3SinkConfig
-from sluice.connectors.sink.s3.task import S3SinkTask
 
 
 class S3SinkConnector(SinkConnector):
@@ -21,7 +20,7 @@ class S3SinkConnector(SinkConnector):
     """
 
     Config = S3SinkConfig
-    task_class = S3SinkTask
+    task_class = Deferred[SinkTask]("sluice.connectors.sink.s3.task:S3SinkTask")
     version = "0.1.0"
     aliases: ClassVar[tuple[str, ...]] = ("io.confluent.connect.s3.S3SinkConnector", "S3SinkConnector", "S3Sink")
     unimplemented_keys = S3_SINK_UNIMPLEMENTED_KEYS

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+# The task is in ``task`` and is not re-exported: the worker imports this package to list and
+# validate the connector, and the task's drivers load only where tasks run (``Deferred``).
 from sluice.connectors.source.jdbc.config import JdbcSourceConfig
 from sluice.connectors.source.jdbc.connector import JdbcSourceConnector
-from sluice.connectors.source.jdbc.task import JdbcSourceTask
 
-__all__ = ["JdbcSourceConfig", "JdbcSourceConnector", "JdbcSourceTask"]
+__all__ = ["JdbcSourceConfig", "JdbcSourceConnector"]

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
-from sluice.connectors.api import ConfigError, ConnectError, SourceConnector
+from sluice.connectors.api import ConfigError, ConnectError, Deferred, SourceConnector, SourceTask
 from sluice.connectors.jdbc_common.config import JDBC_SOURCE_UNIMPLEMENTED_KEYS
 from sluice.connectors.jdbc_common.connection import (
     connect_with_retries,
@@ -18,7 +18,6 @@ from sluice.connectors.jdbc_common.connection import (
 )
 from sluice.connectors.source.jdbc.config import JdbcSourceConfig
 from sluice.connectors.source.jdbc.tables import catalog_name, group_tables, list_tables
-from sluice.connectors.source.jdbc.task import JdbcSourceTask
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +28,7 @@ class JdbcSourceConnector(SourceConnector):
     when the list changes. With ``query`` there is exactly one task and no watching."""
 
     Config = JdbcSourceConfig
-    task_class = JdbcSourceTask
+    task_class = Deferred[SourceTask]("sluice.connectors.source.jdbc.task:JdbcSourceTask")
     version = "0.1.0"
     aliases: ClassVar[tuple[str, ...]] = (
         "io.confluent.connect.jdbc.JdbcSourceConnector",

@@ -21,11 +21,18 @@ from sluice.connectors.api import LocalPath, split_list
 from sluice.connectors.cdc.config import DEBEZIUM_UNIMPLEMENTED_KEYS, CdcSourceConfig, check_regexes
 from sluice.connectors.jdbc_common.urls import HOST_PATTERN as _HOST
 from sluice.connectors.jdbc_common.urls import NO_FILE
-from sluice.connectors.source.postgres_cdc.slot_guard import SlotWalAction
 from sluice.connectors.source.postgres_cdc.values import parse_lsn
 
 #: Debezium's post processor that reselects unavailable (TOASTed) and null column values.
 RESELECTOR_CLASS = "io.debezium.processors.reselect.ReselectColumnsPostProcessor"
+
+
+class SlotWalAction(enum.StrEnum):
+    """What happens when a slot reaches ``slot.max.retained.wal.bytes``."""
+
+    WARN = "warn"
+    DEGRADE = "degrade"
+    FAIL = "fail"
 
 
 class SnapshotMode(enum.StrEnum):

@@ -5,19 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
-import psycopg
-
-from sluice.connectors.api import ConfigError, SourceConnector
-from sluice.connectors.api.connectivity import connectivity_message, host_port
-from sluice.connectors.jdbc_common.connect_failures import Blame, classify_database_error
-from sluice.connectors.source.postgres_cdc import catalog
+from sluice.connectors.api import ConfigError, Deferred, SourceConnector, SourceTask
 from sluice.connectors.source.postgres_cdc.config import POSTGRES_CDC_UNIMPLEMENTED_KEYS, PostgresCdcConfig
-from sluice.connectors.source.postgres_cdc.preflight import preflight_problems
-from sluice.connectors.source.postgres_cdc.task import PostgresCdcTask
 from sluice.connectors.source.postgres_cdc.values import parse_lsn
 
 _OFFSET_INTS = ("lsn", "lsn_proc", "lsn_commit", "txId", "ts_usec")
-_BLAMED_KEYS = {Blame.PASSWORD: "database.password", Blame.USER: "database.user", Blame.DATABASE: "database.dbname"}
 
 
 class PostgresCdcSourceConnector(SourceConnector):
@@ -25,7 +17,7 @@ class PostgresCdcSourceConnector(SourceConnector):
     yields one task). The connector itself only validates and hands the configuration on."""
 
     Config = PostgresCdcConfig
-    task_class = PostgresCdcTask
+    task_class = Deferred[SourceTask]("sluice.connectors.source.postgres_cdc.task:PostgresCdcTask")
     version = "0.1.0"
     aliases: ClassVar[tuple[str, ...]] = (
         "io.debezium.connector.postgresql.PostgresConnector",
@@ -44,12 +36,16 @@ class PostgresCdcSourceConnector(SourceConnector):
         entry naming a column a captured table lacks is that key's; then the pre-flight checks of
         :mod:`~sluice.connectors.source.postgres_cdc.preflight` (wal_level, replication rights,
         publication, slot, tables PostgreSQL cannot publish), each on its key."""
+        from sluice.connectors.source.postgres_cdc.preflight import connectivity_problems  # psycopg: when asked
+
         return connectivity_problems(config, timeout_s)
 
     @classmethod
     def validate_on_create(cls, config: Any, timeout_s: float) -> dict[str, str]:
         """The same checks, as Debezium's ``validate`` runs them when Connect creates the connector;
         a slot another client is reading is left to the task (``slot.max.retries``)."""
+        from sluice.connectors.source.postgres_cdc.preflight import connectivity_problems  # psycopg: when asked
+
         return connectivity_problems(config, timeout_s, transient=False)
 
     def start(self, config: Any) -> None:
@@ -98,25 +94,3 @@ def _pairs(offsets: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> Iterable[t
     if isinstance(offsets, Mapping):
         return offsets.items()
     return offsets
-
-
-def connectivity_problems(config: PostgresCdcConfig, timeout_s: float, *, transient: bool = True) -> dict[str, str]:
-    """Open (and close) one ordinary connection with the connector's settings; ``{}`` when it works,
-    otherwise the problem on the key to fix. A failure to connect is named by its category (never
-    the driver's text) and the message never contains the password. Without
-    ``transient``, problems that pass by themselves are left out (see :func:`preflight_problems`)."""
-    info = {**config.conninfo(), "connect_timeout": max(1, int(timeout_s))}
-    try:
-        with psycopg.connect(**info, autocommit=True) as conn:
-            key_problem = catalog.check_message_key_columns(conn, config) if config.message_key_columns else None
-            problems = preflight_problems(conn, config, transient=transient)
-    except psycopg.Error as exc:
-        # The category only: libpq's text may quote what a port that is no PostgreSQL sent.
-        found = classify_database_error(exc, "postgresql")
-        key = _BLAMED_KEYS.get(found.blame, "database.hostname")
-        return {
-            key: connectivity_message(key, host_port(config.database_hostname, config.database_port), found.failure)
-        }
-    if key_problem:
-        problems["message.key.columns"] = key_problem
-    return problems

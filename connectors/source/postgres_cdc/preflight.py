@@ -18,11 +18,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 from psycopg import Connection
 
+from sluice.connectors.api.connectivity import connectivity_message, host_port
+from sluice.connectors.jdbc_common.connect_failures import Blame, classify_database_error
 from sluice.connectors.source.postgres_cdc.catalog import (
     FAILOVER_SLOT_SERVER_VERSION,
     TableFilter,
+    check_message_key_columns,
     failover_unsupported,
     list_tables,
 )
@@ -34,6 +38,7 @@ MIN_SERVER_VERSION = 100000
 #: connector (or another Sluice one) at work, which a config update must not call a conflict.
 OWN_APPLICATION = "sluice-postgres-cdc"
 _LISTED = 5
+_BLAMED_KEYS = {Blame.PASSWORD: "database.password", Blame.USER: "database.user", Blame.DATABASE: "database.dbname"}
 
 
 def preflight_problems(conn: Connection[Any], config: PostgresCdcConfig, *, transient: bool = True) -> dict[str, str]:
@@ -150,3 +155,25 @@ def _table_problems(conn: Connection[Any], config: PostgresCdcConfig) -> list[tu
 def _ident(name: str) -> str:
     """A SQL identifier as the user would type it in the suggested statement."""
     return name if name.isidentifier() and name == name.lower() else '"' + name.replace('"', '""') + '"'
+
+
+def connectivity_problems(config: PostgresCdcConfig, timeout_s: float, *, transient: bool = True) -> dict[str, str]:
+    """Open (and close) one ordinary connection with the connector's settings; ``{}`` when it works,
+    otherwise the problem on the key to fix. A failure to connect is named by its category (never
+    the driver's text) and the message never contains the password. Without
+    ``transient``, problems that pass by themselves are left out (see :func:`preflight_problems`)."""
+    info = {**config.conninfo(), "connect_timeout": max(1, int(timeout_s))}
+    try:
+        with psycopg.connect(**info, autocommit=True) as conn:
+            key_problem = check_message_key_columns(conn, config) if config.message_key_columns else None
+            problems = preflight_problems(conn, config, transient=transient)
+    except psycopg.Error as exc:
+        # The category only: libpq's text may quote what a port that is no PostgreSQL sent.
+        found = classify_database_error(exc, "postgresql")
+        key = _BLAMED_KEYS.get(found.blame, "database.hostname")
+        return {
+            key: connectivity_message(key, host_port(config.database_hostname, config.database_port), found.failure)
+        }
+    if key_problem:
+        problems["message.key.columns"] = key_problem
+    return problems

@@ -19,7 +19,6 @@ metrics cadence) and, with ``slot.max.retained.wal.bytes`` set:
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from typing import Any, NamedTuple
 import psycopg
 
 from sluice.connectors.api import ConnectError
+from sluice.connectors.source.postgres_cdc.config import SlotWalAction
 
 log = logging.getLogger(__name__)
 
@@ -39,14 +39,6 @@ _USAGE_SQL = (
     " pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint"
     " FROM pg_replication_slots WHERE slot_name = %s"
 )
-
-
-class SlotWalAction(enum.StrEnum):
-    """What happens when a slot reaches ``slot.max.retained.wal.bytes``."""
-
-    WARN = "warn"
-    DEGRADE = "degrade"
-    FAIL = "fail"
 
 
 class SlotUsage(NamedTuple):

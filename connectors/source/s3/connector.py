@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from sluice.connectors.api import ConfigError, SourceConnector
+from sluice.connectors.api import ConfigError, Deferred, SourceConnector, SourceTask
 from sluice.connectors.s3_common.formats import make_format
 from sluice.connectors.s3_common.storage import S3Storage, bucket_problems
 from sluice.connectors.source.s3.config import TASK_COUNT_KEY, TASK_INDEX_KEY, TASK_TOPICS_KEY, S3SourceConfig
-from sluice.connectors.source.s3.task import S3SourceTask
 
 
 class S3SourceConnector(SourceConnector):
@@ -22,7 +21,7 @@ class S3SourceConnector(SourceConnector):
     """
 
     Config = S3SourceConfig
-    task_class = S3SourceTask
+    task_class = Deferred[SourceTask]("sluice.connectors.source.s3.task:S3SourceTask")
     version = "0.1.0"
     aliases: ClassVar[tuple[str, ...]] = (
         "io.confluent.connect.s3.source.S3SourceConnector",

@@ -11,7 +11,7 @@ import pytest
 
 from sluice.connectors.api import TopicPartition
 from sluice.connectors.s3_common.storage import MemoryStorage
-from sluice.connectors.sink.s3 import S3SinkTask
+from sluice.connectors.sink.s3.task import S3SinkTask
 from sluice.worker.backfill.sink_runner import InProcessSink
 
 TP = TopicPartition("orders", 0)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sluice.connectors.api import ConnectError, DataError, RetriableError, SinkRecord, SinkRecordBatch, TopicPartition
-from sluice.connectors.sink.elasticsearch import ElasticsearchSinkTask
+from sluice.connectors.sink.elasticsearch.task import ElasticsearchSinkTask
 from tests.unit.connectors.elasticsearch.fakes import FakeCluster, RecordingContext
 
 TP0 = TopicPartition("t", 0)

@@ -28,7 +28,8 @@ from sluice.connectors.api import (
     TopicPartition,
     UnwritableRecordError,
 )
-from sluice.connectors.sink.jdbc import JdbcSinkConnector, JdbcSinkTask
+from sluice.connectors.sink.jdbc import JdbcSinkConnector
+from sluice.connectors.sink.jdbc.task import JdbcSinkTask
 from tests.unit.connectors.jdbc.conftest import FakeReporter, FakeSinkContext
 
 VALUE = Schema.struct(

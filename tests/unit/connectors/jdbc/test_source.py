@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from sluice.connectors.api import ConfigError, ConnectError, Date, Decimal, SourceRecordBatch, Timestamp, Type
-from sluice.connectors.source.jdbc import JdbcSourceConnector, JdbcSourceTask
+from sluice.connectors.source.jdbc import JdbcSourceConnector
 from sluice.connectors.source.jdbc.querier import from_epoch, to_epoch
 from sluice.connectors.source.jdbc.tables import group_tables, like_to_regex
+from sluice.connectors.source.jdbc.task import JdbcSourceTask
 from tests.unit.connectors.jdbc.conftest import FakeConnectorContext, FakeOffsetReader, FakeSourceContext
 
 

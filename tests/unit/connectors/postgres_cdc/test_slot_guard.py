@@ -8,9 +8,9 @@ import logging
 import pytest
 
 from sluice.connectors.api import ConnectError
-from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
+from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig, SlotWalAction
 from sluice.connectors.source.postgres_cdc.metrics import SLOT_QUERY_INTERVAL_S, CdcMetrics
-from sluice.connectors.source.postgres_cdc.slot_guard import REPEAT_WARNING_S, SlotUsage, SlotWalAction, SlotWalGuard
+from sluice.connectors.source.postgres_cdc.slot_guard import REPEAT_WARNING_S, SlotUsage, SlotWalGuard
 
 MiB = 1 << 20
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from sluice.connectors.s3_common.storage import MemoryStorage
-from sluice.connectors.sink.s3 import S3SinkTask
+from sluice.connectors.sink.s3.task import S3SinkTask
 
 
 @pytest.fixture

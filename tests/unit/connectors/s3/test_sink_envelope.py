@@ -18,7 +18,7 @@ import pytest
 
 from sluice.connectors.api import SinkRecordBatch, TopicPartition
 from sluice.connectors.s3_common.storage import MemoryStorage
-from sluice.connectors.sink.s3 import S3SinkTask
+from sluice.connectors.sink.s3.task import S3SinkTask
 from sluice.converters import json_arrow
 from sluice.converters.json import JsonConverter
 from tests.envelope_batches import envelope, random_batch, random_payload, random_schema

@@ -19,7 +19,8 @@ from sluice.connectors.api import (
     UnwritableRecordError,
 )
 from sluice.connectors.s3_common.storage import MemoryStorage
-from sluice.connectors.sink.s3 import S3SinkConnector, S3SinkTask
+from sluice.connectors.sink.s3 import S3SinkConnector
+from sluice.connectors.sink.s3.task import S3SinkTask
 from sluice.connectors.sink.s3.writer import TopicPartitionWriter
 
 TP = TopicPartition("t", 0)

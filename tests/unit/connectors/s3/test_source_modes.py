@@ -14,9 +14,10 @@ import pytest
 
 from sluice.connectors.api import ConfigError, SinkRecord, SinkRecordBatch, SourceRecord
 from sluice.connectors.s3_common.storage import MemoryStorage
-from sluice.connectors.sink.s3 import S3SinkTask
-from sluice.connectors.source.s3 import S3SourceConnector, S3SourceTask
+from sluice.connectors.sink.s3.task import S3SinkTask
+from sluice.connectors.source.s3 import S3SourceConnector
 from sluice.connectors.source.s3.config import S3SourceConfig
+from sluice.connectors.source.s3.task import S3SourceTask
 
 T0 = 1_700_000_000_000
 HOUR = 3_600_000

@@ -9,9 +9,9 @@ import pytest
 
 from sluice.connectors.api import SinkRecord, SinkRecordBatch, SourceRecord, TopicPartition
 from sluice.connectors.s3_common.storage import MemoryStorage
-from sluice.connectors.sink.s3 import S3SinkTask
-from sluice.connectors.source.s3 import S3SourceConnector, S3SourceTask
-from sluice.connectors.source.s3.task import decode_headers
+from sluice.connectors.sink.s3.task import S3SinkTask
+from sluice.connectors.source.s3 import S3SourceConnector
+from sluice.connectors.source.s3.task import S3SourceTask, decode_headers
 
 T0 = 1_700_000_000_000
 
