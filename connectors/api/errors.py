@@ -67,8 +67,8 @@ class UnwritableRecordError(DataError):
 
 class UnusableRawValues(DataError):
     """A sink task that takes raw values (:attr:`~connectors.api.SinkTask.value_format`) cannot use
-    the raw bytes of some records: malformed JSON, a number its parser does not take, a row group
-    a reader refuses.
+    the raw bytes of some records (values, or keys handed over raw too): malformed JSON, a number
+    its parser does not take, a row group a reader refuses.
 
     ``offsets`` names, per topic partition (as consumed), the first record the task has not taken.
     The task must have taken nothing of those partitions from there on (what it buffered of them

@@ -127,6 +127,11 @@ class SinkRecordBatch(Sequence[SinkRecord]):
       values are decoded on first read; if that fails, reading them raises
       :class:`~connectors.api.UnusableRawValues` from the batch's first record, which the runtime
       answers by delivering the records again decoded, under ``errors.*``.
+    * ``raw_keys``: likewise the key bytes as consumed, for a task that asked for raw typed values
+      (``raw_typed``), in a batch with raw values whose key converter writes JSON (schemaless, or
+      with schemas and decimals as base64) or Avro; ``None`` otherwise. ``raw_key_format`` and
+      ``key_writer_schema`` are then the key converter's, and ``keys``/``key_schemas`` are decoded
+      on first read, raising :class:`~connectors.api.UnusableRawValues` as values do.
     """
 
     __slots__ = (
@@ -135,8 +140,12 @@ class SinkRecordBatch(Sequence[SinkRecord]):
         "raw_values",
         "raw_format",
         "writer_schema",
-        "keys",
-        "key_schemas",
+        "raw_keys",
+        "raw_key_format",
+        "key_writer_schema",
+        "_keys",
+        "_key_schemas",
+        "_decode_keys",
         "_values",
         "_value_schemas",
         "_decode",
@@ -150,8 +159,8 @@ class SinkRecordBatch(Sequence[SinkRecord]):
         topic: str,
         values: list[Any] | None,
         value_schemas: list[Schema | None] | None,
-        keys: list[Any],
-        key_schemas: list[Schema | None],
+        keys: list[Any] | None,
+        key_schemas: list[Schema | None] | None,
         loader: Callable[[str], list[Any]],
         *,
         original_topic: str | None = None,
@@ -159,12 +168,19 @@ class SinkRecordBatch(Sequence[SinkRecord]):
         decode: Callable[[], tuple[list[Schema | None], list[Any]]] | None = None,
         raw_format: WireFormat | None = None,
         writer_schema: Callable[[int], Mapping[str, Any]] | None = None,
+        raw_keys: list[bytes | None] | None = None,
+        decode_keys: Callable[[], tuple[list[Schema | None], list[Any]]] | None = None,
+        raw_key_format: WireFormat | None = None,
+        key_writer_schema: Callable[[int], Mapping[str, Any]] | None = None,
     ) -> None:
         """``loader(name)`` gives the ``partition``, ``kafka_offset``, ``timestamp``,
         ``timestamp_type`` and ``headers`` columns on first read; ``values`` may be ``None`` only
-        with ``raw_values`` and ``decode``, which gives ``(value_schemas, values)`` from them."""
+        with ``raw_values`` and ``decode``, which gives ``(value_schemas, values)`` from them, and
+        ``keys`` only with ``raw_keys`` and ``decode_keys`` (``(key_schemas, keys)``)."""
         if values is None and decode is None:
             raise ValueError("a batch without values needs decode")
+        if keys is None and (decode_keys is None or raw_keys is None):
+            raise ValueError("a batch without keys needs raw_keys and decode_keys")
         self.topic = topic
         self.original_topic = topic if original_topic is None else original_topic
         self.raw_values = raw_values
@@ -173,8 +189,12 @@ class SinkRecordBatch(Sequence[SinkRecord]):
         self._values = values
         self._value_schemas = value_schemas
         self._decode = decode
-        self.keys = keys
-        self.key_schemas = key_schemas
+        self.raw_keys = raw_keys
+        self.raw_key_format = raw_key_format
+        self.key_writer_schema = key_writer_schema
+        self._keys = keys
+        self._key_schemas = key_schemas
+        self._decode_keys = decode_keys
         self._loader = loader
         self._columns: dict[str, list[Any]] = {}
         self._records: list[SinkRecord] | None = None
@@ -246,6 +266,34 @@ class SinkRecordBatch(Sequence[SinkRecord]):
                 f"values of topic {self.original_topic!r} do not convert ({exc})", self.first_offsets()
             ) from exc
 
+    @property
+    def keys(self) -> list[Any]:
+        """The converted keys (decoded now if the batch came with raw keys only)."""
+        keys = self._keys
+        if keys is None:
+            self._decode_raw_keys()
+            keys = self._keys
+            assert keys is not None
+        return keys
+
+    @property
+    def key_schemas(self) -> list[Schema | None]:
+        schemas = self._key_schemas
+        if schemas is None:
+            self._decode_raw_keys()
+            schemas = self._key_schemas
+            assert schemas is not None
+        return schemas
+
+    def _decode_raw_keys(self) -> None:
+        assert self._decode_keys is not None
+        try:
+            self._key_schemas, self._keys = self._decode_keys()
+        except Exception as exc:
+            raise UnusableRawValues(
+                f"keys of topic {self.original_topic!r} do not convert ({exc})", self.first_offsets()
+            ) from exc
+
     def first_offsets(self) -> dict[TopicPartition, int]:
         """The first offset of each consumed partition in the batch (what to name in an
         :class:`~connectors.api.UnusableRawValues` that gives the whole batch back)."""
@@ -287,7 +335,7 @@ class SinkRecordBatch(Sequence[SinkRecord]):
         """Every record as a :class:`SinkRecord` (built once); records of a routed batch keep
         their consumed coordinates in ``original_topic``/``original_partition``/``original_offset``."""
         if self._records is None:
-            n = len(self.keys)
+            n = len(self)
             columns: list[Any] = [
                 repeat(self.topic, n),
                 self.partitions,
@@ -306,7 +354,9 @@ class SinkRecordBatch(Sequence[SinkRecord]):
         return self._records
 
     def __len__(self) -> int:
-        return len(self.keys)
+        keys = self._keys if self._keys is not None else self.raw_keys
+        assert keys is not None  # a batch has keys, or raw keys (__init__)
+        return len(keys)
 
     @overload
     def __getitem__(self, index: int) -> SinkRecord: ...

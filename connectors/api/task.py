@@ -177,6 +177,7 @@ class ValueFormat(enum.StrEnum):
     RAW_JSON = "raw_json"
     #: Raw values in any format a columnar fast path reads: schemaless JSON, JSON with schemas
     #: (the envelope) and Avro; the batch's :attr:`~connectors.api.SinkRecordBatch.raw_format` says which.
+    #: Raw keys too, in those formats (:attr:`~connectors.api.SinkRecordBatch.raw_key_format`).
     RAW_TYPED = "raw_typed"
     RAW_BYTES = "raw_bytes"
 
@@ -202,7 +203,11 @@ class SinkTask(Task):
     #: :func:`sluice.converters.json_documents.first_malformed`), and raises
     #: :class:`~connectors.api.UnusableRawValues` for what it cannot use, which the runtime
     #: delivers again decoded. The runtime reads it after :meth:`start`, so a task may set it on
-    #: itself there when only some configurations write raw values.
+    #: itself there when only some configurations write raw values. :attr:`ValueFormat.RAW_TYPED`
+    #: asks for the raw keys too: a batch with raw values also has
+    #: :attr:`~connectors.api.SinkRecordBatch.raw_keys` when the key converter writes JSON or Avro
+    #: as values would qualify, and its ``keys`` are then decoded on first read (raising
+    #: :class:`~connectors.api.UnusableRawValues` as values do).
     value_format: ValueFormat = ValueFormat.CONNECT
 
     @abc.abstractmethod

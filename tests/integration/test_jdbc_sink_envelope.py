@@ -13,7 +13,6 @@ a float32 field (written from its double's text and rounded by the server: left 
 from __future__ import annotations
 
 import random
-import uuid
 from collections.abc import Iterator, Sequence
 from functools import partial
 from typing import Any
@@ -26,8 +25,7 @@ from sluice.converters import json_arrow
 from sluice.converters.avro import AvroConverter
 from sluice.converters.json import JsonConverter
 from tests.envelope_batches import envelope, random_batch, random_payload, random_schema
-from tests.integration.jdbc_helpers import sql
-from tests.unit.connectors.jdbc.conftest import FakeReporter, FakeSinkContext
+from tests.integration.jdbc_fast_pair import FastAndDecoded, pairs
 
 TOPIC = "rows"
 
@@ -64,56 +62,21 @@ def _batch(raws: Sequence[bytes], first_offset: int, *, raw: bool, converter: An
     return SinkRecordBatch(TOPIC, values, schemas, [None] * n, [None] * n, columns.__getitem__)
 
 
-class Pair:
+class Pair(FastAndDecoded[bytes]):
     """Two tables written with the same records: through the fast path (if it applies) and decoded."""
 
     def __init__(self, url: str) -> None:
-        self.url = url
-        suffix = uuid.uuid4().hex[:8]
-        self.fast_table, self.slow_table = f"fast_{suffix}", f"slow_{suffix}"
-        self.tasks: list[JdbcSinkTask] = []
-
-    def _task(self, table: str, config: dict[str, str]) -> JdbcSinkTask:
-        task = JdbcSinkTask()
-        settings = {"connection.url": self.url, "topics": TOPIC, "table.name.format": table, "auto.create": "true"}
-        task.start({**settings, **config}, FakeSinkContext(FakeReporter()))
-        self.tasks.append(task)
-        return task
+        super().__init__(url, TOPIC, {"auto.create": "true"})
 
     def write(self, batches: Sequence[Sequence[bytes]], converter: Any = _CONVERTER, **config: str) -> JdbcSinkTask:
-        fast, slow = self._task(self.fast_table, config), self._task(self.slow_table, config)
-        for task, raw in ((fast, True), (slow, False)):
-            offset = 0
-            for raws in batches:
-                task.put(_batch(raws, offset, raw=raw, converter=converter))
-                offset += len(raws)
-            task.flush({})
-        assert slow.records_from_json == 0
-        return fast
-
-    def rows(self, table: str) -> list[str]:
-        return [r[0] for r in sql(self.url, f'SELECT t::text FROM "{table}" t ORDER BY t::text')]
-
-    def assert_same(self) -> list[str]:
-        fast, slow = self.rows(self.fast_table), self.rows(self.slow_table)
-        assert fast == slow
-        return fast
+        return self.write_with(lambda raws, offset, raw: _batch(raws, offset, raw=raw, converter=converter), batches, config)
 
 
 @pytest.fixture
 def pair(postgres_db: str) -> Iterator[Any]:
     if not json_arrow.available():
         pytest.fail("sluice_native is not installed: `make setup` builds it from native/ (needs cargo)")
-    made: list[Pair] = []
-
-    def make() -> Pair:
-        made.append(Pair(postgres_db))
-        return made[-1]
-
-    yield make
-    for p in made:
-        for task in p.tasks:
-            task.stop()
+    yield from pairs(partial(Pair, postgres_db))
 
 
 def _has_float32(schema: dict[str, Any]) -> bool:

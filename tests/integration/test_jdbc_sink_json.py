@@ -27,6 +27,7 @@ import pytest
 from sluice.connectors.api import SinkRecordBatch, TopicPartition, UnusableRawValues
 from sluice.connectors.sink.jdbc.task import JdbcSinkTask
 from sluice.converters.json import JsonConverter
+from tests.integration.jdbc_fast_pair import FastAndDecoded, pairs
 from tests.integration.jdbc_helpers import sql
 from tests.integration.postgres_fixtures import postgres_db_fixture, postgres_server_fixture  # noqa: F401
 from tests.json_parsers import parser_fixture  # noqa: F401 - every test runs with each parser
@@ -62,66 +63,20 @@ def _batch(raws: Sequence[bytes | None], first_offset: int, *, lazy: bool) -> Si
     return SinkRecordBatch(TOPIC, values, schemas, [None] * n, [None] * n, load)
 
 
-class Pair:
+class Pair(FastAndDecoded[bytes | None]):
     """Two copies of a table, written through the fast path (if it applies) and the ordinary path."""
 
     def __init__(self, url: str, columns: str) -> None:
-        self.url = url
-        suffix = uuid.uuid4().hex[:8]
-        self.fast_table, self.slow_table = f"fast_{suffix}", f"slow_{suffix}"
-        for table in (self.fast_table, self.slow_table):
-            sql(url, f'CREATE TABLE "{table}" ({columns})')
-        self.tasks: list[JdbcSinkTask] = []
-        self.reporters: dict[str, FakeReporter] = {}
-
-    def _task(self, table: str, config: dict[str, str]) -> JdbcSinkTask:
-        task = JdbcSinkTask()
-        reporter = FakeReporter()
-        task.start(
-            {"connection.url": self.url, "topics": TOPIC, "table.name.format": table, **config},
-            FakeSinkContext(reporter),
-        )
-        self.tasks.append(task)
-        self.reporters[table] = reporter
-        return task
+        super().__init__(url, TOPIC, {}, columns)
 
     def write(self, batches: Sequence[Sequence[bytes | None]], **config: str) -> JdbcSinkTask:
         """Write ``batches`` through both paths; return the task of the fast table."""
-        fast, slow = self._task(self.fast_table, config), self._task(self.slow_table, config)
-        for task, lazy in ((fast, True), (slow, False)):
-            offset = 0
-            for raws in batches:
-                task.put(_batch(raws, offset, lazy=lazy))
-                offset += len(raws)
-            task.flush({})
-        assert slow.records_from_json == 0
-        return fast
-
-    def rows(self, table: str) -> list[str]:
-        return [r[0] for r in sql(self.url, f'SELECT t::text FROM "{table}" t ORDER BY t::text')]
-
-    def assert_same(self) -> list[str]:
-        fast, slow = self.rows(self.fast_table), self.rows(self.slow_table)
-        assert fast == slow
-        return fast
-
-    def close(self) -> None:
-        for task in self.tasks:
-            task.stop()
+        return self.write_with(lambda raws, offset, raw: _batch(raws, offset, lazy=raw), batches, config)
 
 
 @pytest.fixture
 def pair(postgres_db: str) -> Iterator[Any]:
-    made: list[Pair] = []
-
-    def make(columns: str) -> Pair:
-        p = Pair(postgres_db, columns)
-        made.append(p)
-        return p
-
-    yield make
-    for p in made:
-        p.close()
+    yield from pairs(partial(Pair, postgres_db))
 
 
 def _lines(*objects: dict[str, Any]) -> list[bytes]:

@@ -24,8 +24,10 @@ from sluice.worker.herder.api import BadRequest, Conflict
 
 ADMIN_TIMEOUT_S = 30.0
 #: How long an offsets change waits for the consumer group to empty: a stopped sink's consumers may
-#: still be leaving it for a moment (the broker refuses to change a group that has members).
-GROUP_LEAVE_WAIT_S = 10.0
+#: still be leaving it for a moment (the broker refuses to change a group that has members). Short:
+#: the REST request waits meanwhile, and a member that does not leave by itself (a killed task's,
+#: until the group's session timeout) is better reported at once.
+GROUP_LEAVE_WAIT_S = 1.0
 #: The broker's answers for a group that still has members (an admin offsets commit to a live group
 #: is refused as from an unknown member).
 _GROUP_BUSY = (KafkaError.NON_EMPTY_GROUP, KafkaError.UNKNOWN_MEMBER_ID, KafkaError.REBALANCE_IN_PROGRESS)
@@ -208,7 +210,8 @@ def _raise_unless_busy(failure: BaseException, group: str, verb: str, deadline: 
     raise Conflict(
         f"Cannot {verb} the offsets of consumer group {group}: it still has active members after "
         f"{GROUP_LEAVE_WAIT_S:.0f} s ({_text(failure)}). The connector's tasks may not have stopped completely "
-        "yet, or another client consumes with this group; try again once the group is empty."
+        "yet (a task whose process was killed stays a member until the group's session.timeout.ms passes), or "
+        "another client consumes with this group; try again once the group is empty."
     ) from failure
 
 

@@ -167,9 +167,9 @@ class SinkTaskRunner(WorkerTask):
         self.batches = SinkBatchBuilder(key_converter, value_converter, header_converter)
         #: Consumed and committed offsets, rewinds, and when the next commit is due.
         offsets = self.offsets = SinkOffsets(self._consumer_config, offset_flush_interval_ms / 1000, self.active_topics)
-        #: Raw values for a task that asks for them, and those it gives back.
+        #: Raw values (and keys) for a task that asks for them, and those it gives back.
         task_name = type(task).__name__
-        self.redelivery = RawValuesRedelivery(task_name, value_converter, offsets, transformed=transform is not None)
+        self.redelivery = RawValuesRedelivery(task_name, self.batches, offsets, transformed=transform is not None)
         #: What happens when records cannot be used (DLQ, record-by-record paths).
         self.failures = SinkFailures(
             task_id, task, self.batches, transform, errors=self.errors, dlq=dlq,
@@ -424,7 +424,8 @@ class SinkTaskRunner(WorkerTask):
         keys = [m.key() for m in messages]
         values = [m.value() for m in messages]
         raw = self.redelivery.format_for(messages)
-        return [(self.batches.build(topic, keys, values, ConsumedMessages(messages), raw), messages)]
+        batch = self.batches.build(topic, keys, values, ConsumedMessages(messages), raw, self.redelivery.key_format)
+        return [(batch, messages)]
 
     def _transformed(self, batches: list[tuple[SinkRecordBatch, list[Any]]]) -> list[tuple[SinkRecordBatch, list[Any]]]:
         """Step 3: a batch a transform turned into records of several topics is put per topic."""

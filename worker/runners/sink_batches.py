@@ -2,7 +2,7 @@
 batch a sink task's ``put`` receives, for the sink runner (messages from its consumer) and the
 backfill's in-process sink (columns a Spark job read).
 
-Keys and values are converted at once, as whole columns (or the values handed over raw); the
+Keys and values are converted at once, as whole columns (or handed over raw); the
 batch's other columns come from :class:`ConsumedColumns` only when the task or a transform reads
 them, which most fast sinks never do.
 """
@@ -102,18 +102,25 @@ class SinkBatchBuilder:
         values: list[bytes | None],
         consumed: ConsumedColumns,
         raw: WireFormat | None = None,
+        raw_keys: WireFormat | None = None,
     ) -> SinkRecordBatch:
         """The batch of ``topic``'s consumed ``keys`` and ``values`` (one per record, in order).
 
         With ``raw`` (the value converter's wire format, for a task that takes raw values) the
-        values are handed over as consumed and decoded only if the task reads them. A value or key
-        the converter refuses raises :class:`DataError` naming the topic.
+        values are handed over as consumed and decoded only if the task reads them; with
+        ``raw_keys`` too (the key converter's, for a task that takes raw typed values) so are the
+        keys. A value or key the converter refuses raises :class:`DataError` naming the topic
+        (one handed over raw: :class:`~connectors.api.UnusableRawValues` when it is read).
         """
         key_converter, value_converter = self.key_converter, self.value_converter
+        lazy_keys = raw is not None and raw_keys is not None
+        key_schemas: list[Any] | None = None
+        converted_keys: list[Any] | None = None
         value_schemas: list[Any] | None = None
         decoded: list[Any] | None = None
         try:
-            key_schemas, converted_keys = key_converter.to_connect_batch(topic, keys)
+            if not lazy_keys:
+                key_schemas, converted_keys = key_converter.to_connect_batch(topic, keys)
             if raw is None:
                 value_schemas, decoded = value_converter.to_connect_batch(topic, values)
         except DataError as exc:
@@ -132,6 +139,10 @@ class SinkBatchBuilder:
             decode=partial(value_converter.to_connect_batch, topic, values),
             raw_format=raw,
             writer_schema=value_converter.writer_schema,
+            raw_keys=keys if lazy_keys else None,
+            decode_keys=partial(key_converter.to_connect_batch, topic, keys) if lazy_keys else None,
+            raw_key_format=raw_keys if lazy_keys else None,
+            key_writer_schema=key_converter.writer_schema if lazy_keys else None,
         )
 
     def convert_headers(self, topic: str, headers: Sequence[tuple[str, bytes | None]]) -> tuple[tuple[str, Any], ...]:

@@ -8,7 +8,8 @@ import logging
 from collections.abc import Set
 from typing import Any
 
-from sluice.connectors.api import Converter, SinkRecordBatch, TopicPartition, UnusableRawValues, ValueFormat, WireFormat
+from sluice.connectors.api import SinkRecordBatch, TopicPartition, UnusableRawValues, ValueFormat, WireFormat
+from sluice.worker.runners.sink_batches import SinkBatchBuilder
 from sluice.worker.runners.sink_offsets import SinkOffsets
 
 log = logging.getLogger(__name__)
@@ -17,17 +18,22 @@ log = logging.getLogger(__name__)
 class RawValuesRedelivery:
     """Raw values for a task that asks for them, and their redelivery decoded. Runner thread only.
 
-    ``task_name`` names the task in the log; ``transformed``: a transform chain runs, so values
+    ``task_name`` names the task in the log; ``converters``: the builder of the task's batches,
+    whose converters say what their bytes are; ``transformed``: a transform chain runs, so values
     must be decoded anyway.
     """
 
-    def __init__(self, task_name: str, value_converter: Converter, offsets: SinkOffsets, *, transformed: bool) -> None:
+    def __init__(
+        self, task_name: str, converters: SinkBatchBuilder, offsets: SinkOffsets, *, transformed: bool
+    ) -> None:
         self._task_name = task_name
-        self._value_converter = value_converter
+        self._converters = converters
         self._offsets = offsets
         self._transformed = transformed
         #: The value converter's wire format when batches carry raw values (``None``: they do not).
         self.format: WireFormat | None = None
+        #: The key converter's wire format when batches with raw values carry raw keys too.
+        self.key_format: WireFormat | None = None
         #: Partitions consumed again after UnusableRawValues: their records are delivered decoded
         #: until the consumer is past this offset again.
         self.decode_until: dict[TopicPartition, int] = {}
@@ -35,18 +41,21 @@ class RawValuesRedelivery:
     def adopt(self, value_format: ValueFormat) -> None:
         """Decide, once the task started, whether its batches carry raw values (:attr:`format`):
         the task asked (its ``SinkTask.value_format``, which it may set in ``start()``), no
-        transform reads the values, and the value converter's bytes are what the task asked for."""
+        transform reads the values, and the value converter's bytes are what the task asked for.
+        A ``raw_typed`` task's batches with raw values carry raw keys too (:attr:`key_format`)
+        when the key converter's bytes are what raw typed values may be."""
         wanted = ValueFormat(value_format)
-        self.format = None
+        self.format = self.key_format = None
         if wanted is ValueFormat.CONNECT or self._transformed:
             return
-        wire = self._value_converter.wire_format()
+        wire = self._converters.value_converter.wire_format()
         if wanted is ValueFormat.RAW_BYTES or wire.schemaless_json:
             self.format = wire
-        elif wanted is ValueFormat.RAW_TYPED and (
-            (wire.kind == "json" and wire.decimal_format == "BASE64") or wire.kind == "avro"
-        ):
+        elif wanted is ValueFormat.RAW_TYPED and _typed(wire):
             self.format = wire
+        if wanted is ValueFormat.RAW_TYPED and self.format is not None:
+            keys = self._converters.key_converter.wire_format()
+            self.key_format = keys if _typed(keys) else None
 
     def format_for(self, messages: list[Any]) -> WireFormat | None:
         """The raw format for a batch of ``messages`` (of one topic): ``None`` when the values are
@@ -116,3 +125,9 @@ class RawValuesRedelivery:
             elif m.offset() + 1 >= end:
                 del until[tp]
         return inside
+
+
+def _typed(wire: WireFormat) -> bool:
+    """Whether ``wire`` is a format raw typed values come in: JSON (schemaless, or with schemas
+    and decimals as base64) or Avro."""
+    return wire.schemaless_json or (wire.kind == "json" and wire.decimal_format == "BASE64") or wire.kind == "avro"

@@ -5,6 +5,9 @@ The values are read into Arrow columns by the format the value converter writes:
 (:func:`.pgjson.read_json_lines`), JSON with schemas (the payloads, typed by the schema as the
 converter would, :mod:`sluice.converters.connect_arrow`) or Avro (the native Avro reader).
 
+With ``pk.mode=record_key`` the raw keys are read the same way (JSON with schemas or Avro; a
+struct's fields, or a primitive key as one column), and their columns come first.
+
 The rows and columns are those the ordinary path would write; a batch the fast path cannot take
 exactly goes the ordinary way (see :mod:`sluice.connectors.sink.jdbc.task` for the pipelining).
 """
@@ -18,19 +21,24 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from sluice.connectors.api import SinkRecordBatch
+import orjson
+
+from sluice.connectors.api import Schema, SinkRecordBatch, Type, WireFormat
 from sluice.connectors.jdbc_common.errors import describe
 from sluice.connectors.jdbc_common.types import timezone
-from sluice.connectors.sink.jdbc.config import InsertMode, JdbcSinkConfig, PkMode
-from sluice.connectors.sink.jdbc.pgjson import COPY_BINARY, JsonColumns, read_json_lines, typed_columns
+from sluice.connectors.sink.jdbc.config import DEFAULT_KEY_FIELD, InsertMode, JdbcSinkConfig, PkMode
+from sluice.connectors.sink.jdbc.pgjson import COPY_BINARY, JsonColumns, keyed_columns, read_json_lines, typed_columns
 from sluice.connectors.sink.jdbc.rows import TopicRecords
 from sluice.connectors.sink.jdbc.tables import TableManager
 from sluice.connectors.sink.jdbc.writer import CopyTransaction, PipelinedWriter
-from sluice.converters.connect_arrow import EnvelopeReader, read_avro_batch
+from sluice.converters import json_arrow
+from sluice.converters.connect_arrow import EnvelopeReader, read_avro_batch, typed_table
 
 log = logging.getLogger(__name__)
 
 JSON_RETRY_AFTER = 20  # batches the JSON fast path sits out after one it could not take
+# How JsonConverter envelopes begin, and the member that ends them (a primitive key's payload).
+_ENVELOPE, _PAYLOAD = b'{"schema":', b',"payload":'
 
 
 class JsonFastPath:
@@ -49,8 +57,10 @@ class JsonFastPath:
         self.records = 0
         #: … of which as COPY binary data.
         self.records_binary = 0
-        # Parses JSON-with-schemas envelopes, each distinct schema once (made on the first such batch).
+        # Parse JSON-with-schemas envelopes of values and of keys, each distinct schema once (made
+        # on the first such batch).
         self._envelopes: EnvelopeReader | None = None
+        self._key_envelopes: EnvelopeReader | None = None
 
     def sit_out(self) -> None:
         """Leave the next few batches to the ordinary path."""
@@ -64,17 +74,66 @@ class JsonFastPath:
             return None
         if wire is None or wire.schemaless_json:
             return read_json_lines(raws)
-        if wire.kind == "json" and wire.schemas:
-            reader = self._envelopes
-            if reader is None or reader.replace_null_with_default != wire.replace_null_with_default:
-                reader = self._envelopes = EnvelopeReader(wire.replace_null_with_default)
-            read = reader.read(raws)
-            table = None if read is None else read[0]
-        elif wire.kind == "avro":
-            table = read_avro_batch(raws, batch.writer_schema)
-        else:
-            return None
+        table = self._typed(raws, wire, batch.writer_schema, keys=False)
         return None if table is None else typed_columns(table, timezone(cfg.db_timezone) is _dt.UTC)
+
+    def read_keys(self, batch: SinkRecordBatch, cfg: JdbcSinkConfig) -> tuple[JsonColumns, list[str]] | None:
+        """The batch's raw keys as typed columns and the key columns' names as the ordinary path
+        names them (``rows.py``): the ``pk.fields`` (or every field) of a struct key, or the one
+        ``pk.fields`` name (``__connect_key`` by default) of a primitive key. ``None``: decode them
+        (schemaless keys among others)."""
+        raws, wire = batch.raw_keys, batch.raw_key_format
+        if raws is None or wire is None or wire.schemaless_json or None in raws:
+            return None
+        table = self._typed(raws, wire, batch.key_writer_schema, keys=True)
+        if table is not None:
+            wanted = list(cfg.pk_fields) or list(table.column_names)
+        else:
+            wanted = [cfg.pk_fields[0] if cfg.pk_fields else DEFAULT_KEY_FIELD]
+            table = self._primitive_keys(raws, wire, batch.key_writer_schema, wanted[0])
+        columns = None if table is None else typed_columns(table, timezone(cfg.db_timezone) is _dt.UTC)
+        return None if columns is None else (columns, wanted)
+
+    def _typed(
+        self, raws: list[bytes | None], wire: WireFormat, writer_schema: Callable[[int], Any] | None, *, keys: bool
+    ) -> Any | None:
+        """Envelopes of struct payloads or Avro records as a typed Arrow table (``None``: not such)."""
+        if wire.kind == "json" and wire.schemas:
+            read = self._envelope_reader(wire, keys=keys).read(raws)
+            return None if read is None else read[0]
+        if wire.kind == "avro":
+            return read_avro_batch(raws, writer_schema)
+        return None
+
+    def _envelope_reader(self, wire: WireFormat, *, keys: bool) -> EnvelopeReader:
+        reader = self._key_envelopes if keys else self._envelopes
+        if reader is None or reader.replace_null_with_default != wire.replace_null_with_default:
+            reader = EnvelopeReader(wire.replace_null_with_default)
+            if keys:
+                self._key_envelopes = reader
+            else:
+                self._envelopes = reader
+        return reader
+
+    def _primitive_keys(
+        self, raws: list[bytes | None], wire: WireFormat, writer_schema: Callable[[int], Any] | None, name: str
+    ) -> Any | None:
+        """Keys of a primitive schema as a typed table of one column, ``name``: read as the field of
+        a struct (JSON: each payload's text as the member of an object; Avro: the body as a record
+        of one field, whose encoding is the field's)."""
+        if wire.kind == "avro":
+            if writer_schema is None:
+                return None
+            lookup = writer_schema
+
+            def as_record(schema_id: int) -> Any:
+                return {"type": "record", "name": "Key", "fields": [{"name": "key", "type": lookup(schema_id)}]}
+
+            table = read_avro_batch(raws, as_record)
+            return None if table is None else table.rename_columns([name])
+        if not (wire.kind == "json" and wire.schemas):
+            return None
+        return primitive_envelopes(raws, self._envelope_reader(wire, keys=True), name)
 
     def try_prepare(
         self, group: TopicRecords, cfg: JdbcSinkConfig, writer: PipelinedWriter, tables: TableManager
@@ -95,8 +154,10 @@ class JsonFastPath:
         ``None`` when this batch must take the ordinary path (which then decodes the values).
 
         Rows and columns are those the ordinary path would write: one column per field of the
-        objects, the ``pk.fields`` (or every field) first for ``pk.mode=record_value``, the last
-        record of a key kept for upserts (here: only batches without repeated keys).
+        objects, the key columns first (``pk.mode=record_key``: the key's, then the value fields
+        but those; ``record_value``: the ``pk.fields``, or every field), the last record of a key
+        kept for upserts (here: only batches without repeated keys). A batch with tombstones goes
+        the ordinary way (deletes, or tombstones ignored), and the next batch may come this way.
         """
         if not undecoded_json(group):
             return None
@@ -106,14 +167,14 @@ class JsonFastPath:
         table = cfg.table_name(group.topic)
         types = writer.column_types(table)
         raws = group.batch.raw_values  # type: ignore[union-attr]
-        if types is None or raws is None:  # the table's types are read by the first ordinary write
+        # The table's types are read by the first ordinary write; tombstones are not rows.
+        if types is None or raws is None or None in raws:
             return None
-        parsed = self.read(group.batch, cfg)  # type: ignore[arg-type]
+        parsed, key_fields = self._columns(group.batch, cfg)  # type: ignore[arg-type]
         if parsed is None:
             self.skip = JSON_RETRY_AFTER
             return None
         fields = parsed.fields
-        key_fields: list[str] = []
         if cfg.pk_mode is PkMode.RECORD_VALUE:
             key_fields = list(cfg.pk_fields) or list(fields)
             if any(k not in fields for k in key_fields):
@@ -134,6 +195,42 @@ class JsonFastPath:
             if options == COPY_BINARY:
                 self.records_binary += len(group)
         return prepared
+
+    def _columns(self, batch: SinkRecordBatch, cfg: JdbcSinkConfig) -> tuple[JsonColumns | None, list[str]]:
+        """The batch's columns (the key's first for ``pk.mode=record_key``) and the key columns
+        among them (``[]`` for the other modes: :meth:`prepare` picks them)."""
+        values = self.read(batch, cfg)
+        if values is None or cfg.pk_mode is not PkMode.RECORD_KEY:
+            return values, []
+        keys = self.read_keys(batch, cfg)
+        if keys is None:
+            return None, []
+        key_columns, key_fields = keys
+        return keyed_columns(key_columns, key_fields, values), key_fields
+
+
+def primitive_envelopes(raws: list[bytes | None], reader: EnvelopeReader, name: str) -> Any | None:
+    """JsonConverter envelopes of a primitive schema as a typed table of one column, ``name``, or
+    ``None``: unless every envelope starts with the first one's bytes up to its payload, the
+    payload texts become the member ``name`` of one object each, which the native parser reads
+    (refusing any payload that is not a primitive written alone) and the schema types."""
+    first = raws[0]
+    assert first is not None
+    cut = first.rfind(_PAYLOAD)  # a primitive payload holds no such text: the last one is the envelope's
+    if cut < 0 or not first.startswith(_ENVELOPE) or not first.endswith(b"}"):
+        return None
+    schema = reader.schema(first[len(_ENVELOPE) : cut])
+    if schema is None or schema.type is Type.STRUCT:
+        return None
+    prefix = first[: cut + len(_PAYLOAD)]
+    start = len(prefix)
+    if not all(raw.startswith(prefix) and raw.endswith(b"}") for raw in raws):  # type: ignore[union-attr]
+        return None
+    member = b"{" + orjson.dumps(name) + b":"
+    table = json_arrow.read_flat_objects([member + raw[start:] for raw in raws])  # type: ignore[index]
+    if table is None:
+        return None
+    return typed_table(table, Schema.struct([(name, schema)]), reader.replace_null_with_default)
 
 
 def undecoded_json(group: TopicRecords) -> bool:

@@ -86,6 +86,11 @@ _TEMPORAL = {
 #: Typed columns CSV renders as the text the ordinary path sends (same value), by Arrow type → column type.
 _CSV_TYPED = {("date32[day]", "date"), ("time32[ms]", "time"), ("timestamp[ms, tz=UTC]", "timestamp")}
 _INT_RANGE = {"int4": (-(2**31), 2**31 - 1), "int2": (-(2**15), 2**15 - 1)}
+#: COPY binary ``numeric`` fields of up to 18 decimal digits: five base-10000 digits at most.
+_NUMERIC_GROUPS = 5
+#: One such field: its length, then digit count, weight, sign and display scale, and the digits.
+_NUMERIC_LAYOUT = [("length", ">i4"), ("count", ">i2"), ("weight", ">i2"), ("sign", ">u2"), ("scale", ">i2")]
+_NUMERIC_LAYOUT.append(("digits", ">i2", (_NUMERIC_GROUPS,)))  # type: ignore[arg-type]
 _TEXT_TYPES = {"text", "varchar"}
 # The JSON integer -0 (not -0.5, -0e1 or -0.0); also matches inside strings, which costs only a closer look.
 _INTEGER_MINUS_ZERO = re.compile(rb"-0(?![.eE0-9])")
@@ -281,6 +286,21 @@ def typed_columns(table: Any, utc: bool) -> JsonColumns | None:
     return JsonColumns(pa.Table.from_arrays(columns, names=table.column_names), maybe_minus_zero=False)
 
 
+def keyed_columns(keys: JsonColumns, key_fields: Sequence[str], values: JsonColumns) -> JsonColumns | None:
+    """The columns of a table keyed by the record keys, as the ordinary path lays them out
+    (``rows.py``): the ``key_fields`` of ``keys``, then every field of ``values`` but those; ``None``
+    if a key field is missing or holds a null (the ordinary path reports it) or the row counts differ."""
+    key_table, value_table = keys.table, values.table
+    if key_table.num_rows != value_table.num_rows or any(k not in keys.fields for k in key_fields):
+        return None
+    key_columns = [key_table.column(k) for k in key_fields]
+    if any(column.null_count for column in key_columns):
+        return None
+    rest = [f for f in values.fields if f not in key_fields]
+    table = pa.Table.from_arrays(key_columns + [value_table.column(f) for f in rest], names=[*key_fields, *rest])
+    return JsonColumns(table, keys.maybe_minus_zero or values.maybe_minus_zero)
+
+
 def _fixed_rows(n: int, layout: list[tuple[str, str]], values: list[Any]) -> Any:
     """``n`` rows of the fixed-width fields ``layout`` (name, dtype) filled with ``values`` (a
     scalar or an array each), as a ``large_binary`` array sharing the structured array's memory."""
@@ -315,9 +335,50 @@ def _fixed_width(column: Any, target: str, maybe_minus_zero: bool) -> tuple[str,
 
 def _numeric_fields(column: Any) -> Any:
     """A decimal column as COPY binary ``numeric`` fields (length, then PostgreSQL's base-10000
-    digits), as a ``large_binary`` array; value by value, decimals being few and short."""
-    fields = [_NULL_FIELD if d is None else _numeric_field(d) for d in column.to_pylist()]
-    return pa.array(fields, pa.large_binary())
+    digits), as a ``large_binary`` array: by :func:`_short_numeric_fields` when the values are short
+    enough (the usual money and quantity columns), else value by value."""
+    fields = _short_numeric_fields(column)
+    if fields is not None:
+        return fields
+    return pa.array([_NULL_FIELD if d is None else _numeric_field(d) for d in column.to_pylist()], pa.large_binary())
+
+
+def _short_numeric_fields(column: Any) -> Any | None:
+    """:func:`_numeric_field` of every value at once with NumPy, or ``None`` unless each unscaled
+    value, its scale rounded up to whole base-10000 digits, fits 18 decimal digits (at most
+    :data:`_NUMERIC_GROUPS` digits of 10000). Each field is written as a record of the widest layout
+    whose bytes past the field's own length are dropped."""
+    n, scale = len(column), column.type.scale
+    if scale < 0 or not n:
+        return None
+    words = np.frombuffer(column.buffers()[1], dtype="<i8", count=2 * (column.offset + n)).reshape(-1, 2)
+    low, high = words[column.offset :].T  # each value: 128 bits, little-endian
+    valid = column.is_valid().to_numpy(zero_copy_only=False)
+    unscaled = np.where(valid, low, 0)
+    fractions = -(-scale // 4)  # base-10000 digits after the point
+    limit = 10 ** (18 - (4 * fractions - scale))
+    if not ((high == (low >> 63)) | ~valid).all() or not ((-limit < unscaled) & (unscaled < limit)).all():
+        return None  # more than 64 bits, or too many digits once aligned
+    aligned = np.abs(unscaled) * 10 ** (4 * fractions - scale)
+    # The base-10000 digits, least significant first.
+    groups = np.stack([aligned // 10_000**j % 10_000 for j in range(_NUMERIC_GROUPS)], axis=1)
+    nonzero = groups != 0
+    present = nonzero.any(axis=1)
+    top = _NUMERIC_GROUPS - 1 - np.argmax(nonzero[:, ::-1], axis=1)
+    count = np.where(present, top - np.argmax(nonzero, axis=1) + 1, 0)
+    layout = np.dtype(_NUMERIC_LAYOUT)
+    rows = np.zeros(n, dtype=layout)
+    rows["length"] = np.where(valid, 8 + 2 * count, -1)
+    rows["count"] = count
+    rows["weight"] = np.where(present, top - fractions, 0)
+    rows["sign"] = np.where(present & (unscaled < 0), 0x4000, 0)
+    rows["scale"] = scale
+    positions = np.clip(top[:, None] - np.arange(_NUMERIC_GROUPS), 0, _NUMERIC_GROUPS - 1)
+    rows["digits"] = np.take_along_axis(groups, positions, axis=1)  # most significant first
+    sizes = np.where(valid, 12 + 2 * count, 4)
+    data = rows.view(np.uint8).reshape(n, layout.itemsize)[np.arange(layout.itemsize) < sizes[:, None]]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def _numeric_field(value: decimal.Decimal) -> bytes:

@@ -39,22 +39,24 @@ class TopicRecords:
         "topic",
         "_values",
         "_value_schemas",
-        "keys",
-        "key_schemas",
+        "_keys",
+        "_key_schemas",
         "_partitions",
         "_offsets",
         "_source",
+        "_whole",
     )
 
     def __init__(self, topic: str, source: SinkRecordBatch) -> None:
         self.topic = topic
         self._source = source
-        # Values are read from the batch on first use: a batch with raw values may be written
-        # from its bytes without ever decoding them (see pgjson.py).
+        self._whole = True
+        # Values and keys are read from the batch on first use: a batch with raw values (and keys)
+        # may be written from its bytes without ever decoding them (see json_path.py).
         self._values: list[Any] | None = None
         self._value_schemas: list[Schema | None] | None = None
-        self.keys = source.keys
-        self.key_schemas = source.key_schemas
+        self._keys: list[Any] | None = None
+        self._key_schemas: list[Schema | None] | None = None
         self._partitions: list[int] | None = None
         self._offsets: list[int] | None = None
 
@@ -71,10 +73,21 @@ class TopicRecords:
         return self._value_schemas
 
     @property
+    def keys(self) -> list[Any]:
+        if self._keys is None:
+            self._keys = self._source.keys
+        return self._keys
+
+    @property
+    def key_schemas(self) -> list[Schema | None]:
+        if self._key_schemas is None:
+            self._key_schemas = self._source.key_schemas
+        return self._key_schemas
+
+    @property
     def batch(self) -> SinkRecordBatch | None:
         """The whole consumed batch these records are, if they are one (not a chunk of it)."""
-        source = self._source
-        return source if self.keys is source.keys else None
+        return self._source if self._whole else None
 
     @property
     def consumed_topic(self) -> str:
@@ -94,19 +107,20 @@ class TopicRecords:
         return self._offsets
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self._source) if self._whole else len(self.keys)
 
     def slice(self, start: int, stop: int) -> TopicRecords:
         """Records ``start:stop`` as their own :class:`TopicRecords` (for ``batch.size`` chunks)."""
-        if start == 0 and stop >= len(self.keys):
+        if start == 0 and stop >= len(self):
             return self
         part = TopicRecords.__new__(TopicRecords)
         part.topic = self.topic
         part._source = self._source
+        part._whole = False
         part._values = self.values[start:stop]
         part._value_schemas = self.value_schemas[start:stop]
-        part.keys = self.keys[start:stop]
-        part.key_schemas = self.key_schemas[start:stop]
+        part._keys = self.keys[start:stop]
+        part._key_schemas = self.key_schemas[start:stop]
         part._partitions = self.partitions[start:stop]
         part._offsets = self.offsets[start:stop]
         return part

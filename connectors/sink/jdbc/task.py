@@ -80,9 +80,9 @@ class JdbcSinkTask(SinkTask):
     """
 
     version = "0.1.0"
-    # Batches of JSON (with or without schemas) or Avro may be written from their consumed bytes
-    # (json_path.py, pgjson.py), which the fast path parses into Arrow columns, refusing what the
-    # converter would; every other batch reads ``values``, decoded on first read.
+    # Batches of JSON (with or without schemas) or Avro may be written from their consumed bytes,
+    # keys too (json_path.py, pgjson.py), which the fast path parses into Arrow columns, refusing
+    # what the converter would; every other batch reads ``values`` and ``keys``, decoded on first read.
     value_format = ValueFormat.RAW_TYPED
 
     def __init__(self) -> None:
@@ -145,7 +145,7 @@ class JdbcSinkTask(SinkTask):
         self._json.enabled = (
             self._pipeline is not None
             and cfg.insert_mode in (InsertMode.INSERT, InsertMode.UPSERT)
-            and cfg.pk_mode in (PkMode.NONE, PkMode.RECORD_VALUE)
+            and cfg.pk_mode in (PkMode.NONE, PkMode.RECORD_VALUE, PkMode.RECORD_KEY)
             and not cfg.fields_whitelist
         )
         self._json.skip = 0
@@ -312,7 +312,7 @@ class JdbcSinkTask(SinkTask):
             if batch is None or batch.raw_values is None:
                 continue
             try:
-                batch.values  # noqa: B018 - decodes the column
+                batch.values, batch.keys  # noqa: B018 - decodes the columns (raw keys come only with raw values)
             except UnusableRawValues as exc:
                 self._pending = None
                 self._json.sit_out()

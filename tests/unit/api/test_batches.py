@@ -1,8 +1,20 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from sluice.connectors.api import STRING_SCHEMA, SinkRecord, SinkRecordBatch, SourceRecord, SourceRecordBatch
+from sluice.connectors.api import (
+    STRING_SCHEMA,
+    DataError,
+    SinkRecord,
+    SinkRecordBatch,
+    SourceRecord,
+    SourceRecordBatch,
+    TopicPartition,
+    UnusableRawValues,
+    WireFormat,
+)
 
 
 def test_source_batch_is_a_sequence_of_ordinary_records() -> None:
@@ -70,3 +82,55 @@ def test_sink_batch_loads_other_columns_only_when_asked() -> None:
     assert batch.offsets == [5, 6] and asked == ["kafka_offset"]
     assert batch[1] == SinkRecord("t", 0, 6, "b", STRING_SCHEMA, "k", STRING_SCHEMA, None, 0, (("h", "v"),))
     assert [r.kafka_offset for r in batch] == [5, 6]
+
+
+def _columns(offsets: list[int]) -> Any:
+    n = len(offsets)
+    return {"partition": [0] * n, "kafka_offset": offsets, "timestamp": [None] * n, "timestamp_type": [0] * n,
+            "headers": [None] * n}.__getitem__  # fmt: skip
+
+
+def test_sink_batch_decodes_raw_keys_on_first_read_only() -> None:
+    calls = []
+
+    def decode_keys() -> tuple[list[Any], list[Any]]:
+        calls.append(1)
+        return [STRING_SCHEMA, None], ["k1", None]
+
+    batch = SinkRecordBatch(
+        "t", ["a", "b"], [STRING_SCHEMA] * 2, None, None, _columns([3, 4]),
+        raw_keys=[b"k1", None], decode_keys=decode_keys, raw_key_format=WireFormat("json", schemas=True),
+    )  # fmt: skip
+    assert len(batch) == 2 and batch.raw_keys == [b"k1", None] and calls == []
+    assert batch.raw_key_format == WireFormat("json", schemas=True) and batch.key_writer_schema is None
+    assert batch.keys == ["k1", None] and batch.key_schemas == [STRING_SCHEMA, None]
+    assert batch[0] == SinkRecord("t", 0, 3, "a", STRING_SCHEMA, "k1", STRING_SCHEMA, None, 0, None)
+    assert calls == [1]  # once, for both columns
+
+
+def test_sink_batch_raw_keys_that_do_not_convert_are_given_back_from_the_first_record() -> None:
+    def decode_keys() -> tuple[list[Any], list[Any]]:
+        raise DataError("not an envelope")
+
+    batch = SinkRecordBatch(
+        "t", None, None, None, None, _columns([8, 9]), original_topic="in", raw_values=[b"1", b"2"],
+        decode=lambda: ([None, None], [1, 2]), raw_keys=[b"x", b"y"], decode_keys=decode_keys,
+    )  # fmt: skip
+    assert batch.values == [1, 2]  # values decode on their own
+    for read in (lambda: batch.keys, lambda: batch.key_schemas, lambda: list(batch)):
+        with pytest.raises(UnusableRawValues, match="keys of topic 'in' do not convert") as info:
+            read()
+        assert info.value.offsets == {TopicPartition("in", 0): 8}
+
+
+def test_sink_batch_without_keys_needs_raw_keys_and_their_decoder() -> None:
+    with pytest.raises(ValueError, match="raw_keys and decode_keys"):
+        SinkRecordBatch("t", [1], [None], None, None, _columns([0]), raw_keys=[b"k"])
+    with pytest.raises(ValueError, match="raw_keys and decode_keys"):
+        SinkRecordBatch("t", [1], [None], None, None, _columns([0]), decode_keys=lambda: ([None], ["k"]))
+
+
+def test_a_batch_of_records_has_its_keys_decoded_already() -> None:
+    batch = SinkRecordBatch.of([SinkRecord("t", 0, 1, "v", None, "k", STRING_SCHEMA)])
+    assert batch.raw_keys is None and batch.raw_key_format is None
+    assert batch.keys == ["k"] and batch.key_schemas == [STRING_SCHEMA] and len(batch) == 1

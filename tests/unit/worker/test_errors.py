@@ -326,6 +326,7 @@ def sink_runner(
     transform: Any = None,
     *,
     value_converter: Any = None,
+    key_converter: Any = None,
     config: dict[str, Any] | None = None,
     consumer_config: dict[str, Any] | None = None,
     consumer: FakeConsumer | None = None,
@@ -334,12 +335,14 @@ def sink_runner(
 ) -> SinkTaskRunner:
     """A sink runner of topic ``in``, its consumer ``consumer`` (a real one when
     ``consumer_config`` names a broker); values are JSON with schemas unless ``value_converter``
-    says otherwise."""
+    says otherwise, keys strings unless ``key_converter`` does."""
     if value_converter is None:
         value_converter = JsonConverter()
         value_converter.configure({"schemas.enable": "true"}, False)
-    key = StringConverter()
-    key.configure({}, True)
+    key = key_converter
+    if key is None:
+        key = StringConverter()
+        key.configure({}, True)
     header = SimpleHeaderConverter()
     header.configure({})
     real = consumer_config is not None and "bootstrap.servers" in consumer_config
