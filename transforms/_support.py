@@ -24,6 +24,7 @@ __all__ = [
     "DerivedSinkRecordBatch",
     "CommaList",
     "KeyOrValueTransformation",
+    "RawRewrittenBatch",
     "SchemaCache",
     "copy_struct_schema",
     "field_path",
@@ -244,6 +245,47 @@ class DerivedSinkRecordBatch(SinkRecordBatch):
         #: ``"values"`` or ``"keys"`` when that column holds maps the transform that made this batch
         #: built itself and nothing else refers to: the next columnar step may change them in place.
         self.fresh = fresh
+
+
+class RawRewrittenBatch(SinkRecordBatch):
+    """A batch whose raw values a transform rewrote (:meth:`Transformation.keeps_raw_values`).
+
+    It holds the records of ``parent`` at the indices ``kept`` (``None``: all of them), in order,
+    with ``raw_values`` in the parent's raw format. Keys and the other columns are the parent's
+    (raw keys stay raw); ``decode`` gives ``(value_schemas, values)`` of the records the
+    transform made, and runs only if the task reads them.
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        parent: SinkRecordBatch,
+        raw_values: list[bytes | None],
+        kept: list[int] | None,
+        decode: Callable[[], tuple[list[Schema | None], list[Any]]],
+    ) -> None:
+        def pick(column: list[Any]) -> list[Any]:
+            return column if kept is None else [column[i] for i in kept]
+
+        raw_keys = parent.raw_keys
+        super().__init__(
+            parent.topic,
+            None,
+            None,
+            pick(parent.keys) if raw_keys is None else None,
+            pick(parent.key_schemas) if raw_keys is None else None,
+            lambda name: pick(getattr(parent, _COLUMN_PROPERTIES[name])),
+            original_topic=parent.original_topic,
+            raw_values=raw_values,
+            decode=decode,
+            raw_format=parent.raw_format,
+            writer_schema=parent.writer_schema,
+            raw_keys=None if raw_keys is None else pick(raw_keys),
+            decode_keys=None if raw_keys is None else lambda: (pick(parent.key_schemas), pick(parent.keys)),
+            raw_key_format=parent.raw_key_format,
+            key_writer_schema=parent.key_writer_schema,
+        )
 
 
 def with_column(

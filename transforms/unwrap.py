@@ -12,28 +12,33 @@ drops the original tombstone; a truncate event is dropped). Keys Debezium no lon
 Connect still accepts (``operation.header``, ``delete.handling.mode``, ``drop.tombstones``) are
 accepted and, as there, have no effect; a warning names what replaced them. Sluice also unwraps a
 schemaless envelope (a JSON map), which Debezium passes through.
+
+On a sink, batches of JsonConverter envelopes (with schemas) are rewritten as bytes
+(:mod:`.unwrap_raw`), so a sink task that reads raw values keeps doing so (``keeps_raw_values``),
+unless headers, routing or dropped fields are asked for.
 """
 
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
 from sluice.connectors.api.config import PluginConfig
 from sluice.connectors.api.errors import DataError
-from sluice.connectors.api.records import header_data
+from sluice.connectors.api.records import SinkRecordBatch, header_data
 from sluice.connectors.api.schema import OPTIONAL_STRING_SCHEMA, STRING_SCHEMA, Schema, SchemaAndValue, Type
 from sluice.connectors.api.transform import R
-from sluice.transforms._support import BuiltinTransformation, CommaList, SchemaCache, fill_default
+from sluice.connectors.api.wire import WireFormat
+from sluice.transforms._support import BuiltinTransformation, CommaList, RawRewrittenBatch, SchemaCache, fill_default
 from sluice.transforms.unwrap_fields import FieldReference, parse_references, schema_basics
+from sluice.transforms.unwrap_raw import DELETED_FIELD, RawEnvelopes
 
 __all__ = ["ExtractNewRecordState"]
 
 log = logging.getLogger(__name__)
-
-DELETED_FIELD = "__deleted"
 
 DeleteTombstoneMode = Literal["drop", "tombstone", "rewrite", "rewrite-with-tombstone", "delete-to-tombstone"]
 
@@ -126,6 +131,9 @@ class ExtractNewRecordState(BuiltinTransformation):
         self._drop_compatible = config.drop_fields_keep_schema_compatible
         self._added: SchemaCache[tuple[Schema, Schema], tuple[Schema, tuple[FieldReference, ...]]] = SchemaCache()
         self._derived: SchemaCache[tuple[Schema, tuple[str, ...]], Schema] = SchemaCache()
+        # Raw envelopes are rewritten as bytes unless the record needs more than a new value.
+        plain = not (self._headers or self._route or self._drop_header)
+        self._raw = RawEnvelopes(self._mode, self._fields, self._replace_null) if plain else None
         ignored = {
             "operation_header": config.operation_header,
             "delete_handling_mode": config.delete_handling_mode,
@@ -140,6 +148,32 @@ class ExtractNewRecordState(BuiltinTransformation):
                     value,
                     instead,
                 )
+
+    def keeps_raw_values(self, wire: WireFormat) -> bool:
+        """JsonConverter envelopes (``schemas.enable=true``, decimals as base64) stay raw, rewritten
+        as the unwrapped rows' envelopes, unless ``add.headers``, ``route.by.field`` or
+        ``drop.fields.header.name`` is set."""
+        return self._raw is not None and wire.kind == "json" and wire.schemas and wire.decimal_format == "BASE64"
+
+    def apply_columns(self, batch: SinkRecordBatch) -> SinkRecordBatch | None:
+        """A batch with raw envelopes as one with the rows' raw values (:mod:`.unwrap_raw`); ``None``
+        for a decoded batch, or one the record path must take."""
+        raws, wire = batch.raw_values, batch.raw_format
+        if self._raw is None or raws is None or wire is None or not self.keeps_raw_values(wire):
+            return None
+        rewritten = self._raw.rewrite(raws, wire.replace_null_with_default)
+        if rewritten is None:
+            return None
+        values, kept = rewritten
+        return RawRewrittenBatch(batch, values, kept, partial(self._decoded, batch, kept))
+
+    def _decoded(self, batch: SinkRecordBatch, kept: list[int] | None) -> tuple[list[Schema | None], list[Any]]:
+        """The values of a rewritten batch, read only if a task reads them: its records transformed one by one."""
+        records = batch.records()
+        out = [self.apply(records[i]) for i in (range(len(records)) if kept is None else kept)]
+        if any(r is None for r in out):  # the raw path keeps what the record path keeps: never
+            raise DataError("ExtractNewRecordState: the raw rewrite kept a record the record path drops")
+        return [r.value_schema for r in out], [r.value for r in out]  # type: ignore[union-attr]
 
     def apply(self, record: R) -> R | None:
         value: Any = record.value

@@ -119,7 +119,8 @@ class SinkRecordBatch(Sequence[SinkRecord]):
       the consumed messages the first time they are read.
     * ``raw_values``: the value bytes exactly as consumed, for a task that asked for them
       (:attr:`~connectors.api.SinkTask.value_format`) when the runtime could give them (no
-      transform ran, and the value converter writes schemaless JSON, also JSON with schemas or Avro
+      transform ran, or each keeps them, :meth:`~connectors.api.Transformation.keeps_raw_values`;
+      and the value converter writes schemaless JSON, also JSON with schemas or Avro
       for ``raw_typed``, or any bytes for ``raw_bytes``); ``None`` otherwise, and then ``values`` is
       what to write. ``raw_format`` is then the converter's
       :class:`~connectors.api.converter.WireFormat` (what the bytes are), and ``writer_schema``
@@ -261,6 +262,8 @@ class SinkRecordBatch(Sequence[SinkRecord]):
         assert self._decode is not None
         try:
             self._value_schemas, self._values = self._decode()
+        except UnusableRawValues:
+            raise  # from the batch a transform rewrote this one from (it names the consumed offsets)
         except Exception as exc:
             raise UnusableRawValues(
                 f"values of topic {self.original_topic!r} do not convert ({exc})", self.first_offsets()
@@ -289,6 +292,8 @@ class SinkRecordBatch(Sequence[SinkRecord]):
         assert self._decode_keys is not None
         try:
             self._key_schemas, self._keys = self._decode_keys()
+        except UnusableRawValues:
+            raise  # from the batch a transform rewrote this one from (it names the consumed offsets)
         except Exception as exc:
             raise UnusableRawValues(
                 f"keys of topic {self.original_topic!r} do not convert ({exc})", self.first_offsets()

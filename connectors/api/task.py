@@ -197,8 +197,10 @@ class SinkTask(Task):
     #: value converter writes schemaless JSON; :attr:`ValueFormat.RAW_TYPED` for them also when it
     #: writes JSON with schemas (decimals as base64) or Avro; :attr:`ValueFormat.RAW_BYTES` for the
     #: consumed bytes whatever the converter. Raw values come in
-    #: :attr:`~connectors.api.SinkRecordBatch.raw_values` only when no transform runs and the
-    #: converter allows; the batch's ``values`` are then decoded on first read. The runtime does
+    #: :attr:`~connectors.api.SinkRecordBatch.raw_values` only when the converter allows and no
+    #: transform runs, or each one keeps raw values raw
+    #: (:meth:`~connectors.api.Transformation.keeps_raw_values`: ExtractNewRecordState on JSON
+    #: with schemas); the batch's ``values`` are then decoded on first read. The runtime does
     #: not check raw bytes: the task parses what it writes (or checks it, e.g. with
     #: :func:`sluice.converters.json_documents.first_malformed`), and raises
     #: :class:`~connectors.api.UnusableRawValues` for what it cannot use, which the runtime

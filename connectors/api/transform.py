@@ -8,6 +8,7 @@ from typing import Any, ClassVar, TypeVar
 
 from sluice.connectors.api.config import PluginConfig
 from sluice.connectors.api.records import SinkRecord, SinkRecordBatch, SourceRecord
+from sluice.connectors.api.wire import WireFormat
 
 R = TypeVar("R", SourceRecord, SinkRecord)
 
@@ -42,9 +43,23 @@ class Transformation(abc.ABC):
         """Transform a sink batch column by column, or return ``None`` when this transform cannot
         (then :meth:`apply_batch` gets its records). A chain of transforms that all work on columns
         never builds a record object, which costs more than most transforms do. Only without a
-        predicate. Thread: the task thread.
+        predicate. A batch comes with raw values (:attr:`SinkRecordBatch.raw_values`) only when
+        :meth:`keeps_raw_values` said so for their format. Thread: the task thread.
         """
         return None
+
+    def keeps_raw_values(self, wire: WireFormat) -> bool:
+        """Whether :meth:`apply_columns` keeps raw values in ``wire``'s format raw: given a batch
+        whose :attr:`~SinkRecordBatch.raw_values` are in that format, it returns a batch whose raw
+        values (and raw keys, if it had them) are in the same format, the bytes the converter would
+        write for the transformed records, and whose ``values`` read as the records
+        :meth:`apply` gives; or ``None`` for a batch it cannot do so (its records are then decoded
+        and transformed one by one). A sink task that takes raw values
+        (:attr:`~connectors.api.SinkTask.value_format`) gets them through a chain of transforms
+        only when every one keeps them. Declared once: the runtime asks after :meth:`configure`,
+        before the first batch. The default keeps none. Thread: the task thread.
+        """
+        return False
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources."""

@@ -20,7 +20,6 @@ import zlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import orjson
 import pytest
 
 from sluice.connectors.api import Converter, SinkRecordBatch, TopicPartition, UnusableRawValues
@@ -185,24 +184,102 @@ def test_pk_fields_name_some_fields_of_a_struct_key(pair: Any) -> None:
     assert fast.records_from_json == 300
 
 
-def test_tombstones_and_repeated_keys_send_their_batch_the_decoded_way(pair: Any) -> None:
-    """A batch with a tombstone (a delete, with ``delete.enabled``) goes the ordinary way, and the
-    batch after it the fast way again; so does a batch with a key twice (upsert keeps the last)."""
-    rng = random.Random(11)
-    rounds = _rounds(rng, "int64", True, True)
-    later = {k for r in rounds[2:] for k, _ in r}
-    deleted = next(k for k, _ in rounds[1] if k not in later)
-    with_tombstone = [*rounds[2][:50], (deleted, None), *rounds[2][50:]]
-    repeated = [*rounds[3], (rounds[3][0][0], rounds[3][5][1])]
+class Changes:
+    """A CDC topic's records for a key shape: upserts (a random row per key, its key fields in the
+    value) and tombstones (the key, a null value)."""
+
+    def __init__(self, rng: random.Random, shape: str, keys: int) -> None:
+        self.rng = rng
+        self.key_schema, self.value_schema = _key_schema(shape), _value_schema(rng, shape, True)
+        self.keys = _key_payloads(rng, shape, keys, set())
+
+    def upserts(self, keys: Sequence[Any]) -> list[Message]:
+        return _messages(self.rng, self.key_schema, self.value_schema, keys)
+
+    def tombstones(self, keys: Sequence[Any]) -> list[Message]:
+        return [(envelope(self.key_schema, key), None) for key in keys]
+
+
+def _config(shape: str, **config: str) -> dict[str, str]:
+    return {**config, "pk.fields": "id"} if shape == "primitive-string" else config
+
+
+@pytest.mark.parametrize("mode", ["insert", "upsert"])
+def test_repeated_keys_in_a_batch_land_as_decoded(pair: Any, mode: str) -> None:
+    """A key several times in one batch: ``upsert`` keeps its last record, in the batch's order;
+    ``insert`` writes every record, so the primary key the sink made rejects the repeats, and the
+    same records reach the errant record reporter. The fast path takes the batches either way."""
+    changes = Changes(random.Random(zlib.crc32(mode.encode())), "int64", 60)
+    keys, rng = changes.keys, changes.rng
+    repeated = [rng.choice(keys[:20]) for _ in range(100)]
+    batches = [changes.upserts(keys[:1]), changes.upserts(repeated)]
+    batches.append(changes.upserts([*rng.sample(keys, 60), *keys[:10]]))
     p = pair()
-    fast = p.write(
-        [rounds[0], rounds[1], with_tombstone, rounds[2], repeated],
-        **{"insert.mode": "upsert", "delete.enabled": "true"},
-    )
-    p.assert_same()
-    assert fast.records_from_json == 100 + 100  # rounds[1], rounds[2]: not the tombstone's nor the repeated key's
-    gone = orjson.loads(deleted)["payload"]["id"]  # type: ignore[arg-type]
-    assert sql(p.url, f'SELECT count(*) FROM "{p.fast_table}" WHERE id = {gone}') == [(0,)]
+    fast = p.write(batches, **{"insert.mode": mode})
+    rows = p.assert_same()
+    assert fast.records_from_json == 100 + 70
+    if mode == "upsert":
+        assert len(rows) == 60
+    else:
+        reported = [[r.kafka_offset for r, _ in p.reporters[t].reported] for t in (p.fast_table, p.slow_table)]
+        assert reported[0] == reported[1] and len(reported[0]) == 101 + 70 - len(rows)
+
+
+@pytest.mark.parametrize("shape", ["int64", "two-fields", "primitive-int64", "primitive-string"])
+def test_tombstones_delete_their_keys_on_the_fast_path(pair: Any, shape: str) -> None:
+    """``delete.enabled`` in ``upsert`` mode, a CDC topic's shape: the last record of each key in a
+    batch decides, an upsert or a delete, whatever came before it. A batch deletes rows written
+    earlier, keys written then deleted, deleted then written again, deleted twice, and keys never
+    written; another holds tombstones only; in a third every tombstone is followed by its key's row."""
+    changes = Changes(random.Random(zlib.crc32(shape.encode())), shape, 80)
+    keys, upserts, tombstones = changes.keys, changes.upserts, changes.tombstones
+    written = upserts(keys[:40])
+    mixed = [
+        *tombstones(keys[0:5]),
+        *upserts(keys[5:10]),
+        *tombstones(keys[5:10]),
+        *tombstones(keys[10:15]),
+        *upserts(keys[10:15]),
+        *tombstones(keys[60:65]),
+        *upserts(keys[40:50]),
+        *tombstones(keys[15:17]),
+        *tombstones(keys[15:17]),
+    ]
+    only_tombstones = tombstones([*keys[20:25], *keys[70:72]])
+    rewritten = [*tombstones(keys[30:33]), *upserts(keys[30:33])]
+    p = pair()
+    batches = [upserts(keys[:1]), written, mixed, only_tombstones, rewritten]
+    fast = p.write(batches, **_config(shape, **{"insert.mode": "upsert", "delete.enabled": "true"}))
+    rows = p.assert_same()
+    assert fast.records_from_json == sum(map(len, batches[1:]))
+    assert len(rows) == 40 - (5 + 5 + 2 + 5) + 10
+    names = [name for name, _ in KEYS[shape]]  # the key's fields, also fields of the value
+    ids = [tuple(key[n] for n in names) if isinstance(key, dict) else (key,) for key in keys]
+    present = set(sql(p.url, f'SELECT {", ".join(names)} FROM "{p.fast_table}"'))
+    assert not present & {*ids[0:10], *ids[15:17], *ids[20:25]}
+    assert {*ids[10:15], *ids[30:33], *ids[40:50]} <= present
+    assert fast.tombstones_ignored == 0
+
+
+@pytest.mark.parametrize("mode", ["insert", "upsert"])
+def test_tombstones_without_delete_enabled_are_left_out_counted_and_logged(
+    pair: Any, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``delete.enabled=false``: the fast path writes the batch without its tombstones, and the
+    task counts them and logs their offsets once it commits, as the ordinary path does."""
+    changes = Changes(random.Random(zlib.crc32(mode.encode())), "int64", 40)
+    keys = changes.keys
+    batch = [*changes.upserts(keys[1:10]), *changes.tombstones(keys[1:3])]
+    batch += [*changes.upserts(keys[10:20]), *changes.tombstones(keys[30:31])]
+    p = pair()
+    with caplog.at_level("WARNING"):
+        fast = p.write([changes.upserts(keys[:1]), batch], **{"insert.mode": mode})
+    assert len(p.assert_same()) == 20
+    assert fast.records_from_json == len(batch)
+    assert [task.tombstones_ignored for task in p.tasks] == [3, 3]
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Ignored")]
+    line = f"Ignored 3 tombstone(s) (null values) of topic {TOPIC}, at offsets 10, 11, 22: delete.enabled is false"
+    assert logged == [line, line]
 
 
 def test_a_key_that_does_not_convert_is_given_back_to_the_runtime(pair: Any) -> None:

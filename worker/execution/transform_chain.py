@@ -18,6 +18,8 @@ The chain runs on whole batches: a transform without a predicate gets the batch 
 ``apply_batch`` call; a predicate splits the batch record by record only for its own transform.
 A consumed :class:`~connectors.api.SinkRecordBatch` goes first through the leading steps that can
 transform columns (``apply_columns``), so a chain of such transforms never builds a record object.
+When every step keeps raw values raw (:meth:`TransformChain.keeps_raw_values`), a sink task that
+takes raw values gets them through the chain, rewritten.
 """
 
 from __future__ import annotations
@@ -27,7 +29,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from sluice.connectors.api import ConfigError, Predicate, SinkRecord, SinkRecordBatch, SourceRecord, Transformation
+from sluice.connectors.api import (
+    ConfigError,
+    Predicate,
+    SinkRecord,
+    SinkRecordBatch,
+    SourceRecord,
+    Transformation,
+    WireFormat,
+)
 from sluice.plugins import PluginKind, PluginRegistry
 from sluice.worker.config.models import sub_config
 
@@ -88,6 +98,12 @@ class TransformChain:
             if not records:
                 break
         return records
+
+    def keeps_raw_values(self, wire: WireFormat) -> bool:
+        """Whether a batch with raw values in ``wire``'s format keeps them through every step: no
+        step has a predicate (those go record by record) and each transform says it keeps them
+        (:meth:`~connectors.api.Transformation.keeps_raw_values`), asked once."""
+        return all(step.predicate is None and step.transform.keeps_raw_values(wire) for step in self.steps)
 
     def _columns(self, batch: SinkRecordBatch) -> tuple[SinkRecordBatch, tuple[TransformStep, ...]]:
         """Apply the leading steps that can work on columns; the batch and the steps left over."""

@@ -169,7 +169,7 @@ class SinkTaskRunner(WorkerTask):
         offsets = self.offsets = SinkOffsets(self._consumer_config, offset_flush_interval_ms / 1000, self.active_topics)
         #: Raw values (and keys) for a task that asks for them, and those it gives back.
         task_name = type(task).__name__
-        self.redelivery = RawValuesRedelivery(task_name, self.batches, offsets, transformed=transform is not None)
+        self.redelivery = RawValuesRedelivery(task_name, self.batches, offsets, transform=transform)
         #: What happens when records cannot be used (DLQ, record-by-record paths).
         self.failures = SinkFailures(
             task_id, task, self.batches, transform, errors=self.errors, dlq=dlq,

@@ -8,7 +8,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaError
 
@@ -19,6 +19,7 @@ from sluice.connectors.api import (
     SinkRecordBatch,
     SinkTask,
     UnwritableRecordError,
+    WireFormat,
 )
 from sluice.worker.errors import (
     SKIPPED,
@@ -35,7 +36,19 @@ from sluice.worker.status import ConnectorTaskId
 
 log = logging.getLogger(__name__)
 
-Transform = Callable[[Sequence[SinkRecord]], Sequence[SinkRecord]]
+
+class Transform(Protocol):
+    """The connector's transform chain as the sink runner uses it
+    (:class:`~sluice.worker.execution.transform_chain.TransformChain`)."""
+
+    def __call__(self, records: Sequence[SinkRecord]) -> Sequence[SinkRecord]:
+        """The transformed records; a consumed batch may come back as a batch."""
+        ...
+
+    def keeps_raw_values(self, wire: WireFormat) -> bool:
+        """Whether a batch with raw values in ``wire``'s format keeps them through the chain
+        (:meth:`~connectors.api.Transformation.keeps_raw_values` of every step)."""
+        ...
 
 
 class SinkErrantRecordReporter:

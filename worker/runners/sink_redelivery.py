@@ -10,6 +10,7 @@ from typing import Any
 
 from sluice.connectors.api import SinkRecordBatch, TopicPartition, UnusableRawValues, ValueFormat, WireFormat
 from sluice.worker.runners.sink_batches import SinkBatchBuilder
+from sluice.worker.runners.sink_errors import Transform
 from sluice.worker.runners.sink_offsets import SinkOffsets
 
 log = logging.getLogger(__name__)
@@ -19,17 +20,17 @@ class RawValuesRedelivery:
     """Raw values for a task that asks for them, and their redelivery decoded. Runner thread only.
 
     ``task_name`` names the task in the log; ``converters``: the builder of the task's batches,
-    whose converters say what their bytes are; ``transformed``: a transform chain runs, so values
-    must be decoded anyway.
+    whose converters say what their bytes are; ``transform``: the transform chain that runs, if
+    any (values stay raw through it only when it keeps them).
     """
 
     def __init__(
-        self, task_name: str, converters: SinkBatchBuilder, offsets: SinkOffsets, *, transformed: bool
+        self, task_name: str, converters: SinkBatchBuilder, offsets: SinkOffsets, *, transform: Transform | None
     ) -> None:
         self._task_name = task_name
         self._converters = converters
         self._offsets = offsets
-        self._transformed = transformed
+        self._transform = transform
         #: The value converter's wire format when batches carry raw values (``None``: they do not).
         self.format: WireFormat | None = None
         #: The key converter's wire format when batches with raw values carry raw keys too.
@@ -40,15 +41,18 @@ class RawValuesRedelivery:
 
     def adopt(self, value_format: ValueFormat) -> None:
         """Decide, once the task started, whether its batches carry raw values (:attr:`format`):
-        the task asked (its ``SinkTask.value_format``, which it may set in ``start()``), no
-        transform reads the values, and the value converter's bytes are what the task asked for.
+        the task asked (its ``SinkTask.value_format``, which it may set in ``start()``), the value
+        converter's bytes are what the task asked for, and the transform chain, if any, keeps
+        values in that format raw (``Transformation.keeps_raw_values``).
         A ``raw_typed`` task's batches with raw values carry raw keys too (:attr:`key_format`)
         when the key converter's bytes are what raw typed values may be."""
         wanted = ValueFormat(value_format)
         self.format = self.key_format = None
-        if wanted is ValueFormat.CONNECT or self._transformed:
+        if wanted is ValueFormat.CONNECT:
             return
         wire = self._converters.value_converter.wire_format()
+        if self._transform is not None and not self._transform.keeps_raw_values(wire):
+            return
         if wanted is ValueFormat.RAW_BYTES or wire.schemaless_json:
             self.format = wire
         elif wanted is ValueFormat.RAW_TYPED and _typed(wire):

@@ -8,6 +8,10 @@ converter would, :mod:`sluice.converters.connect_arrow`) or Avro (the native Avr
 With ``pk.mode=record_key`` the raw keys are read the same way (JSON with schemas or Avro; a
 struct's fields, or a primitive key as one column), and their columns come first.
 
+An upsert keeps the last record of each key, as the ordinary path does; a tombstone (null value)
+is left out, or with ``delete.enabled`` deletes its key's row when it is the key's last record
+(:func:`takes_tombstones` says when the ordinary path's result is the same).
+
 The rows and columns are those the ordinary path would write; a batch the fast path cannot take
 exactly goes the ordinary way (see :mod:`sluice.connectors.sink.jdbc.task` for the pipelining).
 """
@@ -18,7 +22,7 @@ import contextvars
 import datetime as _dt
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -30,7 +34,7 @@ from sluice.connectors.sink.jdbc.config import DEFAULT_KEY_FIELD, InsertMode, Jd
 from sluice.connectors.sink.jdbc.pgjson import COPY_BINARY, JsonColumns, keyed_columns, read_json_lines, typed_columns
 from sluice.connectors.sink.jdbc.rows import TopicRecords
 from sluice.connectors.sink.jdbc.tables import TableManager
-from sluice.connectors.sink.jdbc.writer import CopyTransaction, PipelinedWriter
+from sluice.connectors.sink.jdbc.writer import DELETED_COLUMN, CopyTransaction, PipelinedWriter
 from sluice.converters import json_arrow
 from sluice.converters.connect_arrow import EnvelopeReader, read_avro_batch, typed_table
 
@@ -66,24 +70,24 @@ class JsonFastPath:
         """Leave the next few batches to the ordinary path."""
         self.skip = JSON_RETRY_AFTER
 
-    def read(self, batch: SinkRecordBatch, cfg: JdbcSinkConfig) -> JsonColumns | None:
-        """The batch's raw values as columns, by the format they are in (``None``: decode them)."""
-        raws = batch.raw_values
+    def read(self, raws: Sequence[bytes | None], batch: SinkRecordBatch, cfg: JdbcSinkConfig) -> JsonColumns | None:
+        """Raw values of ``batch`` (all or some of them) as columns, by the format they are in
+        (``None``: decode them)."""
         wire = batch.raw_format
-        if raws is None:
-            return None
         if wire is None or wire.schemaless_json:
             return read_json_lines(raws)
         table = self._typed(raws, wire, batch.writer_schema, keys=False)
         return None if table is None else typed_columns(table, timezone(cfg.db_timezone) is _dt.UTC)
 
-    def read_keys(self, batch: SinkRecordBatch, cfg: JdbcSinkConfig) -> tuple[JsonColumns, list[str]] | None:
-        """The batch's raw keys as typed columns and the key columns' names as the ordinary path
-        names them (``rows.py``): the ``pk.fields`` (or every field) of a struct key, or the one
-        ``pk.fields`` name (``__connect_key`` by default) of a primitive key. ``None``: decode them
-        (schemaless keys among others)."""
-        raws, wire = batch.raw_keys, batch.raw_key_format
-        if raws is None or wire is None or wire.schemaless_json or None in raws:
+    def read_keys(
+        self, raws: Sequence[bytes | None] | None, batch: SinkRecordBatch, cfg: JdbcSinkConfig
+    ) -> tuple[JsonColumns, list[str]] | None:
+        """Raw keys of ``batch`` (all or some of them) as typed columns and the key columns' names
+        as the ordinary path names them (``rows.py``): the ``pk.fields`` (or every field) of a struct
+        key, or the one ``pk.fields`` name (``__connect_key`` by default) of a primitive key.
+        ``None``: decode them (schemaless keys among others)."""
+        wire = batch.raw_key_format
+        if not raws or wire is None or wire.schemaless_json or None in raws:
             return None
         table = self._typed(raws, wire, batch.key_writer_schema, keys=True)
         if table is not None:
@@ -95,7 +99,7 @@ class JsonFastPath:
         return None if columns is None else (columns, wanted)
 
     def _typed(
-        self, raws: list[bytes | None], wire: WireFormat, writer_schema: Callable[[int], Any] | None, *, keys: bool
+        self, raws: Sequence[bytes | None], wire: WireFormat, writer_schema: Callable[[int], Any] | None, *, keys: bool
     ) -> Any | None:
         """Envelopes of struct payloads or Avro records as a typed Arrow table (``None``: not such)."""
         if wire.kind == "json" and wire.schemas:
@@ -116,7 +120,7 @@ class JsonFastPath:
         return reader
 
     def _primitive_keys(
-        self, raws: list[bytes | None], wire: WireFormat, writer_schema: Callable[[int], Any] | None, name: str
+        self, raws: Sequence[bytes | None], wire: WireFormat, writer_schema: Callable[[int], Any] | None, name: str
     ) -> Any | None:
         """Keys of a primitive schema as a typed table of one column, ``name``: read as the field of
         a struct (JSON: each payload's text as the member of an object; Avro: the body as a record
@@ -155,26 +159,32 @@ class JsonFastPath:
 
         Rows and columns are those the ordinary path would write: one column per field of the
         objects, the key columns first (``pk.mode=record_key``: the key's, then the value fields
-        but those; ``record_value``: the ``pk.fields``, or every field), the last record of a key
-        kept for upserts (here: only batches without repeated keys). A batch with tombstones goes
-        the ordinary way (deletes, or tombstones ignored), and the next batch may come this way.
+        but those; ``record_value``: the ``pk.fields``, or every field), the last record of each key
+        for upserts, in the batch's order. Tombstones are left out (the task counts and logs them
+        once the chunk commits) or, for upserts with ``delete.enabled``, delete the row of a key
+        whose last record they are, in the same transaction (:meth:`.PipelinedWriter.prepare_copy_changes`).
         """
         if not undecoded_json(group):
             return None
         if self.skip:
             self.skip -= 1
             return None
+        batch = group.batch
         table = cfg.table_name(group.topic)
         types = writer.column_types(table)
-        raws = group.batch.raw_values  # type: ignore[union-attr]
-        # The table's types are read by the first ordinary write; tombstones are not rows.
-        if types is None or raws is None or None in raws:
+        raws = batch.raw_values  # type: ignore[union-attr]
+        if types is None or raws is None:  # the table's types are read by the first ordinary write
             return None
-        parsed, key_fields = self._columns(group.batch, cfg)  # type: ignore[arg-type]
+        live = None  # the records that are not tombstones (None: every one)
+        if None in raws:
+            live = [i for i, raw in enumerate(raws) if raw is not None]
+            if not takes_tombstones(batch, cfg, values=bool(live)):  # type: ignore[arg-type]
+                return None
+        parsed, key_fields = self._columns(batch, cfg, live)  # type: ignore[arg-type]
         if parsed is None:
             self.skip = JSON_RETRY_AFTER
             return None
-        fields = parsed.fields
+        fields = [f for f in parsed.fields if f != DELETED_COLUMN]
         if cfg.pk_mode is PkMode.RECORD_VALUE:
             key_fields = list(cfg.pk_fields) or list(fields)
             if any(k not in fields for k in key_fields):
@@ -183,33 +193,86 @@ class JsonFastPath:
         names = tables.known_names(table, fields)
         if names is None:  # a field the table lacks (auto.evolve) or a table not seen yet
             return None
-        copy = parsed.copy_data(fields, {f: types.get(n, "") for f, n in zip(fields, names)})
-        if copy is None or (cfg.insert_mode is InsertMode.UPSERT and not parsed.unique(key_fields)):
+        if cfg.insert_mode is InsertMode.UPSERT and not parsed.unique(key_fields):
+            parsed = parsed.last_of_each(key_fields)
+        column_types = {f: types.get(n, "") for f, n in zip(fields, names)}
+        copy = None if parsed is None else copy_changes(parsed, fields, column_types)
+        if copy is None:
             self.skip = JSON_RETRY_AFTER
             return None
-        data, options = copy
+        data, options, deletes = copy
         keys = names[: len(key_fields)]
-        prepared = writer.prepare_copy_data(table, names, keys, data, options, cfg.insert_mode)
+        if deletes:
+            prepared: CopyTransaction | None = writer.prepare_copy_changes(table, names, keys, data, options)
+        else:
+            prepared = writer.prepare_copy_data(table, names, keys, data, options, cfg.insert_mode)
         if prepared is not None:
             self.records += len(group)
             if options == COPY_BINARY:
                 self.records_binary += len(group)
         return prepared
 
-    def _columns(self, batch: SinkRecordBatch, cfg: JdbcSinkConfig) -> tuple[JsonColumns | None, list[str]]:
+    def tombstones_left_out(self, groups: list[TopicRecords]) -> dict[str, list[int]]:
+        """Per topic, the offsets of the tombstones in ``groups``, a chunk this path sent with
+        ``delete.enabled=false``, which left them out (for the task to count and log once it commits;
+        the ordinary path, which counts its own, sends no chunk with tombstones)."""
+        found: dict[str, list[int]] = {}
+        for group in groups:
+            raws = group.batch.raw_values if group.batch is not None else None
+            if raws is not None and None in raws:
+                offsets = group.offsets
+                found.setdefault(group.topic, []).extend(offsets[i] for i, raw in enumerate(raws) if raw is None)
+        return found
+
+    def _columns(
+        self, batch: SinkRecordBatch, cfg: JdbcSinkConfig, live: list[int] | None
+    ) -> tuple[JsonColumns | None, list[str]]:
         """The batch's columns (the key's first for ``pk.mode=record_key``) and the key columns
-        among them (``[]`` for the other modes: :meth:`prepare` picks them)."""
-        values = self.read(batch, cfg)
-        if values is None or cfg.pk_mode is not PkMode.RECORD_KEY:
+        among them (``[]`` for the other modes: :meth:`prepare` picks them). ``live``: the records
+        that are not tombstones (``None``: every one); the tombstones are left out, or with
+        ``delete.enabled`` are rows marked deleted (:func:`.pgjson.keyed_columns`)."""
+        raws, key_raws = batch.raw_values, batch.raw_keys
+        assert raws is not None
+        deletes = live is not None and cfg.delete_enabled
+        if live is not None:
+            raws = [raws[i] for i in live]
+            if key_raws is not None and not deletes:
+                key_raws = [key_raws[i] for i in live]
+        values = self.read(raws, batch, cfg) if raws else None  # none: only tombstones, as deletes
+        if (values is None and raws) or cfg.pk_mode is not PkMode.RECORD_KEY:
             return values, []
-        keys = self.read_keys(batch, cfg)
+        keys = self.read_keys(key_raws, batch, cfg)
         if keys is None:
             return None, []
         key_columns, key_fields = keys
-        return keyed_columns(key_columns, key_fields, values), key_fields
+        return keyed_columns(key_columns, key_fields, values, live if deletes else None), key_fields
 
 
-def primitive_envelopes(raws: list[bytes | None], reader: EnvelopeReader, name: str) -> Any | None:
+def takes_tombstones(batch: SinkRecordBatch, cfg: JdbcSinkConfig, *, values: bool) -> bool:
+    """Whether a batch with tombstones comes this way, the result being the ordinary path's: with
+    ``delete.enabled``, in ``upsert`` mode (the last record of each key upserts or deletes its row;
+    ``insert`` mode applies the runs of records and of tombstones in turn); else, the tombstones
+    left out, when some record is not one (``values``), in ``upsert`` mode or for values with
+    schemas (in ``insert`` mode the ordinary path writes each run between tombstones apart, with
+    the fields of its own records when schemaless)."""
+    if cfg.delete_enabled:
+        return cfg.insert_mode is InsertMode.UPSERT
+    wire = batch.raw_format
+    schemas = wire is not None and not wire.schemaless_json
+    return values and (cfg.insert_mode is InsertMode.UPSERT or schemas)
+
+
+def copy_changes(parsed: JsonColumns, fields: list[str], types: dict[str, str]) -> tuple[bytes, str, bool] | None:
+    """:meth:`.JsonColumns.copy_data` of ``fields``, and whether it ends with
+    :data:`~.writer.DELETED_COLUMN` (when a row is marked deleted: a key's last record was a tombstone)."""
+    if not parsed.has_deletes():
+        copy = parsed.copy_data(fields, types)
+        return None if copy is None else (*copy, False)
+    copy = parsed.copy_data([*fields, DELETED_COLUMN], {**types, DELETED_COLUMN: "bool"})
+    return None if copy is None else (*copy, True)
+
+
+def primitive_envelopes(raws: Sequence[bytes | None], reader: EnvelopeReader, name: str) -> Any | None:
     """JsonConverter envelopes of a primitive schema as a typed table of one column, ``name``, or
     ``None``: unless every envelope starts with the first one's bytes up to its payload, the
     payload texts become the member ``name`` of one object each, which the native parser reads

@@ -58,6 +58,7 @@ try:  # imported up front: pyarrow.compute takes a noticeable time to import, no
     import pyarrow.json as pj
 except ImportError:  # pragma: no cover - pyarrow comes with the jdbc extra; without it every batch goes the ordinary way
     pa = None
+from sluice.connectors.sink.jdbc.writer import DELETED_COLUMN
 from sluice.converters import json_arrow
 
 #: The ``COPY … FROM STDIN`` options of the two kinds of data :meth:`JsonColumns.copy_data` renders.
@@ -112,6 +113,24 @@ class JsonColumns:
         if len(keys) == 1:
             return int(pc.count_distinct(self.table.column(keys[0]), mode="all").as_py()) == self.table.num_rows
         return int(self.table.group_by(list(keys)).aggregate([]).num_rows) == self.table.num_rows
+
+    def last_of_each(self, keys: Sequence[str]) -> JsonColumns | None:
+        """The last row of each distinct value of ``keys``, in the rows' order: the rows the ordinary
+        path keeps for an upsert (``rows._dedupe``; nulls compare equal, as in a Python set). ``None``
+        if a key column holds floating-point numbers, which Python and Arrow may group differently
+        (``-0.0``, NaN)."""
+        table = self.table
+        columns = [table.column(k) for k in keys]
+        if not columns or any(pa.types.is_floating(c.type) for c in columns):
+            return None
+        names = [f"k{i}" for i in range(len(columns))]  # the row number's name, "row", is not among them
+        numbered = pa.Table.from_arrays([*columns, pa.array(np.arange(table.num_rows))], names=[*names, "row"])
+        last = numbered.group_by(names, use_threads=False).aggregate([("row", "max")]).column("row_max")
+        return JsonColumns(table.take(np.sort(last.to_numpy())), self.maybe_minus_zero)
+
+    def has_deletes(self) -> bool:
+        """Whether a row is marked deleted (:func:`keyed_columns` of a batch with tombstones)."""
+        return DELETED_COLUMN in self.fields and bool(pc.any(self.table.column(DELETED_COLUMN)).as_py())
 
     def copy_data(self, fields: Sequence[str], types: Mapping[str, str]) -> tuple[bytes, str] | None:
         """COPY data for ``fields`` and its ``COPY … FROM STDIN`` options: binary where every
@@ -286,19 +305,36 @@ def typed_columns(table: Any, utc: bool) -> JsonColumns | None:
     return JsonColumns(pa.Table.from_arrays(columns, names=table.column_names), maybe_minus_zero=False)
 
 
-def keyed_columns(keys: JsonColumns, key_fields: Sequence[str], values: JsonColumns) -> JsonColumns | None:
+def keyed_columns(
+    keys: JsonColumns, key_fields: Sequence[str], values: JsonColumns | None, live: Sequence[int] | None = None
+) -> JsonColumns | None:
     """The columns of a table keyed by the record keys, as the ordinary path lays them out
     (``rows.py``): the ``key_fields`` of ``keys``, then every field of ``values`` but those; ``None``
-    if a key field is missing or holds a null (the ordinary path reports it) or the row counts differ."""
-    key_table, value_table = keys.table, values.table
-    if key_table.num_rows != value_table.num_rows or any(k not in keys.fields for k in key_fields):
+    if a key field is missing or holds a null (the ordinary path reports it) or the row counts differ.
+
+    ``live``: the records whose values ``values`` holds, in order (``None``: every record; ``values``
+    ``None``: none); the others are tombstones applied as deletes, with null value fields, and the
+    table ends with :data:`~.writer.DELETED_COLUMN`, true on them."""
+    key_table = keys.table
+    value_table = pa.Table.from_arrays([], names=[]) if values is None else values.table
+    n = key_table.num_rows
+    if (n if live is None else len(live)) != value_table.num_rows or any(k not in keys.fields for k in key_fields):
         return None
     key_columns = [key_table.column(k) for k in key_fields]
     if any(column.null_count for column in key_columns):
         return None
-    rest = [f for f in values.fields if f not in key_fields]
-    table = pa.Table.from_arrays(key_columns + [value_table.column(f) for f in rest], names=[*key_fields, *rest])
-    return JsonColumns(table, keys.maybe_minus_zero or values.maybe_minus_zero)
+    rest = [f for f in value_table.column_names if f not in key_fields]
+    value_columns = [value_table.column(f) for f in rest]
+    if live is not None:
+        if DELETED_COLUMN in rest or DELETED_COLUMN in key_fields:
+            return None
+        present = np.zeros(n, dtype=bool)
+        present[list(live)] = True
+        positions = pa.array(np.cumsum(present) - 1, mask=~present)  # each record's row in values, or null
+        value_columns = [column.take(positions) for column in value_columns] + [pa.array(~present)]
+        rest.append(DELETED_COLUMN)
+    table = pa.Table.from_arrays(key_columns + value_columns, names=[*key_fields, *rest])
+    return JsonColumns(table, keys.maybe_minus_zero or (values is not None and values.maybe_minus_zero))
 
 
 def _fixed_rows(n: int, layout: list[tuple[str, str]], values: list[Any]) -> Any:

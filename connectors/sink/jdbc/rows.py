@@ -9,6 +9,8 @@ zipped into row tuples, so a row costs no Python-level loop unless a column need
 from __future__ import annotations
 
 import datetime as _dt
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -28,6 +30,8 @@ from sluice.connectors.api import (
 from sluice.connectors.jdbc_common.dialects import Column
 from sluice.connectors.jdbc_common.types import infer_field_schema, value_adapter
 from sluice.connectors.sink.jdbc.config import DEFAULT_KEY_FIELD, KAFKA_PK_FIELDS, JdbcSinkConfig, PkMode
+
+log = logging.getLogger(__name__)
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
@@ -322,7 +326,7 @@ class RowBuilder:
         if mode is PkMode.RECORD_KEY:
             return self._record_key_columns(records, seg, idx)
         # record_value
-        if for_delete:
+        if for_delete or not idx:  # no rows (a run of tombstones): no value fields to take them from
             return [], []
         if values is None:
             values = [records.values[i] for i in idx]
@@ -505,3 +509,22 @@ def first_offsets(groups: list[TopicRecords]) -> dict[TopicPartition, int]:
             if offset < first.get(tp, offset + 1):
                 first[tp] = offset
     return first
+
+
+def log_ignored_tombstones(ignored: Mapping[str, list[int]]) -> int:
+    """Log the tombstones a committed write did not apply (``delete.enabled=false``), one line per
+    topic with their offsets (``ignored``: topic → offsets); return how many there were."""
+    for topic, offsets in ignored.items():
+        log.warning(
+            "Ignored %d tombstone(s) (null values) of topic %s, at offsets %s: delete.enabled is false",
+            len(offsets),
+            topic,
+            _offset_list(offsets),
+        )
+    return sum(map(len, ignored.values()))
+
+
+def _offset_list(offsets: list[int], shown: int = 10) -> str:
+    """``offsets`` for a log line: the first few, and how many more."""
+    text = ", ".join(map(str, offsets[:shown]))
+    return text if len(offsets) <= shown else f"{text} and {len(offsets) - shown} more"

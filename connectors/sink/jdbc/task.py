@@ -56,7 +56,7 @@ from sluice.connectors.jdbc_common.types import timezone
 from sluice.connectors.sink.jdbc.config import InsertMode, JdbcSinkConfig, PkMode
 from sluice.connectors.sink.jdbc.json_path import HelperJob, JsonFastPath, PreparedChunk, undecoded_json
 from sluice.connectors.sink.jdbc.pgsend import InFlight
-from sluice.connectors.sink.jdbc.rows import RowBuilder, TopicRecords, first_offsets, segments
+from sluice.connectors.sink.jdbc.rows import RowBuilder, TopicRecords, first_offsets, log_ignored_tombstones, segments
 from sluice.connectors.sink.jdbc.tables import TableManager
 from sluice.connectors.sink.jdbc.writer import PipelinedWriter, writer_for
 
@@ -267,6 +267,8 @@ class JdbcSinkTask(SinkTask):
         else:
             self._retries = 0
             self._mark_written(chunk)
+            if not self._require_config().delete_enabled:  # tombstones the fast path left out
+                self.tombstones_ignored += log_ignored_tombstones(self._json.tombstones_left_out(chunk))
 
     # -- the helper thread -------------------------------------------------------------------------
 
@@ -412,14 +414,7 @@ class JdbcSinkTask(SinkTask):
                 trans.rollback()
             else:
                 trans.commit()
-                for topic, offsets in ignored.items():
-                    self.tombstones_ignored += len(offsets)
-                    log.warning(
-                        "Ignored %d tombstone(s) (null values) of topic %s, at offsets %s: delete.enabled is false",
-                        len(offsets),
-                        topic,
-                        _offset_list(offsets),
-                    )
+                self.tombstones_ignored += log_ignored_tombstones(ignored)
         except BaseException as exc:
             self._rollback(trans)
             if not probe and isinstance(exc, Exception) and classify(exc) is Failure.ROW:
@@ -584,12 +579,6 @@ class _Rejected(Exception):
     def __init__(self, cause: BaseException) -> None:
         super().__init__(str(cause))
         self.cause = cause
-
-
-def _offset_list(offsets: list[int], shown: int = 10) -> str:
-    """``offsets`` for a log line: the first few, and how many more."""
-    text = ", ".join(map(str, offsets[:shown]))
-    return text if len(offsets) <= shown else f"{text} and {len(offsets) - shown} more"
 
 
 def _drop(rows: Any, group: int, exclude: set[tuple[int, int]]) -> None:

@@ -25,9 +25,14 @@ from sluice.connectors.sink.jdbc.pgsend import InFlight, send_copy_transaction
 if TYPE_CHECKING:
     from sluice.connectors.sink.jdbc.rows import Rows
 
+#: The last column of the COPY data :meth:`PipelinedWriter.prepare_copy_changes` takes: true where
+#: the row's key is deleted (a tombstone), false where the row is upserted.
+DELETED_COLUMN = "__sluice_deleted"
+
 
 class CopyTransaction(NamedTuple):
-    """``BEGIN; <copy_sql>; <after>; COMMIT`` with ``data`` for the COPY."""
+    """``BEGIN; <copy_sql>; <after>; COMMIT`` with ``data`` for the COPY (``copy_sql`` ends with the
+    COPY; a statement before it, such as making a staging table, runs first)."""
 
     copy_sql: str
     data: bytes
@@ -52,6 +57,14 @@ class PipelinedWriter(Protocol):
         self, table: str, columns: Sequence[str], keys: Sequence[str], data: bytes, options: str, mode: InsertMode
     ) -> CopyTransaction | None:
         """Like :meth:`prepare`, for rows already rendered as COPY data with these COPY ``options``."""
+        ...
+
+    def prepare_copy_changes(
+        self, table: str, columns: Sequence[str], keys: Sequence[str], data: bytes, options: str
+    ) -> CopyTransaction:
+        """Upserts and deletes as one transaction: COPY data of ``columns`` then
+        :data:`DELETED_COLUMN`, one row per key; the rows marked deleted delete their key's row
+        (only the key columns count), the others are upserted."""
         ...
 
     def send(self, conn: Any, prepared: CopyTransaction) -> InFlight | None:
@@ -178,6 +191,30 @@ class PostgresCopyWriter(RowWriter):
         """Like :meth:`prepare`, for rows already rendered as COPY data (:mod:`.pgjson`); ``options``
         are the COPY options that data needs (`` (FORMAT binary)``, `` (FORMAT csv)``)."""
         return self._copy_transaction(table, columns, keys, data, mode, options)
+
+    def prepare_copy_changes(
+        self, table: str, columns: Sequence[str], keys: Sequence[str], data: bytes, options: str
+    ) -> CopyTransaction:
+        """Upserts and deletes (see :class:`PipelinedWriter`) staged in a table of their own with the
+        marker column, made in the same transaction when this session lacks it (the ordinary path
+        never makes it): each row upserted or its key deleted, every key once, so the order of the
+        two statements does not matter; the upserts go first, as the ordinary path writes them."""
+        d = self.pg
+        target, cols, marker = d.table(table), d.columns(columns), d.quote(DELETED_COLUMN)
+        digest = hashlib.sha1(repr((table, tuple(columns), DELETED_COLUMN)).encode()).hexdigest()[:16]
+        stage = d.quote(f"sluice_changes_{digest}")
+        create = (
+            f"CREATE TEMPORARY TABLE IF NOT EXISTS {stage} ON COMMIT DELETE ROWS AS "
+            f"SELECT {cols}, false AS {marker} FROM {target} WITH NO DATA"
+        )
+        upsert = f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {stage} WHERE NOT {marker}"
+        same_key = " AND ".join(f"t.{d.quote(k)} = s.{d.quote(k)}" for k in keys)
+        delete = f"DELETE FROM {target} AS t USING {stage} AS s WHERE s.{marker} AND {same_key}"
+        return CopyTransaction(
+            f"{create}; COPY {stage} ({cols}, {marker}) FROM STDIN{options}",
+            data,
+            f"{upsert}{d.on_conflict(columns, keys)}; {delete}",
+        )
 
     def _copy_transaction(
         self, table: str, columns: Sequence[str], keys: Sequence[str], data: bytes, mode: InsertMode, options: str

@@ -12,6 +12,7 @@ from sluice.connectors.api import (
     SourceRecord,
     SourceRecordBatch,
     TopicPartition,
+    Transformation,
     UnusableRawValues,
     WireFormat,
 )
@@ -134,3 +135,26 @@ def test_a_batch_of_records_has_its_keys_decoded_already() -> None:
     batch = SinkRecordBatch.of([SinkRecord("t", 0, 1, "v", None, "k", STRING_SCHEMA)])
     assert batch.raw_keys is None and batch.raw_key_format is None
     assert batch.keys == ["k"] and batch.key_schemas == [STRING_SCHEMA] and len(batch) == 1
+
+
+def test_values_given_back_by_the_batch_a_transform_rewrote_keep_its_offsets() -> None:
+    """A batch whose values come from another batch (a transform rewrote its raw values) gives back
+    what that one names: the consumed offsets, not its own first (``Transformation.keeps_raw_values``)."""
+    consumed = {TopicPartition("in", 0): 7}
+
+    def decode() -> tuple[list[Any], list[Any]]:
+        raise UnusableRawValues("values of topic 'in' do not convert", consumed)
+
+    batch = SinkRecordBatch("t", None, None, [None], [None], _columns([9]), raw_values=[b"1"], decode=decode)
+    with pytest.raises(UnusableRawValues) as info:
+        batch.values  # noqa: B018 - reading decodes
+    assert info.value.offsets == consumed
+
+
+def test_a_transform_keeps_no_raw_values_unless_it_says_so() -> None:
+    class Same(Transformation):
+        def apply(self, record: Any) -> Any:
+            return record
+
+    assert not Same().keeps_raw_values(WireFormat("json", schemas=True))
+    assert Same().apply_columns(SinkRecordBatch.of([SinkRecord("t", 0, 1, "v", None)])) is None

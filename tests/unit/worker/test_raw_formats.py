@@ -14,7 +14,7 @@ from sluice.connectors.api import Converter, DataError, SchemaAndValue, ValueFor
 from sluice.converters.json import JsonConverter
 
 from .test_errors import FakeMessage, sink_runner
-from .test_raw_values import RawTask
+from .test_raw_values import RawTask, passthrough
 
 
 class TypedTask(RawTask):
@@ -100,7 +100,7 @@ def test_numeric_decimals_are_decoded_for_a_typed_task_too() -> None:
 
 def test_a_transform_means_decoded_values() -> None:
     task = TypedTask(read_values=False)
-    _runner(task, FakeAvroConverter(), transform=lambda batch: batch).deliver(
+    _runner(task, FakeAvroConverter(), transform=passthrough()).deliver(
         [FakeMessage(0, b"\x00\x00\x00\x00\x07x")]
     )
     assert task.batches[0].raw_values is None

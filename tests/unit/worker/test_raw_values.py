@@ -13,17 +13,30 @@ from sluice.connectors.api import (
     ConnectError,
     SinkRecordBatch,
     TopicPartition,
+    Transformation,
     UnusableRawValues,
     ValueFormat,
 )
 from sluice.converters.bytes import ByteArrayConverter
 from sluice.converters.json import JsonConverter
 from sluice.converters.json_documents import first_malformed
+from sluice.worker.execution.transform_chain import TransformChain, TransformStep
 from sluice.worker.runners.sink import SinkTaskRunner
 
 from .test_errors import CollectingSinkTask, FakeDLQ, FakeMessage, sink_runner, started
 
 TP = TopicPartition("in", 0)
+
+
+class NoChange(Transformation):
+    """A transform that keeps every record as it is (and raw values raw: it does not say so)."""
+
+    def apply(self, record: Any) -> Any:
+        return record
+
+
+def passthrough() -> TransformChain:
+    return TransformChain([TransformStep("same", NoChange())])
 
 
 def json_converter(schemas: bool = False) -> JsonConverter:
@@ -193,5 +206,5 @@ def test_connect_tasks_and_transformed_connectors_get_decoded_values() -> None:
     (batch,) = task.put_batches
     assert [(r.kafka_offset, r.value) for r in batch] == [(0, 1)]
     transformed = RawTask()
-    raw_runner(transformed, transform=lambda records: records).deliver([FakeMessage(0, b"1")])
+    raw_runner(transformed, transform=passthrough()).deliver([FakeMessage(0, b"1")])
     assert transformed.batches[0].raw_values is None
