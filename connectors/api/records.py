@@ -242,61 +242,41 @@ class SinkRecordBatch(Sequence[SinkRecord]):
     @property
     def values(self) -> list[Any]:
         """The converted values (decoded now if the batch came with raw values only)."""
-        values = self._values
-        if values is None:
-            self._decode_values()
-            values = self._values
-            assert values is not None
-        return values
+        if self._values is None:
+            self._value_schemas, self._values = self._decoded("values", self._decode)
+        return self._values
 
     @property
     def value_schemas(self) -> list[Schema | None]:
-        schemas = self._value_schemas
-        if schemas is None:
-            self._decode_values()
-            schemas = self._value_schemas
-            assert schemas is not None
-        return schemas
-
-    def _decode_values(self) -> None:
-        assert self._decode is not None
-        try:
-            self._value_schemas, self._values = self._decode()
-        except UnusableRawValues:
-            raise  # from the batch a transform rewrote this one from (it names the consumed offsets)
-        except Exception as exc:
-            raise UnusableRawValues(
-                f"values of topic {self.original_topic!r} do not convert ({exc})", self.first_offsets()
-            ) from exc
+        if self._value_schemas is None:
+            self._value_schemas, self._values = self._decoded("values", self._decode)
+        return self._value_schemas
 
     @property
     def keys(self) -> list[Any]:
         """The converted keys (decoded now if the batch came with raw keys only)."""
-        keys = self._keys
-        if keys is None:
-            self._decode_raw_keys()
-            keys = self._keys
-            assert keys is not None
-        return keys
+        if self._keys is None:
+            self._key_schemas, self._keys = self._decoded("keys", self._decode_keys)
+        return self._keys
 
     @property
     def key_schemas(self) -> list[Schema | None]:
-        schemas = self._key_schemas
-        if schemas is None:
-            self._decode_raw_keys()
-            schemas = self._key_schemas
-            assert schemas is not None
-        return schemas
+        if self._key_schemas is None:
+            self._key_schemas, self._keys = self._decoded("keys", self._decode_keys)
+        return self._key_schemas
 
-    def _decode_raw_keys(self) -> None:
-        assert self._decode_keys is not None
+    def _decoded(
+        self, what: str, decode: Callable[[], tuple[list[Schema | None], list[Any]]] | None
+    ) -> tuple[list[Schema | None], list[Any]]:
+        """``(schemas, data)`` of the raw ``what`` (values or keys), or :class:`UnusableRawValues`."""
+        assert decode is not None
         try:
-            self._key_schemas, self._keys = self._decode_keys()
+            return decode()
         except UnusableRawValues:
             raise  # from the batch a transform rewrote this one from (it names the consumed offsets)
         except Exception as exc:
             raise UnusableRawValues(
-                f"keys of topic {self.original_topic!r} do not convert ({exc})", self.first_offsets()
+                f"{what} of topic {self.original_topic!r} do not convert ({exc})", self.first_offsets()
             ) from exc
 
     def first_offsets(self) -> dict[TopicPartition, int]:

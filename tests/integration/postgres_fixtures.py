@@ -27,9 +27,9 @@ import psycopg
 import pytest
 
 from tests.integration.shared_services import session_service
-from tests.integration.unavailable import unavailable
 from tests.services.postgres import PostgresError, PostgresServer
 from tests.services.postgres_binaries import PostgresBinariesError, ensure_bin_dir, has_extension
+from tests.unavailable import unavailable
 
 #: Runs a test once per server version, PostgreSQL 15 and 18, through the ``pg_server`` fixture
 #: (use ``pg_server`` and ``postgres_db`` in the test, not ``postgres``).

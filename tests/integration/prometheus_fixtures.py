@@ -23,8 +23,8 @@ import httpx
 import pytest
 
 from sluice.worker.runtime import parent_death_signal
-from tests.integration.unavailable import unavailable
 from tests.integration.worker_process import free_port
+from tests.unavailable import unavailable
 
 SCRAPE_INTERVAL = "1s"
 

@@ -34,7 +34,7 @@ import yaml
 
 from sluice.deploy import container_image
 from sluice.deploy.kafka_stack import DEFAULT_KAFKA_VERSION, LOG4J2_CONFIG, KafkaStackError, ensure_kafka_jars
-from tests.integration.unavailable import unavailable
+from tests.unavailable import unavailable
 
 pytestmark = pytest.mark.integration
 

@@ -35,8 +35,8 @@ from sluice.worker.observability.metrics import Exposition, _backfill_metrics
 from tests.integration.cdc_helpers import cdc_config, dbname, run_sql
 from tests.integration.distributed_helpers import cluster_settings
 from tests.integration.kafka_helpers import unique_topic_name
-from tests.integration.unavailable import unavailable
 from tests.integration.worker_process import WorkerProcess
+from tests.unavailable import unavailable
 
 pytestmark = pytest.mark.integration
 

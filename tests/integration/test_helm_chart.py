@@ -35,9 +35,9 @@ from sluice.rest.settings import RestSettings
 from sluice.worker.config.models import with_cli_defaults
 from sluice.worker.config.properties import parse_properties
 from sluice.worker.distributed.config import DistributedConfig
-from tests.integration.unavailable import unavailable
 from tests.integration.worker_process import free_port
 from tests.services.helm_tools import HelmTools, cached_tools
+from tests.unavailable import unavailable
 
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "sluice"
 ALL_ON = CHART / "ci" / "all-on-values.yaml"

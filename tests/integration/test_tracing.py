@@ -24,8 +24,8 @@ import httpx
 import pytest
 
 from tests.integration.kafka_helpers import unique_topic_name
-from tests.integration.unavailable import unavailable
 from tests.integration.worker_process import WorkerProcess
+from tests.unavailable import unavailable
 
 pytestmark = pytest.mark.integration
 

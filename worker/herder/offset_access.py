@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
@@ -159,29 +159,18 @@ class SinkOffsets:
             KafkaTopicPartition(tp.topic, tp.partition, earliest[tp] if offset is None else offset)
             for tp, offset in changes.items()
         ]
-        deadline = time.monotonic() + GROUP_LEAVE_WAIT_S
-        while True:
-            try:
-                future = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, targets)])[group]
-            except KafkaException as exc:
-                raise ConnectError(f"Failed to alter the offsets of consumer group {group}: {_text(exc)}") from exc
-            failure = future.exception(timeout=ADMIN_TIMEOUT_S)
-            if failure is None:
-                return
-            _raise_unless_busy(failure, group, "alter", deadline)
+        _change_group(
+            group, "alter", lambda: admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, targets)])[group]
+        )
 
     def reset(self, group: str) -> None:
         admin = self._admin()
-        deadline = time.monotonic() + GROUP_LEAVE_WAIT_S
-        while True:
-            try:
-                future = admin.delete_consumer_groups([group], request_timeout=ADMIN_TIMEOUT_S)[group]
-            except KafkaException as exc:
-                raise ConnectError(f"Failed to reset the offsets of consumer group {group}: {_text(exc)}") from exc
-            failure = future.exception(timeout=ADMIN_TIMEOUT_S)
-            if failure is None or _is(failure, KafkaError.GROUP_ID_NOT_FOUND):
-                return
-            _raise_unless_busy(failure, group, "reset", deadline)
+        _change_group(
+            group,
+            "reset",
+            lambda: admin.delete_consumer_groups([group], request_timeout=ADMIN_TIMEOUT_S)[group],
+            done_if=KafkaError.GROUP_ID_NOT_FOUND,
+        )
 
     def _earliest(self, admin: AdminClient, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         request = {KafkaTopicPartition(tp.topic, tp.partition): OffsetSpec.earliest() for tp in partitions}
@@ -198,21 +187,31 @@ class SinkOffsets:
         return earliest
 
 
-def _raise_unless_busy(failure: BaseException, group: str, verb: str, deadline: float) -> None:
-    """Return (after a short wait, to try again) while ``failure`` says the group still has members
-    and ``deadline`` is ahead; otherwise raise: a 409 for a group that kept its members, which the
-    caller can fix (stop what consumes with the connector's group), a 500 for anything else."""
-    if not any(_is(failure, code) for code in _GROUP_BUSY):
-        raise ConnectError(f"Failed to {verb} the offsets of consumer group {group}: {_text(failure)}") from failure
-    if time.monotonic() < deadline:
+def _change_group(group: str, verb: str, request: Callable[[], Any], done_if: int | None = None) -> None:
+    """Run an admin ``request`` that changes ``group``'s offsets (its future's outcome; ``done_if``: an
+    error code that counts as done), again while the broker says the group still has members, up
+    to :data:`GROUP_LEAVE_WAIT_S`; then a 409 for a group that kept its members, which the caller
+    can fix (stop what consumes with the connector's group), a 500 for any other failure."""
+    deadline = time.monotonic() + GROUP_LEAVE_WAIT_S
+    while True:
+        try:
+            future = request()
+        except KafkaException as exc:
+            raise ConnectError(f"Failed to {verb} the offsets of consumer group {group}: {_text(exc)}") from exc
+        failure = future.exception(timeout=ADMIN_TIMEOUT_S)
+        if failure is None or (done_if is not None and _is(failure, done_if)):
+            return
+        if not any(_is(failure, code) for code in _GROUP_BUSY):
+            raise ConnectError(f"Failed to {verb} the offsets of consumer group {group}: {_text(failure)}") from failure
+        if time.monotonic() >= deadline:
+            raise Conflict(
+                f"Cannot {verb} the offsets of consumer group {group}: it still has active members after "
+                f"{GROUP_LEAVE_WAIT_S:.0f} s ({_text(failure)}). The connector's tasks may not have stopped "
+                "completely yet (a task whose process was killed stays a member until the group's "
+                "session.timeout.ms passes), or another client consumes with this group; try again once the "
+                "group is empty."
+            ) from failure
         time.sleep(0.5)
-        return
-    raise Conflict(
-        f"Cannot {verb} the offsets of consumer group {group}: it still has active members after "
-        f"{GROUP_LEAVE_WAIT_S:.0f} s ({_text(failure)}). The connector's tasks may not have stopped completely "
-        "yet (a task whose process was killed stays a member until the group's session.timeout.ms passes), or "
-        "another client consumes with this group; try again once the group is empty."
-    ) from failure
 
 
 def _is(exc: BaseException, code: int) -> bool:

@@ -9,8 +9,10 @@ import orjson
 import pytest
 
 from sluice.converters import json_arrow
+from tests.unavailable import unavailable
 
-pytestmark = pytest.mark.skipif(not json_arrow.available(), reason="the native parser is not installed")
+if not json_arrow.available():
+    unavailable("the native parser (sluice_native) is not installed: `make setup` builds it from native/ (needs cargo)", allow_module_level=True)
 
 S1 = {"type": "struct", "fields": [{"type": "int64", "optional": False, "field": "a"}], "optional": False}
 S2 = {**S1, "name": "other"}

@@ -22,8 +22,10 @@ from sluice.connectors.sink.s3.task import S3SinkTask
 from sluice.converters import json_arrow
 from sluice.converters.json import JsonConverter
 from tests.envelope_batches import envelope, random_batch, random_payload, random_schema
+from tests.unavailable import unavailable
 
-pytestmark = pytest.mark.skipif(not json_arrow.available(), reason="the native parser is not installed")
+if not json_arrow.available():
+    unavailable("the native parser (sluice_native) is not installed: `make setup` builds it from native/ (needs cargo)", allow_module_level=True)
 
 _CONVERTER = JsonConverter()
 _CONVERTER.configure({"schemas.enable": "true"}, False)

@@ -24,9 +24,11 @@ from sluice.connectors.s3_common.storage import MemoryStorage
 from sluice.connectors.sink.s3.task import S3SinkTask
 from sluice.converters import json_arrow
 from sluice.converters.json import JsonConverter
+from tests.unavailable import unavailable
 from tests.unit.connectors.s3.test_sink_envelope import _Batch
 
-pytestmark = pytest.mark.skipif(not json_arrow.available(), reason="the native parser is not installed")
+if not json_arrow.available():
+    unavailable("the native parser (sluice_native) is not installed: `make setup` builds it from native/ (needs cargo)", allow_module_level=True)
 
 TP = TopicPartition("t", 0)
 SCHEMA = {
