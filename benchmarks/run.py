@@ -1,4 +1,5 @@
 """Run every benchmark against one broker and print a summary table (``make bench``)."""
+# The connectors' own benchmarks run alone, `python -m benchmarks.<name>`: jdbc_sink, cdc_vs_debezium, cdc_to_jdbc, …
 
 from __future__ import annotations
 

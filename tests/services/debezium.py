@@ -1,9 +1,11 @@
-"""Debezium's PostgreSQL connector from Maven Central, as a Kafka Connect plugin directory.
+"""Debezium's PostgreSQL connector (and its JDBC sink) from Maven Central, as Kafka Connect plugin directories.
 
-The differential test runs it in a real Kafka Connect worker beside Sluice's CDC source, on the same
-database and broker::
+The differential test runs the PostgreSQL connector in a real Kafka Connect worker beside Sluice's
+CDC source, on the same database and broker; ``benchmarks/cdc_to_jdbc.py`` adds Debezium's JDBC
+sink (``debezium-connector-jdbc``, its own plugin directory) to the same worker::
 
     python -m tests.services.debezium fetch [--version 3.6.1.Final]   # prints the plugin directory
+    python -m tests.services.debezium fetch --artifact debezium-connector-jdbc --version 3.5.0.Final
 
 The jars are cached like Kafka's (see :mod:`sluice.deploy.maven`); a worker loads them through
 ``plugin.path`` set to :func:`plugin_path`. :class:`DebeziumConnect` runs such a worker (Kafka
@@ -30,59 +32,90 @@ from sluice.deploy.processes import die_with_parent_hook, find_free_port, stop_p
 from tests.services.kafka_connect import CONNECT_FILES_DIR, ensure_connect_jars
 
 DEFAULT_DEBEZIUM_VERSION = "3.6.1.Final"
+#: Debezium's JDBC sink: 3.5.0.Final is the newest version Maven Central serves here.
+DEFAULT_JDBC_SINK_VERSION = "3.5.0.Final"
+POSTGRES_SOURCE = "debezium-connector-postgres"
+JDBC_SINK = "debezium-connector-jdbc"
 POM_PATH = CONNECT_FILES_DIR / "debezium-pom.xml"
 _VERSION_RE = re.compile(r"^\d+\.\d+\.\d+\.(Final|CR\d+|Beta\d+|Alpha\d+)$")
+#: The jars each connector's plugin directory must hold besides its own (the JDBC sink's database
+#: drivers are its dependencies; the benchmark writes to PostgreSQL).
+_ALSO_WANTED = {JDBC_SINK: ("postgresql-",)}
+#: What each connector takes from the worker instead of bringing it: one group of jars besides
+#: Kafka's own for the pom to leave out (its ``debezium.worker.group``), and the names of jars that
+#: must not be in the plugin directory. The JDBC sink's Hibernate finds the worker's Jackson modules
+#: (``jackson-module-blackbird``) through ``ServiceLoader``: with a Jackson of its own in the
+#: plugin's class loader they fail as "not a subtype" of its ``Module``, and the task dies at start.
+_FROM_WORKER: dict[str, tuple[str, tuple[str, ...]]] = {
+    POSTGRES_SOURCE: ("org.apache.kafka", ("connect-api-", "kafka-clients-")),
+    JDBC_SINK: ("com.fasterxml.jackson.core", ("connect-api-", "kafka-clients-", "jackson-core-", "jackson-databind-")),
+}
 
 
 class DebeziumFetchError(RuntimeError):
     """Debezium's jars could not be fetched; carries Maven's output tail."""
 
 
-def ensure_debezium_jars(version: str = DEFAULT_DEBEZIUM_VERSION, *, mvn: str | None = None) -> Path:
-    """The directory of ``debezium-connector-postgres`` ``version``'s runtime jars, fetched on first use."""
+def ensure_debezium_jars(
+    version: str = DEFAULT_DEBEZIUM_VERSION, *, artifact: str = POSTGRES_SOURCE, mvn: str | None = None
+) -> Path:
+    """The directory of Debezium's ``artifact`` (``debezium-connector-postgres``, or
+    ``debezium-connector-jdbc``: :data:`JDBC_SINK`) ``version``'s runtime jars, fetched on first use."""
     if not _VERSION_RE.match(version):  # also keeps the version from escaping the cache directory
         raise ValueError(f"unsupported Debezium version {version!r}: expected e.g. {DEFAULT_DEBEZIUM_VERSION}")
-    wanted = f"debezium-connector-postgres-{version}.jar"
+    if artifact not in (POSTGRES_SOURCE, JDBC_SINK):
+        raise ValueError(f"unsupported Debezium artifact {artifact!r}: expected {POSTGRES_SOURCE} or {JDBC_SINK}")
+    wanted = f"{artifact}-{version}.jar"
+    worker_group, worker_jars = _FROM_WORKER[artifact]
 
     def check(jars: list[str]) -> str | None:
         if wanted not in jars:
             return f"{wanted} missing from its output"
-        clashing = [j for j in jars if j.startswith(("connect-api-", "kafka-clients-"))]
-        return f"Kafka's own jars {clashing} would shadow the worker's" if clashing else None
+        missing = [p for p in _ALSO_WANTED.get(artifact, ()) if not any(j.startswith(p) for j in jars)]
+        if missing:
+            return f"no {', '.join(p + '*.jar' for p in missing)} in its output"
+        clashing = [j for j in jars if j.startswith(worker_jars)]
+        return f"{clashing} would shadow the worker's own" if clashing else None
 
     return maven.ensure_jars(
-        "debezium-postgres",
+        artifact.replace("-connector", ""),  # debezium-postgres, debezium-jdbc: the cache's names
         version,
         pom=POM_PATH,
-        properties={"debezium.version": version},
-        artifact=f"io.debezium:debezium-connector-postgres:{version}",
+        properties={"debezium.version": version, "debezium.artifact": artifact, "debezium.worker.group": worker_group},
+        artifact=f"io.debezium:{artifact}:{version}",
         check=check,
         mvn=mvn,
         error=DebeziumFetchError,
     )
 
 
-def plugin_path(version: str = DEFAULT_DEBEZIUM_VERSION) -> Path:
-    """A ``plugin.path`` entry holding exactly one plugin, Debezium's PostgreSQL connector: Connect
-    treats each directory under a plugin path entry as one plugin with its own class loader."""
-    libs = ensure_debezium_jars(version)
+def plugin_path(version: str = DEFAULT_DEBEZIUM_VERSION, *, artifact: str = POSTGRES_SOURCE) -> Path:
+    """A ``plugin.path`` entry holding exactly one plugin, Debezium's ``artifact`` (its PostgreSQL
+    connector by default): Connect treats each directory under a plugin path entry as one plugin with
+    its own class loader, so each connector's jars keep their own versions of what they share."""
+    libs = ensure_debezium_jars(version, artifact=artifact)
     return libs.parent
 
 
 class DebeziumConnect:
     """A Kafka Connect distributed worker (a group of one, on loopback) with Debezium's PostgreSQL
-    connector on its plugin path; its REST API at :attr:`url`, its log in ``workdir/connect.log``.
+    connector on its plugin path, and Debezium's JDBC sink too when ``jdbc_sink_version`` is given
+    (each in its own plugin directory); its REST API at :attr:`url`, its log in ``workdir/connect.log``.
 
     The JVM runs with its own JIT settings, as in production; ``jvm_options`` adds options."""
 
     def __init__(self, workdir: Path, bootstrap: str, *, version: str = DEFAULT_DEBEZIUM_VERSION,
-                 heap: str = "1g", jvm_options: tuple[str, ...] = (), **settings: str) -> None:  # fmt: skip
+                 jdbc_sink_version: str | None = None, heap: str = "1g", jvm_options: tuple[str, ...] = (),
+                 **settings: str) -> None:  # fmt: skip
         self.workdir = workdir
         self.port = find_free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / "connect.log"
         self._command_options = (f"-Xmx{heap}", *jvm_options)
         group = f"sluice-dbz-{uuid.uuid4().hex[:8]}"
+        plugins = [plugin_path(version)]
+        if jdbc_sink_version is not None:
+            plugins.append(plugin_path(jdbc_sink_version, artifact=JDBC_SINK))
         props = {
             "bootstrap.servers": bootstrap,
             "listeners": self.url,
@@ -95,7 +128,7 @@ class DebeziumConnect:
             **{f"{kind}.storage.replication.factor": "1" for kind in ("config", "offset", "status")},
             "key.converter": "org.apache.kafka.connect.json.JsonConverter",
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "plugin.path": str(plugin_path(version)),
+            "plugin.path": ",".join(str(p) for p in plugins),
             "plugin.discovery": "hybrid_warn",
             **settings,
         }
@@ -156,10 +189,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.services.debezium", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     fetch = sub.add_parser("fetch", help="fetch the jars once; print the plugin directory")
-    fetch.add_argument("--version", default=DEFAULT_DEBEZIUM_VERSION)
+    fetch.add_argument("--artifact", choices=(POSTGRES_SOURCE, JDBC_SINK), default=POSTGRES_SOURCE)
+    fetch.add_argument(
+        "--version", help=f"default {DEFAULT_DEBEZIUM_VERSION} ({DEFAULT_JDBC_SINK_VERSION} for the sink)"
+    )
     args = parser.parse_args(argv)
+    version = args.version or (DEFAULT_JDBC_SINK_VERSION if args.artifact == JDBC_SINK else DEFAULT_DEBEZIUM_VERSION)
     try:
-        print(plugin_path(args.version))
+        print(plugin_path(version, artifact=args.artifact))
     except (DebeziumFetchError, ValueError) as exc:
         print(f"tests.services.debezium: {exc}", file=sys.stderr)
         return 1
