@@ -523,7 +523,11 @@ def main() -> None:
         (Path(scratch) / "sluice").mkdir()
         workers: dict[str, Any] = {}
         if "sluice" in SYSTEMS_RUN:
-            workers["sluice"] = SluiceWorker(Path(scratch) / "sluice", bootstrap).start()
+            # Both connectors' task code is imported once by the task hosts' fork server, as
+            # Connect loads its plugins' classes when its worker starts: a round then times the
+            # pipeline, not the first import of psycopg, SQLAlchemy and the connectors.
+            preload = "io.debezium.connector.postgresql.PostgresConnector,io.confluent.connect.jdbc.JdbcSinkConnector"
+            workers["sluice"] = SluiceWorker(Path(scratch) / "sluice", bootstrap, **{"task.host.preload": preload}).start()
         if "connect" in SYSTEMS_RUN:
             connect = DebeziumConnect(Path(scratch) / "connect", bootstrap, jdbc_sink_version=DEFAULT_JDBC_SINK_VERSION)
             workers["connect"] = connect.start()

@@ -86,7 +86,8 @@ def process_tree_cpu(pid: int) -> float:
 class SluiceWorker:
     """``sluice standalone`` in a subprocess, connectors created over its REST API."""
 
-    def __init__(self, workdir: Path, bootstrap: str) -> None:
+    def __init__(self, workdir: Path, bootstrap: str, **extra: str) -> None:
+        """``extra``: more worker properties."""
         self.url = f"http://127.0.0.1:{find_free_port()}"
         self.props = workdir / "worker.properties"
         self.log = workdir / "worker.log"
@@ -96,6 +97,7 @@ class SluiceWorker:
             "offset.storage.file.filename": str(workdir / "offsets.json"),
             "key.converter": JSON,
             "value.converter": JSON,
+            **extra,
         }
         self.props.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         self.proc: subprocess.Popen[bytes] | None = None

@@ -231,6 +231,59 @@ class SinkRecordBatch(Sequence[SinkRecord]):
         return batch
 
     @classmethod
+    def concat(cls, parts: Sequence[SinkRecordBatch]) -> SinkRecordBatch:
+        """The records of ``parts``, in order, as one batch, for a task that holds consecutive
+        batches back to write them together. The parts must share ``topic``, ``original_topic``
+        and, if any has raw values, the raw formats (see :meth:`joinable`); raw values and keys
+        stay raw, and decoding the joined batch decodes each part (an
+        :class:`~connectors.api.UnusableRawValues` then names the part that does not convert)."""
+        if len(parts) == 1:
+            return parts[0]
+        first = parts[0]
+        if not all(first.joinable(p) for p in parts[1:]):
+            raise ValueError(f"batches of different topics or formats cannot be joined: {list(parts)}")
+
+        def joined(column: Callable[[SinkRecordBatch], list[Any]]) -> list[Any]:
+            out: list[Any] = []
+            for part in parts:
+                out += column(part)
+            return out
+
+        raw = first.raw_values is not None
+        raw_keys = first.raw_keys is not None
+        return cls(
+            first.topic,
+            None if raw else joined(lambda p: p.values),
+            None if raw else joined(lambda p: p.value_schemas),
+            None if raw_keys else joined(lambda p: p.keys),
+            None if raw_keys else joined(lambda p: p.key_schemas),
+            lambda name: joined(lambda p: p._column(name)),
+            original_topic=first.original_topic,
+            raw_values=joined(lambda p: p.raw_values) if raw else None,  # type: ignore[arg-type,return-value]
+            decode=(lambda: (joined(lambda p: p.value_schemas), joined(lambda p: p.values))) if raw else None,
+            raw_format=first.raw_format,
+            writer_schema=first.writer_schema,
+            raw_keys=joined(lambda p: p.raw_keys) if raw_keys else None,  # type: ignore[arg-type,return-value]
+            decode_keys=(lambda: (joined(lambda p: p.key_schemas), joined(lambda p: p.keys))) if raw_keys else None,
+            raw_key_format=first.raw_key_format,
+            key_writer_schema=first.key_writer_schema,
+        )
+
+    def joinable(self, other: SinkRecordBatch) -> bool:
+        """Whether :meth:`concat` can join ``other`` after this batch: the same topics, and values
+        and keys raw in both, in the same formats, or decoded in both."""
+        return (
+            self.topic == other.topic
+            and self.original_topic == other.original_topic
+            and (self.raw_values is None) == (other.raw_values is None)
+            and (self.raw_keys is None) == (other.raw_keys is None)
+            and self.raw_format == other.raw_format
+            and self.raw_key_format == other.raw_key_format
+            and self.writer_schema == other.writer_schema  # bound methods: equal when of one converter
+            and self.key_writer_schema == other.key_writer_schema
+        )
+
+    @classmethod
     def group(cls, records: Sequence[SinkRecord]) -> list[SinkRecordBatch]:
         """``records`` as batches of one topic and one consumed topic each (record order kept
         within each), e.g. after a transform routed records to several topics."""

@@ -226,6 +226,11 @@ class SinkTask(Task):
 
         Raise ``RetriableError`` to have the same batch offered again after a backoff.
 
+        An empty batch says the consumer has caught up (its poll returned fewer records than it
+        may, none at all included): a task that holds batches back to write them together
+        (:meth:`SinkRecordBatch.concat`) writes them now. Whatever it holds it writes by
+        :meth:`pre_commit` too, whose offsets must not pass a record not yet durable.
+
         A record the task cannot write (bad data, not a transient failure) is either reported
         through ``context.errant_record_reporter`` while the rest is written (for records found
         bad only after writing began, e.g. rows a database refused), or raised as a ``DataError``

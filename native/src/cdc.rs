@@ -42,6 +42,8 @@ enum Kind {
     TimeMicros,
     /// time as milliseconds of the day (floored).
     TimeMillis,
+    /// time as Connect's `Time`: milliseconds of the day, 24:00:00 wrapping to midnight.
+    TimeOfDayMillis,
     /// bytea (hex output) as base64 bytes.
     Bytea,
 }
@@ -571,6 +573,7 @@ fn parse_kind(kind: &str) -> Option<Kind> {
         "date" => Kind::Date,
         "time_micros" => Kind::TimeMicros,
         "time_millis" => Kind::TimeMillis,
+        "time_of_day_millis" => Kind::TimeOfDayMillis,
         "bytea" => Kind::Bytea,
         _ => {
             let (name, n) = kind.split_once(':')?;
@@ -653,6 +656,7 @@ fn write_value(out: &mut Vec<u8>, kind: Kind, text: &[u8]) -> Option<()> {
         }
         Kind::TimeMicros => int(out, time_micros(text)?),
         Kind::TimeMillis => int(out, time_micros(text)? / 1000),
+        Kind::TimeOfDayMillis => int(out, time_micros(text)? % 86_400_000_000 / 1000),
         Kind::Bytea => {
             let hex = text.strip_prefix(b"\\x")?; // bytea_output=escape goes the ordinary way
             if hex.len() % 2 != 0 {

@@ -44,8 +44,12 @@ class FastAndDecoded(Generic[Item]):
         self.reporters[table] = reporter
         return task
 
-    def write_with(self, make: BatchMaker[Item], batches: Iterable[Sequence[Item]], config: dict[str, str]) -> JdbcSinkTask:
-        """Write ``batches`` (built by ``make``) through both tasks; return the fast table's task."""
+    def write_with(
+        self, make: BatchMaker[Item], batches: Iterable[Sequence[Item]], config: dict[str, str], *, held: bool = False
+    ) -> JdbcSinkTask:
+        """Write ``batches`` (built by ``make``) through both tasks; return the fast table's task.
+        Each batch is a poll that caught up (an empty put follows it, so nothing is held back
+        across batches) unless ``held``: then the task may join consecutive batches into one chunk."""
         batches = list(batches)
         fast, slow = self.task(self.fast_table, config), self.task(self.slow_table, config)
         for task, raw in ((fast, True), (slow, False)):
@@ -53,6 +57,8 @@ class FastAndDecoded(Generic[Item]):
             for items in batches:
                 task.put(make(items, offset, raw))
                 offset += len(items)
+                if not held:
+                    task.put(make([], offset, raw))
             task.flush({})
         assert slow.records_from_json == 0
         return fast

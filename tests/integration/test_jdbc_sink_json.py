@@ -282,9 +282,11 @@ def test_a_batch_of_json_that_does_not_convert_is_given_back_to_the_runtime(post
     try:
         task.put(_batch([b'{"id":0,"v":0.5}'], 0, lazy=True))  # the ordinary way: reads the column types
         bad = [b'{"id":1,"v":1.5}', b'{"id":2,"v":1e999}', b'{"id":3,"v":3.5}']
-        task.put(_batch(bad, 1, lazy=True))  # handed to the helper, which cannot take it
-        with pytest.raises(UnusableRawValues) as given_back:  # the next put finds it unwritten and unconvertible
-            task.put(_batch([b'{"id":4,"v":4.5}'], 4, lazy=True))
+        task.put(_batch(bad, 1, lazy=True))  # held back ...
+        task.put(_batch([], 4, lazy=True))  # ... until the consumer caught up; the helper cannot take it
+        task.put(_batch([b'{"id":4,"v":4.5}'], 4, lazy=True))  # held back: the helper is not done yet
+        with pytest.raises(UnusableRawValues) as given_back:  # writing it finds the chunk before unconvertible
+            task.put(_batch([], 5, lazy=True))
         assert given_back.value.offsets == {TopicPartition(TOPIC, 0): 1}
         assert task.pre_commit({TopicPartition(TOPIC, 0): 5}) == {TopicPartition(TOPIC, 0): 1}
         assert sql(postgres_db, f'SELECT id FROM "{table}" ORDER BY id') == [(0,)]
@@ -313,6 +315,40 @@ def test_pipelined_batches_keep_their_order_across_a_failed_one(pair: Any) -> No
     assert [r.kafka_offset for r, _ in p.reporters[p.fast_table].reported] == [16]
 
 
+def test_small_batches_are_held_back_and_written_together_up_to_batch_size(postgres_db: str) -> None:
+    """Connect's 500-record polls under its batch.size of 3000: batches the fast path takes are
+    joined into one transaction of at most batch.size records (the rows of a transaction share
+    its xmin); an empty put (the consumer caught up) and pre_commit write what is held, and
+    pre_commit never passes a held record."""
+    table = f"t_{uuid.uuid4().hex[:8]}"
+    sql(postgres_db, f'CREATE TABLE "{table}" (id bigint, v double precision)')
+    task = JdbcSinkTask()
+    task.start(
+        {"connection.url": postgres_db, "topics": TOPIC, "table.name.format": table, "batch.size": "250"},
+        FakeSinkContext(),
+    )
+    tp = TopicPartition(TOPIC, 0)
+
+    def put(first: int, n: int = 100) -> None:
+        task.put(_batch(_lines(*({"id": i, "v": i / 2} for i in range(first, first + n))), first, lazy=True))
+
+    try:
+        put(0)  # the ordinary way: the table's column types are learnt
+        for first in (100, 200, 300):
+            put(first)  # 100 and 200 held, then written as one chunk when 300 would pass 250
+        assert task.pre_commit({tp: 400}) == {tp: 400}  # writes what is held (300-399) first
+        for first in (400, 500):
+            put(first)
+        task.put(_batch([], 600, lazy=True))  # caught up: 400-599 go now
+        assert task.pre_commit({tp: 600}) == {tp: 600}
+        transactions = sql(postgres_db, f'SELECT min(id), max(id) FROM "{table}" GROUP BY xmin::text ORDER BY 1')
+        assert transactions == [(0, 99), (100, 299), (300, 399), (400, 599)]
+        assert task.records_from_json == 500 and task.records_written == 600
+        assert sql(postgres_db, f'SELECT count(DISTINCT id), sum(v) FROM "{table}"') == [(600, sum(range(600)) / 2)]
+    finally:
+        task.stop()
+
+
 def test_stop_leaves_the_connection_to_a_helper_that_is_still_busy(
     postgres_db: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -331,7 +367,8 @@ def test_stop_leaves_the_connection_to_a_helper_that_is_still_busy(
     release = threading.Event()
     monkeypatch.setattr(task, "_send_json", lambda groups, resets: release.wait(30) and False)
     monkeypatch.setattr(task_module, "_HELPER_STOP_WAIT_S", 0.2)
-    task.put(_batch([b'{"id":1,"v":1.5}'], 1, lazy=True))  # goes to the (now stuck) helper
+    task.put(_batch([b'{"id":1,"v":1.5}'], 1, lazy=True))  # held back for the helper ...
+    task.put(_batch([], 2, lazy=True))  # ... which gets it, and sticks, once the consumer caught up
     task.stop()
     assert "still busy" in caplog.text
     assert not conn.closed

@@ -33,6 +33,7 @@ from sluice.connectors.api import (
     SinkTask,
     TopicPartition,
     UnusableRawValues,
+    UnwritableRecordError,
 )
 from sluice.worker.config.local_paths import NO_LOCAL_FILES
 from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig, Stage, ToleranceExceeded
@@ -58,6 +59,8 @@ __all__ = ["SinkErrantRecordReporter", "SinkTaskContextImpl", "SinkTaskRunner"]
 
 #: Consumer errors for a subscribed topic that does not exist: not a reason to fail the task.
 _MISSING_TOPIC = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC})
+#: The batch ``put()`` gets when a poll came back short (:meth:`SinkTaskRunner.caught_up`).
+_NOTHING = SinkRecordBatch.of([])
 
 
 class SinkTaskContextImpl:
@@ -107,7 +110,9 @@ class SinkTaskRunner(WorkerTask):
     2. Convert keys, values and headers into Connect data.
     3. Apply the transformation chain.
     4. ``put()`` the records into the task (a ``RetriableError`` re-offers the same batch after a
-       backoff, with consumption paused).
+       backoff, with consumption paused); when ``consume()`` returned fewer messages than it
+       may, ``put()`` an empty batch too (:meth:`caught_up`), so a task that holds batches back
+       writes them.
     5. Every ``offset.flush.interval.ms``, on ``request_commit()``, before partitions are revoked
        and when stopping: call ``pre_commit()`` with the next offset of everything consumed; the
        task makes its data durable and returns the offsets that are safe.
@@ -348,6 +353,8 @@ class SinkTaskRunner(WorkerTask):
         if messages:
             self.outages.reached(self._kafka)  # fetched: Kafka answers
             self.deliver(messages)
+        if len(messages) < self._batch_size:
+            self.caught_up()
         if offsets.commit_due():
             self.commit()
 
@@ -370,6 +377,8 @@ class SinkTaskRunner(WorkerTask):
                     ("put", time.time_ns(), None),
                 ]
                 tracer.record(started, steps, attributes)
+        if len(messages) < self._batch_size:
+            self.caught_up()
         if self.offsets.commit_due():
             begun = time.time_ns()
             committed = self.commit()
@@ -457,6 +466,20 @@ class SinkTaskRunner(WorkerTask):
             finally:
                 failures.messages = []
         self.metrics.batch(len(good), self.records_put - put_before, time.monotonic() - started)
+
+    def caught_up(self) -> None:
+        """Step 4 with no records: ``consume()`` returned fewer messages than it may (nothing
+        more waits to be consumed), so ``put()`` gets an empty batch, as Connect's runtime gives
+        one for a poll that returned nothing. A task that holds batches back to write them
+        together (the JDBC sink) writes them now; waiting for a fuller batch would only add latency."""
+        try:
+            self._put(_NOTHING)
+        except UnusableRawValues as earlier:  # about records of an earlier put
+            self.redelivery.redeliver(earlier, self.assignment)
+        except RefusedBatch as refused:
+            if not isinstance(refused.error, UnwritableRecordError):  # no record of its own to look in
+                raise self.retry.unrecoverable(Stage.TASK_PUT, self.failures.task_class, refused.error) from refused
+            self.failures.recover([], refused.error, self._put)  # the record it names, under errors.*
 
     def _put_decoded(self, messages: list[Any]) -> None:
         """Records the task gave back from the batch at hand, put again decoded."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextvars
 import datetime as _dt
 import logging
+import queue
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -313,33 +314,59 @@ class PreparedChunk:
 
 
 class HelperJob:
-    """One chunk's run on a helper thread (a daemon: a worker that exits never waits for it)."""
+    """One chunk's run on the task's :class:`Helper` thread."""
 
-    __slots__ = ("groups", "_sent", "_thread")
+    __slots__ = ("groups", "_sent", "_done", "_send", "_resets", "_context")
 
     def __init__(
         self, groups: list[TopicRecords], send: Callable[[list[TopicRecords], int], bool], resets: int
     ) -> None:
         self.groups = groups
         self._sent = False
-        ctx = contextvars.copy_context()  # the helper logs with the task's [connector|task-N] context
-        self._thread = threading.Thread(
-            target=ctx.run, args=(self._run, send, resets), name="jdbc-sink-json", daemon=True
-        )
-        self._thread.start()
+        self._done = threading.Event()
+        self._send, self._resets = send, resets
+        self._context = contextvars.copy_context()  # the helper logs with the task's [connector|task-N] context
 
-    def _run(self, send: Callable[[list[TopicRecords], int], bool], resets: int) -> None:
+    def run(self) -> None:
+        """Helper thread: send the chunk (a failure leaves it to the task thread, logged)."""
         try:
-            self._sent = send(self.groups, resets)
+            self._sent = self._context.run(self._send, self.groups, self._resets)
         except Exception:  # a bug: the task thread writes the chunk the ordinary way
             log.exception("The JSON fast path's helper failed; writing the batch the ordinary way")
+        finally:
+            self._done.set()
 
     def result(self) -> bool:
         """Whether the chunk was sent (its outcome is then the task's chunk in flight)."""
-        self._thread.join()
+        self._done.wait()
         return self._sent
 
     def wait(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the helper; ``True`` if it is done."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        return self._done.wait(timeout)
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+
+class Helper:
+    """The thread a task's :class:`HelperJob` s run on, one at a time: started once, not per
+    chunk (starting a thread costs a tenth of a millisecond and more while the task thread holds
+    the GIL). A daemon: a worker that exits never waits for it."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[HelperJob | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="jdbc-sink-json", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: HelperJob) -> HelperJob:
+        self._jobs.put(job)
+        return job
+
+    def close(self) -> None:
+        """End the thread once the job it may be running is done (without waiting for it)."""
+        self._jobs.put(None)
+
+    def _loop(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job.run()

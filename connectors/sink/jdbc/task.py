@@ -21,6 +21,14 @@ ordinary way by the next call. Should its values not convert then (the task take
 the chunk back with :class:`UnusableRawValues`, so the runtime delivers it again decoded, record
 by record under ``errors.*``.
 
+Small batches: a batch the helper would take that is smaller than ``batch.size`` (Connect's
+default polls are 500 records, its ``batch.size`` 3000) is held back, and consecutive ones of the
+same topic and formats are joined (:meth:`SinkRecordBatch.concat`) until ``batch.size`` records
+are held, a batch that cannot join them comes, or the consumer has caught up (the runtime's
+empty ``put``, after a poll that came back short): one COPY transaction per ``batch.size``
+records instead of one per poll, and nothing waits longer than the poll that finds no more
+records. ``flush`` and ``pre_commit`` write what is held first, so offsets never pass a held record.
+
 Failures: a dropped connection is retried ``max.retries`` times, ``retry.backoff.ms`` apart
 (each attempt raises :class:`RetriableError` so the runtime offers the batch again); a row the
 database rejects is located by replaying the batch row by row inside savepoints, then either
@@ -38,7 +46,6 @@ from typing import Any, NoReturn
 from sluice.connectors.api import (
     ConnectError,
     DataError,
-    RetriableError,
     SinkRecordBatch,
     SinkTask,
     SinkTaskContext,
@@ -53,23 +60,16 @@ from sluice.connectors.jdbc_common.connection import create_engine, safe_url, to
 from sluice.connectors.jdbc_common.dialects import dialect_for
 from sluice.connectors.jdbc_common.errors import Failure, classify, describe
 from sluice.connectors.jdbc_common.types import timezone
+from sluice.connectors.sink.jdbc import progress
 from sluice.connectors.sink.jdbc.config import InsertMode, JdbcSinkConfig, PkMode
-from sluice.connectors.sink.jdbc.json_path import HelperJob, JsonFastPath, PreparedChunk, undecoded_json
+from sluice.connectors.sink.jdbc.json_path import Helper, HelperJob, JsonFastPath, PreparedChunk, undecoded_json
 from sluice.connectors.sink.jdbc.pgsend import InFlight
+from sluice.connectors.sink.jdbc.progress import HeldBatches, Rejected, RowRejected, Unwritten, WriteRetries
 from sluice.connectors.sink.jdbc.rows import RowBuilder, TopicRecords, first_offsets, log_ignored_tombstones, segments
 from sluice.connectors.sink.jdbc.tables import TableManager
 from sluice.connectors.sink.jdbc.writer import PipelinedWriter, writer_for
 
 log = logging.getLogger(__name__)
-
-
-class _RowRejected(Exception):
-    """A row of the batch was rejected by the database (found while probing row by row)."""
-
-    def __init__(self, group: int, record: int, message: str) -> None:
-        super().__init__(message)
-        self.group = group
-        self.record = record
 
 
 class JdbcSinkTask(SinkTask):
@@ -90,9 +90,9 @@ class JdbcSinkTask(SinkTask):
         self._config: JdbcSinkConfig | None = None
         self._engine: Any = None
         self._conn: Any = None
-        self._retries = 0
+        self._retries = WriteRetries(0, 0, self._stopping, "")  # made by start()
         # Per partition, the first offset that a failed put() did not write; pre_commit stops there.
-        self._unwritten: dict[TopicPartition, int] = {}
+        self._unwritten = Unwritten()
         self._in_flight: tuple[InFlight, list[TopicRecords]] | None = None
         # The helper thread's work on the latest chunk (parse, settle the one in flight, send this one).
         self._job: HelperJob | None = None
@@ -100,11 +100,18 @@ class JdbcSinkTask(SinkTask):
         self._pending: list[TopicRecords] | None = None
         # Counts connection drops and cache resets: a chunk prepared before one is not sent.
         self._resets = 0
-        self.records_written = 0
         self.tombstones_ignored = 0  # null values not applied (delete.enabled=false), each one logged
         self._json = JsonFastPath()
         # The writer's pipelined side (PostgreSQL): prepared chunks, sent without waiting.
         self._pipeline: PipelinedWriter | None = None
+        # Batches held back to go to the helper as one chunk (put, _release), and their records.
+        self._held = HeldBatches()
+        self._helper_thread: Helper | None = None  # started on the first chunk it takes
+
+    @property
+    def records_written(self) -> int:
+        """Records committed to the database."""
+        return self._unwritten.written
 
     @property
     def records_from_json(self) -> int:
@@ -127,6 +134,7 @@ class JdbcSinkTask(SinkTask):
         url = to_sqlalchemy_url(cfg.connection_url, cfg.connection_user, cfg.password)
         self._url_text = safe_url(url)
         self._target = host_port(url.host, url.port)
+        self._retries = WriteRetries(cfg.max_retries, cfg.retry_backoff_ms, self._stopping, self._url_text)
         self._engine = create_engine(url, db_timezone=cfg.db_timezone, pool_size=1)
         backend = self._engine.dialect.name
         self._dialect = dialect_for(backend, self._engine.dialect.paramstyle)
@@ -140,6 +148,7 @@ class JdbcSinkTask(SinkTask):
         self._pending = None
         self._in_flight = None
         self._job = None
+        self._held.clear()
         # The JSON fast path (json_path.py) applies to these settings; after a batch it could not
         # take, it waits a few batches before trying again (a topic it never fits costs little).
         self._json.enabled = (
@@ -154,14 +163,29 @@ class JdbcSinkTask(SinkTask):
         )
 
     def put(self, records: SinkRecordBatch) -> None:
-        """Write ``records`` in transactions of at most ``batch.size`` records. Thread: the task thread."""
+        """Write ``records`` in transactions of at most ``batch.size`` records, holding small
+        batches for the fast path back until ``batch.size`` records or an empty ``put`` (the
+        consumer caught up) come. Thread: the task thread."""
         cfg = self._require_config()
-        self._join()
-        groups = [TopicRecords(records.topic, records)] if records else []
-        self._give_back_unconvertible(groups)
-        if not records:
-            self._settle()
+        if not records:  # the consumer caught up: what is held goes now, without waiting for it
+            self._release()
+            if self._job is not None and self._job.done():
+                self._join()
+            if self._job is None and self._pending is not None:  # a chunk failed in the background:
+                self._give_back_unconvertible([])
+                self._settle()  # written again now, so an outage shows while the topic is quiet
             return
+        if not self._held.fits(records, cfg.batch_size):
+            self._release()
+        if len(records) < cfg.batch_size and self._pipelined([TopicRecords(records.topic, records)]):
+            self._held.add(records)
+            if self._held.count >= cfg.batch_size:
+                self._release()
+            return
+        self._release()
+        self._join()
+        groups = [TopicRecords(records.topic, records)]
+        self._give_back_unconvertible(groups)
         size = cfg.batch_size
         chunks: list[list[TopicRecords]] = []
         if sum(len(g) for g in groups) <= size:
@@ -171,7 +195,7 @@ class JdbcSinkTask(SinkTask):
         if self._pending is not None and self._in_flight is None:
             self._settle()  # a chunk left unwritten goes first, the ordinary way (evolving the table, say)
         if len(chunks) == 1 and self._pipelined(groups):
-            self._job = HelperJob(groups, self._send_json, self._resets)
+            self._submit(groups)
             return
         # A single chunk is turned into COPY data while the previous one may still be in flight,
         # so the server's work on that one overlaps this Python work too.
@@ -190,7 +214,8 @@ class JdbcSinkTask(SinkTask):
             self._write_chunk(chunks[-1])
 
     def flush(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Wait for the chunk in flight (a failure is handled here). Thread: the task thread."""
+        """Write what is held and wait for the chunk in flight (a failure is handled here). Thread: the task thread."""
+        self._release()
         self._join()
         self._give_back_unconvertible([])
         self._settle()
@@ -200,18 +225,16 @@ class JdbcSinkTask(SinkTask):
         A chunk that failed in the background is written again here; if that fails too, the
         :class:`RetriableError` goes to the runtime, which commits nothing and reports the outage
         (no put() may come to report it: the chunk may hold the last records consumed)."""
+        self._release()
         self._join()
         self._give_back_unconvertible([])
         self._settle()
-        if not self._unwritten:
-            return offsets
-        return {
-            tp: min(offset, self._unwritten[tp]) if tp in self._unwritten else offset for tp, offset in offsets.items()
-        }
+        return self._unwritten.safe(offsets)
 
     def stop(self) -> None:
         """Interrupt a retry backoff and close the connection. Thread: any; never raises."""
         self._stopping.set()
+        self._held.clear()  # uncommitted: consumed again after a restart
         job = self._job
         if job is not None and not job.wait(_HELPER_STOP_WAIT_S):
             # Closing a connection the helper is using could free it under libpq's feet: leave it.
@@ -219,6 +242,9 @@ class JdbcSinkTask(SinkTask):
                 "The JSON helper is still busy after %.0f s; leaving its connection open", _HELPER_STOP_WAIT_S
             )
             self._conn = None
+        helper, self._helper_thread = self._helper_thread, None
+        if helper is not None:
+            helper.close()
         self._in_flight = None  # uncommitted as far as offsets go; closing the connection ends it
         conn, self._conn = self._conn, None
         if conn is not None:
@@ -257,7 +283,7 @@ class JdbcSinkTask(SinkTask):
             sent.collect()
         except Exception as exc:  # noqa: BLE001 - the driver's error types vary; the chunk is written again
             log.debug("A sent chunk failed, writing it again: %s", describe(exc))
-            self._mark_unwritten(chunk)
+            self._unwritten.mark(chunk)
             self._resets += 1
             self._writer.reset()
             self._tables.invalidate()
@@ -265,8 +291,8 @@ class JdbcSinkTask(SinkTask):
                 self._drop_connection()
             self._pending = chunk
         else:
-            self._retries = 0
-            self._mark_written(chunk)
+            self._retries.in_a_row = 0
+            self._unwritten.written_now(chunk)
             if not self._require_config().delete_enabled:  # tombstones the fast path left out
                 self.tombstones_ignored += log_ignored_tombstones(self._json.tombstones_left_out(chunk))
 
@@ -292,15 +318,45 @@ class JdbcSinkTask(SinkTask):
             return False
         return self._send(PreparedChunk(groups, fast))
 
+    def _release(self) -> None:
+        """Hand the held batches, joined into one chunk, to the helper; if it cannot take them
+        now, they are pending, written the ordinary way by :meth:`_settle` (as a chunk the
+        helper did not send), so no failure loses them and ``pre_commit`` stops before them."""
+        if not self._held:
+            return
+        self._join()
+        if self._pending is not None:  # a chunk before them failed in the background: it goes first
+            try:
+                self._give_back_unconvertible([TopicRecords(b.topic, b) for b in self._held.batches])
+            except UnusableRawValues:
+                self._held.clear()  # given back with it: consumed again
+                raise
+            self._settle()  # raises while it fails, the held batches staying held
+        batch = self._held.take()
+        groups = [TopicRecords(batch.topic, batch)]
+        if self._pipelined(groups):
+            self._submit(groups)
+        else:
+            self._defer(groups)
+
+    def _submit(self, groups: list[TopicRecords]) -> None:
+        """Hand the chunk to the helper thread (started on first use)."""
+        if self._helper_thread is None:
+            self._helper_thread = Helper()
+        self._job = self._helper_thread.submit(HelperJob(groups, self._send_json, self._resets))
+
+    def _defer(self, groups: list[TopicRecords]) -> None:
+        """Leave the chunk to write the ordinary way (pending), its offsets not committed meanwhile."""
+        self._unwritten.mark(groups)
+        self._pending = groups if self._pending is None else self._pending + groups
+
     def _join(self) -> None:
         """Wait for the helper; a chunk it did not send is left to write the ordinary way (pending)."""
         job, self._job = self._job, None
         if job is None:
             return
-        groups = job.groups
         if not job.result():
-            self._mark_unwritten(groups)
-            self._pending = groups if self._pending is None else self._pending + groups
+            self._defer(job.groups)
 
     def _give_back_unconvertible(self, groups: list[TopicRecords]) -> None:
         """If the pending chunk's raw values do not convert, drop it (and ``groups``, not taken)
@@ -318,7 +374,7 @@ class JdbcSinkTask(SinkTask):
             except UnusableRawValues as exc:
                 self._pending = None
                 self._json.sit_out()
-                self._mark_unwritten(groups)
+                self._unwritten.mark(groups)
                 raise UnusableRawValues(str(exc), first_offsets(pending + groups)) from exc
 
     def _prepare(self, groups: list[TopicRecords]) -> PreparedChunk | None:
@@ -374,22 +430,22 @@ class JdbcSinkTask(SinkTask):
     def _write_chunk(self, groups: list[TopicRecords]) -> None:
         try:
             self._transaction(groups, exclude=set())
-        except _Rejected as rejected:
+        except Rejected as rejected:
             self._handle_rejected(groups, rejected.cause)
         except Exception as exc:  # noqa: BLE001 - _raise_for classifies the driver's error
-            self._mark_unwritten(groups)
+            self._unwritten.mark(groups)
             self._raise_for(exc, groups)
-        self._retries = 0
-        self._mark_written(groups)
+        self._retries.in_a_row = 0
+        self._unwritten.written_now(groups)
 
     def _transaction(
         self, groups: list[TopicRecords], exclude: set[tuple[int, int]], probe: bool = False
-    ) -> list[_RowRejected]:
+    ) -> list[RowRejected]:
         """Write every group in one transaction (``probe``: row by row, collecting rejected rows, then roll back)."""
         cfg = self._require_config()
         conn = self._connection()
         upsert = cfg.insert_mode is InsertMode.UPSERT
-        rejected: list[_RowRejected] = []
+        rejected: list[RowRejected] = []
         ignored: dict[str, list[int]] = {}  # tombstones not applied, per topic (their offsets)
         trans = conn.begin()
         try:
@@ -398,7 +454,7 @@ class JdbcSinkTask(SinkTask):
                 for seg in segments(group, split_tombstones=not upsert):
                     rows = self._builder.build(group, seg, dedupe=cfg.insert_mode is not InsertMode.INSERT)
                     if exclude:
-                        _drop(rows, gi, exclude)
+                        progress.drop_rejected(rows, gi, exclude)
                     if len(rows):
                         names = self._tables.ensure(conn, table, rows.columns)
                         keys = names[: rows.key_count]
@@ -418,7 +474,7 @@ class JdbcSinkTask(SinkTask):
         except BaseException as exc:
             self._rollback(trans)
             if not probe and isinstance(exc, Exception) and classify(exc) is Failure.ROW:
-                raise _Rejected(exc) from exc
+                raise Rejected(exc) from exc
             raise
         finally:
             if probe:
@@ -434,7 +490,7 @@ class JdbcSinkTask(SinkTask):
 
     def _probe(
         self, conn: Any, gi: int, table: str, names: list[str], keys: list[str], rows: list[Any], records: list[int]
-    ) -> list[_RowRejected]:
+    ) -> list[RowRejected]:
         cfg = self._require_config()
         rejected = []
         for row, rec in zip(rows, records):
@@ -446,7 +502,7 @@ class JdbcSinkTask(SinkTask):
                 savepoint.rollback()
                 if classify(exc) is not Failure.ROW:
                     raise
-                rejected.append(_RowRejected(gi, rec, describe(exc)))
+                rejected.append(RowRejected(gi, rec, describe(exc)))
         return rejected
 
     def _handle_rejected(self, groups: list[TopicRecords], cause: BaseException) -> None:
@@ -454,15 +510,15 @@ class JdbcSinkTask(SinkTask):
         try:
             rejected = self._transaction(groups, exclude=set(), probe=True)
         except Exception as exc:  # noqa: BLE001 - _raise_for classifies the driver's error
-            self._mark_unwritten(groups)
+            self._unwritten.mark(groups)
             self._raise_for(exc, groups)
         if not rejected:  # the batch failed as a whole but no single row does: a constraint across rows
-            self._mark_unwritten(groups)
+            self._unwritten.mark(groups)
             raise DataError(f"The database rejected a batch of records: {describe(cause)}") from cause
         reporter = self.context.errant_record_reporter if self.context is not None else None
         if reporter is None:
             first = rejected[0]
-            self._mark_unwritten(groups)
+            self._unwritten.mark(groups)
             raise UnwritableRecordError(
                 f"The database rejected the record at {groups[first.group].coordinates(first.record)}: {first}",
                 groups[first.group].record(first.record),
@@ -474,55 +530,18 @@ class JdbcSinkTask(SinkTask):
         try:
             self._transaction(groups, exclude={(r.group, r.record) for r in rejected})
         except Exception as exc:  # noqa: BLE001 - _raise_for classifies the driver's error
-            self._mark_unwritten(groups)
+            self._unwritten.mark(groups)
             self._raise_for(exc, groups)
 
     def _raise_for(self, exc: Exception, groups: list[TopicRecords]) -> NoReturn:
         if isinstance(exc, ConnectError):
             raise exc
-        failure = classify(exc)
-        cfg = self._require_config()
-        if failure is Failure.TRANSIENT:
+        if classify(exc) is Failure.TRANSIENT:
             self._drop_connection()
-            self._retries += 1
-            if self._retries > cfg.max_retries:
-                raise ConnectError(
-                    f"Writing to {self._url_text} failed {self._retries} times in a row (max.retries={cfg.max_retries}): "
-                    f"{describe(exc)}"
-                ) from exc
-            log.warning(
-                "Writing to %s failed (attempt %d of %d), retrying in %d ms: %s",
-                self._url_text,
-                self._retries,
-                cfg.max_retries + 1,
-                cfg.retry_backoff_ms,
-                describe(exc),
-            )
-            self._stopping.wait(cfg.retry_backoff_ms / 1000)
-            raise RetriableError(f"Database unavailable: {describe(exc)}") from exc
+            self._retries.failed(exc)
+        cfg = self._require_config()
         tables = ", ".join(sorted({cfg.table_name(g.topic) for g in groups}))
         raise ConnectError(f"Writing to table {tables} failed: {describe(exc)}") from exc
-
-    # -- offsets -----------------------------------------------------------------------------------
-
-    def _mark_unwritten(self, groups: list[TopicRecords]) -> None:
-        for group in groups:
-            for partition, offset in zip(group.partitions, group.offsets):
-                tp = TopicPartition(group.consumed_topic, partition)
-                if offset < self._unwritten.get(tp, offset + 1):
-                    self._unwritten[tp] = offset
-
-    def _mark_written(self, groups: list[TopicRecords]) -> None:
-        if not self._unwritten:
-            self.records_written += sum(len(g) for g in groups)
-            return
-        for group in groups:
-            last = dict(zip(group.partitions, group.offsets))
-            for partition, offset in last.items():
-                tp = TopicPartition(group.consumed_topic, partition)
-                if tp in self._unwritten and offset >= self._unwritten[tp]:
-                    del self._unwritten[tp]
-            self.records_written += len(group)
 
     # -- connection ----------------------------------------------------------------------------------
 
@@ -574,15 +593,3 @@ class JdbcSinkTask(SinkTask):
 
 _HELPER_STOP_WAIT_S = 10.0  # how long stop() waits for the helper before leaving its connection alone
 
-
-class _Rejected(Exception):
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-
-
-def _drop(rows: Any, group: int, exclude: set[tuple[int, int]]) -> None:
-    keep = [i for i, rec in enumerate(rows.row_records) if (group, rec) not in exclude]
-    if len(keep) != len(rows.row_records):
-        rows.rows = [rows.rows[i] for i in keep]
-        rows.row_records = [rows.row_records[i] for i in keep]

@@ -8,7 +8,7 @@ the converters then walk: decoding and serializing a change costs a fraction of 
 :func:`encoder_for` describes a table to it — each column's conversion, chosen by the very
 function the Python decoder would run, and the constant parts of the envelope, rendered by the
 JSON mapping functions of :mod:`converters` — or returns ``None`` for a table with a column it does not cover (arrays,
-intervals, money, variable-scale numerics, float4, ``connect``-mode dates and times), whose changes then take the
+intervals, money, variable-scale numerics, float4), whose changes then take the
 Python path. A message the encoder cannot take (an unchanged TOASTed value, a value in an unusual
 shape) also takes the Python path, message by message; the tests compare both byte for byte.
 """
@@ -55,6 +55,10 @@ _KINDS: dict[Any, str] = {
     tv.date_days: "date",
     tv.time_micros: "time_micros",
     tv.time_millis: "time_millis",
+    # time.precision.mode=connect: Connect's Date, Time and Timestamp, written as the same numbers.
+    tv.date_parts: "date",
+    tv.time_object: "time_of_day_millis",
+    tv.timestamp_connect: "millis",
     tv.bytea: "bytea",
 }
 

@@ -158,3 +158,45 @@ def test_a_transform_keeps_no_raw_values_unless_it_says_so() -> None:
 
     assert not Same().keeps_raw_values(WireFormat("json", schemas=True))
     assert Same().apply_columns(SinkRecordBatch.of([SinkRecord("t", 0, 1, "v", None)])) is None
+
+
+def _raw_batch(offsets: list[int], values: list[Any], fail: bool = False, topic: str = "t") -> SinkRecordBatch:
+    """A batch of raw values and raw keys (JSON), decoded as ``values``/their keys unless ``fail``."""
+
+    def decode() -> tuple[list[Any], list[Any]]:
+        if fail:
+            raise DataError("not JSON")
+        return [None] * len(values), values
+
+    return SinkRecordBatch(
+        topic, None, None, None, None, _columns(offsets), original_topic="in",
+        raw_values=[b"%d" % v for v in values], decode=decode, raw_format=WireFormat("json"),
+        raw_keys=[b"k%d" % o for o in offsets], decode_keys=lambda: ([None] * len(offsets), [f"k{o}" for o in offsets]),
+        raw_key_format=WireFormat("json"),
+    )  # fmt: skip
+
+
+def test_consecutive_batches_join_into_one_with_raw_values_and_keys_kept_raw() -> None:
+    joined = SinkRecordBatch.concat([_raw_batch([3, 4], [30, 40]), _raw_batch([5], [50])])
+    assert len(joined) == 3 and joined.raw_values == [b"30", b"40", b"50"] and joined.raw_keys == [b"k3", b"k4", b"k5"]
+    assert joined.raw_format == WireFormat("json") and joined.original_topic == "in"
+    assert joined.offsets == [3, 4, 5] and joined.partitions == [0, 0, 0]
+    assert joined.values == [30, 40, 50] and joined.keys == ["k3", "k4", "k5"]
+    assert [r.kafka_offset for r in joined] == [3, 4, 5]
+
+
+def test_joined_raw_values_that_do_not_convert_are_given_back_from_the_part_that_fails() -> None:
+    joined = SinkRecordBatch.concat([_raw_batch([3, 4], [30, 40]), _raw_batch([5, 6], [0, 0], fail=True)])
+    with pytest.raises(UnusableRawValues) as info:
+        joined.values  # noqa: B018
+    assert info.value.offsets == {TopicPartition("in", 0): 5}
+
+
+def test_batches_of_different_topics_or_forms_do_not_join() -> None:
+    decoded = SinkRecordBatch.of([SinkRecord("t", 0, 9, "v", None, "k", STRING_SCHEMA)])
+    raw = _raw_batch([3], [30])
+    assert raw.joinable(_raw_batch([4], [40])) and not raw.joinable(_raw_batch([4], [40], topic="u"))
+    assert not raw.joinable(decoded) and not decoded.joinable(raw)
+    with pytest.raises(ValueError, match="cannot be joined"):
+        SinkRecordBatch.concat([raw, decoded])
+    assert SinkRecordBatch.concat([decoded, decoded]).values == ["v", "v"]

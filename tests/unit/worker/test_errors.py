@@ -331,6 +331,7 @@ def sink_runner(
     consumer_config: dict[str, Any] | None = None,
     consumer: FakeConsumer | None = None,
     listener: Any = None,
+    batch_size: int = 2_000,
     **errors: Any,
 ) -> SinkTaskRunner:
     """A sink runner of topic ``in``, its consumer ``consumer`` (a real one when
@@ -351,7 +352,7 @@ def sink_runner(
         ConnectorTaskId("conn", 0), task, config or {}, listener=listener or Listener(), initial_state=TargetState.STARTED,
         consumer_config=consumer_config or {}, topics=["in"], topics_regex=None, key_converter=key,
         value_converter=value_converter, header_converter=header, transform=transform,
-        errors=ErrorHandlingConfig(**errors), dlq=dlq, **factory,  # type: ignore[arg-type]
+        errors=ErrorHandlingConfig(**errors), dlq=dlq, batch_size=batch_size, **factory,  # type: ignore[arg-type]
     )
 
 

@@ -70,6 +70,8 @@ class RawTask(CollectingSinkTask):
         self.batches: list[SinkRecordBatch] = []
 
     def put(self, records: SinkRecordBatch) -> None:
+        if not records:
+            return  # the runtime's "caught up" put
         self.batches.append(records)
         if self.read_values:
             super().put(records)
@@ -128,6 +130,8 @@ class GivesBackFrom(RawTask):
         self.taken: list[int] = []
 
     def put(self, records: SinkRecordBatch) -> None:
+        if not records:
+            return  # the runtime's "caught up" put
         self.batches.append(records)
         if records.raw_values is None:
             self.taken += [r.kafka_offset for r in records]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, NamedTuple
 
 import pytest
@@ -40,12 +41,16 @@ def test_no_tracer_without_an_endpoint(untraced: None) -> None:
     assert tracing.batch_tracer(ConnectorTaskId("c", 0), "sink") is None
 
 
-def test_the_worker_key_turns_tracing_on(untraced: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_worker_key_turns_tracing_on(untraced: None) -> None:
     tracing.configure(None)
     assert not tracing.enabled()
-    tracing.configure("http://collector:4318")
-    assert tracing.enabled()
-    monkeypatch.delenv(tracing.ENDPOINT_ENV)  # configure() wrote it: leave the environment as it was
+    try:
+        tracing.configure("http://collector:4318")
+        assert tracing.enabled()
+    finally:
+        # configure() wrote it: take it out again. (monkeypatch.delenv would put it back at teardown,
+        # and every worker a later test starts would then export traces to a host that does not exist.)
+        os.environ.pop(tracing.ENDPOINT_ENV, None)
 
 
 def test_sink_attributes_name_each_partition_with_its_first_and_last_offset() -> None:
