@@ -262,7 +262,10 @@ def _short_decimals(column: Any, kind: Any) -> Any | None:
         return None
     ends = np.frombuffer(column.buffers()[1], dtype=np.int32, count=n + 1, offset=4 * column.offset)
     starts, lengths = ends[:-1], np.diff(ends)
-    valid = column.is_valid().to_numpy(zero_copy_only=False)
+    valid = np.ones(n, dtype=bool)
+    if column.null_count:  # from the bitmap: Arrow's own conversion of booleans to NumPy imports pandas
+        bits = np.unpackbits(np.frombuffer(column.buffers()[0], dtype=np.uint8), bitorder="little")
+        valid = bits[column.offset : column.offset + n].astype(bool)
     lengths = np.where(valid, lengths, 4)  # a null reads as "AAAA" (zero), then is null again
     if (lengths % 4).any() or (lengths > 12).any() or not lengths.all():
         return None

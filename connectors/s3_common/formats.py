@@ -4,8 +4,8 @@ The names follow Confluent's ``format.class`` values (``io.confluent.connect.s3.
 …) and the short forms ``json``, ``parquet``, ``avro``, ``bytearray``:
 
 * JSON lines (``.json``, ``.json.gz`` with ``s3.compression.type=gzip``): one value per line as
-  Connect's JsonConverter writes it without schemas (bytes as base64, Decimal as a number,
-  Timestamp/Date/Time as ms/days/ms).
+  Connect's JsonConverter writes it without schemas (bytes as base64, Decimal as base64 or a
+  number per ``json.decimal.format``, Timestamp/Date/Time as ms/days/ms).
 * Parquet (``.parquet``, pyarrow; ``parquet.codec`` snappy/zstd/gzip/lz4/none): values must be
   structs. The Arrow schema comes from the Connect schema when there is one, else is inferred from
   the first row group and kept for the whole object.
@@ -27,6 +27,7 @@ from sluice.connectors.s3_common.line_formats import (
     BytesWriter,
     JsonFormat,
     JsonLinesWriter,
+    decimal_base64,
     encode_json_lines,
     json_default,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "arrow_type",
     "avro_schema",
     "decode_raw_values",
+    "decimal_base64",
     "encode_json_lines",
     "infer_avro_schema",
     "json_default",
@@ -84,7 +86,7 @@ def make_format(settings: FormatSettings) -> RecordFormat:
     """The format ``settings`` names, checked (a missing optional package is a ConfigError)."""
     kind = short_format_name(settings.format)
     if kind == "json":
-        return JsonFormat(settings.compression, settings.compression_level)
+        return JsonFormat(settings.compression, settings.compression_level, settings.json_decimal_format)
     if kind == "bytearray":
         return ByteArrayFormat(
             settings.compression, settings.compression_level, settings.bytearray_extension, settings.bytearray_separator

@@ -1,7 +1,10 @@
 """JSON lines and raw bytes: the formats written value by value through an optional gzip stream.
 
-JSON lines are written as Connect's JsonConverter writes values without schemas (bytes as base64,
-Decimal as a number, Timestamp/Date/Time as ms/days/ms); raw bytes are joined by a separator.
+JSON lines are written as Connect's JsonConverter writes values without schemas, as Confluent's
+``JsonFormat`` configures it: bytes as base64, Timestamp/Date/Time as ms/days/ms, and Decimal as
+``json.decimal.format`` says, ``BASE64`` (the default: base64 of the unscaled value's minimal
+big-endian two's complement, Java's ``BigInteger.toByteArray``) or ``NUMERIC`` (a JSON number);
+raw bytes are joined by a separator.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME
 
 
 def json_default(value: Any) -> Any:
-    """What orjson cannot encode itself, as Connect's JsonConverter (schemas disabled) writes it."""
+    """What orjson cannot encode itself, as Connect's JsonConverter (schemas disabled) writes it,
+    with Decimals as JSON numbers (``decimal.format=NUMERIC``)."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, decimal.Decimal):
@@ -40,11 +44,33 @@ def json_default(value: Any) -> Any:
     raise TypeError(f"cannot encode a {type(value).__name__} as JSON")
 
 
-def encode_json_lines(values: Sequence[Any]) -> bytes:
-    """``values`` as JSON lines, each followed by a newline."""
+def json_default_base64(value: Any) -> Any:
+    """:func:`json_default` with Decimals as Connect's default ``decimal.format=BASE64`` writes
+    them: the base64 of the unscaled value (the Decimal's own digits at its own scale, which is the
+    schema's for every Decimal a converter decoded) as Java's ``BigInteger.toByteArray`` gives it."""
+    if isinstance(value, decimal.Decimal):
+        return decimal_base64(value)
+    return json_default(value)
+
+
+def decimal_base64(value: decimal.Decimal) -> str:
+    """A Decimal as ``decimal.format=BASE64`` writes it (see :func:`json_default_base64`)."""
+    sign, digits, exponent = value.as_tuple()
+    if not isinstance(exponent, int):
+        raise TypeError(f"cannot encode the Decimal {value} as JSON")
+    unscaled = int("".join(map(str, digits)) or "0")
+    if sign:
+        unscaled = -unscaled
+    size = (unscaled if unscaled >= 0 else ~unscaled).bit_length() // 8 + 1
+    return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode("ascii")
+
+
+def encode_json_lines(values: Sequence[Any], decimal_format: str = "BASE64") -> bytes:
+    """``values`` as JSON lines, each followed by a newline (Decimals as ``decimal_format`` says)."""
     dumps = orjson.dumps
+    default = json_default if decimal_format == "NUMERIC" else json_default_base64
     try:
-        lines = [dumps(v, default=json_default, option=_JSON_OPTIONS) for v in values]
+        lines = [dumps(v, default=default, option=_JSON_OPTIONS) for v in values]
     except TypeError as exc:
         raise DataError(f"JsonFormat cannot encode a value: {exc}") from None
     lines.append(b"")
@@ -73,8 +99,12 @@ class _Compressed(ObjectWriter):
 
 
 class JsonLinesWriter(_Compressed):
+    def __init__(self, out: Output, compression: str, level: int, decimal_format: str = "BASE64") -> None:
+        super().__init__(out, compression, level)
+        self.decimal_format = decimal_format
+
     def write(self, values: Sequence[Any], schema: Schema | None) -> None:
-        self._emit(encode_json_lines(values))
+        self._emit(encode_json_lines(values, self.decimal_format))
 
     def write_raw_json(self, raws: Sequence[bytes | None]) -> None:
         """The consumed JSON bytes as they are, one per line: no decoding, no encoding.
@@ -102,13 +132,15 @@ def _one_line(raw: bytes) -> bytes:
 class JsonFormat(RecordFormat):
     name = "json"
 
-    def __init__(self, compression: str = "none", level: int = -1) -> None:
+    def __init__(self, compression: str = "none", level: int = -1, decimal_format: str = "BASE64") -> None:
         self.compression = compression
         self.level = level
+        #: ``json.decimal.format``: how Decimals are written (``BASE64`` or ``NUMERIC``).
+        self.decimal_format = decimal_format
         self.extension = ".json.gz" if compression == "gzip" else ".json"
 
     def writer(self, out: Output, key: str) -> ObjectWriter:
-        return JsonLinesWriter(out, self.compression, self.level)
+        return JsonLinesWriter(out, self.compression, self.level, self.decimal_format)
 
     def read(self, data: bytes) -> Iterator[Any]:
         if data[:2] == b"\x1f\x8b":

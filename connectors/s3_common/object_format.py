@@ -52,6 +52,8 @@ class FormatSettings:
     avro_codec: str = "null"
     bytearray_extension: str = ".bin"
     bytearray_separator: bytes = b"\n"
+    #: ``json.decimal.format``: Decimals in JSON lines as ``BASE64`` (Connect's default) or ``NUMERIC``.
+    json_decimal_format: str = "BASE64"
     #: Parquet rows held in memory before they are encoded as a row group.
     parquet_row_group_rows: int = 50_000
 

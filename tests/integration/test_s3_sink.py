@@ -17,13 +17,26 @@ from typing import Any
 import fastavro
 import httpx
 import orjson
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from sluice.connectors.api.schema import INT64_SCHEMA, OPTIONAL_STRING_SCHEMA, Decimal, Schema, Timestamp
+from sluice.connectors.api.schema import (
+    FLOAT64_SCHEMA,
+    INT16_SCHEMA,
+    INT64_SCHEMA,
+    OPTIONAL_BOOLEAN_SCHEMA,
+    OPTIONAL_STRING_SCHEMA,
+    STRING_SCHEMA,
+    Date,
+    Decimal,
+    Schema,
+    Timestamp,
+)
 from sluice.converters.avro import AvroConverter
+from sluice.converters.json import JsonConverter
 from sluice.deploy.schema_registry import SchemaRegistryServer
 from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce, unique_topic_name
 from tests.integration.worker_process import WorkerProcess
@@ -463,3 +476,134 @@ def test_an_avro_topic_archived_as_avro_files_keeps_confluents_schema(
         assert file_schema == {**orjson.loads(subject["schema"]), "connect.version": subject["version"]}
         archived.extend(reader)
     assert archived == rows
+
+
+#: A Connect user's worker: JsonConverter with schemas for keys and values.
+ENVELOPES: dict[str, Any] = {
+    "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+    "key.converter.schemas.enable": "true",
+    "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+    "value.converter.schemas.enable": "true",
+}
+
+
+def _typed_topic() -> tuple[list[OutgoingRecord], int]:
+    """361 keyed records as a Connect producer with JsonConverter writes them (struct keys ``{id}``;
+    values of every logical type at their edges: decimals negative, zero and at full precision,
+    timestamps before 1970 and after 2038, dates, int16 extremes, a 40-byte text, nulls), the
+    value schema gaining a field at offset 180, tombstones at 7, 8, 123 and 200, and at 300 a
+    payload member the schema lacks; and the flush size that makes objects start at 0, 62, 122
+    (rotated at the schema change), 180, 241 and 301."""
+    fields = [
+        ("id", INT64_SCHEMA),
+        ("amount", Decimal.schema(2, precision=12)),
+        ("created_at", Timestamp.SCHEMA),
+        ("day", Date.SCHEMA),
+        ("qty", INT16_SCHEMA),
+        ("code", STRING_SCHEMA),
+        ("score", FLOAT64_SCHEMA),
+        ("note", OPTIONAL_STRING_SCHEMA),
+    ]
+    first = Schema.struct(fields, name="shop.Order")
+    second = Schema.struct([*fields, ("paid", OPTIONAL_BOOLEAN_SCHEMA)], name="shop.Order")
+    key_schema = Schema.struct([("id", INT64_SCHEMA)], name="shop.OrderKey")
+    cents = [0, -1, 1, 99_999_999_999, -99_999_999_999, -12_345, 2**36, -(2**36)]
+    times = [-1, 0, -2_208_988_800_000, 2_147_483_648_000, 4_102_444_800_000, -62_135_596_800_000]
+    keys: list[Any] = []
+    values: list[Any] = []
+    for i in range(361):
+        value = {
+            "id": i,
+            "amount": decimal.Decimal(cents[i % len(cents)] + i).scaleb(-2),
+            "created_at": dt.datetime.fromtimestamp(times[i % len(times)] / 1000 + i, dt.UTC),
+            "day": dt.date(1900, 1, 1) + dt.timedelta(days=i * 211),
+            "qty": [-32768, 32767, 0, -1][i % 4] if i % 3 else i,
+            "code": f"é-{i:06d}-" + "x" * 30,
+            "score": i / 7 - 20,
+            "note": None if i % 4 == 0 else f"note {i}",
+        }
+        if i >= 180:
+            value["paid"] = None if i % 5 == 0 else i % 2 == 0
+        keys.append({"id": i})
+        values.append(None if i in (7, 8, 123, 200) else value)
+    converter = JsonConverter()
+    converter.configure({"schemas.enable": "true"}, False)
+    key_converter = JsonConverter()
+    key_converter.configure({"schemas.enable": "true"}, True)
+    schemas = [None if v is None else first if i < 180 else second for i, v in enumerate(values)]
+    raw_values = converter.from_connect_batch("t", schemas, values)
+    # A member the schema lacks, which decoding drops: neither fast path takes it as it is.
+    raw_values[300] = raw_values[300].replace(b',"payload":{', b',"payload":{"extra":1,')  # type: ignore[union-attr]
+    raw_keys = key_converter.from_connect_batch("t", [key_schema] * len(keys), keys)
+    return [OutgoingRecord(key=k, value=v) for k, v in zip(raw_keys, raw_values, strict=True)], 60
+
+
+def test_keyed_typed_envelopes_make_the_same_objects_on_the_fast_and_the_decoded_path(
+    kafka: Any, s3: S3Server, s3_bucket: str, tmp_path: Path
+) -> None:
+    """The topic a Connect user has (``_typed_topic``) archived by four connectors of one worker in
+    Connect's small polls: JSON lines and Parquet, each by the fast path (JSON lines: the payloads'
+    bytes; Parquet: typed columns) and decoded (a Filter that drops nothing: the runtime then
+    hands over decoded values). Every object and ``.keys`` sidecar is the same, byte for byte. The
+    fast connectors decoded only what they must: JSON lines the batch with the odd member and the
+    one with the schema change, if a poll mixes schemas; Parquet the latter, having given the odd
+    member's stretch back to be consumed again decoded (its row groups are read after the put)."""
+    bootstrap = kafka.bootstrap_servers
+    topic = unique_topic_name("s3typed")
+    create_topic(bootstrap, topic)
+    records, flush = _typed_topic()
+    produce(bootstrap, topic, records)
+    decoded = {
+        "transforms": "none",
+        "transforms.none.type": "org.apache.kafka.connect.transforms.Filter",
+        "transforms.none.predicate": "never",
+        "predicates": "never",
+        "predicates.never.type": "org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
+        "predicates.never.pattern": "no-such-topic",
+    }
+    worker = WorkerProcess(tmp_path, bootstrap, **ENVELOPES).start()
+    try:
+        r = httpx.put(f"{worker.url}/admin/loggers/sluice.connectors.sink.s3.batches", json={"level": "DEBUG"}, timeout=10)
+        assert r.status_code == 200, r.text
+        for fmt in ("json", "parquet"):
+            for path in ("fast", "slow"):
+                config = {
+                    "format.class": fmt,
+                    "flush.size": str(flush),
+                    "topics.dir": f"{path}-{fmt}",
+                    "behavior.on.null.values": "ignore",
+                    "store.kafka.keys": "true",
+                    "consumer.override.max.poll.records": "50",
+                    **(decoded if path == "slow" else {}),
+                }
+                _deploy(worker, f"s3-{path}-{fmt}", _sink_config(s3, s3_bucket, topic, **config))
+        starts = (0, 62, 122, 180, 241, 301)
+        expected = {
+            f"{path}-{fmt}/{topic}/partition=0/{topic}+0+{o:010d}{suffix}"
+            for fmt in ("json", "parquet")
+            for path in ("fast", "slow")
+            for o in starts
+            for suffix in (f".{fmt}", ".keys.json")
+        }
+        objects = _wait_for_keys(s3, s3_bucket, expected, worker)
+        log = worker.log(tail=10_000_000)
+    finally:
+        worker.stop()
+    assert set(objects) == expected
+    for fmt in ("json", "parquet"):
+        fast = {k.removeprefix(f"fast-{fmt}/"): v for k, v in objects.items() if k.startswith(f"fast-{fmt}/")}
+        slow = {k.removeprefix(f"slow-{fmt}/"): v for k, v in objects.items() if k.startswith(f"slow-{fmt}/")}
+        assert fast == slow, fmt
+    lines = [_json_lines(objects[f"fast-json/{topic}/partition=0/{topic}+0+{o:010d}.json"]) for o in starts]
+    assert [len(part) for part in lines] == [60, 60, 57, 60, 60, 60]
+    assert lines[0][0]["amount"] == "AA==" and lines[0][1]["amount"] == "AA=="  # Confluent's BASE64 decimals
+    table = pq.read_table(io.BytesIO(objects[f"fast-parquet/{topic}/partition=0/{topic}+0+0000000180.parquet"]))
+    assert table.column_names[-1] == "paid" and table.column("amount").type == pa.decimal128(12, 2)
+    decodings = {
+        name: sum(f"[{name}|task-0]" in line and "Decoding" in line for line in log.splitlines())
+        for name in ("s3-fast-json", "s3-fast-parquet", "s3-slow-json", "s3-slow-parquet")
+    }
+    assert 1 <= decodings["s3-fast-json"] <= 2 and decodings["s3-fast-parquet"] <= 1, decodings
+    assert decodings["s3-slow-json"] == decodings["s3-slow-parquet"] == 0, decodings  # never had raw values
+    given_back = [line for line in log.splitlines() if "could not use the raw values" in line]
+    assert given_back and all("s3-fast-parquet" in line for line in given_back), given_back

@@ -83,6 +83,13 @@ class S3SinkConfig(S3CommonConfig):
     enable_conditional_writes: bool = Field(
         False, description="Accepted for compatibility; objects are overwritten with identical content instead."
     )
+    json_decimal_format: Literal["BASE64", "NUMERIC"] = Field(
+        "BASE64",
+        description=(
+            "How JsonFormat objects (and a JsonFormat keys sidecar) write Decimals: BASE64, the base64 of the "
+            "unscaled value as Connect's JsonConverter writes it by default, or NUMERIC, a JSON number."
+        ),
+    )
     parquet_row_group_records: int = Field(
         50_000, ge=1, description="Sluice addition: Parquet rows buffered before they are encoded as a row group."
     )
@@ -137,6 +144,5 @@ S3_SINK_UNIMPLEMENTED_KEYS: dict[str, str] = {
     "s3.elastic.buffer.init.capacity": "parts are buffered up to s3.part.size; elastic buffers are not implemented",
     "s3.schema.partition.affix.type": "not implemented",
     "max.files.scan.limit": "not implemented",
-    "json.decimal.format": "not implemented",
     "rotate.file.on.partition.change": "a file always rotates when the encoded partition changes (Confluent's default, true)",
 }

@@ -45,7 +45,7 @@ class WriterSettings:
 
 @dataclass
 class Columns:
-    """The records of one Kafka partition from one put, by column (headers/timestamps loaded lazily).
+    """The records of one Kafka partition from one put, by column (keys/headers/timestamps loaded lazily).
 
     With ``raw`` set, the values are the consumed JSON bytes in ``raw`` (checked by the runtime;
     their values are their schemaless parse) and ``values`` only tells which records are null:
@@ -59,7 +59,7 @@ class Columns:
     offsets: Sequence[int]
     values: Sequence[Any]
     schemas: Sequence[Schema | None]
-    keys: Sequence[Any]
+    keys: Callable[[], Sequence[Any]]
     timestamps: Callable[[], Sequence[int | None]]
     headers: Callable[[], Sequence[Headers | None]]
     raw: Sequence[bytes | None] | None = None
@@ -73,6 +73,9 @@ class Columns:
     #: ``schemas``) into that table later, a row group at a time on the upload threads
     #: (:meth:`~connectors.s3_common.parquet_format.ParquetObjectWriter.write_typed_raws`).
     read_later: Callable[[list[bytes]], Any] | None = None
+    #: Whether ``keys`` gives each key as the JSON bytes of the value decoding it gives (``None``
+    #: for a null key), for a JSON keys sidecar: the payloads of keys with schemas, as consumed.
+    raw_keys: bool = False
 
 
 def null_probe(raw: Sequence[bytes | None]) -> Sequence[Any]:
@@ -170,7 +173,11 @@ class OpenObject:
             self.count += len(values)
         for sidecar in self.sidecars:
             if sidecar.kind == "keys":
-                sidecar.writer.write(_pick(cols.keys, index), None)
+                keys = _pick(cols.keys(), index)
+                if cols.raw_keys:
+                    sidecar.writer.write_raw_json(keys)
+                else:
+                    sidecar.writer.write(keys, None)
             elif sidecar.kind == "headers":
                 sidecar.writer.write([encode_headers(h) for h in _pick(cols.headers(), index)], None)
             elif sidecar.kind == "offsets":

@@ -29,8 +29,6 @@ from typing import Any, ClassVar
 
 from sluice.connectors.api import (
     ConnectError,
-    Headers,
-    Schema,
     SinkRecord,
     SinkRecordBatch,
     SinkTask,
@@ -45,9 +43,11 @@ from sluice.connectors.s3_common.layout import ObjectLayout
 from sluice.connectors.s3_common.parquet_rows import UnfitValue
 from sluice.connectors.s3_common.partitioners import Partitioner, extractor_reads_values, make_partitioner
 from sluice.connectors.s3_common.storage import ObjectStorage, S3Storage
+from sluice.connectors.sink.s3.batches import Keys, decoded, split_batch
 from sluice.connectors.sink.s3.config import S3SinkConfig
-from sluice.connectors.sink.s3.typed_values import LateTable, TypedValues
-from sluice.connectors.sink.s3.writer import Columns, TopicPartitionWriter, WriterSettings, null_probe
+from sluice.connectors.sink.s3.envelope_lines import EnvelopeLines
+from sluice.connectors.sink.s3.typed_values import TypedValues
+from sluice.connectors.sink.s3.writer import Columns, TopicPartitionWriter, WriterSettings
 from sluice.converters.json_documents import first_malformed
 
 log = logging.getLogger(__name__)
@@ -62,10 +62,11 @@ class S3SinkTask(SinkTask):
 
     version = "0.1.0"
 
-    #: JSON lines and Parquet write the consumed JSON bytes when nothing that places a record
-    #: reads its value (set in :meth:`start`, see :meth:`_split`); every other case reads
-    #: ``values`` in :meth:`_split`, before any writer changes state, so values that do not
-    #: decode leave nothing half-written.
+    #: JSON lines and Parquet take the consumed bytes when nothing that places a record reads its
+    #: value (set in :meth:`start`, see :meth:`_split`): JSON lines copies schemaless JSON and the
+    #: payloads of JSON with schemas, Parquet reads both and Avro into columns. Every other case
+    #: reads ``values`` in :meth:`_split`, before any writer changes state, so values that do not
+    #: decode leave nothing half-written; so are keys, when a sidecar stores them.
     value_format = ValueFormat.CONNECT
 
     #: Builds the storage from the configuration; tests replace it with an in-memory bucket.
@@ -84,6 +85,8 @@ class S3SinkTask(SinkTask):
         self._uploader: ThreadPoolExecutor | None = None
         self._raw_json = False
         self._typed = TypedValues()  # reads JSON with schemas and Avro into columns for Parquet
+        self._lines = EnvelopeLines()  # JSON with schemas as JSON lines: the payloads' bytes
+        self._key_lines = EnvelopeLines()  # the same for keys, into a JSON keys sidecar
 
     # -- SPI --------------------------------------------------------------------------------------
 
@@ -93,10 +96,17 @@ class S3SinkTask(SinkTask):
         cfg = S3SinkConfig.from_task_config(config)
         self._config = cfg
         self._format = make_format(
-            cfg.format_settings(parquet_row_group_rows=min(cfg.parquet_row_group_records, cfg.flush_size))
+            cfg.format_settings(
+                parquet_row_group_rows=min(cfg.parquet_row_group_records, cfg.flush_size),
+                json_decimal_format=cfg.json_decimal_format,
+            )
         )
         self._keys_format = make_format(
-            FormatSettings(format=cfg.keys_format_class, compression=cfg.s3_compression_type)
+            FormatSettings(
+                format=cfg.keys_format_class,
+                compression=cfg.s3_compression_type,
+                json_decimal_format=cfg.json_decimal_format,
+            )
         )
         self._partitioner = make_partitioner(cfg.partitioner_settings())
         self._layout = cfg.layout()
@@ -112,13 +122,14 @@ class S3SinkTask(SinkTask):
                 and extractor_reads_values(cfg.timestamp_extractor)
             )
         )
-        # Parquet parses every raw value into columns, refusing what is not JSON; JSON lines copies
-        # the bytes into objects and checks them first (_check_raw).
-        # Parquet also reads JSON with schemas and Avro into typed columns (typed_values.py).
-        parquet = isinstance(self._format, ParquetFormat)
-        self.value_format = (
-            (ValueFormat.RAW_TYPED if parquet else ValueFormat.RAW_JSON) if self._raw_json else ValueFormat.CONNECT
-        )
+        # Parquet parses every raw value into columns, refusing what is not JSON, and reads JSON with
+        # schemas and Avro into typed columns (typed_values.py); JSON lines copies schemaless JSON
+        # into objects, checking it first, and the payloads of JSON with schemas when they are what
+        # decoding writes (envelope_lines.py). Raw typed values come with raw keys, decoded only if
+        # read: only a keys sidecar reads them.
+        self.value_format = ValueFormat.RAW_TYPED if self._raw_json else ValueFormat.CONNECT
+        self._lines = EnvelopeLines(cfg.json_decimal_format)
+        self._key_lines = EnvelopeLines(cfg.json_decimal_format)
         if cfg.s3_upload_threads > 0:
             self._uploader = ThreadPoolExecutor(cfg.s3_upload_threads, thread_name_prefix="s3-upload")
             if isinstance(self._format, ParquetFormat):
@@ -216,9 +227,7 @@ class S3SinkTask(SinkTask):
                 try:
                     writer.abort()
                 except Exception:
-                    log.warning(
-                        "Aborting the uploads of %s-%d failed", writer.topic, writer.partition, exc_info=True
-                    )
+                    log.warning("Aborting the uploads of %s-%d failed", writer.topic, writer.partition, exc_info=True)
             self.writers.clear()
             if self._uploader is not None:
                 self._uploader.shutdown(wait=False)
@@ -266,13 +275,22 @@ class S3SinkTask(SinkTask):
 
     def _split(self, records: SinkRecordBatch) -> list[tuple[TopicPartition, Columns]]:
         """The records by Kafka partition, as columns (without building records)."""
+        keys = self._keys(records)
         raw = records.raw_values if self._raw_json else None
         wire = records.raw_format
         if raw is not None and wire is not None and not wire.schemaless_json:
-            # JSON with schemas or Avro (Parquet only): typed now, or a row group at a time on the
+            if not isinstance(self._format, ParquetFormat):
+                # JSON lines: the payloads of JSON with schemas, if they are what decoding writes.
+                lines = self._lines.read(raw, wire)
+                if lines is None:
+                    return decoded(records, wire, keys)
+                payloads, schema = lines
+                schemas = [None if p is None else schema for p in payloads]
+                return split_batch(records, payloads, raw_schemas=schemas, keys=keys)
+            # JSON with schemas or Avro for Parquet: typed now, or a row group at a time on the
             # upload threads when the values visibly share one schema (see typed_values.py).
             typed = self._typed.read(records)
-            return _split_batch(records, None, typed)
+            return split_batch(records, None, typed, keys=keys) if typed is not None else decoded(records, wire, keys)
         if raw is not None and not isinstance(self._format, ParquetFormat):
             bad = first_malformed(raw)
             if bad is not None:  # JSON lines copies the bytes: each must be one JSON document
@@ -281,7 +299,23 @@ class S3SinkTask(SinkTask):
                     f"{records.partitions[bad]} is not one JSON document",
                     records.first_offsets(),
                 )
-        return _split_batch(records, raw)
+        return split_batch(records, raw, keys=keys)
+
+    def _keys(self, records: SinkRecordBatch) -> Keys:
+        """What a keys sidecar writes of the batch's keys: the payloads of keys with schemas as
+        consumed, for a JSON sidecar, when they are what decoding writes (see envelope_lines.py);
+        else the keys decoded, read now, so that raw keys that do not decode fail before any
+        writer changes. Without a keys sidecar nothing reads them."""
+        if self._settings is None or not self._settings.store_keys:
+            return Keys(lambda: records.keys)
+        raw, wire = records.raw_keys, records.raw_key_format
+        if raw is not None and wire is not None and self._keys_format is not None and self._keys_format.name == "json":
+            lines = self._key_lines.read(raw, wire)
+            if lines is not None:
+                payloads = lines[0]
+                return Keys(lambda: payloads, raw=True)
+        records.keys  # noqa: B018 - decoded now (see above)
+        return Keys(lambda: records.keys)
 
 
 def _record_at(records: Sequence[SinkRecord], tp: TopicPartition, offset: int | None) -> SinkRecord:
@@ -323,103 +357,3 @@ def _may_interleave(partitioner: Partitioner, cfg: S3SinkConfig) -> bool:
     if partitioner.per_kafka_partition:
         return False
     return not (partitioner.time_based and cfg.rotate_interval_ms > 0)
-
-
-def _split_batch(
-    batch: SinkRecordBatch,
-    raw: Sequence[bytes | None] | None,
-    typed: LateTable | tuple[Any, Schema] | None = None,
-) -> list[tuple[TopicPartition, Columns]]:
-    """The batch by Kafka partition. With ``raw`` (checked JSON bytes) the converted values and
-    their schemas (all ``None``: schemaless) are never read; with ``typed`` (the values as a
-    typed table and their schema, or their schema and what reads the table later) they are read
-    only by an object that does not take the table; otherwise ``values`` is read here, before any
-    writer sees the batch."""
-    if isinstance(typed, LateTable):
-        return _split_typed(batch, None, typed.schema, typed.read)
-    if typed is not None:
-        return _split_typed(batch, *typed)
-    partitions = batch.partitions
-    first = partitions[0]
-    topic = batch.original_topic  # offsets are the consumed topic's
-    if partitions.count(first) == len(partitions):  # the common case: one partition per batch
-        cols = Columns(
-            topic=batch.topic,
-            partition=first,
-            offsets=batch.offsets,
-            values=batch.values if raw is None else null_probe(raw),
-            schemas=batch.value_schemas if raw is None else (),
-            keys=batch.keys,
-            timestamps=lambda: batch.timestamps,
-            headers=lambda: batch.headers,
-            raw=raw,
-        )
-        return [(TopicPartition(topic, first), cols)]
-    indices: dict[int, list[int]] = {}
-    for i, p in enumerate(partitions):
-        indices.setdefault(p, []).append(i)
-    values = batch.values if raw is None else None
-    schemas = batch.value_schemas if raw is None else None
-    out = []
-    for p, idx in indices.items():
-
-        def pick(column: Callable[[], Sequence[Any]], idx: list[int] = idx) -> Callable[[], list[Any]]:
-            return lambda: [column()[i] for i in idx]
-
-        timestamps: Callable[[], Sequence[int | None]] = pick(lambda: batch.timestamps)
-        headers: Callable[[], Sequence[Headers | None]] = pick(lambda: batch.headers)
-        sub_raw = None if raw is None else [raw[i] for i in idx]
-        cols = Columns(
-            topic=batch.topic,
-            partition=p,
-            offsets=[batch.offsets[i] for i in idx],
-            values=[values[i] for i in idx] if values is not None else null_probe(sub_raw),  # type: ignore[arg-type]
-            schemas=[schemas[i] for i in idx] if schemas is not None else (),
-            keys=[batch.keys[i] for i in idx],
-            timestamps=timestamps,
-            headers=headers,
-            raw=sub_raw,
-        )
-        out.append((TopicPartition(topic, p), cols))
-    return out
-
-
-def _split_typed(
-    batch: SinkRecordBatch, table: Any, schema: Schema, read_later: Callable[[list[bytes]], Any] | None = None
-) -> list[tuple[TopicPartition, Columns]]:
-    """The batch by Kafka partition, its values as rows of ``table`` (no nulls: the readers refuse
-    tombstones), each partition's rows taken from it; or, with ``read_later``, its raw values
-    read into such rows later."""
-    partitions = batch.partitions
-    raws = batch.raw_values
-    assert raws is not None
-    indices: dict[int, list[int]] = {}
-    if partitions.count(partitions[0]) == len(partitions):  # the common case: one partition per batch
-        indices[partitions[0]] = list(range(len(partitions)))
-    else:
-        for i, p in enumerate(partitions):
-            indices.setdefault(p, []).append(i)
-    out = []
-    for p, idx in indices.items():
-        whole = len(idx) == len(partitions)
-
-        def pick(
-            column: Callable[[], Sequence[Any]], idx: list[int] = idx, whole: bool = whole
-        ) -> Callable[[], Sequence[Any]]:
-            return column if whole else lambda: [column()[i] for i in idx]
-
-        cols = Columns(
-            topic=batch.topic,
-            partition=p,
-            offsets=batch.offsets if whole else [batch.offsets[i] for i in idx],
-            values=raws if whole else [raws[i] for i in idx],  # never None: all the writer reads of them
-            schemas=[schema] * len(idx),
-            keys=batch.keys if whole else [batch.keys[i] for i in idx],
-            timestamps=pick(lambda: batch.timestamps),
-            headers=pick(lambda: batch.headers),
-            table=table if whole or table is None else table.take(idx),
-            decoded=pick(lambda: batch.values),
-            read_later=read_later,
-        )
-        out.append((TopicPartition(batch.original_topic, p), cols))
-    return out

@@ -61,28 +61,36 @@ class TypedValues:
         self._late: OrderedDict[bytes, LateTable | None] = OrderedDict()
         #: Keys whose late reader refused a row group (added from upload threads).
         self._refused: set[bytes] = set()
+        #: What the envelopes of the last schema text read late start with (``{"schema":`` and the text).
+        self._last_start: bytes | None = None
 
     def read(self, batch: SinkRecordBatch) -> LateTable | tuple[Any, Schema] | None:
         """The batch's raw values to be read late, or ``(table, value schema)`` read now, or
-        ``None``: decode them."""
+        ``None``: decode them. Tombstones (``None``) may be among values read late: the writer
+        applies ``behavior.on.null.values`` to them and hands the reader the others."""
         wire, raws = batch.raw_format, batch.raw_values
-        if wire is None or raws is None or not raws or None in raws:
+        if wire is None or raws is None or not raws:
+            return None
+        values: list[bytes] = [r for r in raws if r is not None] if None in raws else raws  # type: ignore[assignment]
+        if not values:
             return None
         if wire.kind == "json" and wire.schemas:
             reader = self._envelopes
             if reader is None or reader.replace_null_with_default != wire.replace_null_with_default:
                 reader = self._envelopes = EnvelopeReader(wire.replace_null_with_default)
                 self._late.clear()  # their readers replace nulls the other way
-            return self._late_envelopes(raws, reader, wire) or reader.read(raws)
+            late = self._late_envelopes(values, reader, wire)
+            return late if late is not None or values is not raws else reader.read(raws)
         if wire.kind != "avro" or _avro_reader is None:
             return None
-        header = bytes(raws[0][:5])  # type: ignore[index]
+        header = bytes(values[0][:5])
         schema = self._avro_schemas.get(header)
         if schema is None:
-            self._learn(batch, header)
+            if values is raws:
+                self._learn(batch, header)
             return None
-        late = self._late_avro(batch, header)
-        if late is not None:
+        late = self._late_avro(values, header)
+        if late is not None or values is not raws:
             return late
         table = read_avro_batch(raws, batch.writer_schema)
         if header not in self._late and table is not None and _parquet_schema(schema) == table.schema:
@@ -98,12 +106,20 @@ class TypedValues:
         first = raws[0]
         if type(first) is not bytes or not first.startswith(_ENVELOPE_START):
             return None
-        envelopes = json_arrow.read_envelopes([first])  # one value: its schema text, cheaply
-        if envelopes is None or len(envelopes.schemas) != 1:
-            return None
-        text = envelopes.schemas[0]
-        start = _ENVELOPE_START + text
-        if not first.startswith(start) or text in self._refused:
+        start = self._last_start
+        if start is not None and first.startswith(start):
+            # The previous batch's schema text: an object's extent is fixed by its own bytes, so
+            # this envelope's schema is that text (the reader checks the rest, row group by row group).
+            text = start[len(_ENVELOPE_START) :]
+        else:
+            envelopes = json_arrow.read_envelopes([first])  # one value: its schema text, cheaply
+            if envelopes is None or len(envelopes.schemas) != 1:
+                return None
+            text = envelopes.schemas[0]
+            start = _ENVELOPE_START + text
+            if not first.startswith(start):
+                return None
+        if text in self._refused:
             return None
         if text in self._late:
             late = self._late[text]
@@ -113,6 +129,7 @@ class TypedValues:
             self._remember(text, late)
         if late is None:
             return None
+        self._last_start = start
         try:  # a value of another schema text, or not bytes: read the batch at once
             same = all(map(bytes.startswith, raws, repeat(start)))  # type: ignore[arg-type]
         except TypeError:
@@ -135,13 +152,11 @@ class TypedValues:
 
     # -- Avro -------------------------------------------------------------------------------------
 
-    def _late_avro(self, batch: SinkRecordBatch, header: bytes) -> LateTable | None:
-        """The late reader of the registry id ``header``, if its values all have that header."""
+    def _late_avro(self, raws: list[bytes], header: bytes) -> LateTable | None:
+        """The late reader of the registry id ``header``, if the values ``raws`` all have that header."""
         late = self._late.get(header)
         if late is None or header in self._refused:
             return None
-        raws = batch.raw_values
-        assert raws is not None
         try:
             same = all(map(bytes.startswith, raws, repeat(header)))  # type: ignore[arg-type]
         except TypeError:

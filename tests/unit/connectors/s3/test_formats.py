@@ -9,6 +9,7 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -24,6 +25,7 @@ from sluice.connectors.api import (
     Schema,
     SchemaAndValue,
     Timestamp,
+    Type,
 )
 from sluice.connectors.s3_common.formats import (
     FormatSettings,
@@ -34,6 +36,7 @@ from sluice.connectors.s3_common.formats import (
 )
 from sluice.connectors.s3_common.storage import MemoryStorage, ObjectUpload
 from sluice.connectors.sink.s3.open_object import encode_headers
+from sluice.converters.json import JsonConverter
 
 ROWS = [{"id": i, "name": f"n{i}", "score": i / 4, "ok": i % 2 == 0} for i in range(20)]
 
@@ -98,24 +101,32 @@ def test_gzip_json_is_a_valid_gzip_stream_without_a_timestamp() -> None:
     assert data[4:8] == b"\x00\x00\x00\x00"  # MTIME field: zero, so output does not depend on the clock
 
 
-def test_json_lines_encode_connect_types_like_the_json_converter() -> None:
-    data = _encode(
-        FormatSettings("json"),
+@pytest.mark.parametrize("decimal_format", ["BASE64", "NUMERIC"])
+def test_json_lines_encode_connect_types_like_the_json_converter(decimal_format: str) -> None:
+    """Each line is what Connect's JsonConverter writes with ``schemas.enable=false`` and the
+    sink's ``json.decimal.format`` as its ``decimal.format`` (Confluent's JsonFormat)."""
+    schema = Schema.struct(
         [
-            [
-                {
-                    "b": b"\x00\x01",
-                    "d": decimal.Decimal("12.50"),
-                    "ts": dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC),
-                    "day": dt.date(1970, 1, 3),
-                },
-                "text",
-                None,
-                5,
-            ]
-        ],
+            ("b", Schema(Type.BYTES)),
+            ("d", Decimal.schema(2)),
+            ("neg", Decimal.schema(0)),
+            ("ts", Timestamp.SCHEMA),
+            ("day", Date.SCHEMA),
+        ]
     )
-    assert data == b'{"b":"AAE=","d":12.50,"ts":1000,"day":2}\n"text"\nnull\n5\n'
+    row = {
+        "b": b"\x00\x01",
+        "d": decimal.Decimal("12.50"),
+        "neg": decimal.Decimal("-128"),
+        "ts": dt.datetime(1970, 1, 1, 0, 0, 1, tzinfo=dt.UTC),
+        "day": dt.date(1970, 1, 3),
+    }
+    data = _encode(FormatSettings("json", json_decimal_format=decimal_format), [[row, "text", None, 5]])
+    decimals = '"d":"BOI=","neg":"gA=="' if decimal_format == "BASE64" else '"d":12.50,"neg":-128'
+    assert data == b'{"b":"AAE=",' + decimals.encode() + b',"ts":1000,"day":2}\n"text"\nnull\n5\n'
+    converter = JsonConverter()
+    converter.configure({"schemas.enable": "false", "decimal.format": decimal_format}, False)
+    assert orjson.loads(data.splitlines()[0]) == orjson.loads(converter.from_connect_data("t", schema, row) or b"")
 
 
 def test_bytearray_format_joins_raw_values_with_the_separator() -> None:
@@ -249,7 +260,9 @@ def test_a_bare_403_to_head_bucket_is_blamed_on_whoever_the_listing_names(monkey
     from sluice.connectors.s3_common import storage
 
     def client_error(code: str, status: int) -> ClientError:
-        return ClientError({"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "op")
+        return ClientError(
+            {"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "op"
+        )
 
     class Refusing:
         def __init__(self, listing_code: str) -> None:

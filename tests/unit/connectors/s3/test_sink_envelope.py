@@ -153,3 +153,20 @@ def test_row_groups_encoded_on_upload_threads_give_the_same_objects(seed: int) -
     slow, _ = _objects(batches, raw=False)
     assert fast == slow and len(fast) == 3
     assert decoded == 0
+
+
+@pytest.mark.parametrize("threads", [0, 2])
+def test_tombstones_among_envelopes_stay_on_the_fast_path(threads: int) -> None:
+    """A keyed topic's deletes (``behavior.on.null.values=ignore``): the other values of their
+    batches are still read late, into the objects decoding writes."""
+    rng = random.Random(77)
+    _, raws = random_batch(rng, 1000)
+    with_tombstones: list[Any] = list(raws)
+    for i in (0, 5, 6, 250, 499, 999):
+        with_tombstones[i] = None
+    batches = [with_tombstones[i : i + 125] for i in range(0, 1000, 125)]
+    config = {"behavior.on.null.values": "ignore", "s3.upload.threads": threads}
+    fast, decoded = _objects(batches, raw=True, **config)
+    slow, _ = _objects(batches, raw=False, **config)
+    assert fast == slow and len(fast) == 3
+    assert decoded == 0
