@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	bash deploy/bootstrap.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,jdbc,s3,spark,otel]'
+	$(PY) -m pip install --quiet -e '.[dev,jdbc,s3,spark,otel,mysql]'
 	touch $(STAMP)
 
 # The native JSON parser (Rust, native/): built with the machine's cargo, crates from crates.io.

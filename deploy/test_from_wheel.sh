@@ -29,7 +29,7 @@ wheel=$(ls "$WORK"/dist/sluice-*.whl)
 
 "$PYTHON" -m venv "$WORK/venv"
 "$WORK/venv/bin/python" -m pip install --quiet --upgrade pip
-"$WORK/venv/bin/python" -m pip install --quiet "${wheel}[dev,jdbc,s3,spark,otel]"
+"$WORK/venv/bin/python" -m pip install --quiet "${wheel}[dev,jdbc,s3,spark,otel,mysql]"
 PATH="$HOME/.cargo/bin:$PATH" "$WORK/venv/bin/python" -m pip install --quiet "$WORK/src/native"
 
 site=$("$WORK/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')

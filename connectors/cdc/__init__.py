@@ -15,9 +15,12 @@ Shared here:
   watermarks (initial, incremental, blocking), resumable from the offsets;
 * :mod:`.signals` (source table and Kafka channels), :mod:`.notifications`, :mod:`.heartbeats`,
   :mod:`.transactions` (transaction metadata events and blocks);
-* :mod:`.config`: the checks of Debezium's shared keys, a base for a source's config model.
+* :mod:`.config`: the checks of Debezium's shared keys, a base for a source's config model;
+* :mod:`.filters`: Debezium's include/exclude lists over ``<namespace>.<table>.<column>``
+  (PostgreSQL's schemas, MySQL's databases); :mod:`.keys`: a row's key struct.
 
-What a database source supplies (``connectors/source/postgres_cdc`` is the first):
+What a database source supplies (``connectors/source/postgres_cdc`` is the first,
+``connectors/source/binlog_cdc``, MySQL and MariaDB, the second):
 
 * the streaming event source: its replication protocol, read loop, keepalives, reconnects and
   position handling (PostgreSQL: ``streaming.py``, ``replication.py``, ``decoder.py``);

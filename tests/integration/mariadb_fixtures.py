@@ -23,8 +23,9 @@ from tests.services.mariadb import MariaDbServer
 
 
 def new_mariadb(data_dir: Path) -> MariaDbServer:
-    """The session's MariaDB, not started (in a directory of its own, like PostgreSQL's)."""
-    return MariaDbServer(kill_with_parent=True)
+    """The session's MariaDB, not started (in a directory of its own, like PostgreSQL's), with the
+    binary log the binlog CDC source reads (row format, full images and metadata, GTIDs)."""
+    return MariaDbServer(kill_with_parent=True, binlog=True)
 
 
 @pytest.fixture(scope="session", name="mariadb")

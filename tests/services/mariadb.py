@@ -8,6 +8,10 @@ directory, ``--no-defaults`` (the system's ``/etc/mysql`` configuration never le
 test-friendly durability (no binary log, no flush at every commit). The server refuses to run as
 root, so when Sluice runs as root it runs as the ``mysql`` user the package creates.
 
+``binlog=True`` writes a binary log as change data capture reads it (:data:`BINLOG_SETTINGS`: row
+format, full row images, full row metadata so table map events carry column names, GTIDs in strict
+mode, server id 1), without a sync per commit.
+
 ``root`` has no password and may connect over TCP from ``127.0.0.1``; :meth:`MariaDbServer.url`
 gives the SQLAlchemy URL (PyMySQL driver), :meth:`MariaDbServer.jdbc_url` the JDBC spelling.
 
@@ -42,6 +46,19 @@ SUPERUSER: Final = "root"
 _START_TIMEOUT_S: Final = 90.0
 _LOG_TAIL_LINES: Final = 30
 _SEARCH_DIRS: Final = ("/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin", "/usr/local/mysql/bin")
+#: The binary log a Debezium-style binlog reader needs (``binlog=True``). MariaDB writes GTIDs
+#: always; ``binlog_row_metadata=FULL`` (10.5+) puts column names, signedness and enum/set values
+#: into each table map event.
+BINLOG_SETTINGS: Final[dict[str, str | None]] = {
+    "log-bin": "mariadb-bin",
+    "server-id": "1",
+    "binlog-format": "ROW",
+    "binlog-row-image": "FULL",
+    "binlog-row-metadata": "FULL",
+    "gtid-strict-mode": "1",
+    "sync-binlog": "0",
+    "expire-logs-days": "1",
+}
 
 
 class MariaDbError(RuntimeError):
@@ -92,8 +109,10 @@ class MariaDbServer:
         database: str = "sluice",
         kill_with_parent: bool = False,
         extra_settings: dict[str, str] | None = None,
+        binlog: bool = False,
     ) -> None:
         self.port = port
+        self.binlog = binlog
         self.database = database
         self.kill_with_parent = kill_with_parent
         self.extra_settings = dict(extra_settings or {})
@@ -218,7 +237,7 @@ class MariaDbServer:
             "socket": str(self.socket_path),
             "pid-file": str(self.base_dir / "mariadbd.pid"),
             "skip-name-resolve": None,
-            "skip-log-bin": None,
+            **(BINLOG_SETTINGS if self.binlog else {"skip-log-bin": None}),
             "character-set-server": "utf8mb4",
             "collation-server": "utf8mb4_unicode_ci",
             "default-time-zone": "+00:00",
@@ -352,8 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="run a server in the foreground until Ctrl-C")
     run.add_argument("--port", type=int, default=None)
     run.add_argument("--database", default="sluice")
+    run.add_argument("--binlog", action="store_true", help="write the binary log change data capture reads")
     args = parser.parse_args(argv)
-    server = MariaDbServer(port=args.port, database=args.database, kill_with_parent=True)
+    server = MariaDbServer(port=args.port, database=args.database, kill_with_parent=True, binlog=args.binlog)
     try:
         server.start()
     except MariaDbError as exc:

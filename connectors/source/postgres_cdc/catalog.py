@@ -15,6 +15,7 @@ from psycopg import Connection, pq, sql
 
 from sluice.connectors.api import ConfigError
 from sluice.connectors.cdc.config import parse_message_key_columns
+from sluice.connectors.cdc.filters import CollectionFilter
 from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig, PublicationMode
 from sluice.connectors.source.postgres_cdc.defaults import column_default
 from sluice.connectors.source.postgres_cdc.tables import Column, Table
@@ -26,49 +27,22 @@ log = logging.getLogger(__name__)
 SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "pg_toast")
 
 
-class TableFilter:
-    """Debezium's include/exclude lists: anchored regexes over ``schema``, ``schema.table`` and
-    ``schema.table.column`` (an include list wins over its exclude list, as in Debezium)."""
+class TableFilter(CollectionFilter):
+    """Debezium's include/exclude lists (:class:`~sluice.connectors.cdc.filters.CollectionFilter`)
+    over ``schema``, ``schema.table`` and ``schema.table.column``; PostgreSQL's own schemas are
+    never captured."""
 
     def __init__(self, config: PostgresCdcConfig) -> None:
-        def compile_all(patterns: Sequence[str]) -> list[re.Pattern[str]]:
-            return [re.compile(p) for p in patterns]
-
-        self.schema_include = compile_all(config.schema_include_list)
-        self.schema_exclude = compile_all(config.schema_exclude_list)
-        self.table_include = compile_all(config.table_include_list)
-        self.table_exclude = compile_all(config.table_exclude_list)
-        self.column_include = compile_all(config.column_include_list)
-        self.column_exclude = compile_all(config.column_exclude_list)
+        super().__init__(
+            namespace_include=config.schema_include_list,
+            namespace_exclude=config.schema_exclude_list,
+            table_include=config.table_include_list,
+            table_exclude=config.table_exclude_list,
+            column_include=config.column_include_list,
+            column_exclude=config.column_exclude_list,
+            system=lambda schema: schema in SYSTEM_SCHEMAS or schema.startswith("pg_"),
+        )
         self.signal_table = config.signal_data_collection
-
-    @staticmethod
-    def _any(patterns: list[re.Pattern[str]], text: str) -> bool:
-        return any(p.fullmatch(text) for p in patterns)
-
-    def captures(self, schema: str, table: str) -> bool:
-        if schema in SYSTEM_SCHEMAS or schema.startswith("pg_"):
-            return False
-        if self.schema_include and not self._any(self.schema_include, schema):
-            return False
-        if not self.schema_include and self._any(self.schema_exclude, schema):
-            return False
-        qualified = f"{schema}.{table}"
-        if self.table_include:
-            return self._any(self.table_include, qualified)
-        return not self._any(self.table_exclude, qualified)
-
-    def order(self, schema: str, table: str) -> int:
-        """Where the table comes in a snapshot: the position of the first ``table.include.list``
-        pattern it matches (Debezium snapshots tables in that order), 0 without the list."""
-        qualified = f"{schema}.{table}"
-        return next((i for i, p in enumerate(self.table_include) if p.fullmatch(qualified)), 0)
-
-    def column_included(self, schema: str, table: str, column: str) -> bool:
-        qualified = f"{schema}.{table}.{column}"
-        if self.column_include:
-            return self._any(self.column_include, qualified)
-        return not self._any(self.column_exclude, qualified)
 
 
 _COLUMNS_SQL = """

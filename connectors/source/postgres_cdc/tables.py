@@ -20,6 +20,7 @@ from typing import Any
 
 from sluice.connectors.api import Schema, Type
 from sluice.connectors.cdc.envelope import SNAPSHOT_FIELD, adjust_schema_name, envelope_schema, sanitize
+from sluice.connectors.cdc.keys import key_builder
 from sluice.connectors.source.postgres_cdc.types import UNAVAILABLE, ColumnType
 
 #: An unchanged TOASTed value while it is looked up in the old row (never in an event).
@@ -114,8 +115,8 @@ class Table:
             self.key_schema = None
         self.envelope_schema = envelope_schema(base, self.value_schema, SOURCE_SCHEMA)
         #: The key struct of a row (``None`` for a table without a key), generated code.
-        self.key_of = _key_builder(key)
-        self.pk_of = self.key_of if key == self.primary_key else _key_builder(self.primary_key)
+        self.key_of = key_builder(key)
+        self.pk_of = self.key_of if key == self.primary_key else key_builder(self.primary_key)
         #: What an unchanged TOASTed value of each kept column decodes to.
         self._unavailable = {
             c.name: c.ctype.unavailable_as(self.placeholder) for c, keep in zip(self.columns, self.included) if keep
@@ -174,15 +175,6 @@ class Table:
             and self.included == other.included
             and self.replica_identity == other.replica_identity
         )
-
-
-def _key_builder(primary_key: Sequence[str]) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
-    if not primary_key:
-        return lambda row: None
-    body = ", ".join(f"{k!r}: row.get({k!r})" for k in primary_key)
-    env: dict[str, Any] = {}
-    exec(compile(f"def key_of(row):\n    return {{{body}}}", "<key builder>", "exec"), env)  # noqa: S102
-    return env["key_of"]  # type: ignore[no-any-return]
 
 
 class TupleShapeError(Exception):

@@ -19,7 +19,7 @@ from sluice.worker.config.models import WorkerConfig
 from sluice.worker.worker import Worker
 
 #: Libraries only tasks use: none of them may be in a worker that has merely discovered plugins.
-TASK_ONLY = ("pyarrow", "numpy", "psycopg", "fastavro", "sqlalchemy", "boto3")
+TASK_ONLY = ("pyarrow", "numpy", "psycopg", "fastavro", "sqlalchemy", "boto3", "pymysqlreplication")
 
 
 def _modules_after(code: str) -> set[str]:

@@ -1,0 +1,276 @@
+"""Binlog events → Debezium change events.
+
+:meth:`BinlogDecoder.handle` takes each event the reader (:mod:`.reader`) decoded, in stream order:
+it follows transactions and positions (:class:`~.positions.BinlogPosition`), learns the tables
+from table map events (described from ``information_schema`` by :class:`~.schema.CapturedTables`),
+and turns each row of a captured table into a record in its
+:class:`~sluice.connectors.cdc.emitter.ChangeBuffer` until a poll finishes the batch. Batches end
+only between events, so a batch's offset never points into the middle of a row event.
+
+An update that changes the row's key is two events, as Debezium writes it: a delete of the old key
+(and its tombstone), then a create of the new one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pymysqlreplication.event import (
+    GtidEvent,
+    HeartbeatLogEvent,
+    MariadbGtidEvent,
+    QueryEvent,
+    RotateEvent,
+    XidEvent,
+)
+from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
+
+from sluice.connectors.api import SourceRecord
+from sluice.connectors.cdc.emitter import ChangeBuffer
+from sluice.connectors.cdc.heartbeats import heartbeat_record
+from sluice.connectors.source.binlog_cdc.positions import BinlogPosition
+from sluice.connectors.source.binlog_cdc.source_block import VERSION
+from sluice.connectors.source.binlog_cdc.tables import Table
+
+#: ``table map columns → Table``: the captured table behind a table map event (``None``: not captured).
+TableLookup = Callable[[str, str, list[str]], Table | None]
+
+_MARIADB_STANDALONE = 0x01  # a GTID event's flag: the statement is its own transaction (DDL)
+_COMMIT = ("COMMIT", "XA COMMIT")
+
+
+def _event_start(event: Any) -> int:
+    """Where the event starts in its binlog file (its header holds where the next one starts)."""
+    return int(event.packet.log_pos) - int(event.packet.event_size)
+
+
+class BinlogDecoder(ChangeBuffer):
+    """Decodes one binlog stream into records. ``lookup`` gives the captured table of a table map
+    event. Thread: the task thread."""
+
+    def __init__(
+        self,
+        *,
+        connector: str,
+        topic_prefix: str,
+        partition: dict[str, Any],
+        tombstones: bool,
+        skipped_operations: set[str],
+        lookup: TableLookup,
+        position: BinlogPosition,
+    ) -> None:
+        super().__init__(partition)
+        self.connector = connector
+        self.prefix = topic_prefix
+        self.tombstones = tombstones
+        self.skipped = skipped_operations
+        self.lookup = lookup
+        self.position = position
+        self.tables: dict[int, Table | None] = {}
+        #: The thread id of the current transaction's ``BEGIN`` (MySQL; MariaDB writes none).
+        self.thread: int | None = None
+        #: Commit time of the last transaction (microseconds), for MilliSecondsBehindSource.
+        self.commit_us = 0
+        #: Events handed over since the last :meth:`take_count` (for the poll's batch size).
+        self.events = 0
+        self._standalone = False
+        self.now = (0, 0, 0)
+        self._stamp_due = True
+
+    # -- the buffer's hooks ------------------------------------------------------------------------
+
+    def current_offset(self) -> dict[str, Any]:
+        return self.position.offset()
+
+    def batch_started(self) -> None:
+        self._stamp_due = True
+
+    def _stamp(self) -> None:
+        """The envelope's processing time, taken when a transaction's first event is handled and
+        at the first event of a batch, rather than per event."""
+        now = time.time_ns()
+        self.now = (now // 1_000_000, now // 1000, now)
+        self._stamp_due = False
+
+    def heartbeat(self, topic: str) -> SourceRecord:
+        """A Debezium heartbeat record carrying the current position as its offset."""
+        return heartbeat_record(topic, self.prefix, self.partition, self.current_offset())
+
+    # -- events ------------------------------------------------------------------------------------
+
+    def handle(self, event: Any) -> None:
+        """One event of the stream, in order."""
+        position = self.position
+        if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
+            self._rows(event)
+        elif isinstance(event, TableMapEvent):
+            self._table_map(event)
+        elif isinstance(event, (MariadbGtidEvent, GtidEvent)):
+            position.ts_sec = event.timestamp
+            position.server_id = event.packet.server_id
+            position.begin(_event_start(event), event.gtid)
+            self._stamp_due = True
+            self.thread = None
+            self._standalone = isinstance(event, GtidEvent) or bool(event.flags & _MARIADB_STANDALONE)
+        elif isinstance(event, XidEvent):
+            self._commit(event)
+            return
+        elif isinstance(event, QueryEvent):
+            if self._query(event):
+                return
+        elif isinstance(event, RotateEvent):
+            position.rotate(event.next_binlog, event.position)
+            return
+        elif isinstance(event, HeartbeatLogEvent):
+            return
+        position.event_done()
+
+    def _query(self, event: Any) -> bool:
+        """A query event: ``BEGIN``, ``COMMIT`` or a statement (DDL); ``True`` when it committed."""
+        position = self.position
+        query = event.query.strip()
+        upper = query[:10].upper()
+        if upper.startswith("BEGIN") or upper.startswith("XA START"):
+            if not position.in_transaction:  # no GTIDs: the transaction starts here
+                position.begin(_event_start(event), None)
+            self._stamp_due = True
+            self._standalone = False
+            self.thread = event.slave_proxy_id
+            return False
+        if upper.startswith(_COMMIT):
+            self._commit(event)
+            return True
+        if not position.in_transaction:  # a statement without GTID: its own transaction
+            position.begin(_event_start(event), None)
+            self._standalone = True
+        if self._standalone:
+            # DDL (or a statement logged as such): nothing to emit. The tables it names are
+            # described again when their next table map arrives (schema.py compares the columns).
+            self._commit(event)
+            return True
+        return False
+
+    def _commit(self, event: Any) -> None:
+        self.position.ts_sec = event.timestamp
+        self.commit_us = event.timestamp * 1_000_000
+        self.position.commit(int(event.packet.log_pos))
+        self.thread = None
+
+    def _table_map(self, event: Any) -> None:
+        names = [c.name for c in event.columns]
+        self.tables[event.table_id] = self.lookup(event.schema, event.table, names)
+
+    def _rows(self, event: Any) -> None:
+        position = self.position
+        table = self.tables.get(event.table_id)
+        if table is None or position.skipping:
+            position.event_done()
+            return
+        skip = position.rows_to_skip()
+        rows = event.rows
+        if skip:
+            rows = rows[skip:]
+        start = _event_start(event)
+        if isinstance(event, WriteRowsEvent):
+            if "c" not in self.skipped:
+                for i, row in enumerate(rows, skip):
+                    after = table.row(row["values"], row.get("none_sources"))
+                    self._emit(table, "c", None, after, table.key_of(after), event, start, i)
+        elif isinstance(event, UpdateRowsEvent):
+            if "u" not in self.skipped:
+                for i, row in enumerate(rows, skip):
+                    before = table.row(row["before_values"], row.get("before_none_sources"))
+                    after = table.row(row["after_values"], row.get("after_none_sources"))
+                    self._update(table, before, after, event, start, i)
+        elif "d" not in self.skipped:
+            for i, row in enumerate(rows, skip):
+                before = table.row(row["values"], row.get("none_sources"))
+                key = table.key_of(before)
+                self._emit(table, "d", before, None, key, event, start, i)
+                if self.tombstones and key is not None:
+                    self._tombstone(table, key)
+        position.event_done()
+
+    def _update(self, table: Table, before: dict[str, Any], after: dict[str, Any], event: Any, start: int, row: int) -> None:
+        old_key, new_key = table.key_of(before), table.key_of(after)
+        if old_key == new_key:
+            self._emit(table, "u", before, after, new_key, event, start, row)
+            return
+        # The key changed: Debezium's delete of the old key (with its tombstone), then a create.
+        self._emit(table, "d", before, None, old_key, event, start, row)
+        if self.tombstones and old_key is not None:
+            self._tombstone(table, old_key)
+        self._emit(table, "c", None, after, new_key, event, start, row)
+
+    def _emit(
+        self,
+        table: Table,
+        op: str,
+        before: dict[str, Any] | None,
+        after: dict[str, Any] | None,
+        key: dict[str, Any] | None,
+        event: Any,
+        start: int,
+        row: int,
+    ) -> None:
+        position = self.position
+        ts = event.timestamp
+        if self._stamp_due:
+            self._stamp()
+        ts_ms, ts_us, ts_ns = self.now
+        source = {
+            "version": VERSION,
+            "connector": self.connector,
+            "name": self.prefix,
+            "ts_ms": ts * 1000,
+            "snapshot": "false",
+            "db": table.database,
+            "sequence": None,
+            "ts_us": ts * 1_000_000,
+            "ts_ns": ts * 1_000_000_000,
+            "table": table.name,
+            "server_id": event.packet.server_id,
+            "gtid": position.gtid,
+            "file": position.file,
+            "pos": start,
+            "row": row,
+            "thread": self.thread,
+            "query": None,
+        }
+        value = {
+            "before": before,
+            "after": after,
+            "source": source,
+            "transaction": None,
+            "op": op,
+            "ts_ms": ts_ms,
+            "ts_us": ts_us,
+            "ts_ns": ts_ns,
+        }
+        self.events += 1
+        self.records.append(
+            SourceRecord(
+                table.topic,
+                value,
+                table.envelope_schema,
+                key,
+                table.key_schema if key is not None else None,
+                None,
+                None,
+                None,
+                self.partition,
+                self.batch_offset,
+            )
+        )
+
+    def _tombstone(self, table: Table, key: dict[str, Any]) -> None:
+        self.records.append(
+            SourceRecord(table.topic, None, None, key, table.key_schema, None, None, None, self.partition, self.batch_offset)
+        )
+
+    def take_count(self) -> int:
+        """The change events handed over since the last call (tombstones not counted)."""
+        events, self.events = self.events, 0
+        return events

@@ -1,0 +1,93 @@
+"""Pre-flight checks of the binlog CDC source: what would stop capture, found before it starts.
+
+Each problem is reported on the config key the user acts on, with what to do about it:
+
+- ``database.hostname`` (the server's settings): the binary log off (``log_bin``),
+  ``binlog_format`` other than ``ROW``, ``binlog_row_image`` other than ``FULL``;
+- ``database.user``: missing the global ``REPLICATION SLAVE`` grant (reading the binlog) or
+  ``REPLICATION CLIENT`` (``BINLOG MONITOR`` on MariaDB 10.5+: the binlog position).
+
+A failure to connect is named by its category, never the driver's text (which may quote what a
+port that is no MySQL server sent); messages never contain the password.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pymysql
+
+from sluice.connectors.api.connectivity import connectivity_message, host_port
+from sluice.connectors.jdbc_common.connect_failures import Blame, classify_database_error
+from sluice.connectors.source.binlog_cdc.config import BinlogCdcConfig
+from sluice.connectors.source.binlog_cdc.connection import connect
+
+_BLAMED_KEYS = {Blame.PASSWORD: "database.password", Blame.USER: "database.user"}
+_GLOBAL_GRANT = re.compile(r"^GRANT (.+?) ON \*\.\* TO ", re.IGNORECASE)
+
+
+def server_problems(cursor: Any, config: BinlogCdcConfig) -> list[tuple[str, str]]:
+    """The server's binlog settings, on ``database.hostname``."""
+    where = f"The server at {config.database_hostname}:{config.database_port}"
+    cursor.execute("SELECT @@GLOBAL.log_bin, @@GLOBAL.binlog_format, @@GLOBAL.binlog_row_image")
+    log_bin, binlog_format, row_image = cursor.fetchone()
+    if not int(log_bin or 0):
+        return [("database.hostname", f"{where} writes no binary log: change data capture reads it. Start the "
+                 "server with log-bin (and binlog-format=ROW, binlog-row-image=FULL).")]  # fmt: skip
+    found = []
+    if str(binlog_format).upper() != "ROW":
+        found.append(("database.hostname", f"{where} has binlog_format={binlog_format}; change data capture needs "
+                      "ROW (SET GLOBAL binlog_format = 'ROW', and binlog-format=ROW in the server's configuration)."))  # fmt: skip
+    if str(row_image).upper() != "FULL":
+        found.append(("database.hostname", f"{where} has binlog_row_image={row_image}; change data capture needs "
+                      "FULL, so updates and deletes carry whole rows (SET GLOBAL binlog_row_image = 'FULL', and "
+                      "binlog-row-image=FULL in the server's configuration)."))  # fmt: skip
+    return found
+
+
+def grant_problems(cursor: Any, config: BinlogCdcConfig) -> list[tuple[str, str]]:
+    """The user's global grants, on ``database.user``."""
+    cursor.execute("SHOW GRANTS")
+    privileges: set[str] = set()
+    for (line,) in cursor.fetchall():
+        match = _GLOBAL_GRANT.match(str(line))
+        if match:
+            privileges.update(p.strip().upper() for p in match.group(1).split(","))
+    if "ALL PRIVILEGES" in privileges:
+        return []
+    missing = []
+    if not privileges & {"REPLICATION SLAVE", "REPLICATION REPLICA"}:
+        missing.append("REPLICATION SLAVE")
+    if not privileges & {"REPLICATION CLIENT", "BINLOG MONITOR", "SUPER"}:
+        missing.append("REPLICATION CLIENT")
+    if not missing:
+        return []
+    user = config.database_user
+    return [("database.user", f"User {user!r} lacks the global privilege(s) {', '.join(missing)}, which reading "
+             f"the binlog needs: GRANT {', '.join(missing)} ON *.* TO '{user}'@'...' (and SELECT on the captured "
+             "tables).")]  # fmt: skip
+
+
+def preflight_problems(conn: Any, config: BinlogCdcConfig) -> dict[str, str]:
+    """``{key: problem}`` for everything that would stop this connector on this server."""
+    problems: dict[str, list[str]] = {}
+    with conn.cursor() as cur:
+        for key, problem in (*server_problems(cur, config), *grant_problems(cur, config)):
+            problems.setdefault(key, []).append(problem)
+    return {key: " ".join(found) for key, found in problems.items()}
+
+
+def connectivity_problems(config: BinlogCdcConfig, timeout_s: float) -> dict[str, str]:
+    """Open (and close) one connection with the connector's settings; ``{}`` when all is well,
+    otherwise the problem on the key to fix (see the module docstring)."""
+    try:
+        conn = connect(config, timeout_s=timeout_s, read_timeout=max(1, int(timeout_s)))
+    except pymysql.Error as exc:
+        found = classify_database_error(exc, "mysql")
+        key = _BLAMED_KEYS.get(found.blame, "database.hostname")
+        return {key: connectivity_message(key, host_port(config.database_hostname, config.database_port), found.failure)}
+    try:
+        return preflight_problems(conn, config)
+    finally:
+        conn.close()
