@@ -25,7 +25,7 @@ use crate::avro::{parse_null, Null};
 use crate::{as_bytes, pack_bits};
 
 #[path = "avro_json.rs"]
-mod json;
+pub(crate) mod json;
 
 /// Why a batch is refused; never surfaced (the ordinary path names the problem).
 struct Refused;

@@ -71,7 +71,7 @@ pub(super) fn put_value(out: &mut Vec<u8>, style: Style, value: &Value, decode: 
 }
 
 /// The double nearest `n` × 10^-`scale`, as Python's `float(Decimal)` gives it.
-fn decimal_to_f64(n: i128, scale: u32) -> f64 {
+pub(crate) fn decimal_to_f64(n: i128, scale: u32) -> f64 {
     const EXACT: i128 = 1 << 53;
     if n.abs() < EXACT && scale <= 22 {
         // Both exact as doubles, so the one division rounds correctly.
@@ -81,7 +81,7 @@ fn decimal_to_f64(n: i128, scale: u32) -> f64 {
     format!("{n}e-{scale}").parse().unwrap_or(f64::NAN)
 }
 
-fn put_int(out: &mut Vec<u8>, n: i64) {
+pub(crate) fn put_int(out: &mut Vec<u8>, n: i64) {
     let mut buf = [0u8; 20];
     let mut at = buf.len();
     let mut rest = n.unsigned_abs();
@@ -224,7 +224,7 @@ fn even_on_tie(x: f64, digits: Vec<u8>, exponent: i32) -> (Vec<u8>, i32) {
     (low, exponent)
 }
 
-fn put_text(out: &mut Vec<u8>, text: &[u8]) {
+pub(crate) fn put_text(out: &mut Vec<u8>, text: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push(b'"');
     for &b in text {
@@ -247,7 +247,7 @@ fn put_text(out: &mut Vec<u8>, text: &[u8]) {
     out.push(b'"');
 }
 
-fn put_base64(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(crate) fn put_base64(out: &mut Vec<u8>, bytes: &[u8]) {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     out.push(b'"');
     for chunk in bytes.chunks(3) {
@@ -268,14 +268,14 @@ fn put_base64(out: &mut Vec<u8>, bytes: &[u8]) {
     out.push(b'"');
 }
 
-fn put_date(out: &mut Vec<u8>, days: i64) {
+pub(crate) fn put_date(out: &mut Vec<u8>, days: i64) {
     out.push(b'"');
     put_date_text(out, days);
     out.push(b'"');
 }
 
 /// The proleptic Gregorian date `days` after 1970-01-01 as `YYYY-MM-DD` (years 1 to 9999).
-fn put_date_text(out: &mut Vec<u8>, days: i64) {
+pub(crate) fn put_date_text(out: &mut Vec<u8>, days: i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -293,7 +293,7 @@ fn put_date_text(out: &mut Vec<u8>, days: i64) {
 }
 
 /// `ms` milliseconds after midnight as `HH:MM:SS` or `HH:MM:SS.ffffff`.
-fn put_time(out: &mut Vec<u8>, ms: i64) {
+pub(crate) fn put_time(out: &mut Vec<u8>, ms: i64) {
     let (seconds, millis) = (ms / 1000, ms % 1000);
     put_padded(out, seconds / 3600, 2);
     out.push(b':');

@@ -122,7 +122,7 @@ fn envelope<'a>(batch: &mut Batch, raw: &'a [u8], last: &[u8]) -> Parsed<&'a [u8
 
 /// Moves the cursor past one JSON value (checked only as far as finding its end takes: the
 /// caller parses the schema text itself).
-fn skip_value(p: &mut Cursor, depth: usize) -> Parsed<()> {
+pub(crate) fn skip_value(p: &mut Cursor, depth: usize) -> Parsed<()> {
     if depth > 64 {
         return Err(Refused);
     }

@@ -23,6 +23,7 @@ mod avro;
 mod avro_arrow;
 mod cdc;
 mod envelope;
+mod envelope_docs;
 
 use std::collections::HashMap;
 
@@ -616,6 +617,8 @@ fn sluice_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_json_objects, m)?)?;
     m.add_function(wrap_pyfunction!(avro_arrow::read_avro_arrow, m)?)?;
     m.add_function(wrap_pyfunction!(envelope::parse_json_envelopes, m)?)?;
+    m.add_function(wrap_pyfunction!(envelope_docs::envelope_documents, m)?)?;
+    m.add_function(wrap_pyfunction!(envelope_docs::envelope_ids, m)?)?;
     m.add_class::<cdc::CdcEncoder>()?;
     m.add_class::<avro::AvroRecordWriter>()?;
     m.add_class::<avro::AvroRecordReader>()?;

@@ -2,11 +2,14 @@
 
 What a user checks: the documents in the index (ids, sources, counts), the index mapping, the
 dead-letter topic, and the consumer group's committed offsets; and that a node restarted
-mid-stream, or a topic replayed from the start, leaves exactly the documents it should.
+mid-stream, or a topic replayed from the start, leaves exactly the documents it should. Keyed,
+typed topics (JsonConverter with schemas) are written by the raw fast path and by the decoded path
+into two indices, which must hold the same documents.
 """
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 from pathlib import Path
@@ -219,6 +222,138 @@ def test_insert_by_key_with_schema_mapping_and_tombstone_deletes(
             "POST", f"/{index}/_search", {"query": {"range": {"day": {"lt": "2023-11-16"}}}}
         )
         assert sorted(h["_id"] for h in body["hits"]["hits"]) == ["order-0", "order-1"]
+    finally:
+        worker.stop()
+
+
+TIMESTAMP = "org.apache.kafka.connect.data.Timestamp"
+#: A value schema with every Connect logical type and the primitives (``typed_v2`` follows it
+#: mid-topic: a field added, one dropped, one made optional).
+TYPED_V1: dict[str, Any] = {
+    "type": "struct",
+    "name": "shop.Typed",
+    "optional": False,
+    "fields": [
+        {"field": "id", "type": "int64", "optional": False},
+        {"field": "amount", "type": "bytes", "optional": False, "name": "org.apache.kafka.connect.data.Decimal",
+         "version": 1, "parameters": {"scale": "2", "connect.decimal.precision": "12"}},
+        {"field": "rate", "type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal",
+         "version": 1, "parameters": {"scale": "6"}},
+        {"field": "created", "type": "int64", "optional": False, "name": TIMESTAMP, "version": 1},
+        {"field": "day", "type": "int32", "optional": False, "name": "org.apache.kafka.connect.data.Date", "version": 1},
+        {"field": "at", "type": "int32", "optional": True, "name": "org.apache.kafka.connect.data.Time", "version": 1},
+        {"field": "qty", "type": "int16", "optional": False},
+        {"field": "tiny", "type": "int8", "optional": False},
+        {"field": "ratio", "type": "float", "optional": False},
+        {"field": "score", "type": "double", "optional": True},
+        {"field": "paid", "type": "boolean", "optional": False},
+        {"field": "code", "type": "string", "optional": False},
+        {"field": "note", "type": "string", "optional": True},
+        {"field": "region", "type": "string", "optional": True, "default": "eu"},
+        {"field": "blob", "type": "bytes", "optional": True},
+    ],
+}
+TYPED_V2: dict[str, Any] = {
+    **TYPED_V1,
+    "fields": [f for f in TYPED_V1["fields"] if f["field"] != "blob"]
+    + [{"field": "status", "type": "string", "optional": True}],
+}
+INT64_KEY: dict[str, Any] = {"type": "int64", "optional": False}
+# 1900, just before 1970, the epoch, past 2038 (int32 seconds), 2100.
+STAMPS = [-2_208_988_800_000, -1, 0, 2_147_483_648_001, 4_102_444_800_123]
+DAYS = [-25_567, -1, 0, 24_856, 47_482]
+TIMES = [80, 45_296_789, 0, 86_399_999, None]
+
+
+def _decimal(unscaled: int) -> str:
+    """Connect's Decimal bytes as JsonConverter writes them (base64 of the two's complement)."""
+    size = (unscaled if unscaled >= 0 else ~unscaled).bit_length() // 8 + 1
+    return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode()
+
+
+def _typed(i: int, schema: dict[str, Any]) -> bytes:
+    payload: dict[str, Any] = {
+        "id": i,
+        "amount": _decimal((i * 7_919) % 20_000_000 - 10_000_000),  # half negative
+        "rate": None if i % 5 == 0 else _decimal(-(i**3) - 1),
+        "created": STAMPS[i % 5] + i,
+        "day": DAYS[i % 5],
+        "at": TIMES[i % 5],
+        "qty": (i * 331) % 65_536 - 32_768,
+        "tiny": i % 256 - 128,
+        "ratio": [0.5, -1.25, 3.0e38, 1.0e-7, 0.0][i % 5],
+        "score": None if i % 7 == 0 else [i / 7, -1e21, 1.0e-7, 12345678.9][i % 4],
+        "paid": i % 2 == 0,
+        "code": f"SKU-{i:010d}-" + "abcdefghijklmnopqrstuvwxyz"[: 25],
+        "note": None if i % 4 == 0 else ["plain", 'a "quote", \\ and \n', "é€😀", "\u001b"][i % 4],
+        "region": None if i % 3 == 0 else "us",  # null: the default
+        "blob": base64.b64encode(bytes(range(i % 9))).decode(),
+        "status": "new" if i % 2 else None,
+    }
+    names = {f["field"] for f in schema["fields"]}
+    return _envelope(schema, {k: v for k, v in payload.items() if k in names})
+
+
+def test_typed_keyed_topic_fast_and_decoded_paths_index_the_same_documents(
+    kafka: Any, opensearch: OpenSearchNode, tmp_path: Path
+) -> None:
+    """One topic of JsonConverter envelopes (keys an int64 with its schema, values of every
+    logical type, nulls, defaults, a tombstone, a schema change) written by two connectors: one as
+    users run it (raw values and keys, the fast path) and one through a RegexRouter (a transform
+    that does not keep raw values: the decoded path) into ``<topic>-decoded``."""
+    bootstrap = kafka.bootstrap_servers
+    topic = unique_topic_name("estyped")
+    create_topic(bootstrap, topic, partitions=2)
+    records = []
+    for i in range(240):
+        key = _envelope(INT64_KEY, i % 200)  # keys 0-39 come again, with the second schema
+        value = None if i in (150, 205, 239) else _typed(i, TYPED_V1 if i < 120 else TYPED_V2)
+        records.append(OutgoingRecord(key=key, value=value))
+    produce(bootstrap, topic, records)
+    converters = {
+        "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "key.converter.schemas.enable": "true",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "true",
+        "behavior.on.null.values": "delete",
+        "consumer.override.max.poll.records": "50",
+    }
+    decoded = {
+        "transforms": "route",
+        "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.route.regex": "(.*)",
+        "transforms.route.replacement": "$1-decoded",
+    }
+    configs = {
+        "es-typed-fast": _sink(opensearch, topic, **converters),
+        "es-typed-decoded": _sink(opensearch, topic, **converters, **decoded),
+    }
+    worker = _worker(tmp_path, bootstrap)
+    try:
+        for name, config in configs.items():  # both at once: their tasks start side by side
+            response = httpx.post(f"{worker.url}/connectors", json={"name": name, "config": config}, timeout=30)
+            assert response.status_code == 201, response.text
+        for name in configs:
+            worker.wait_running(name)
+        consumed = consume_all(bootstrap, topic, expected_count=len(records))
+        counts = [sum(1 for r in consumed if r.partition == p) for p in (0, 1)]
+        for name in configs:
+            _wait_committed(bootstrap, f"connect-{name}", topic, counts)
+        fast, slow = _docs(opensearch, topic), _docs(opensearch, f"{topic}-decoded")
+        # Keys 5 and 39 deleted by tombstones; 150's tombstone came before any document.
+        assert set(fast) == {str(k) for k in range(200)} - {"5", "39", "150"}
+        for doc_id, doc in slow.items():
+            assert fast[doc_id] == doc, doc_id
+        assert fast == slow
+        mappings = [opensearch.request("GET", f"/{index}/_mapping")[1] for index in (topic, f"{topic}-decoded")]
+        assert mappings[0][topic] == mappings[1][f"{topic}-decoded"]
+        # What the documents hold: decimals as numbers, timestamps and times as text, defaults.
+        assert fast["43"]["amount"] == (43 * 7_919 - 10_000_000) / 100
+        assert fast["43"]["created"] == "2038-01-19T03:14:08.044000+00:00"
+        assert fast["40"]["created"] == "1900-01-01T00:00:00.040000+00:00" and fast["41"]["day"] == "1969-12-31"
+        assert fast["120"]["at"] == "00:00:00.080000" and "blob" not in fast["120"]
+        assert fast["42"]["region"] == "eu" and fast["43"]["region"] == "us" and fast["44"]["note"] is None
+        assert fast["120"]["status"] is None and "status" not in fast["40"]
     finally:
         worker.stop()
 

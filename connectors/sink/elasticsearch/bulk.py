@@ -17,8 +17,8 @@ then sends, and retries until the request's every action is settled:
 
 Nothing else is dropped. Offsets: every action belongs to a :class:`Chunk`; a partition is safe to
 commit up to the first offset of its oldest chunk with unsettled actions (:meth:`committable`).
-Threads: :meth:`submit`, :meth:`committable`, :meth:`process_reports`, :meth:`wait_drained` and
-:meth:`forget` run on the task thread; lanes run on their own; :meth:`close` on any.
+Threads: :meth:`submit`, :meth:`committable`, :meth:`process_reports`, :meth:`wait_drained`,
+:meth:`wait_for_room` and :meth:`forget` run on the task thread; lanes run on their own; :meth:`close` on any.
 """
 
 from __future__ import annotations
@@ -178,6 +178,22 @@ class BulkProcessor:
                     return False
                 if not self._reports:
                     self._settled.wait(min(remaining, 0.2))
+
+    def wait_for_room(self, limit: int, timeout_s: float, report: Callable[[Chunk, int, str], None]) -> bool:
+        """Wait until fewer than ``limit`` actions are buffered; ``False`` after ``timeout_s``.
+        Refused documents are reported meanwhile (they count until then). Raises a lane's failure."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.process_reports(report)
+            with self._lock:
+                self.raise_failure()
+                if self.buffered < limit:
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._stopping.is_set():
+                    return False
+                if not self._reports:
+                    self._settled.wait(remaining)
 
     def forget(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop tracking revoked partitions (their actions may still be sent; that is harmless)."""

@@ -3,9 +3,12 @@
 One call of :meth:`ActionBuilder.build` turns the records of one topic (a columnar
 :class:`~connectors.api.SinkRecordBatch` or a list) into NDJSON action bytes, already split into
 the task's sending *lanes*. Per record it costs one ``orjson.dumps`` of the value and a few byte
-concatenations; the action line's constant parts are built once per topic. Avro values that come
-raw (no transform, no ``external.version.field``, not a data stream) skip decoding: the native
-reader writes their documents (:func:`sluice.converters.avro_arrow.avro_documents`).
+concatenations; the action line's constant parts are built once per topic. Values that come raw
+(no transform, no ``external.version.field``, not a data stream) skip decoding when they are Avro
+or JsonConverter envelopes of a flat struct: the native readers write their documents
+(:func:`sluice.converters.avro_arrow.avro_documents`, :mod:`.envelopes`), the very bytes the
+decoded path writes. Keys that come raw as envelopes of an integer or string schema become ids
+without decoding too.
 
 Lanes keep writes of one document in order: a document id always goes to the same lane and a lane
 sends one request at a time, so with ``max.in.flight.requests`` > 1 an older version of a document
@@ -30,6 +33,7 @@ import orjson
 
 from sluice.connectors.api import DataError, SinkRecord, SinkRecordBatch, TopicPartition, header_data
 from sluice.connectors.sink.elasticsearch.config import ElasticsearchSinkConfig, NullValueBehavior, WriteMethod
+from sluice.connectors.sink.elasticsearch.envelopes import EnvelopeDocuments
 from sluice.converters.avro_arrow import avro_documents
 
 
@@ -88,7 +92,10 @@ class Target:
 
 
 def _default(value: Any) -> Any:
-    """orjson's fallback for the Connect values it does not know: Decimal, bytes, sets."""
+    """orjson's fallback for the Connect values it does not know (Decimal, bytes, sets) and for
+    dates and times, which it is told to pass through (:data:`_OPTIONS`)."""
+    if isinstance(value, (_dt.date, _dt.time)):
+        return value.isoformat()
     if isinstance(value, decimal.Decimal):
         return float(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -99,7 +106,11 @@ def _default(value: Any) -> Any:
 
 
 _dumps = orjson.dumps
-_NON_STR_KEYS = orjson.OPT_NON_STR_KEYS
+#: Dates and times go through :func:`_default` (``isoformat()``, the text orjson writes for dates
+#: and datetimes): orjson 3.13 writes a ``time`` whose microseconds are 10,000-99,999 without
+#: their leading zero (``06:26:46.80000`` for 06:26:46.080), text the ``date`` mapping refuses.
+_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME
+_NON_STR_KEYS = orjson.OPT_NON_STR_KEYS | _OPTIONS
 
 
 class InvalidDocument(ValueError):
@@ -111,7 +122,7 @@ def document_bytes(value: Any) -> bytes:
     kind = type(value)
     if kind is dict:
         try:
-            return _dumps(value, default=_default)
+            return _dumps(value, default=_default, option=_OPTIONS)
         except TypeError:
             try:  # maps with non-string keys: their keys are written as strings
                 return _dumps(value, default=_default, option=_NON_STR_KEYS)
@@ -130,6 +141,11 @@ def document_bytes(value: Any) -> bytes:
     if isinstance(value, dict):
         return document_bytes(dict(value))
     raise InvalidDocument(f"the value is a {kind.__name__}, not a struct, map or JSON object")
+
+
+def _value_bytes(value: Any) -> bytes:
+    """A Connect value's JSON as a document holds it (a field default, for :class:`~.envelopes.EnvelopeDocuments`)."""
+    return _dumps(value, default=_default, option=_OPTIONS)
 
 
 def _avro_documents(records: SinkRecordBatch) -> list[bytes | None] | None:
@@ -189,6 +205,7 @@ class ActionBuilder:
         self.config = config
         self.lanes = lanes
         self._next_lane = 0
+        self._envelopes = EnvelopeDocuments(_value_bytes)
 
     def build(self, topic: str, records: SinkRecordBatch, target: Target) -> Built:
         """The actions of ``records`` (all of ``topic``), split into lanes."""
@@ -197,9 +214,9 @@ class ActionBuilder:
         cfg = self.config
         n_lanes = self.lanes
         built = Built([[] for _ in range(n_lanes)], [[] for _ in range(n_lanes)], [[] for _ in range(n_lanes)])
-        # Avro values read natively come as their documents already; anything else is decoded.
-        documents = None if cfg.external_version_field or target.data_stream else _avro_documents(records)
-        values, keys = (records.values if documents is None else documents), records.keys
+        # Raw values read natively come as their documents already; anything else is decoded.
+        documents = None if cfg.external_version_field or target.data_stream else self._raw_documents(records)
+        values = records.values if documents is None else documents
         # Offsets are tracked in the consumed coordinates (a routed batch keeps them).
         partitions, offsets, consumed_topic = records.partitions, records.offsets, records.original_topic
         chunk_of = self._chunks(consumed_topic, partitions, offsets, records, built)
@@ -218,6 +235,7 @@ class ActionBuilder:
         null_behavior = cfg.behavior_on_null_values
         autogenerated = cfg.use_autogenerated_ids
         key_ignored = cfg.ignores_key(topic)
+        keys = self._ids(records)  # read even when unused: a key the converter refuses fails as decoded
         topic_prefix = f"{topic}+"
         version_of = self._version_getter(records, values)
         timestamp_of = self._timestamp_getter(records, target)
@@ -269,6 +287,21 @@ class ActionBuilder:
         return built
 
     # -- helpers ---------------------------------------------------------------------------------
+
+    def _raw_documents(self, records: SinkRecordBatch) -> list[bytes | None] | None:
+        """The batch's documents written natively from its raw values, or ``None``: decode them."""
+        raws, wire = records.raw_values, records.raw_format
+        if raws is None or wire is None:
+            return None
+        if wire.kind == "avro":
+            return _avro_documents(records)
+        return self._envelopes.documents(raws, wire)
+
+    def _ids(self, records: SinkRecordBatch) -> list[Any]:
+        """What each record's id comes from: its id read natively from a raw key, or its key."""
+        raws, wire = records.raw_keys, records.raw_key_format
+        ids = None if raws is None or wire is None else self._envelopes.ids(raws, wire)
+        return records.keys if ids is None else ids
 
     @staticmethod
     def _chunks(
