@@ -31,7 +31,8 @@ the first batch's schemas), ``insert.mode`` insert and upsert, and
 ``consumer.override.max.poll.records`` 500 and 3000 with ``batch.size`` 3000, Connect's defaults
 (four runs a round;
 ``SLUICE_BENCH_POLLS`` and ``SLUICE_BENCH_MODES`` choose others: with 500 and 10000 it also prints
-how 500-record polls compare with 10,000-record ones, issue #40 asking at least 0.7 of their rows/s). It
+how 500-record polls compare with 10,000-record ones, issue #40 asking at least 0.7 of their rows/s;
+``SLUICE_BENCH_BATCH_SIZE`` sets one ``batch.size`` for every run). It
 measures what the first formats leave out: the key's envelope, logical types (decimal, timestamp,
 date), nulls, DDL, and Connect's usual small polls. The warm-up checks, untimed, that the table
 the sink created has the bare ``COPY``'s column types and holds exactly the rows produced. Targets (issue #40; printed, never asserted):
@@ -158,6 +159,10 @@ REALISTIC_TARGETS = {500: 0.35, 3000: 0.5}
 REALISTIC_POLLS = [int(p) for p in os.environ.get("SLUICE_BENCH_POLLS", "500,3000").split(",") if p.strip()]
 #: The modes measured (``SLUICE_BENCH_MODES``).
 MODES = [m.strip() for m in os.environ.get("SLUICE_BENCH_MODES", "insert,upsert").split(",") if m.strip()]
+#: ``batch.size`` of every sink run (``SLUICE_BENCH_BATCH_SIZE``; unset: 3000, Connect's default,
+#: or the poll size when larger), e.g. 10000 to join 500-record polls into transactions as large
+#: as the 10,000-record puts they are compared with.
+BATCH_SIZE = int(os.environ.get("SLUICE_BENCH_BATCH_SIZE", "0"))
 #: Issue #40's floor on the rows/s of 500-record polls, as a fraction of 10,000-record polls'.
 SMALL_POLL_TARGET = 0.7
 #: Issue #40's ceiling on the worker's CPU per record of the realistic runs, in µs.
@@ -400,7 +405,7 @@ def sluice_sink(
         "table.name.format": table,
         "insert.mode": mode,
         # Connect's JDBC sinks default to batch.size=3000; larger polls get batches as large.
-        "batch.size": str(max(poll, 3000)),
+        "batch.size": str(BATCH_SIZE or max(poll, 3000)),
         # Records per put(): the runner hands the task this many at once (Connect's max.poll.records).
         "consumer.override.max.poll.records": str(poll),
     }
