@@ -89,7 +89,7 @@ import psycopg.errors
 from confluent_kafka import Consumer
 
 from benchmarks.cdc_source import drop_slot
-from benchmarks.cdc_vs_debezium import JSON, SluiceWorker, _order, high_watermark, process_tree_cpu
+from benchmarks.cdc_vs_debezium import JSON, SluiceWorker, _order, connector_config, high_watermark, process_tree_cpu
 from benchmarks.common import ROUNDS, broker, create_topic, tmpdir
 from tests.services.debezium import DEFAULT_JDBC_SINK_VERSION, DebeziumConnect
 from tests.services.postgres import PostgresServer
@@ -209,27 +209,9 @@ class Run:
 
 
 def source_config(pg: PostgresServer, prefix: str, slot: str, table: str) -> dict[str, str]:
-    """The same source configuration for both systems."""
-    return {
-        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-        "tasks.max": "1",
-        "database.hostname": "127.0.0.1",
-        "database.port": str(pg.port),
-        "database.user": "postgres",
-        "database.dbname": pg.database,
-        "plugin.name": "pgoutput",
-        "topic.prefix": prefix,
-        "slot.name": slot,
-        "publication.name": "bench_pub",
-        "publication.autocreate.mode": "disabled",
-        "table.include.list": f"public\\.{table}",
-        "snapshot.mode": "no_data",
-        "time.precision.mode": TIME_MODE,
-        "key.converter": JSON,
-        "key.converter.schemas.enable": "true",
-        "value.converter": JSON,
-        "value.converter.schemas.enable": "true",
-    }
+    """The same source configuration for both systems: the CDC benchmark's, streaming only, in
+    ``TIME_MODE``."""
+    return {**connector_config(pg, prefix, slot, table, "no_data"), "time.precision.mode": TIME_MODE}
 
 
 def sink_config(system: str, pg: PostgresServer, topic: str, target_table: str) -> dict[str, str]:

@@ -14,6 +14,7 @@ from sluice.connectors.api.connector import (
     SinkConnector,
     SourceConnector,
     SourceConnectorContext,
+    offset_pairs,
 )
 from sluice.connectors.api.converter import Converter, HeaderConverter, WireFormat
 from sluice.connectors.api.errors import (
@@ -132,6 +133,7 @@ __all__ = [
     "SinkTask",
     "SinkTaskContext",
     "SourceConnector",
+    "offset_pairs",
     "SourceConnectorContext",
     "SourceRecord",
     "SourceRecordBatch",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 import importlib
 import inspect
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from sluice.connectors.api.config import PluginConfig
@@ -175,6 +175,12 @@ class SourceConnector(Connector):
         Return ``True`` when the connector checked the offsets; raise ``ConfigError`` to refuse.
         """
         return False
+
+
+def offset_pairs(offsets: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> Iterable[tuple[Any, Any]]:
+    """The ``(partition, offset)`` pairs of what :meth:`SourceConnector.alter_offsets` receives:
+    partitions are dicts, which cannot be dict keys, so the runtime may pass pairs instead of a mapping."""
+    return offsets.items() if isinstance(offsets, Mapping) else offsets
 
 
 class SinkConnector(Connector):

@@ -36,6 +36,20 @@ SNAPSHOT_FIELD = Schema(
     parameters={"allowed": SNAPSHOT_MARKERS},
 )
 
+#: The fields every Debezium connector's ``source`` block starts with (its ``AbstractSourceInfo``),
+#: in order; a database's own fields follow them.
+COMMON_SOURCE_FIELDS: tuple[tuple[str, Schema], ...] = (
+    ("version", Schema(Type.STRING)),
+    ("connector", Schema(Type.STRING)),
+    ("name", Schema(Type.STRING)),
+    ("ts_ms", Schema(Type.INT64)),
+    ("snapshot", SNAPSHOT_FIELD),
+    ("db", Schema(Type.STRING)),
+    ("sequence", Schema(Type.STRING, optional=True)),
+    ("ts_us", Schema(Type.INT64, optional=True)),
+    ("ts_ns", Schema(Type.INT64, optional=True)),
+)
+
 #: The ``transaction`` block of an event (``provide.transaction.metadata``), null otherwise.
 TRANSACTION_BLOCK_SCHEMA = Schema.struct(
     [("id", Schema(Type.STRING)), ("total_order", Schema(Type.INT64)), ("data_collection_order", Schema(Type.INT64))],

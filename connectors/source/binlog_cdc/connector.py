@@ -9,10 +9,11 @@ config (:data:`~.config.FLAVOR_KEY`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from sluice.connectors.api import ConfigError, Deferred, SourceConnector, SourceTask
+from sluice.connectors.cdc.offsets import server_offsets
 from sluice.connectors.source.binlog_cdc.config import BINLOG_CDC_UNIMPLEMENTED_KEYS, FLAVOR_KEY, BinlogCdcConfig
 
 _OFFSET_INTS = ("pos", "event", "row", "ts_sec", "server_id")
@@ -62,18 +63,7 @@ class _BinlogConnector(SourceConnector):
         ``{"file": "mariadb-bin.000003", "pos": 5144831}`` to stream from a binlog position recorded
         elsewhere (``event``, ``row``, ``gtids``, ``ts_sec``, ``server_id`` optional); ``null``
         resets the connector."""
-        prefix = config.get("topic.prefix")
-        for partition, offset in _pairs(offsets):
-            if not isinstance(partition, Mapping) or set(partition) != {"server"}:
-                raise ConfigError(f"Partition {partition!r} must be an object with the single key 'server'")
-            if prefix is not None and partition["server"] != prefix:
-                raise ConfigError(
-                    f"Partition server {partition['server']!r} is not this connector's topic.prefix {prefix!r}"
-                )
-            if offset is None:
-                continue
-            if not isinstance(offset, Mapping):
-                raise ConfigError(f"Offset {offset!r} must be an object")
+        for offset in server_offsets(config, offsets):
             if not isinstance(offset.get("file"), str) or not offset["file"] or "pos" not in offset:
                 raise ConfigError("An offset needs 'file' (a binlog file name) and 'pos' (a position in it)")
             for key in _OFFSET_INTS:
@@ -98,8 +88,3 @@ class MariaDbCdcSourceConnector(_BinlogConnector):
     flavor = "mariadb"
     aliases: ClassVar[tuple[str, ...]] = ("io.debezium.connector.mariadb.MariaDbConnector", "MariaDbCdcSource")
 
-
-def _pairs(offsets: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> Iterable[tuple[Any, Any]]:
-    if isinstance(offsets, Mapping):
-        return offsets.items()
-    return offsets

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import cache
 
 from sluice.connectors.api import Schema, Type
-from sluice.connectors.cdc.envelope import SNAPSHOT_FIELD
+from sluice.connectors.cdc.envelope import COMMON_SOURCE_FIELDS
 
 #: The Debezium release whose events these follow (the peer of the differential tests).
 VERSION = "3.6.1.Final"
@@ -20,15 +20,7 @@ def source_schema(connector: str) -> Schema:
     """The Source schema of Debezium's ``connector`` (``mysql`` or ``mariadb``)."""
     return Schema.struct(
         [
-            ("version", Schema(Type.STRING)),
-            ("connector", Schema(Type.STRING)),
-            ("name", Schema(Type.STRING)),
-            ("ts_ms", Schema(Type.INT64)),
-            ("snapshot", SNAPSHOT_FIELD),
-            ("db", Schema(Type.STRING)),
-            ("sequence", Schema(Type.STRING, optional=True)),
-            ("ts_us", Schema(Type.INT64, optional=True)),
-            ("ts_ns", Schema(Type.INT64, optional=True)),
+            *COMMON_SOURCE_FIELDS,
             ("table", Schema(Type.STRING, optional=True)),
             ("server_id", Schema(Type.INT64)),
             ("gtid", Schema(Type.STRING, optional=True)),

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sluice.connectors.api import ConfigError, Schema
-from sluice.connectors.cdc.config import parse_message_key_columns
+from sluice.connectors.api import Schema
+from sluice.connectors.cdc import keys as cdc_keys
 from sluice.connectors.cdc.envelope import adjust_schema_name, envelope_schema, sanitize
 from sluice.connectors.cdc.filters import CollectionFilter
 from sluice.connectors.cdc.keys import key_builder
@@ -177,7 +177,7 @@ def describe(
         if col not in primary_key and not table_filter.column_included(database, name, col):
             continue
         columns.append(Column(col, ctype, info.nullable))
-    key_columns = message_key(message_key_columns, database, name, names)
+    key_columns = cdc_keys.message_key_columns(message_key_columns, f"{database}.{name}", names)
     return Table(
         database,
         name,
@@ -189,27 +189,6 @@ def describe(
         name_mode=name_mode,
         key_columns=key_columns,
     )
-
-
-def message_key(text: str, database: str, table: str, columns: Sequence[str]) -> list[str] | None:
-    """The event key's columns per ``message.key.columns`` (``None``: the primary key)."""
-    if not text:
-        return None
-    qualified = f"{database}.{table}"
-    chosen: list[str] = []
-    for pattern, written, column_patterns in parse_message_key_columns(text):
-        if not pattern.fullmatch(qualified):
-            continue
-        for column_pattern in column_patterns:
-            regex = re.compile(column_pattern, re.IGNORECASE)
-            matched = [c for c in columns if regex.fullmatch(c) and c not in chosen]
-            if not matched and not any(regex.fullmatch(c) for c in chosen):
-                raise ConfigError(
-                    f"message.key.columns: {column_pattern!r} of entry {written!r} names no column of {qualified}",
-                    key="message.key.columns",
-                )
-            chosen.extend(matched)
-    return chosen or None
 
 
 def _int(value: Any) -> int | None:

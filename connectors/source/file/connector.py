@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from sluice.connectors.api import ConfigError, SourceConnector
+from sluice.connectors.api import ConfigError, SourceConnector, offset_pairs
 from sluice.connectors.source.file.config import FileStreamSourceConfig
 from sluice.connectors.source.file.task import FILENAME_FIELD, POSITION_FIELD, FileStreamSourceTask
 
@@ -54,7 +54,7 @@ class FileStreamSourceConnector(SourceConnector):
                 "because standard input is read and it cannot be repositioned",
                 key="file",
             )
-        for partition, offset in _pairs(offsets):
+        for partition, offset in offset_pairs(offsets):
             if not isinstance(partition, Mapping) or FILENAME_FIELD not in partition:
                 raise ConfigError(f"Partition {partition!r} must be an object with the key '{FILENAME_FIELD}'")
             if offset is None:
@@ -71,10 +71,3 @@ class FileStreamSourceConnector(SourceConnector):
                 )
         return True
 
-
-def _pairs(offsets: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> Iterable[tuple[Any, Any]]:
-    # Partitions are dicts, which cannot be dict keys, so the runtime may pass (partition, offset)
-    # pairs instead of a mapping.
-    if isinstance(offsets, Mapping):
-        return offsets.items()
-    return offsets

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from sluice.connectors.api import ConfigError, ConnectError, Deferred, SourceConnector, SourceTask
+from sluice.connectors.api import ConfigError, ConnectError, Deferred, SourceConnector, SourceTask, offset_pairs
 from sluice.connectors.jdbc_common.config import JDBC_SOURCE_UNIMPLEMENTED_KEYS
 from sluice.connectors.jdbc_common.connection import (
     connect_with_retries,
@@ -139,7 +139,7 @@ class JdbcSourceConnector(SourceConnector):
 
     def alter_offsets(self, config: Mapping[str, Any], offsets: Mapping[Any, Any]) -> bool:
         """Accept table/query partitions with ``incrementing``/``timestamp`` offsets (or ``None`` to reset)."""
-        for partition, offset in _pairs(offsets):
+        for partition, offset in offset_pairs(offsets):
             if not isinstance(partition, Mapping) or not ({"table", "query"} & set(partition)):
                 raise ConfigError(f"Partition {partition!r} must be an object with the key 'table' (or 'query')")
             if offset is None:
@@ -154,8 +154,3 @@ class JdbcSourceConnector(SourceConnector):
                     raise ConfigError(f"Offset key {key!r} must be an integer, got {value!r}")
         return True
 
-
-def _pairs(offsets: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> Iterable[tuple[Any, Any]]:
-    if isinstance(offsets, Mapping):
-        return offsets.items()
-    return offsets

@@ -6,7 +6,6 @@ All functions take an open autocommit psycopg connection (not the replication co
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,8 +13,8 @@ import psycopg
 from psycopg import Connection, pq, sql
 
 from sluice.connectors.api import ConfigError
-from sluice.connectors.cdc.config import parse_message_key_columns
 from sluice.connectors.cdc.filters import CollectionFilter
+from sluice.connectors.cdc.keys import message_key_columns
 from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig, PublicationMode
 from sluice.connectors.source.postgres_cdc.defaults import column_default
 from sluice.connectors.source.postgres_cdc.tables import Column, Table
@@ -183,30 +182,9 @@ def _warn_unknown(table: str, column: str, type_name: str) -> None:
 
 
 def message_key(config: PostgresCdcConfig, schema: str, table: str, columns: Sequence[str]) -> list[str] | None:
-    """The event key's columns per ``message.key.columns`` (``None``: the primary key).
-
-    As in Debezium, every entry whose table regex matches ``schema.table`` adds, column regex by
-    column regex, the columns it matches (case-insensitive, in table order). A column regex that
-    matches none of the table's columns is a configuration error (Debezium would silently fall
-    back to the primary key)."""
-    if not config.message_key_columns:
-        return None
-    qualified = f"{schema}.{table}"
-    chosen: list[str] = []
-    for pattern, _, column_patterns in parse_message_key_columns(config.message_key_columns):
-        if not pattern.fullmatch(qualified):
-            continue
-        for column_pattern in column_patterns:
-            regex = re.compile(column_pattern, re.IGNORECASE)
-            found = [c for c in columns if regex.fullmatch(c) and c not in chosen]
-            if not found and not any(regex.fullmatch(c) for c in columns):
-                raise ConfigError(
-                    f"message.key.columns names column {column_pattern!r} of table {qualified}, which has no such "
-                    f"column (its columns: {', '.join(columns)})",
-                    key="message.key.columns",
-                )
-            chosen.extend(found)
-    return chosen or None
+    """The event key's columns per ``message.key.columns`` (``None``: the primary key; see
+    :func:`~sluice.connectors.cdc.keys.message_key_columns`)."""
+    return message_key_columns(config.message_key_columns, f"{schema}.{table}", columns)
 
 
 def check_message_key_columns(conn: Connection[Any], config: PostgresCdcConfig) -> str | None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from sluice.connectors.api import ConfigError, Deferred, SourceConnector, SourceTask
+from sluice.connectors.cdc.offsets import server_offsets
 from sluice.connectors.source.postgres_cdc.config import POSTGRES_CDC_UNIMPLEMENTED_KEYS, PostgresCdcConfig
 from sluice.connectors.source.postgres_cdc.values import parse_lsn
 
@@ -62,18 +63,7 @@ class PostgresCdcSourceConnector(SourceConnector):
         """Accept ``{"server": <topic.prefix>}`` partitions with Debezium offsets, e.g.
         ``{"lsn": 24023128, "lsn_commit": 24023128}`` to start streaming after an LSN recorded by a
         backfill (``lsn`` may also be written as ``"0/16E8F58"``); ``null`` resets the connector."""
-        prefix = config.get("topic.prefix")
-        for partition, offset in _pairs(offsets):
-            if not isinstance(partition, Mapping) or set(partition) != {"server"}:
-                raise ConfigError(f"Partition {partition!r} must be an object with the single key 'server'")
-            if prefix is not None and partition["server"] != prefix:
-                raise ConfigError(
-                    f"Partition server {partition['server']!r} is not this connector's topic.prefix {prefix!r}"
-                )
-            if offset is None:
-                continue
-            if not isinstance(offset, Mapping):
-                raise ConfigError(f"Offset {offset!r} must be an object")
+        for offset in server_offsets(config, offsets):
             if "lsn" not in offset:
                 raise ConfigError("An offset needs at least 'lsn' (the position to stream after)")
             for key in _OFFSET_INTS:
@@ -89,8 +79,3 @@ class PostgresCdcSourceConnector(SourceConnector):
                     raise ConfigError(f"Offset key {key!r} must be an integer, got {value!r}")
         return True
 
-
-def _pairs(offsets: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> Iterable[tuple[Any, Any]]:
-    if isinstance(offsets, Mapping):
-        return offsets.items()
-    return offsets

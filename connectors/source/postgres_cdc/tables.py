@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sluice.connectors.api import Schema, Type
-from sluice.connectors.cdc.envelope import SNAPSHOT_FIELD, adjust_schema_name, envelope_schema, sanitize
+from sluice.connectors.cdc.envelope import COMMON_SOURCE_FIELDS, adjust_schema_name, envelope_schema, sanitize
 from sluice.connectors.cdc.keys import key_builder
 from sluice.connectors.source.postgres_cdc.types import UNAVAILABLE, ColumnType
 
@@ -28,15 +28,7 @@ UNCHANGED = object()
 
 SOURCE_SCHEMA = Schema.struct(
     [
-        ("version", Schema(Type.STRING)),
-        ("connector", Schema(Type.STRING)),
-        ("name", Schema(Type.STRING)),
-        ("ts_ms", Schema(Type.INT64)),
-        ("snapshot", SNAPSHOT_FIELD),
-        ("db", Schema(Type.STRING)),
-        ("sequence", Schema(Type.STRING, optional=True)),
-        ("ts_us", Schema(Type.INT64, optional=True)),
-        ("ts_ns", Schema(Type.INT64, optional=True)),
+        *COMMON_SOURCE_FIELDS,
         ("schema", Schema(Type.STRING)),
         ("table", Schema(Type.STRING)),
         ("txId", Schema(Type.INT64, optional=True)),

@@ -33,6 +33,7 @@ from sluice.connectors.api import (
 )
 from sluice.connectors.api.metrics import TaskMetricGroup
 from sluice.connectors.cdc.heartbeats import HeartbeatSchedule
+from sluice.connectors.cdc.lifecycle import close_unless_polled
 from sluice.connectors.cdc.notifications import SnapshotNotifier
 from sluice.connectors.cdc.outbox import Outbox
 from sluice.connectors.cdc.signals import SignalDispatcher
@@ -381,14 +382,8 @@ class PostgresCdcTask(SourceTask):
     def stop(self) -> None:
         """Make ``poll`` return promptly; it releases the connections. Thread: a control thread."""
         self._stopping.set()
-        threading.Thread(target=self._close_later, daemon=True, name="postgres-cdc-close").start()
-
-    def _close_later(self) -> None:
-        # poll() notices the flag within poll.interval.ms and closes on the task thread; this is
-        # for a runner that does not call poll() again after stop().
         cfg = self._config
-        time.sleep((cfg.poll_interval_ms if cfg is not None else 500) / 1000 + 1.0)
-        self._close()
+        close_unless_polled(cfg.poll_interval_ms if cfg is not None else None, self._close, "postgres-cdc-close")
 
     def _close(self) -> None:
         if self._closed:
