@@ -59,9 +59,15 @@ class Unwritten:
         return {tp: min(offset, first[tp]) if tp in first else offset for tp, offset in offsets.items()}
 
 
+#: Polls held back at most, whatever ``batch.size`` says: what is held stays within this many
+#: ``max.poll.records`` polls (a ``batch.size`` of a billion would otherwise hold a whole offset
+#: flush interval's records in memory).
+MAX_HELD_BATCHES = 64
+
+
 class HeldBatches:
     """Consecutive batches that can be joined (:meth:`SinkRecordBatch.joinable`), held back to be
-    written as one chunk of at most ``limit`` records."""
+    written as one chunk of at most ``limit`` records and :data:`MAX_HELD_BATCHES` batches."""
 
     __slots__ = ("_batches", "count")
 
@@ -84,6 +90,10 @@ class HeldBatches:
     def add(self, batch: SinkRecordBatch) -> None:
         self._batches.append(batch)
         self.count += len(batch)
+
+    def full(self, limit: int) -> bool:
+        """Whether what is held should go now: ``limit`` records, or as many batches as may be held."""
+        return self.count >= limit or len(self._batches) >= MAX_HELD_BATCHES
 
     def take(self) -> SinkRecordBatch:
         """What is held, as one batch, and hold nothing."""

@@ -179,7 +179,7 @@ class JdbcSinkTask(SinkTask):
             self._release()
         if len(records) < cfg.batch_size and self._pipelined([TopicRecords(records.topic, records)]):
             self._held.add(records)
-            if self._held.count >= cfg.batch_size:
+            if self._held.full(cfg.batch_size):
                 self._release()
             return
         self._release()

@@ -200,3 +200,4 @@ def test_batches_of_different_topics_or_forms_do_not_join() -> None:
     with pytest.raises(ValueError, match="cannot be joined"):
         SinkRecordBatch.concat([raw, decoded])
     assert SinkRecordBatch.concat([decoded, decoded]).values == ["v", "v"]
+
