@@ -256,27 +256,35 @@ def writable_around(excluded: Iterable[Path], top: Path = Path("/")) -> list[Pat
     """The directories and files that together hold everything under ``top`` except ``excluded``
     (and what is beneath each): Landlock grants only, so "anywhere but" is the siblings of each
     excluded path and of its ancestors. Symbolic links are skipped (their targets are reached
-    where they are), as are entries that cannot be listed."""
-    excluded = {Path(os.path.realpath(p)) for p in excluded}
+    where they are), as are entries that cannot be listed.
+
+    Runs in every task host's start, over directories such as ``/tmp`` that may hold thousands of
+    entries: one set lookup per entry (it only descends into ancestors of excluded paths, so an
+    entry it meets is never beneath one), not a walk of each entry's parents per excluded path."""
+    skipped = {os.path.realpath(p) for p in excluded}
+    ancestors = {str(parent) for e in skipped for parent in Path(e).parents}
     out: list[Path] = []
 
-    def visit(directory: Path) -> None:
+    def visit(directory: str) -> None:
         try:
-            entries = sorted(directory.iterdir())
+            with os.scandir(directory) as listing:
+                entries = sorted(listing, key=lambda entry: entry.path)
         except OSError:
             return
         for entry in entries:
-            if entry.is_symlink():
+            try:
+                if entry.is_symlink() or entry.path in skipped:
+                    continue
+                if entry.path in ancestors:
+                    visit(entry.path)
+                elif entry.is_dir() or entry.is_file():
+                    out.append(Path(entry.path))
+            except OSError:
                 continue
-            if any(entry == e or e in entry.parents for e in excluded):
-                continue
-            if any(entry in e.parents for e in excluded):
-                visit(entry)
-            elif entry.is_dir() or entry.is_file():
-                out.append(entry)
 
-    if not any(top == e or e in top.parents for e in excluded):
-        visit(top)
+    root = os.path.realpath(top)
+    if root not in skipped and not any(str(parent) in skipped for parent in Path(root).parents):
+        visit(root)
     return out
 
 
