@@ -6,7 +6,7 @@ inside the worker. Kafka Connect's history (CVE-2023-25194: a JNDI login module 
 shows that a client setting is code execution, a file read or a request to another host in
 disguise. Two layers decide:
 
-1. **The deny-list** (:func:`denied_reason`) applies under every policy, to every key a connector
+1. **The deny-list** (:func:`~sluice.connectors.api.client_keys.denied_reason`) applies under every policy, to every key a connector
    config hands to a client: ``producer.override.*``, ``consumer.override.*``, ``admin.override.*``
    (which also reach the dead-letter-queue producer), and a backfill job's ``producer``/``consumer``
    options. It refuses keys that load code (``plugin.library.paths``, ``ssl.engine.location``,
@@ -41,11 +41,11 @@ from __future__ import annotations
 
 import abc
 import importlib
-import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from sluice.connectors.api import ConfigError
+from sluice.connectors.api.client_keys import check_denied, denied_reason
 from sluice.worker.config.connector_scope import ConnectorScope, check_client_ids
 
 #: Connector-config prefixes whose keys go to a Kafka client, and the client each one reaches.
@@ -112,76 +112,6 @@ def is_security_key(key: str) -> bool:
 def is_cluster_key(key: str) -> bool:
     """Whether ``key`` chooses which cluster a client talks to or how it proves who it is."""
     return key.strip().lower() in _BOOTSTRAP_KEYS or is_security_key(key)
-
-
-_CODE = "loads code into the worker"
-_COMMAND = "runs a command on the worker"
-_FILE = "names a local file the client would read"
-_URL = "makes the client fetch a URL the operator did not choose"
-
-#: librdkafka's and the Java client's keys, each with what it would let a caller do.
-DENIED_KEYS: Mapping[str, str] = {
-    "plugin.library.paths": _CODE,
-    "ssl.engine.location": _CODE,
-    "ssl.engine.id": _CODE,
-    "ssl.providers": _CODE,
-    "security.providers": _CODE,
-    "config.providers": "declares config providers that read local files and the environment",
-    "sasl.kerberos.kinit.cmd": _COMMAND,
-    "sasl.kerberos.keytab": _FILE,
-    "sasl.oauthbearer.metadata.authentication.type": "makes the client query a cloud metadata endpoint",
-}
-
-#: Suffixes that mark a kind of value, so keys a newer client adds are refused too.
-DENIED_SUFFIXES: tuple[tuple[str, str], ...] = (
-    (".class", _CODE),
-    (".classes", _CODE),
-    (".location", _FILE),
-    (".file", _FILE),
-    (".files", _FILE),
-    (".path", _FILE),
-    (".paths", _FILE),
-    (".dir", _FILE),
-    (".cmd", _COMMAND),
-    (".command", _COMMAND),
-    (".url", _URL),
-    (".urls", _URL),
-)
-
-# JAAS login modules that only carry credentials; anything else (JndiLoginModule, Krb5LoginModule
-# with a keytab, a custom module) can load code or read files inside a JVM client.
-_SAFE_LOGIN_MODULE = re.compile(
-    r"^\s*org\.apache\.kafka\.common\.security\.(plain\.PlainLoginModule|scram\.ScramLoginModule|"
-    r"oauthbearer\.OAuthBearerLoginModule)\s+(required|requisite|sufficient|optional)\b"
-)
-
-
-def denied_reason(key: str, value: Any = None) -> str | None:
-    """Why a connector may never set client key ``key`` (to ``value``), or None when it may."""
-    key = key.strip().lower()
-    if key in DENIED_KEYS:
-        return DENIED_KEYS[key]
-    for suffix, reason in DENIED_SUFFIXES:
-        if key.endswith(suffix):
-            return reason
-    if key == "sasl.jaas.config" and value is not None:
-        # A JAAS config may hold several entries separated by ';': each must be a safe module.
-        entries = [e for e in str(value).split(";") if e.strip()]
-        if not entries or not all(_SAFE_LOGIN_MODULE.match(e) for e in entries):
-            return "names a JAAS login module other than PlainLoginModule, ScramLoginModule or OAuthBearerLoginModule"
-    return None
-
-
-def check_denied(options: Mapping[str, Any], prefix: str) -> None:
-    """Refuse the first key of ``options`` on the deny-list, naming it as ``prefix + key``."""
-    for key, value in options.items():
-        reason = denied_reason(key, value)
-        if reason is not None:
-            raise ConfigError(
-                f"{prefix}{key} is not allowed in a connector config: it {reason}. "
-                "Set it in the worker's configuration instead if the operator wants it.",
-                key=f"{prefix}{key}",
-            )
 
 
 def client_overrides(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -138,3 +138,14 @@ def test_a_signal_consumer_setting_librdkafka_does_not_take_is_an_error_on_its_k
     assert "JAAS" in problems["signal.consumer.sasl.jaas.config"]
     problems = problem_keys(**KAFKA_CHANNEL, **{"signal.consumer.no.such.setting": "1"})
     assert "No such configuration property" in problems["signal.consumer.no.such.setting"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "reason"),
+    [("sasl.kerberos.kinit.cmd", "runs a command"), ("ssl.key.location", "names a local file"), ("plugin.library.paths", "loads code")],
+)
+def test_signal_consumer_settings_that_reach_the_worker_are_refused(setting: str, reason: str) -> None:
+    """``signal.consumer.*`` comes from an untrusted connector config: the deny-list of client
+    overrides applies (before a consumer is built from the settings)."""
+    problems = problem_keys(**KAFKA_CHANNEL, **{f"signal.consumer.{setting}": "/tmp/x"})
+    assert reason in problems[f"signal.consumer.{setting}"]
