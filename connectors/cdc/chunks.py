@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from sluice.connectors.api import Schema
+from sluice.connectors.api import Schema, SourceRecordBatch
 
 
 class CapturedTable(Protocol):
@@ -103,3 +103,39 @@ def shown_key(key: Any) -> str | None:
     if key is None:
         return None
     return str(key[0]) if len(key) == 1 else f"[{', '.join(key)}]"
+
+
+def snapshot_batch(
+    window: ChunkWindow,
+    topic: str,
+    envelope_schema: Schema,
+    source: dict[str, Any],
+    now: int,
+    markers: tuple[str | None, str | None],
+    partition: dict[str, Any],
+    offset: dict[str, Any],
+) -> SourceRecordBatch:
+    """A chunk's rows (those the stream did not change) as one batch of Debezium ``r`` events that
+    share ``source`` (``now`` in nanoseconds), the ``markers`` on its first and last rows, and
+    ``offset``."""
+    table = window.table
+    ts_ms, ts_us = now // 1_000_000, now // 1000
+    keys, rows = window.rows()
+    values = [
+        {"before": None, "after": after, "source": source, "transaction": None, "op": "r",
+         "ts_ms": ts_ms, "ts_us": ts_us, "ts_ns": now}
+        for after in rows
+    ]  # fmt: skip
+    for index, marker in marked_rows(len(values), *markers):
+        values[index] = {**values[index], "source": {**source, "snapshot": marker}}
+    n = len(values)
+    return SourceRecordBatch(
+        topic,
+        values,
+        value_schema=envelope_schema,
+        keys=keys if table.key_schema is not None else None,
+        key_schema=table.key_schema,
+        source_partition=partition,
+        offsets_loader=lambda: [offset] * n,
+        last_offset=offset,
+    )

@@ -13,9 +13,10 @@ import re
 from collections.abc import Mapping
 from typing import Any, Protocol, Self
 
-from pydantic import ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from sluice.connectors.api import ConfigError, PluginConfig, dotted, split_list
+from sluice.connectors.api.client_keys import check_denied
 
 
 class SignalSettings(Protocol):
@@ -170,6 +171,7 @@ class CdcSourceConfig(PluginConfig):
         has (``sasl.jaas.config``, ``ssl.truststore.location``) fails here, not in the signal thread."""
         if not value:
             return value
+        check_denied(value, "signal.consumer.")  # before any client is built from them
         from confluent_kafka import Consumer, KafkaException  # the worker's client; loaded only when used
 
         try:
@@ -208,8 +210,11 @@ class CdcSourceConfig(PluginConfig):
 
     @classmethod
     def from_task_config(cls, raw: Mapping[str, Any]) -> Self:
-        """Parse a task configuration, ignoring the keys the runtime adds (``name``, ``task.class``, …)."""
-        config: Self = cls.parse(raw, ignore=set(raw) - cls.known_keys())
+        """Parse a task configuration, ignoring the keys the runtime adds (``name``, ``task.class``, …);
+        the prefixed keys (``signal.consumer.*``) are the model's own."""
+        prefixes = tuple(cls.prefixed_keys)
+        ignore = {k for k in set(raw) - cls.known_keys() if not (prefixes and k.startswith(prefixes))}
+        config: Self = cls.parse(raw, ignore=ignore)
         return config
 
     def to_task_config(self) -> dict[str, Any]:
@@ -228,6 +233,35 @@ class CdcSourceConfig(PluginConfig):
     def secrets_in_clear(self) -> dict[str, str]:
         """The secret keys' values, which :meth:`to_task_config` writes in clear (none by default)."""
         return {}
+
+
+class SignalingCdcConfig(CdcSourceConfig):
+    """:class:`CdcSourceConfig` with Debezium's signal, notification and incremental snapshot keys,
+    which the database sources share (each adds ``signal.data.collection``, named its own way)."""
+
+    incremental_snapshot_chunk_size: int = Field(1024, ge=1, description="Rows per chunk of an incremental snapshot.")
+    signal_enabled_channels: list[str] = Field(
+        default_factory=lambda: ["source"],
+        description="Channels signals are read from: source (the signal.data.collection table), kafka.",
+    )
+    signal_kafka_topic: str = Field("", description="Topic of Kafka signals (default <topic.prefix>-signal).")
+    signal_kafka_bootstrap_servers: str = Field(
+        "", validate_default=True, description="Kafka cluster of the signal topic (required with the kafka channel)."
+    )
+    signal_kafka_group_id: str = Field(
+        "kafka-signal", alias="signal.kafka.groupId", description="Consumer group of the Kafka signal consumer."
+    )
+    signal_consumer: dict[str, str] = Field(
+        default_factory=dict,
+        description="signal.consumer.<setting>: librdkafka settings of the Kafka signal consumer (security, SASL, ...).",
+    )
+    notification_enabled_channels: list[str] = Field(
+        default_factory=list, description="Where snapshot notifications go: sink (a topic), log (an INFO line)."
+    )
+    notification_sink_topic_name: str = Field(
+        "", validate_default=True, description="Topic of notifications (required with the sink channel)."
+    )
+
 
 
 def check_regexes(value: list[str]) -> list[str]:

@@ -1,10 +1,12 @@
-"""Debezium's PostgreSQL connector (and its JDBC sink) from Maven Central, as Kafka Connect plugin directories.
+"""Debezium's PostgreSQL and MariaDB connectors (and its JDBC sink) from Maven Central, as Kafka
+Connect plugin directories.
 
-The differential test runs the PostgreSQL connector in a real Kafka Connect worker beside Sluice's
-CDC source, on the same database and broker; ``benchmarks/cdc_to_jdbc.py`` adds Debezium's JDBC
-sink (``debezium-connector-jdbc``, its own plugin directory) to the same worker::
+The differential tests run the PostgreSQL and MariaDB connectors in one real Kafka Connect worker
+beside Sluice's CDC sources, on the same databases and broker; ``benchmarks/cdc_to_jdbc.py`` adds
+Debezium's JDBC sink (``debezium-connector-jdbc``, its own plugin directory) to such a worker::
 
     python -m tests.services.debezium fetch [--version 3.6.1.Final]   # prints the plugin directory
+    python -m tests.services.debezium fetch --artifact debezium-connector-mariadb   # 3.5.0.Final
     python -m tests.services.debezium fetch --artifact debezium-connector-jdbc --version 3.5.0.Final
 
 The jars are cached like Kafka's (see :mod:`sluice.deploy.maven`); a worker loads them through
@@ -34,8 +36,18 @@ from tests.services.kafka_connect import CONNECT_FILES_DIR, ensure_connect_jars
 DEFAULT_DEBEZIUM_VERSION = "3.6.1.Final"
 #: Debezium's JDBC sink: 3.5.0.Final is the newest version Maven Central serves here.
 DEFAULT_JDBC_SINK_VERSION = "3.5.0.Final"
+#: Debezium's MariaDB connector: 3.5.0.Final is the newest version Maven Central serves here (its
+#: MySQL connector 3.6 refuses a MariaDB server, which it asks for ``SHOW BINARY LOG STATUS``).
+DEFAULT_MARIADB_VERSION = "3.5.0.Final"
 POSTGRES_SOURCE = "debezium-connector-postgres"
+MARIADB_SOURCE = "debezium-connector-mariadb"
 JDBC_SINK = "debezium-connector-jdbc"
+#: Each artifact's version when none is asked for.
+DEFAULT_VERSIONS = {
+    POSTGRES_SOURCE: DEFAULT_DEBEZIUM_VERSION,
+    MARIADB_SOURCE: DEFAULT_MARIADB_VERSION,
+    JDBC_SINK: DEFAULT_JDBC_SINK_VERSION,
+}
 POM_PATH = CONNECT_FILES_DIR / "debezium-pom.xml"
 _VERSION_RE = re.compile(r"^\d+\.\d+\.\d+\.(Final|CR\d+|Beta\d+|Alpha\d+)$")
 #: The jars each connector's plugin directory must hold besides its own (the JDBC sink's database
@@ -48,6 +60,7 @@ _ALSO_WANTED = {JDBC_SINK: ("postgresql-",)}
 #: plugin's class loader they fail as "not a subtype" of its ``Module``, and the task dies at start.
 _FROM_WORKER: dict[str, tuple[str, tuple[str, ...]]] = {
     POSTGRES_SOURCE: ("org.apache.kafka", ("connect-api-", "kafka-clients-")),
+    MARIADB_SOURCE: ("org.apache.kafka", ("connect-api-", "kafka-clients-")),
     JDBC_SINK: ("com.fasterxml.jackson.core", ("connect-api-", "kafka-clients-", "jackson-core-", "jackson-databind-")),
 }
 
@@ -59,12 +72,13 @@ class DebeziumFetchError(RuntimeError):
 def ensure_debezium_jars(
     version: str = DEFAULT_DEBEZIUM_VERSION, *, artifact: str = POSTGRES_SOURCE, mvn: str | None = None
 ) -> Path:
-    """The directory of Debezium's ``artifact`` (``debezium-connector-postgres``, or
-    ``debezium-connector-jdbc``: :data:`JDBC_SINK`) ``version``'s runtime jars, fetched on first use."""
+    """The directory of Debezium's ``artifact`` (``debezium-connector-postgres``,
+    ``debezium-connector-mariadb``: :data:`MARIADB_SOURCE`, or ``debezium-connector-jdbc``:
+    :data:`JDBC_SINK`) ``version``'s runtime jars, fetched on first use."""
     if not _VERSION_RE.match(version):  # also keeps the version from escaping the cache directory
         raise ValueError(f"unsupported Debezium version {version!r}: expected e.g. {DEFAULT_DEBEZIUM_VERSION}")
-    if artifact not in (POSTGRES_SOURCE, JDBC_SINK):
-        raise ValueError(f"unsupported Debezium artifact {artifact!r}: expected {POSTGRES_SOURCE} or {JDBC_SINK}")
+    if artifact not in _FROM_WORKER:
+        raise ValueError(f"unsupported Debezium artifact {artifact!r}: expected one of {', '.join(_FROM_WORKER)}")
     wanted = f"{artifact}-{version}.jar"
     worker_group, worker_jars = _FROM_WORKER[artifact]
 
@@ -78,7 +92,7 @@ def ensure_debezium_jars(
         return f"{clashing} would shadow the worker's own" if clashing else None
 
     return maven.ensure_jars(
-        artifact.replace("-connector", ""),  # debezium-postgres, debezium-jdbc: the cache's names
+        artifact.replace("-connector", ""),  # debezium-postgres, debezium-mariadb, debezium-jdbc: the cache's names
         version,
         pom=POM_PATH,
         properties={"debezium.version": version, "debezium.artifact": artifact, "debezium.worker.group": worker_group},
@@ -89,22 +103,25 @@ def ensure_debezium_jars(
     )
 
 
-def plugin_path(version: str = DEFAULT_DEBEZIUM_VERSION, *, artifact: str = POSTGRES_SOURCE) -> Path:
+def plugin_path(version: str | None = None, *, artifact: str = POSTGRES_SOURCE) -> Path:
     """A ``plugin.path`` entry holding exactly one plugin, Debezium's ``artifact`` (its PostgreSQL
-    connector by default): Connect treats each directory under a plugin path entry as one plugin with
-    its own class loader, so each connector's jars keep their own versions of what they share."""
-    libs = ensure_debezium_jars(version, artifact=artifact)
+    connector by default; ``version`` as :data:`DEFAULT_VERSIONS` says when ``None``): Connect
+    treats each directory under a plugin path entry as one plugin with its own class loader, so
+    each connector's jars keep their own versions of what they share."""
+    libs = ensure_debezium_jars(version or DEFAULT_VERSIONS.get(artifact, DEFAULT_DEBEZIUM_VERSION), artifact=artifact)
     return libs.parent
 
 
 class DebeziumConnect:
-    """A Kafka Connect distributed worker (a group of one, on loopback) with Debezium's PostgreSQL
-    connector on its plugin path, and Debezium's JDBC sink too when ``jdbc_sink_version`` is given
-    (each in its own plugin directory); its REST API at :attr:`url`, its log in ``workdir/connect.log``.
+    """A Kafka Connect distributed worker (a group of one, on loopback) with one of Debezium's source
+    connectors on its plugin path (``source``: the PostgreSQL one by default, or
+    :data:`MARIADB_SOURCE`; ``version`` its default when ``None``), and Debezium's JDBC sink too
+    when ``jdbc_sink_version`` is given (each in its own plugin directory); its REST API at
+    :attr:`url`, its log in ``workdir/connect.log``.
 
     The JVM runs with its own JIT settings, as in production; ``jvm_options`` adds options."""
 
-    def __init__(self, workdir: Path, bootstrap: str, *, version: str = DEFAULT_DEBEZIUM_VERSION,
+    def __init__(self, workdir: Path, bootstrap: str, *, version: str | None = None, source: str = POSTGRES_SOURCE,
                  jdbc_sink_version: str | None = None, heap: str = "1g", jvm_options: tuple[str, ...] = (),
                  **settings: str) -> None:  # fmt: skip
         self.workdir = workdir
@@ -113,7 +130,7 @@ class DebeziumConnect:
         self.log_path = workdir / "connect.log"
         self._command_options = (f"-Xmx{heap}", *jvm_options)
         group = f"sluice-dbz-{uuid.uuid4().hex[:8]}"
-        plugins = [plugin_path(version)]
+        plugins = [plugin_path(version, artifact=source)]
         if jdbc_sink_version is not None:
             plugins.append(plugin_path(jdbc_sink_version, artifact=JDBC_SINK))
         props = {
@@ -189,14 +206,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.services.debezium", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     fetch = sub.add_parser("fetch", help="fetch the jars once; print the plugin directory")
-    fetch.add_argument("--artifact", choices=(POSTGRES_SOURCE, JDBC_SINK), default=POSTGRES_SOURCE)
+    fetch.add_argument("--artifact", choices=tuple(_FROM_WORKER), default=POSTGRES_SOURCE)
     fetch.add_argument(
-        "--version", help=f"default {DEFAULT_DEBEZIUM_VERSION} ({DEFAULT_JDBC_SINK_VERSION} for the sink)"
+        "--version",
+        help=f"default {DEFAULT_DEBEZIUM_VERSION} ({DEFAULT_MARIADB_VERSION} for MariaDB's, "
+        f"{DEFAULT_JDBC_SINK_VERSION} for the sink)",
     )
     args = parser.parse_args(argv)
-    version = args.version or (DEFAULT_JDBC_SINK_VERSION if args.artifact == JDBC_SINK else DEFAULT_DEBEZIUM_VERSION)
     try:
-        print(plugin_path(version, artifact=args.artifact))
+        print(plugin_path(args.version, artifact=args.artifact))
     except (DebeziumFetchError, ValueError) as exc:
         print(f"tests.services.debezium: {exc}", file=sys.stderr)
         return 1

@@ -3,12 +3,14 @@
 Keys, defaults and meanings are Debezium's (``io.debezium.connector.binlog.BinlogConnectorConfig``),
 with these differences in this first increment:
 
-* ``snapshot.mode`` accepts only ``no_data`` (and its old names ``never`` and ``schema_only``):
-  the connector streams what is committed after it starts; any other mode is refused, naming the
-  key, until snapshots come;
-* tables are described from ``information_schema`` when the stream first meets them (and again
-  when a table map shows other columns): there is no schema history topic yet, so
-  ``include.schema.changes`` emits nothing and ``schema.history.internal.*`` is not read;
+* ``snapshot.mode``: ``initial`` (the default), ``initial_only``, ``when_needed``, ``always`` and
+  ``no_data`` (also named ``never``, ``schema_only``); snapshots are read in primary-key chunks
+  beside streaming (:mod:`.snapshot`), ``snapshot.fetch.size`` rows per chunk;
+* the schema history (:mod:`.history`) is Debezium's: ``schema.history.internal.kafka.topic`` and
+  ``.kafka.bootstrap.servers`` are required, with the history's own client settings
+  (``schema.history.internal.producer.*`` / ``.consumer.*``, checked against librdkafka as
+  ``signal.consumer.*`` is); ``schema.history.internal`` may name ``MemorySchemaHistory`` instead
+  (tests), and ``snapshot.mode=recovery`` (``schema_only_recovery``) rebuilds a lost history;
 * TLS: ``database.ssl.mode`` as Debezium's, with the CA as a PEM file in Sluice's
   ``database.ssl.ca`` (under ``connector.allowed.paths``) instead of a Java trust store.
 
@@ -19,12 +21,14 @@ socket), no option files, ``LOCAL INFILE`` always off (:mod:`.connection`).
 from __future__ import annotations
 
 import zlib
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
-from sluice.connectors.api import ConfigError, LocalPath, split_list
-from sluice.connectors.cdc.config import DEBEZIUM_UNIMPLEMENTED_KEYS, CdcSourceConfig, check_regexes
+from sluice.connectors.api import ConfigError, LocalPath, dotted, split_list
+from sluice.connectors.api.client_keys import check_denied
+from sluice.connectors.cdc.config import DEBEZIUM_UNIMPLEMENTED_KEYS, SignalingCdcConfig, check_regexes
 from sluice.connectors.jdbc_common.urls import HOST_PATTERN
 
 #: The task-config key through which the connector tells its task which of Debezium's connectors it
@@ -32,14 +36,26 @@ from sluice.connectors.jdbc_common.urls import HOST_PATTERN
 FLAVOR_KEY = "sluice.binlog.connector"
 FLAVORS = ("mysql", "mariadb")
 
+#: Debezium's schema history classes this source implements (``schema.history.internal``).
+KAFKA_HISTORY = "io.debezium.storage.kafka.history.KafkaSchemaHistory"
+MEMORY_HISTORY = "io.debezium.relational.history.MemorySchemaHistory"
+
 #: Debezium's snapshot modes and what this increment says about them.
-_SNAPSHOT_ALIASES = {"never": "no_data", "schema_only": "no_data"}
+_SNAPSHOT_ALIASES = {"never": "no_data", "schema_only": "no_data", "schema_only_recovery": "recovery"}
 _SNAPSHOT_MODES = ("initial", "initial_only", "when_needed", "no_data", "recovery", "schema_only_recovery",
                    "always", "configuration_based", "custom")  # fmt: skip
+_IMPLEMENTED_SNAPSHOT_MODES = ("initial", "initial_only", "when_needed", "always", "no_data", "recovery")
 
 
-class BinlogCdcConfig(CdcSourceConfig):
+class BinlogCdcConfig(SignalingCdcConfig):
     """Debezium ``MySqlConnector`` / ``MariaDbConnector`` keys (see the module docstring)."""
+
+    prefixed_keys: ClassVar[Mapping[str, str]] = {
+        "signal.consumer.": "signal_consumer",
+        "snapshot.select.statement.overrides.": "snapshot_select_statements",
+        "schema.history.internal.producer.": "schema_history_internal_producer",
+        "schema.history.internal.consumer.": "schema_history_internal_consumer",
+    }
 
     database_hostname: str = Field("localhost", description="Host name or IP address of the MySQL or MariaDB server.")
     database_port: int = Field(3306, ge=1, le=65535, description="Port of the server.")
@@ -86,16 +102,73 @@ class BinlogCdcConfig(CdcSourceConfig):
     snapshot_mode: str = Field(
         "initial",
         validate_default=True,
-        description="This increment streams only: no_data (also named never, schema_only) streams what is committed "
-        "after the connector starts. Debezium's other modes are refused until snapshots are implemented.",
+        description="initial (no stored offset: snapshot the captured tables beside streaming), initial_only "
+        "(snapshot, then no streaming), when_needed (also when the stored binlog file is gone), always (at every "
+        "start), no_data (also named never, schema_only: stream only).",
     )
-    snapshot_locking_mode: Literal["minimal", "extended", "none", "custom"] = Field(
-        "minimal", description="How a snapshot locks tables; no effect until snapshots are implemented."
+    snapshot_locking_mode: Literal["minimal", "extended", "none"] = Field(
+        "minimal",
+        description="minimal: LOCK TABLES ... READ on the captured tables while their shapes and the snapshot's start "
+        "position are read; extended: held until the initial snapshot is read (writes wait); none: no lock (chunks "
+        "are consistent without one).",
     )
+    snapshot_fetch_size: int = Field(10_000, ge=1, description="Rows per resumable chunk of the initial snapshot.")
+    snapshot_max_threads: int = Field(1, ge=1, le=1, description="Tables are read one after the other (1 only).")
+    snapshot_include_collection_list: list[str] = Field(
+        default_factory=list, description="Regexes of <database>.<table>: the captured tables the initial snapshot reads."
+    )
+    snapshot_select_statement_overrides: list[str] = Field(
+        default_factory=list,
+        description="<database>.<table> names whose initial snapshot reads the SELECT statement of "
+        "snapshot.select.statement.overrides.<database>.<table> (in one read, not in chunks) instead of the table.",
+    )
+    snapshot_select_statements: dict[str, str] = Field(
+        default_factory=dict,
+        description="snapshot.select.statement.overrides.<database>.<table>: the statements of the tables listed.",
+    )
+    signal_data_collection: str = Field("", description="Signal table <database>.<table> (columns id, type, data).")
     include_schema_changes: bool = Field(
-        True,
-        description="Schema change events on <topic.prefix>; none are emitted yet (DDL is tracked with the schema "
-        "history, which comes next).",
+        True, description="Schema change events (Debezium's SchemaChangeValue, one per DDL) on <topic.prefix>."
+    )
+    schema_history_internal: str = Field(
+        "io.debezium.storage.kafka.history.KafkaSchemaHistory",
+        alias="schema.history.internal",
+        description="Where the schema history is kept: io.debezium.storage.kafka.history.KafkaSchemaHistory (a Kafka "
+        "topic) or io.debezium.relational.history.MemorySchemaHistory (the task's memory only: after a restart tables "
+        "are described from information_schema; for tests).",
+    )
+    schema_history_internal_kafka_topic: str = Field(
+        "",
+        validate_default=True,
+        description="The schema history topic (one partition, kept forever): every DDL with the binlog position it "
+        "ends at. One per connector. Required with the Kafka history.",
+    )
+    schema_history_internal_kafka_bootstrap_servers: str = Field(
+        "",
+        validate_default=True,
+        description="The Kafka cluster of the schema history topic, reached with the connector's own clients "
+        "(schema.history.internal.producer.* / .consumer.*), never the worker's credentials. Required with the Kafka "
+        "history.",
+    )
+    schema_history_internal_producer: dict[str, str] = Field(
+        default_factory=dict,
+        description="schema.history.internal.producer.<setting>: librdkafka settings of the history producer "
+        "(security, SASL, ...).",
+    )
+    schema_history_internal_consumer: dict[str, str] = Field(
+        default_factory=dict,
+        description="schema.history.internal.consumer.<setting>: librdkafka settings of the history consumer.",
+    )
+    schema_history_internal_store_only_captured_tables_ddl: bool = Field(
+        False, description="Record only the DDL of captured tables (default: every table's)."
+    )
+    schema_history_internal_store_only_captured_databases_ddl: bool = Field(
+        False, description="Record only the DDL of captured databases (default: every database's)."
+    )
+    schema_history_internal_skip_unparseable_ddl: bool = Field(
+        False,
+        description="Ignore DDL the parser does not follow; by default the tables such a statement names are "
+        "described again from information_schema (with a warning naming the statement).",
     )
     tombstones_on_delete: bool = Field(True, description="Follow each delete event with a tombstone (null value).")
     skipped_operations: list[str] = Field(
@@ -127,12 +200,15 @@ class BinlogCdcConfig(CdcSourceConfig):
     max_batch_size: int = Field(2048, ge=1, description="Most change events returned by one poll.")
     poll_interval_ms: int = Field(500, ge=10, description="Longest wait for new changes in one poll.")
 
-    @field_validator("database_include_list", "database_exclude_list", mode="before")
+    @field_validator(
+        "database_include_list", "database_exclude_list", "snapshot_include_collection_list",
+        "snapshot_select_statement_overrides", mode="before",
+    )  # fmt: skip
     @classmethod
     def _lists(cls, value: Any) -> Any:
         return split_list(value)
 
-    @field_validator("database_include_list", "database_exclude_list")
+    @field_validator("database_include_list", "database_exclude_list", "snapshot_include_collection_list")
     @classmethod
     def _regexes(cls, value: list[str]) -> list[str]:
         return check_regexes(value)
@@ -155,14 +231,60 @@ class BinlogCdcConfig(CdcSourceConfig):
                 f"{', '.join(_SNAPSHOT_MODES)}",
                 key="snapshot.mode",
             )
-        if mode != "no_data":
-            # Raised as ConfigError so that the default ("initial") names the dotted key too.
+        if mode not in _IMPLEMENTED_SNAPSHOT_MODES:
+            # Raised as ConfigError so that a default names the dotted key too.
             raise ConfigError(
-                f"Invalid configuration: snapshot.mode: {value!r} is not implemented yet: this connector streams "
-                "only what is committed after it starts; set snapshot.mode=no_data",
+                f"Invalid configuration: snapshot.mode: {value!r} is not implemented yet; the implemented modes are "
+                f"{', '.join(_IMPLEMENTED_SNAPSHOT_MODES)}",
                 key="snapshot.mode",
             )
         return mode
+
+    @field_validator("signal_data_collection")
+    @classmethod
+    def _signal_table(cls, value: str) -> str:
+        if value and value.count(".") != 1:
+            raise ValueError("must be <database>.<table>")
+        return value
+
+    @field_validator("schema_history_internal")
+    @classmethod
+    def _history_class(cls, value: str) -> str:
+        if value not in (KAFKA_HISTORY, MEMORY_HISTORY):
+            raise ValueError(f"must be {KAFKA_HISTORY} or {MEMORY_HISTORY}")
+        return value
+
+    @field_validator("schema_history_internal_kafka_topic", "schema_history_internal_kafka_bootstrap_servers")
+    @classmethod
+    def _history_kafka(cls, value: str, info: ValidationInfo) -> str:
+        if not value and info.data.get("schema_history_internal", KAFKA_HISTORY) == KAFKA_HISTORY:
+            # A default is validated under the attribute's name; the error names the dotted key.
+            key = dotted(info.field_name or "")
+            raise ConfigError(f"Invalid configuration: {key}: required (the schema history topic)", key=key)
+        return value
+
+    @field_validator("schema_history_internal_producer", "schema_history_internal_consumer")
+    @classmethod
+    def _history_clients(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        """Each setting must be one librdkafka knows (as ``signal.consumer.*``'s are checked)."""
+        if not value:
+            return value
+        producer = info.field_name == "schema_history_internal_producer"
+        prefix = "schema.history.internal.producer." if producer else "schema.history.internal.consumer."
+        check_denied(value, prefix)  # before any client is built from them
+        from confluent_kafka import Consumer, KafkaException, Producer  # the worker's client; loaded only when used
+
+        try:
+            servers = info.data.get("schema_history_internal_kafka_bootstrap_servers") or "localhost:9092"
+            if producer:
+                Producer({"bootstrap.servers": servers, **value})
+            else:
+                Consumer({"bootstrap.servers": servers, "group.id": "sluice-config-check", **value}).close()
+        except (KafkaException, ValueError, TypeError) as exc:
+            named = [setting for setting in value if f'"{setting}"' in str(exc)]
+            key = prefix + (named or list(value))[0]
+            raise ConfigError(f"Invalid configuration: {key}: {exc}", key=key) from None
+        return value
 
     @field_validator("time_precision_mode")
     @classmethod
@@ -177,7 +299,17 @@ class BinlogCdcConfig(CdcSourceConfig):
             raise ValueError("topic.prefix must not be empty")
         if self.database_ssl_ca and not self.database_ssl_mode.startswith("verify"):
             raise ValueError("database.ssl.ca is read only with database.ssl.mode=verify_ca or verify_identity")
+        for table in self.snapshot_select_statement_overrides:
+            if not self.snapshot_select_statements.get(table, "").strip():
+                key = f"snapshot.select.statement.overrides.{table}"
+                raise ConfigError(f"Invalid configuration: {key}: required (the table is in "
+                                  "snapshot.select.statement.overrides)", key=key)  # fmt: skip
         return self
+
+    @property
+    def snapshot_overrides(self) -> dict[str, str]:
+        """``database.table`` → the SELECT statement the snapshot reads it with."""
+        return {t: self.snapshot_select_statements[t] for t in self.snapshot_select_statement_overrides}
 
     # -- helpers -----------------------------------------------------------------------------------
 
@@ -201,10 +333,8 @@ class BinlogCdcConfig(CdcSourceConfig):
         return {"database.password": self.password} if self.password is not None else {}
 
 
-_SNAPSHOT = "not applicable until snapshots are implemented (snapshot.mode=no_data only)"
-_HISTORY = (
-    "no schema history topic yet: tables are described from information_schema when the stream first meets them"
-)
+_SNAPSHOT = "not implemented: snapshots read primary-key chunks, each in a consistent snapshot of its own"
+_HISTORY = "not implemented: the history topic is read and written with fixed timeouts (30 s)"
 
 #: Keys of Debezium's MySQL and MariaDB connectors accepted and not honoured, with the reason.
 BINLOG_CDC_UNIMPLEMENTED_KEYS: dict[str, str] = {
@@ -225,18 +355,20 @@ BINLOG_CDC_UNIMPLEMENTED_KEYS: dict[str, str] = {
     "inconsistent.schema.handling.mode": "not implemented",
     "enable.time.adjuster": "not implemented: YEAR values are taken as the server stores them",
     "table.ignore.builtin": "the server's own databases (mysql, sys, information_schema, performance_schema) are never captured",
-    "schema.history.internal*": _HISTORY,
-    "database.history*": _HISTORY,
-    "snapshot.locking.mode.custom.name": _SNAPSHOT,
+    "schema.history.internal.kafka.recovery.poll.interval.ms": _HISTORY,
+    "schema.history.internal.kafka.recovery.attempts": _HISTORY,
+    "schema.history.internal.kafka.query.timeout.ms": _HISTORY,
+    "schema.history.internal.kafka.create.timeout.ms": _HISTORY,
+    "schema.history.internal.ddl.filter": "not implemented: DDL of views, routines and grants is never recorded",
+    "schema.history.internal.prefer.ddl": "not implemented: a restart applies the records' tableChanges",
+    "schema.history.internal.file.filename": "only the Kafka and memory histories are implemented",
+    "database.history*": "renamed schema.history.internal.* in Debezium 2.0",
+    "snapshot.locking.mode.custom.name": "snapshot.locking.mode=custom is not implemented",
     "snapshot.isolation.mode": _SNAPSHOT,
     "snapshot.query.mode": _SNAPSHOT,
-    "snapshot.select.statement.overrides*": _SNAPSHOT,
     "snapshot.new.tables": _SNAPSHOT,
     "min.row.count.to.stream.results": _SNAPSHOT,
-    "incremental.snapshot.chunk.size": _SNAPSHOT,
     "incremental.snapshot.allow.schema.changes": _SNAPSHOT,
-    "signal.*": "signals come with incremental snapshots",
-    "notification.*": "notifications come with snapshots",
     "provide.transaction.metadata": "not implemented yet",
     "topic.naming.strategy": "topics are always <topic.prefix>.<database>.<table>",
     "topic.delimiter": "topics are always <topic.prefix>.<database>.<table>",
@@ -246,3 +378,7 @@ BINLOG_CDC_UNIMPLEMENTED_KEYS: dict[str, str] = {
     "use.nongraceful.disconnect": "not applicable",
     **DEBEZIUM_UNIMPLEMENTED_KEYS,
 }
+for _key in ("snapshot.fetch.size", "snapshot.include.collection.list", "snapshot.max.threads", "read.only"):
+    # Honoured here: snapshot.fetch.size is the rows per chunk; read.only is how the snapshot always works.
+    BINLOG_CDC_UNIMPLEMENTED_KEYS.pop(_key)
+BINLOG_CDC_UNIMPLEMENTED_KEYS["read.only"] = "always: the snapshot's watermarks are binlog positions it reads"

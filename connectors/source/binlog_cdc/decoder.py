@@ -2,7 +2,9 @@
 
 :meth:`BinlogDecoder.handle` takes each event the reader (:mod:`.reader`) decoded, in stream order:
 it follows transactions and positions (:class:`~.positions.BinlogPosition`), learns the tables
-from table map events (described from ``information_schema`` by :class:`~.schema.CapturedTables`),
+from table map events (their shapes at that position from the schema history, or described from
+``information_schema``, by :class:`~.schema.CapturedTables`), hands each DDL to the schema history
+(:attr:`BinlogDecoder.on_ddl`, which returns its schema change events),
 and turns each row of a captured table into a record in its
 :class:`~sluice.connectors.cdc.emitter.ChangeBuffer` until a poll finishes the batch. Batches end
 only between events, so a batch's offset never points into the middle of a row event.
@@ -27,7 +29,7 @@ from pymysqlreplication.event import (
 )
 from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
 
-from sluice.connectors.api import SourceRecord
+from sluice.connectors.api import Headers, Schema, SchemaAndValue, SourceRecord
 from sluice.connectors.cdc.emitter import ChangeBuffer
 from sluice.connectors.cdc.heartbeats import heartbeat_record
 from sluice.connectors.source.binlog_cdc.positions import BinlogPosition
@@ -36,6 +38,9 @@ from sluice.connectors.source.binlog_cdc.tables import Table
 
 #: ``table map columns → Table``: the captured table behind a table map event (``None``: not captured).
 TableLookup = Callable[[str, str, list[str]], Table | None]
+#: ``(statement, its default database, the event, where it starts, the position after it)`` → the
+#: schema change events: ``(topic, key, key schema, value, value schema)`` each.
+DdlHook = Callable[[str, str | None, Any, int, BinlogPosition], list[tuple[str, Any, Schema, Any, Schema]]]
 
 _MARIADB_STANDALONE = 0x01  # a GTID event's flag: the statement is its own transaction (DDL)
 _COMMIT = ("COMMIT", "XA COMMIT")
@@ -78,11 +83,31 @@ class BinlogDecoder(ChangeBuffer):
         self._standalone = False
         self.now = (0, 0, 0)
         self._stamp_due = True
+        # Snapshot hooks (:mod:`.snapshot`): the stream is at ``file``/``pos`` between transactions;
+        # a row of a captured table changes; a row is inserted into the signal table (its values).
+        self.on_position: Callable[[str, int], None] | None = None
+        self.on_change: Callable[[Table, dict[str, Any] | None, dict[str, Any] | None], None] | None = None
+        self.on_signal: Callable[[list[Any]], None] | None = None
+        #: ``signal.data.collection`` as ``(database, table)``.
+        self.signal_table: tuple[str, str] | None = None
+        self._signal_ids: set[int] = set()
+        #: The snapshot's offset keys, added to every offset (``None``: no snapshot pending).
+        self.snapshot_progress: dict[str, Any] | None = None
+        #: The schema history's hook for a DDL statement (:class:`~.schema_changes.SchemaChangeEvents`).
+        self.on_ddl: DdlHook | None = None
 
     # -- the buffer's hooks ------------------------------------------------------------------------
 
     def current_offset(self) -> dict[str, Any]:
-        return self.position.offset()
+        offset = self.position.offset()
+        if self.snapshot_progress is not None:
+            offset.update(self.snapshot_progress)
+        return offset
+
+    def _reached(self, file: str, pos: int) -> None:
+        """The stream is at ``file``/``pos``, between transactions (for the snapshot's watermarks)."""
+        if self.on_position is not None and not self.position.in_transaction:
+            self.on_position(file, pos)
 
     def batch_started(self) -> None:
         self._stamp_due = True
@@ -110,6 +135,7 @@ class BinlogDecoder(ChangeBuffer):
         elif isinstance(event, (MariadbGtidEvent, GtidEvent)):
             position.ts_sec = event.timestamp
             position.server_id = event.packet.server_id
+            self._reached(position.file, _event_start(event))
             position.begin(_event_start(event), event.gtid)
             self._stamp_due = True
             self.thread = None
@@ -122,8 +148,10 @@ class BinlogDecoder(ChangeBuffer):
                 return
         elif isinstance(event, RotateEvent):
             position.rotate(event.next_binlog, event.position)
+            self._reached(event.next_binlog, event.position)
             return
         elif isinstance(event, HeartbeatLogEvent):
+            self._reached(position.file, int(event.packet.log_pos))
             return
         position.event_done()
 
@@ -134,6 +162,7 @@ class BinlogDecoder(ChangeBuffer):
         upper = query[:10].upper()
         if upper.startswith("BEGIN") or upper.startswith("XA START"):
             if not position.in_transaction:  # no GTIDs: the transaction starts here
+                self._reached(position.file, _event_start(event))
                 position.begin(_event_start(event), None)
             self._stamp_due = True
             self._standalone = False
@@ -143,28 +172,51 @@ class BinlogDecoder(ChangeBuffer):
             self._commit(event)
             return True
         if not position.in_transaction:  # a statement without GTID: its own transaction
+            self._reached(position.file, _event_start(event))
             position.begin(_event_start(event), None)
             self._standalone = True
         if self._standalone:
-            # DDL (or a statement logged as such): nothing to emit. The tables it names are
-            # described again when their next table map arrives (schema.py compares the columns).
-            self._commit(event)
+            # DDL (or a statement logged as such): the schema history follows it once it counts as
+            # done (the position after it), then its schema change events go out in stream order.
+            start = _event_start(event)
+            self._commit(event, reached=False)
+            if self.on_ddl is not None:
+                self._schema_changes(event, query, start)
+            # Only now may a snapshot watermark at the statement's end release its chunk: the
+            # chunk's rows have the shape after the statement, so they follow its change events.
+            self._reached(self.position.file, self.position.restart_pos)
             return True
         return False
 
-    def _commit(self, event: Any) -> None:
+    def _schema_changes(self, event: Any, query: str, start: int) -> None:
+        assert self.on_ddl is not None
+        schema = event.schema.decode("utf-8", "replace") if isinstance(event.schema, bytes) else event.schema
+        for topic, key, key_schema, value, value_schema in self.on_ddl(query, schema or None, event, start, self.position):
+            self.records.append(
+                SourceRecord(topic, value, value_schema, key, key_schema, None, None, None, self.partition, self.batch_offset)
+            )
+
+    def _commit(self, event: Any, *, reached: bool = True) -> None:
         self.position.ts_sec = event.timestamp
         self.commit_us = event.timestamp * 1_000_000
         self.position.commit(int(event.packet.log_pos))
         self.thread = None
+        if reached:
+            self._reached(self.position.file, self.position.restart_pos)
 
     def _table_map(self, event: Any) -> None:
         names = [c.name for c in event.columns]
         self.tables[event.table_id] = self.lookup(event.schema, event.table, names)
+        if (event.schema, event.table) == self.signal_table:
+            self._signal_ids.add(event.table_id)
 
     def _rows(self, event: Any) -> None:
         position = self.position
         table = self.tables.get(event.table_id)
+        if event.table_id in self._signal_ids and self.on_signal is not None and not position.skipping:
+            if isinstance(event, WriteRowsEvent):
+                for row in event.rows:  # Debezium's signal columns are id, type, data, in this order
+                    self.on_signal(list(row["values"].values()))
         if table is None or position.skipping:
             position.event_done()
             return
@@ -189,7 +241,7 @@ class BinlogDecoder(ChangeBuffer):
                 before = table.row(row["values"], row.get("none_sources"))
                 key = table.key_of(before)
                 self._emit(table, "d", before, None, key, event, start, i)
-                if self.tombstones and key is not None:
+                if self.tombstones:  # a keyless table's too (a null key and value), as Debezium writes it
                     self._tombstone(table, key)
         position.event_done()
 
@@ -198,11 +250,14 @@ class BinlogDecoder(ChangeBuffer):
         if old_key == new_key:
             self._emit(table, "u", before, after, new_key, event, start, row)
             return
-        # The key changed: Debezium's delete of the old key (with its tombstone), then a create.
-        self._emit(table, "d", before, None, old_key, event, start, row)
+        # The key changed: Debezium's delete of the old key (with its tombstone), then a create; each
+        # names the other key in a header, as Debezium's do.
+        new = (("__debezium.newkey", SchemaAndValue(table.key_schema, new_key)),)
+        self._emit(table, "d", before, None, old_key, event, start, row, new)
         if self.tombstones and old_key is not None:
-            self._tombstone(table, old_key)
-        self._emit(table, "c", None, after, new_key, event, start, row)
+            self._tombstone(table, old_key, new)
+        old = (("__debezium.oldkey", SchemaAndValue(table.key_schema, old_key)),)
+        self._emit(table, "c", None, after, new_key, event, start, row, old)
 
     def _emit(
         self,
@@ -214,13 +269,44 @@ class BinlogDecoder(ChangeBuffer):
         event: Any,
         start: int,
         row: int,
+        headers: Headers | None = None,
     ) -> None:
-        position = self.position
-        ts = event.timestamp
+        if self.on_change is not None:
+            self.on_change(table, before, after)
         if self._stamp_due:
             self._stamp()
         ts_ms, ts_us, ts_ns = self.now
-        source = {
+        value = {
+            "before": before,
+            "after": after,
+            "source": self._source(table, event, start, row),
+            "transaction": None,
+            "op": op,
+            "ts_ms": ts_ms,
+            "ts_us": ts_us,
+            "ts_ns": ts_ns,
+        }
+        self.events += 1
+        self.records.append(
+            SourceRecord(
+                table.topic,
+                value,
+                table.envelope_schema,
+                key,
+                table.key_schema if key is not None else None,
+                None,
+                None,
+                headers,
+                self.partition,
+                self.batch_offset,
+            )
+        )
+
+    def _source(self, table: Table, event: Any, start: int, row: int) -> dict[str, Any]:
+        """The event's ``source`` block: where in the binlog the row change is."""
+        position = self.position
+        ts = event.timestamp
+        return {
             "version": VERSION,
             "connector": self.connector,
             "name": self.prefix,
@@ -239,35 +325,11 @@ class BinlogDecoder(ChangeBuffer):
             "thread": self.thread,
             "query": None,
         }
-        value = {
-            "before": before,
-            "after": after,
-            "source": source,
-            "transaction": None,
-            "op": op,
-            "ts_ms": ts_ms,
-            "ts_us": ts_us,
-            "ts_ns": ts_ns,
-        }
-        self.events += 1
-        self.records.append(
-            SourceRecord(
-                table.topic,
-                value,
-                table.envelope_schema,
-                key,
-                table.key_schema if key is not None else None,
-                None,
-                None,
-                None,
-                self.partition,
-                self.batch_offset,
-            )
-        )
 
-    def _tombstone(self, table: Table, key: dict[str, Any]) -> None:
+    def _tombstone(self, table: Table, key: dict[str, Any] | None, headers: Headers | None = None) -> None:
+        key_schema = table.key_schema if key is not None else None
         self.records.append(
-            SourceRecord(table.topic, None, None, key, table.key_schema, None, None, None, self.partition, self.batch_offset)
+            SourceRecord(table.topic, None, None, key, key_schema, None, None, headers, self.partition, self.batch_offset)
         )
 
     def take_count(self) -> int:

@@ -1,11 +1,9 @@
-"""Captured tables: their columns from ``information_schema``, Debezium's schemas, the row conversion.
+"""Captured tables: Debezium's schemas of a table's columns, and the conversion of its binlog rows.
 
-This increment describes a table from ``information_schema`` when the stream first meets it (its
-first table map event) and again when a table map names other columns than the description (an
-``ALTER TABLE`` since): the description is the table's *current* shape. Rows written before a
-change and read after it (a restart behind an ``ALTER``) therefore take today's column types;
-their values are still right (the binlog carries each column's type), their field schemas may
-not be. Tracking DDL in a schema history topic, so old rows keep their old schemas, comes next.
+A table's columns come from the schema history (:mod:`.history`: the shape the DDL in the binlog
+gave it at the stream's position, so rows behind an ``ALTER`` keep the shape they were written
+with) and, where the history has none or a table map disagrees with it, from
+``information_schema`` (:func:`describe`: the table's *current* shape).
 """
 
 from __future__ import annotations
@@ -199,3 +197,12 @@ def same_columns(table: Table, names: Sequence[str | None]) -> bool:
     """Whether a table map's column names are those of the description."""
     return tuple(names) == table.all_columns
 
+
+
+def captured_tables(cursor: Any, table_filter: CollectionFilter) -> list[tuple[str, str]]:
+    """The server's base tables the filter captures, as ``(database, table)`` in catalog order."""
+    cursor.execute(
+        "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
+        "ORDER BY TABLE_SCHEMA, TABLE_NAME"
+    )
+    return [(str(db), str(name)) for db, name in cursor.fetchall() if table_filter.captures(str(db), str(name))]

@@ -2,11 +2,14 @@
 
 One task reads the server's binlog as a replica. ``start`` checks the server (binlog on, ROW
 format, FULL row images, the replication grants), then takes the stored offset, or, with none,
-the server's current binlog position: this increment streams only what is committed after the
-connector first starts (``snapshot.mode=no_data``). ``poll`` reads events until it has
+the server's current binlog position, and plans the snapshot ``snapshot.mode`` asks for
+(:mod:`.snapshot`: chunks read beside streaming, placed in the stream by binlog-position
+watermarks; snapshot chunks and notifications leave one batch per poll). ``poll`` reads events until it has
 ``max.batch.size`` change events or ``poll.interval.ms`` passed (the server sends a heartbeat
 event when its binlog is quiet, so a read never blocks longer), and adds a heartbeat record every
-``heartbeat.interval.ms``.
+``heartbeat.interval.ms``. DDL in the stream goes through the schema history (:mod:`.history`):
+rows are decoded with their table's shape at their position, also after a restart, and each DDL
+becomes a schema change event (:mod:`.schema_changes`).
 
 Delivery contract: every record of a poll carries the offset of where the poll stopped, always
 between two binlog events (:mod:`.positions`). The runtime stores it once the records are in Kafka;
@@ -33,15 +36,20 @@ from sluice.connectors.cdc.emitter import RecordEmitter
 from sluice.connectors.cdc.heartbeats import HeartbeatSchedule
 from sluice.connectors.cdc.lifecycle import close_unless_polled
 from sluice.connectors.cdc.metrics import DebeziumMetrics
+from sluice.connectors.cdc.outbox import Outbox
 from sluice.connectors.jdbc_common.connect_failures import classify_database_error
 from sluice.connectors.source.binlog_cdc.config import FLAVOR_KEY, FLAVORS, BinlogCdcConfig
 from sluice.connectors.source.binlog_cdc.connection import connect
 from sluice.connectors.source.binlog_cdc.decoder import BinlogDecoder
+from sluice.connectors.source.binlog_cdc.history import SchemaHistory
 from sluice.connectors.source.binlog_cdc.positions import BinlogPosition
 from sluice.connectors.source.binlog_cdc.preflight import preflight_problems
 from sluice.connectors.source.binlog_cdc.reader import BinlogReader, StreamLost
 from sluice.connectors.source.binlog_cdc.schema import CapturedTables
+from sluice.connectors.source.binlog_cdc.schema_changes import SchemaChangeEvents
+from sluice.connectors.source.binlog_cdc.snapshot import BinlogSnapshots, needs_fresh_start
 from sluice.connectors.source.binlog_cdc.source_block import source_schema
+from sluice.connectors.source.binlog_cdc.tables import captured_tables
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +78,9 @@ class BinlogCdcTask(SourceTask):
         self._emitter = RecordEmitter()
         self._heartbeats = HeartbeatSchedule(0)
         self._metrics: DebeziumMetrics | None = None
+        self._snapshots: BinlogSnapshots | None = None
+        self._history: SchemaHistory | None = None
+        self._outbox: Outbox[int] = Outbox(0)  # batches beyond one per poll (snapshot chunks, notifications)
         self._failures = 0
         self._closed = False
 
@@ -91,8 +102,9 @@ class BinlogCdcTask(SourceTask):
             key, problem = next(iter(problems.items()))
             raise ConfigError(f"{key}: {problem}", key=key, problems=problems)
         stored = context.offset_reader.offset(source_partition(cfg))
-        if stored and stored.get("file"):
-            position = BinlogPosition.resume(dict(stored))
+        resumed = bool(stored and stored.get("file")) and not needs_fresh_start(cfg, conn, dict(stored or {}))
+        if resumed:
+            position = BinlogPosition.resume(dict(stored or {}))
             log.info(
                 "Resuming the binlog at %s:%d (skipping %d events, %d rows)",
                 position.file, position.restart_pos, position.skip_events, position.skip_rows,
@@ -110,10 +122,57 @@ class BinlogCdcTask(SourceTask):
             lookup=tables.lookup,
             position=position,
         )
+        # Snapshots (snapshot.mode, signals): the initial one may take the start position anew.
+        self._snapshots = BinlogSnapshots(cfg, self._decoder, tables, self._metrics)
+        history = self._open_history(cfg, tables, dict(stored or {}) if resumed else None)
+        recorded = self._snapshots.start(
+            conn,
+            dict(stored or {}) if resumed else None,
+            lambda: self._current_position(conn),
+            None if resumed else lambda position: self._record_shapes(history, conn, tables, position.offset()),
+        )
+        if not resumed and not recorded:
+            self._record_shapes(history, conn, tables, self._decoder.position.offset())
+        elif resumed and cfg.snapshot_mode == "recovery":
+            self._record_shapes(history, conn, tables, dict(stored or {}))
+        self._decoder.on_ddl = SchemaChangeEvents(
+            history,
+            connector=flavor,
+            topic_prefix=cfg.topic_prefix,
+            source=source_schema(flavor),
+            emit=cfg.include_schema_changes,
+        )
         self._reader = BinlogReader(cfg)
         self._heartbeats = HeartbeatSchedule(cfg.heartbeat_interval_ms)
-        if cfg.include_schema_changes:
-            log.info("include.schema.changes: schema change events are not emitted yet (no schema history)")
+
+    def _open_history(self, cfg: BinlogCdcConfig, tables: CapturedTables, stored: dict[str, Any] | None) -> SchemaHistory:
+        """The schema history (the tables' shapes at the stream's position), rebuilt up to the stored
+        offset; ``snapshot.mode=recovery`` instead rebuilds a lost history from today's shapes at the
+        stored offset (:meth:`_record_shapes`), as a first start records them where streaming starts."""
+        if cfg.snapshot_mode == "recovery" and stored is None:
+            raise ConfigError(
+                "snapshot.mode: recovery rebuilds the schema history of a connector with stored offsets, and this one "
+                "has none; use another snapshot.mode",
+                key="snapshot.mode",
+            )
+        history = self._history = SchemaHistory(cfg, tables.filter, lambda: self._connect_sql().cursor())
+        tables.shapes = history.shape
+        if stored is not None and cfg.snapshot_mode != "recovery":
+            history.recover(stored)
+        elif stored is not None:
+            log.warning(
+                "snapshot.mode=recovery: rebuilding the schema history %s from the tables' current shapes; set "
+                "snapshot.mode back once the connector runs",
+                cfg.schema_history_internal_kafka_topic,
+            )
+        return history
+
+    @staticmethod
+    def _record_shapes(history: SchemaHistory, conn: Any, tables: CapturedTables, offset: dict[str, Any]) -> None:
+        """Record the captured tables' current shapes at ``offset`` (a first start's, or recovery's)."""
+        with conn.cursor() as cur:
+            captured = captured_tables(cur, tables.filter)
+        history.record_current(offset, captured)
 
     @staticmethod
     def _current_position(conn: Any) -> BinlogPosition:
@@ -151,17 +210,26 @@ class BinlogCdcTask(SourceTask):
 
     def poll(self) -> list[SourceRecord] | SourceRecordBatch | None:
         """Change events (and heartbeats) of up to about ``max.batch.size``. Thread: the task thread."""
-        cfg, reader, decoder = self._config, self._reader, self._decoder
-        assert cfg is not None and reader is not None and decoder is not None
+        cfg, reader, decoder, snapshots = self._config, self._reader, self._decoder, self._snapshots
+        assert cfg is not None and reader is not None and decoder is not None and snapshots is not None
         if self._stopping.is_set():
             self._close()
+            return None
+        if self._outbox:
+            return self._outbox.take()
+        if snapshots.finished_initial_only:  # snapshot.mode=initial_only: the snapshot is read, nothing streams
+            reader.close()
+            self._stopping.wait(cfg.poll_interval_ms / 1000)
             return None
         try:
             if not reader.is_open:
                 position = decoder.position
                 reader.open(position.file, position.restart_pos)
             limit = cfg.max_batch_size
-            reader.read(decoder.handle, lambda: decoder.events >= limit, time.monotonic() + cfg.poll_interval_ms / 1000)
+            # The snapshot's next chunk; a chunk due where the stream stands goes out before reading on.
+            if snapshots.advance() and not decoder.outbox:
+                deadline = time.monotonic() + cfg.poll_interval_ms / 1000
+                reader.read(decoder.handle, lambda: decoder.events >= limit or bool(decoder.outbox), deadline)
             self._failures = 0
         except (StreamLost, pymysql.Error, OSError) as exc:
             return self._lost(exc)
@@ -172,6 +240,10 @@ class BinlogCdcTask(SourceTask):
         assert cfg is not None and decoder is not None and metrics is not None
         records = decoder.take_records()
         metrics.seen(decoder.take_count(), decoder.commit_us)
+        if decoder.outbox:  # snapshot chunks (after the changes before them), notifications: one batch per poll
+            self._outbox.fill([*decoder.outbox, *([records] if records else [])], 0)
+            decoder.outbox = []
+            return self._outbox.take()
         heartbeat = None
         if self._heartbeats.due(time.monotonic()):
             heartbeat = decoder.heartbeat(cfg.heartbeat_topic)
@@ -187,6 +259,8 @@ class BinlogCdcTask(SourceTask):
         assert reader is not None and decoder is not None
         reader.close()
         self._close_sql()
+        if self._snapshots is not None:
+            self._snapshots.reset()
         self._failures += 1
         delay = min(MAX_RECONNECT_DELAY_S, 0.5 * 2 ** (self._failures - 1))
         log.warning("The binlog connection broke (%s); reconnecting in %.1fs", exc, delay)
@@ -207,15 +281,12 @@ class BinlogCdcTask(SourceTask):
             self._close_sql()
 
     def metrics(self) -> list[TaskMetricGroup]:
-        """Debezium's streaming metrics (no snapshot yet). Thread: the task thread."""
-        metrics, reader = self._metrics, self._reader
-        if metrics is None:
+        """Debezium's streaming and snapshot metrics. Thread: the task thread."""
+        metrics, reader, snapshots = self._metrics, self._reader, self._snapshots
+        if metrics is None or snapshots is None:
             return []
         return metrics.groups(
-            connected=reader is not None and reader.is_open and not self._failures,
-            snapshot_running=False,
-            remaining_tables=0,
-            rows_scanned={},
+            connected=reader is not None and reader.is_open and not self._failures, **snapshots.metric_state()
         )
 
     def commit(self) -> None:
@@ -233,6 +304,10 @@ class BinlogCdcTask(SourceTask):
         self._closed = True
         if self._reader is not None:
             self._reader.close()
+        if self._snapshots is not None:
+            self._snapshots.close()
+        if self._history is not None:
+            self._history.close()
         self._close_sql()
 
     def _close_sql(self) -> None:

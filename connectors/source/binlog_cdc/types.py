@@ -25,13 +25,14 @@ DATETIME(p)                                ``io.debezium.time.Timestamp`` (ms) f
 TIMESTAMP(p)                               ``io.debezium.time.ZonedTimestamp`` (ISO 8601 in UTC, p digits)
 YEAR                                       ``io.debezium.time.Year``
 ENUM / SET                                 ``io.debezium.data.Enum`` / ``EnumSet`` (``allowed`` parameter)
-JSON (MariaDB: LONGTEXT with json_valid)   ``io.debezium.data.Json``
+JSON (MySQL's; MariaDB's is LONGTEXT)      ``io.debezium.data.Json`` (MariaDB's: STRING, as for Debezium)
 BIT(1) / BIT(n)                            BOOLEAN / ``io.debezium.data.Bits`` (little-endian, (n+7)/8 bytes)
 ========================================  ==============================================================
 
 ``time.precision.mode=connect`` gives Connect's own Date, Time and Timestamp instead. A zero date
-(``0000-00-00``) is null in a nullable column and the epoch in a ``NOT NULL`` one, as Debezium has
-it. Other types (spatial ones) are not captured yet: such a column is left out of the events.
+(``0000-00-00``) is null in a nullable column, as Debezium has it, and the epoch in a ``NOT NULL``
+one (Debezium writes the column's default there, when it has one: not yet here). Other types
+(spatial ones) are not captured yet: such a column is left out of the events.
 """
 
 from __future__ import annotations
@@ -120,7 +121,13 @@ def date_days(value: _dt.date) -> int:
 
 
 def time_micros(value: _dt.timedelta) -> int:
-    return (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+    """TIME in µs. mysql-replication 1.0 reads a negative TIME's fraction apart from its seconds:
+    ``-00:00:00.000001`` arrives as -0.999999 s (the whole part one second further from zero, the
+    fraction added back); undone here, as Debezium reads it (-1 µs)."""
+    micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+    if micros < 0 and value.microseconds:
+        return micros + 1_000_000 - 2 * value.microseconds
+    return micros
 
 
 def datetime_millis(value: _dt.datetime) -> int:
@@ -133,11 +140,13 @@ def datetime_micros(value: _dt.datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def connect_time(value: _dt.timedelta) -> _dt.time:
-    """TIME as Connect's Time (a time of day): values outside one day cannot be represented."""
+def connect_time(value: _dt.timedelta) -> _dt.time | None:
+    """TIME as Connect's Time (a time of day). A value outside one day (negative, or 24 hours and
+    more) has no such representation: it is null, as Debezium writes it (it logs a conversion
+    warning, its ``event.converting.failure.handling.mode=warn``)."""
     micros = time_micros(value)
     if not 0 <= micros < 86_400_000_000:
-        raise ValueError(f"TIME value {value} is not a time of day (time.precision.mode=connect)")
+        return None
     return (_dt.datetime.min + _dt.timedelta(microseconds=micros)).time()
 
 
@@ -164,7 +173,12 @@ def bits(length: int) -> Callable[[str], bytes]:
 
 def padded(length: int) -> Callable[[bytes], bytes]:
     """BINARY(n): the binlog drops trailing zero bytes; the column's value has all n."""
-    return lambda value: value.ljust(length, b"\0")
+    return lambda value: binary(value).ljust(length, b"\0")
+
+
+def binary(value: bytes | str) -> bytes:
+    """A binary string's value as bytes: the reader hands an empty one over as ``""``."""
+    return value if isinstance(value, bytes) else value.encode()
 
 
 def enum_set(allowed: tuple[str, ...]) -> Callable[[Any], str]:
@@ -218,7 +232,7 @@ def column_type(info: ColumnInfo, modes: TypeModes) -> ColumnType | None:  # noq
         return ColumnType(Schema(Type.INT64), None, 0)
     if data_type == "bigint":
         if modes.bigint_unsigned_handling_mode == "precise":
-            return ColumnType(Decimal.schema(0), decimal.Decimal, decimal.Decimal(0))
+            return ColumnType(Decimal.schema(0, precision=20), decimal.Decimal, decimal.Decimal(0))
         return ColumnType(Schema(Type.INT64), unsigned_long, 0)
     if data_type in ("float", "double", "real"):
         single = data_type == "float" and "," not in info.column_type
@@ -227,12 +241,13 @@ def column_type(info: ColumnInfo, modes: TypeModes) -> ColumnType | None:  # noq
         return ColumnType(Schema(Type.FLOAT64), None, 0.0)
     if data_type in ("decimal", "numeric"):
         return _decimal_type(info, modes)
-    if info.json or data_type == "json":
+    # MySQL's JSON; MariaDB's is a LONGTEXT (with a json_valid() check), a plain STRING to Debezium too.
+    if data_type == "json":
         return ColumnType(semantic(Type.STRING, "io.debezium.data.Json"), _json_text, "{}")
     if data_type in _TEXT:
         return ColumnType(Schema(Type.STRING), _text, "")
     if data_type in _BINARY:
-        convert: Convert = padded(info.length) if data_type == "binary" and info.length else None
+        convert: Convert = padded(info.length) if data_type == "binary" and info.length else binary
         if modes.binary_handling_mode == "bytes":
             return ColumnType(Schema(Type.BYTES), convert, b"")
         return ColumnType(Schema(Type.STRING), _then(convert, _binary_as_text(modes.binary_handling_mode)), "")

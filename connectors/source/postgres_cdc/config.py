@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from sluice.connectors.api import LocalPath, split_list
-from sluice.connectors.cdc.config import DEBEZIUM_UNIMPLEMENTED_KEYS, CdcSourceConfig, check_regexes
+from sluice.connectors.cdc.config import DEBEZIUM_UNIMPLEMENTED_KEYS, SignalingCdcConfig, check_regexes
 from sluice.connectors.jdbc_common.urls import HOST_PATTERN as _HOST
 from sluice.connectors.jdbc_common.urls import NO_FILE
 from sluice.connectors.source.postgres_cdc.values import parse_lsn
@@ -51,7 +51,7 @@ class PublicationMode(enum.StrEnum):
 _SNAPSHOT_ALIASES = {"never": "no_data", "schema_only": "no_data"}
 
 
-class PostgresCdcConfig(CdcSourceConfig):
+class PostgresCdcConfig(SignalingCdcConfig):
     """Debezium ``PostgresConnector`` keys (plus Sluice's additions, see the module docstring); the
     checks of the keys every CDC source shares come from :class:`CdcSourceConfig`."""
 
@@ -160,28 +160,6 @@ class PostgresCdcConfig(CdcSourceConfig):
         "base64 decimals (the same bytes, several times cheaper); false always takes the Python path.",
     )
     signal_data_collection: str = Field("", description="Signal table <schema>.<table> (columns id, type, data).")
-    incremental_snapshot_chunk_size: int = Field(1024, ge=1, description="Rows per chunk of an incremental snapshot.")
-    signal_enabled_channels: list[str] = Field(
-        default_factory=lambda: ["source"],
-        description="Channels signals are read from: source (the signal.data.collection table), kafka.",
-    )
-    signal_kafka_topic: str = Field("", description="Topic of Kafka signals (default <topic.prefix>-signal).")
-    signal_kafka_bootstrap_servers: str = Field(
-        "", validate_default=True, description="Kafka cluster of the signal topic (required with the kafka channel)."
-    )
-    signal_kafka_group_id: str = Field(
-        "kafka-signal", alias="signal.kafka.groupId", description="Consumer group of the Kafka signal consumer."
-    )
-    signal_consumer: dict[str, str] = Field(
-        default_factory=dict,
-        description="signal.consumer.<setting>: librdkafka settings of the Kafka signal consumer (security, SASL, ...).",
-    )
-    notification_enabled_channels: list[str] = Field(
-        default_factory=list, description="Where snapshot notifications go: sink (a topic), log (an INFO line)."
-    )
-    notification_sink_topic_name: str = Field(
-        "", validate_default=True, description="Topic of notifications (required with the sink channel)."
-    )
     provide_transaction_metadata: bool = Field(
         False, description="Emit BEGIN/END events to <prefix>.transaction and a transaction block in each event."
     )

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, cast
 
 from sluice.connectors.api import Serialization, SourceRecord, SourceRecordBatch
-from sluice.connectors.cdc.chunks import ChunkWindow, marked_rows
+from sluice.connectors.cdc.chunks import ChunkWindow, snapshot_batch
 from sluice.connectors.cdc.emitter import Batch, RecordEmitter, SerializingEmitter
 from sluice.connectors.cdc.snapshot import INCREMENTAL
 from sluice.connectors.cdc.transactions import TransactionMetadata
@@ -198,34 +198,7 @@ class PostgresRecordEmitter(RecordEmitter):
             "origin": None,
             "origin_lsn": None,
         }
-        ts_ms, ts_us = now // 1_000_000, now // 1000
-        keys, rows = window.rows()
-        values = [
-            {
-                "before": None,
-                "after": after,
-                "source": source,
-                "transaction": None,
-                "op": "r",
-                "ts_ms": ts_ms,
-                "ts_us": ts_us,
-                "ts_ns": now,
-            }
-            for after in rows
-        ]
-        for index, marker in marked_rows(len(values), *markers):
-            values[index] = {**values[index], "source": {**source, "snapshot": marker}}
-        n = len(values)
-        return SourceRecordBatch(
-            table.topic,
-            values,
-            value_schema=table.envelope_schema,
-            keys=keys if table.key_schema is not None else None,
-            key_schema=table.key_schema,
-            source_partition=d.partition,
-            offsets_loader=lambda: [offset] * n,
-            last_offset=offset,
-        )
+        return snapshot_batch(window, table.topic, table.envelope_schema, source, now, markers, d.partition, offset)
 
 
 class PostgresNativeEmitter(SerializingEmitter):

@@ -11,7 +11,13 @@ from sluice.connectors.source.binlog_cdc.config import FLAVOR_KEY, BinlogCdcConf
 from sluice.connectors.source.binlog_cdc.connection import connection_args
 from sluice.connectors.source.binlog_cdc.connector import MariaDbCdcSourceConnector, MySqlCdcSourceConnector
 
-BASE = {"database.user": "cdc", "topic.prefix": "shop", "snapshot.mode": "no_data"}
+BASE = {
+    "database.user": "cdc",
+    "topic.prefix": "shop",
+    "snapshot.mode": "no_data",
+    "schema.history.internal.kafka.topic": "shop-history",
+    "schema.history.internal.kafka.bootstrap.servers": "kafka:9092",
+}
 
 
 def _error(raw: dict[str, Any]) -> ConfigError:
@@ -37,10 +43,10 @@ def test_streaming_only_snapshot_modes(mode: str) -> None:
     assert BinlogCdcConfig.parse({**BASE, "snapshot.mode": mode}).snapshot_mode == "no_data"
 
 
-@pytest.mark.parametrize("raw", [{k: v for k, v in BASE.items() if k != "snapshot.mode"}, {**BASE, "snapshot.mode": "when_needed"}])
+@pytest.mark.parametrize("raw", [{**BASE, "snapshot.mode": "configuration_based"}, {**BASE, "snapshot.mode": "custom"}])
 def test_snapshot_modes_not_implemented_name_the_key(raw: dict[str, Any]) -> None:
     error = _error(raw)
-    assert error.key == "snapshot.mode" and "set snapshot.mode=no_data" in str(error)
+    assert error.key == "snapshot.mode" and "not implemented yet" in str(error)
 
 
 @pytest.mark.parametrize(
@@ -104,3 +110,32 @@ def test_altered_offsets_are_checked(offset: dict[str, Any], words: str) -> None
     assert connector.alter_offsets({"topic.prefix": "shop"}, [({"server": "shop"}, {"file": "f.000001", "pos": 4, "gtids": "0-1-5"})])
     with pytest.raises(ConfigError, match="topic.prefix"):
         connector.alter_offsets({"topic.prefix": "shop"}, [({"server": "other"}, None)])
+
+
+@pytest.mark.parametrize("client", ["producer", "consumer"])
+@pytest.mark.parametrize(
+    ("setting", "value", "reason"),
+    [
+        ("sasl.kerberos.kinit.cmd", "touch {ran}", "runs a command"),
+        ("ssl.ca.location", "/etc/shadow", "names a local file"),
+        ("plugin.library.paths", "/tmp/evil.so", "loads code"),
+        ("sasl.jaas.config", "com.sun.security.auth.module.JndiLoginModule required;", "JAAS login module"),
+    ],
+)
+def test_history_client_settings_that_reach_the_worker_are_refused_before_a_client_exists(
+    client: str, setting: str, value: str, reason: str, tmp_path: Any
+) -> None:
+    """A connector config is untrusted: the history's own client settings get the deny-list every
+    client override gets, checked before librdkafka sees them (a Kerberos client would run kinit)."""
+    prefix = f"schema.history.internal.{client}."
+    ran = tmp_path / "ran"
+    error = _error(
+        {
+            **BASE,
+            f"{prefix}security.protocol": "SASL_PLAINTEXT",
+            f"{prefix}sasl.mechanisms": "GSSAPI",
+            prefix + setting: value.format(ran=ran),
+        }
+    )
+    assert error.key == prefix + setting and reason in str(error)
+    assert not ran.exists()
