@@ -158,15 +158,19 @@ def test_rows_behind_alters_keep_their_shapes_after_a_restart(
     assert new_row.value["after"] == {"id": 1, "note": "new"}
 
     # The history: h's shape at the first start, then each DDL once (the replay wrote none again).
+    # It also holds the DDL of other databases on the shared server (as Debezium's does, without
+    # schema.history.internal.store.only.captured.databases.ddl); every record was written before
+    # the replay's first poll returned.
     records = [
-        orjson.loads(m.value or b"null")
-        for m in consume_all(kafka.bootstrap_servers, history, 6, timeout=20, settle=0.5)
+        record
+        for m in consume_all(kafka.bootstrap_servers, history, 6, timeout=20, settle=1.0)
+        if (record := orjson.loads(m.value or b"null"))["databaseName"] == database
     ]
     assert [r["ddl"].split("(")[0].strip() for r in records] == [
         "CREATE TABLE `h`", "ALTER TABLE h ADD COLUMN c DATE", "ALTER TABLE h DROP COLUMN b",
         "ALTER TABLE h RENAME COLUMN a TO a2", "ALTER TABLE h MODIFY c DATETIME", "CREATE TABLE n",
     ]  # fmt: skip
-    assert all(r["source"] == {"server": prefix} and r["databaseName"] == database for r in records)
+    assert all(r["source"] == {"server": prefix} for r in records)
     assert records[1]["position"]["file"].startswith("mariadb-bin.") and records[1]["position"]["gtids"]
     assert records[1]["tableChanges"][0]["table"]["columns"][3]["name"] == "c"
 

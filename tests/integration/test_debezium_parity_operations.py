@@ -28,8 +28,8 @@ from tests.integration.test_debezium_parity import (
     _first_commit,
     _running,
     _streamed_after,
-    debezium_plugins,  # noqa: F401 - a fixture
 )
+from tests.services.debezium import DebeziumFetchError, plugin_path
 
 pytestmark = pytest.mark.integration
 
@@ -117,13 +117,21 @@ def _outbox_config(port: int, database: str, prefix: str) -> dict[str, str]:
     )
 
 
+@pytest.fixture(scope="module")
+def debezium_plugins() -> Path:
+    try:
+        return plugin_path()
+    except DebeziumFetchError as exc:
+        pytest.fail(f"Debezium's jars could not be fetched: {exc}", pytrace=False)
+
+
 @pytest.fixture
 def both_systems(
     tmp_path: Path,
     kafka: KafkaBroker,
     postgres_db: str,
     postgres: Any,
-    debezium_plugins: Path,  # noqa: F811
+    debezium_plugins: Path,
 ) -> Iterator[tuple[str, str]]:
     """Debezium and Sluice, each with an 'ops' and an 'outbox' connector; yields the topic prefixes."""
     bootstrap = kafka.bootstrap_servers
