@@ -39,14 +39,16 @@ defaults for everything else. Per round:
    CPU is the worker's process tree over the same interval (every thread, task hosts, reaped
    children; from ``/proc``); MariaDB's and the broker's CPU are counted for neither.
 
-Measured on the 2-core development machine (two runs of 5 rounds, medians): Sluice 14,500-14,700
-changes/s at 70-71 µs of CPU per change, Debezium 8,100-8,500 changes/s at 80-83 µs (148 µs in its
-first, cold round): 1.7-1.8x the changes/s, 1.13-1.19x the changes per CPU-second, short of the 3x
-target. Where Sluice's CPU goes (``SLUICE_BENCH_PROFILE``, share of its task thread's samples):
-mysql-replication's row decoding 63 % (its per-column reads 45 %, null bitmaps 8 %, decimals 7 %,
-packet reads 8 %), the JSON envelope writer 11 %, the row conversion to Debezium's values
-(``Table.row``) 7 %, building the events 3 %, handing them to the producer 3 %; about a tenth of the
-process tree's CPU is outside Python frames (librdkafka's threads). A native row decoder is the lever.
+Measured on the 2-core development machine (two runs of 5 rounds, medians), with the native row
+decoder (``connectors/source/binlog_cdc/native_rows.py``): Sluice 40,200-42,200 changes/s at 24 µs
+of CPU per change, Debezium 8,100 changes/s at 82-85 µs: 5.0-5.2x the changes/s, 3.4-3.6x the
+changes per CPU-second (the 3x target met). Without it (``mysql-replication`` decoding every
+column in Python, as before; the same runs on the same day): Sluice 14,000-14,500 changes/s at
+71-73 µs, 1.14x Debezium's changes per CPU-second. Where Sluice's CPU goes now
+(``SLUICE_BENCH_PROFILE``, own time, share of its worker's samples): the JSON envelope writer and
+its generated converters about 30 %, handing records to the producer 12 %, the native decoding 9 %,
+``mysql-replication``'s packet and table map parsing about 10 %, building the events (``_emit``,
+``_source``) 8 %. The JSON envelope writer is the next lever.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-//! Sluice's native helpers: `parse_json_objects` below, and `CdcEncoder` (the CDC source's
-//! change events, see `cdc.rs`).
+//! Sluice's native helpers: `parse_json_objects` below, `CdcEncoder` (the CDC source's
+//! change events, see `cdc.rs`) and `BinlogRowsDecoder` (binlog row images, see `binlog_rows.rs`).
 //!
 //! `parse_json_objects` turns a batch of consumed JSON values, each a flat object (every member a
 //! string, number, boolean or null), into Arrow column buffers that Python wraps with
@@ -21,6 +21,8 @@
 
 mod avro;
 mod avro_arrow;
+mod binlog_rows;
+mod binlog_values;
 mod cdc;
 mod envelope;
 mod envelope_docs;
@@ -620,6 +622,7 @@ fn sluice_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(envelope_docs::envelope_documents, m)?)?;
     m.add_function(wrap_pyfunction!(envelope_docs::envelope_ids, m)?)?;
     m.add_class::<cdc::CdcEncoder>()?;
+    m.add_class::<binlog_rows::BinlogRowsDecoder>()?;
     m.add_class::<avro::AvroRecordWriter>()?;
     m.add_class::<avro::AvroRecordReader>()?;
     Ok(())

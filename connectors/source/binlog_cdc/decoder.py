@@ -7,7 +7,9 @@ from table map events (their shapes at that position from the schema history, or
 (:attr:`BinlogDecoder.on_ddl`, which returns its schema change events),
 and turns each row of a captured table into a record in its
 :class:`~sluice.connectors.cdc.emitter.ChangeBuffer` until a poll finishes the batch. Batches end
-only between events, so a batch's offset never points into the middle of a row event.
+only between events, so a batch's offset never points into the middle of a row event. A rows
+event's values come from the native row decoder (:mod:`.native_rows`) where it reads the table,
+else from the library's decoding through :meth:`~.tables.Table.row`: the same values either way.
 
 An update that changes the row's key is two events, as Debezium writes it: a delete of the old key
 (and its tombstone), then a create of the new one.
@@ -32,6 +34,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateR
 from sluice.connectors.api import Headers, Schema, SchemaAndValue, SourceRecord
 from sluice.connectors.cdc.emitter import ChangeBuffer
 from sluice.connectors.cdc.heartbeats import heartbeat_record
+from sluice.connectors.source.binlog_cdc import native_rows
 from sluice.connectors.source.binlog_cdc.positions import BinlogPosition
 from sluice.connectors.source.binlog_cdc.source_block import VERSION
 from sluice.connectors.source.binlog_cdc.tables import Table
@@ -74,6 +77,8 @@ class BinlogDecoder(ChangeBuffer):
         self.lookup = lookup
         self.position = position
         self.tables: dict[int, Table | None] = {}
+        #: The native row decoders of the captured tables' table maps.
+        self.native = native_rows.RowDecoders()
         #: The thread id of the current transaction's ``BEGIN`` (MySQL; MariaDB writes none).
         self.thread: int | None = None
         #: Commit time of the last transaction (microseconds), for MilliSecondsBehindSource.
@@ -206,7 +211,8 @@ class BinlogDecoder(ChangeBuffer):
 
     def _table_map(self, event: Any) -> None:
         names = [c.name for c in event.columns]
-        self.tables[event.table_id] = self.lookup(event.schema, event.table, names)
+        table = self.tables[event.table_id] = self.lookup(event.schema, event.table, names)
+        self.native.table_map(event.table_id, table, event.columns)
         if (event.schema, event.table) == self.signal_table:
             self._signal_ids.add(event.table_id)
 
@@ -221,29 +227,39 @@ class BinlogDecoder(ChangeBuffer):
             position.event_done()
             return
         skip = position.rows_to_skip()
-        rows = event.rows
-        if skip:
-            rows = rows[skip:]
         start = _event_start(event)
         if isinstance(event, WriteRowsEvent):
             if "c" not in self.skipped:
-                for i, row in enumerate(rows, skip):
-                    after = table.row(row["values"], row.get("none_sources"))
+                for i, after in enumerate(self._images(table, event, skip), skip):
                     self._emit(table, "c", None, after, table.key_of(after), event, start, i)
         elif isinstance(event, UpdateRowsEvent):
             if "u" not in self.skipped:
-                for i, row in enumerate(rows, skip):
-                    before = table.row(row["before_values"], row.get("before_none_sources"))
-                    after = table.row(row["after_values"], row.get("after_none_sources"))
+                for i, (before, after) in enumerate(self._images(table, event, skip), skip):
                     self._update(table, before, after, event, start, i)
         elif "d" not in self.skipped:
-            for i, row in enumerate(rows, skip):
-                before = table.row(row["values"], row.get("none_sources"))
+            for i, before in enumerate(self._images(table, event, skip), skip):
                 key = table.key_of(before)
                 self._emit(table, "d", before, None, key, event, start, i)
                 if self.tombstones:  # a keyless table's too (a null key and value), as Debezium writes it
                     self._tombstone(table, key)
         position.event_done()
+
+    def _images(self, table: Table, event: Any, skip: int) -> list[Any]:
+        """The event's rows from the ``skip``-th on: ``after`` values (write), ``before`` values
+        (delete) or both (update), natively decoded where :mod:`.native_rows` can."""
+        images = self.native.rows(event)
+        if images is not None:
+            return images[skip:] if skip else images
+        rows = event.rows[skip:] if skip else event.rows
+        if isinstance(event, UpdateRowsEvent):
+            return [
+                (
+                    table.row(row["before_values"], row.get("before_none_sources")),
+                    table.row(row["after_values"], row.get("after_none_sources")),
+                )
+                for row in rows
+            ]
+        return [table.row(row["values"], row.get("none_sources")) for row in rows]
 
     def _update(self, table: Table, before: dict[str, Any], after: dict[str, Any], event: Any, start: int, row: int) -> None:
         old_key, new_key = table.key_of(before), table.key_of(after)

@@ -10,8 +10,9 @@ where the task stands; the reader refuses that second connection (:class:`Stream
 reconnects from its own position, skipping what it delivered (:mod:`.positions`).
 
 Measured (``benchmarks/binlog_reader.py``, 100,000 rows of 10 columns): the library decodes about
-25,000 rows/s per core, some 35 µs of CPU per row, most of it per column in Python. A native row
-decoder is the next step for speed; the reader's interface (events in stream order) stays.
+25,000 rows/s per core, some 35 µs of CPU per row, most of it per column in Python. The decoder
+therefore leaves the row images to the native row decoder (:mod:`.native_rows`) where it can: the
+library parses the rest of each event, and the reader's interface (events in stream order) stays.
 """
 
 from __future__ import annotations

@@ -90,6 +90,8 @@ class ColumnType:
     schema: Schema
     convert: Convert = None
     fallback: Any = None
+    #: The native row decoder's name for the same conversion (:mod:`.native_rows`; ``""``: none).
+    native: str = ""
 
 
 def semantic(kind: Type, name: str, parameters: dict[str, str] | None = None) -> Schema:
@@ -225,46 +227,54 @@ def column_type(info: ColumnInfo, modes: TypeModes) -> ColumnType | None:  # noq
     data_type = info.data_type
     unsigned = "unsigned" in info.column_type
     if data_type == "tinyint" or (data_type == "smallint" and not unsigned):
-        return ColumnType(Schema(Type.INT16), None, 0)
+        return ColumnType(Schema(Type.INT16), None, 0, "int")
     if data_type in ("smallint", "mediumint") or (data_type in ("int", "integer") and not unsigned):
-        return ColumnType(Schema(Type.INT32), None, 0)
+        return ColumnType(Schema(Type.INT32), None, 0, "int")
     if data_type in ("int", "integer") or (data_type == "bigint" and not unsigned):
-        return ColumnType(Schema(Type.INT64), None, 0)
+        return ColumnType(Schema(Type.INT64), None, 0, "int")
     if data_type == "bigint":
         if modes.bigint_unsigned_handling_mode == "precise":
-            return ColumnType(Decimal.schema(0, precision=20), decimal.Decimal, decimal.Decimal(0))
-        return ColumnType(Schema(Type.INT64), unsigned_long, 0)
+            return ColumnType(Decimal.schema(0, precision=20), decimal.Decimal, decimal.Decimal(0), "decimal_int")
+        return ColumnType(Schema(Type.INT64), unsigned_long, 0, "ulong")
     if data_type in ("float", "double", "real"):
         single = data_type == "float" and "," not in info.column_type
         if single:
-            return ColumnType(Schema(Type.FLOAT32), float32, 0.0)
-        return ColumnType(Schema(Type.FLOAT64), None, 0.0)
+            return ColumnType(Schema(Type.FLOAT32), float32, 0.0, "f32")
+        return ColumnType(Schema(Type.FLOAT64), None, 0.0, "float")
     if data_type in ("decimal", "numeric"):
         return _decimal_type(info, modes)
     # MySQL's JSON; MariaDB's is a LONGTEXT (with a json_valid() check), a plain STRING to Debezium too.
     if data_type == "json":
-        return ColumnType(semantic(Type.STRING, "io.debezium.data.Json"), _json_text, "{}")
+        return ColumnType(semantic(Type.STRING, "io.debezium.data.Json"), _json_text, "{}", "text")
     if data_type in _TEXT:
-        return ColumnType(Schema(Type.STRING), _text, "")
+        return ColumnType(Schema(Type.STRING), _text, "", "text")
     if data_type in _BINARY:
         convert: Convert = padded(info.length) if data_type == "binary" and info.length else binary
         if modes.binary_handling_mode == "bytes":
-            return ColumnType(Schema(Type.BYTES), convert, b"")
+            native = f"pad:{info.length}" if convert is not binary else "bytes"
+            return ColumnType(Schema(Type.BYTES), convert, b"", native)
         return ColumnType(Schema(Type.STRING), _then(convert, _binary_as_text(modes.binary_handling_mode)), "")
     if data_type == "enum":
         allowed = allowed_values(info.column_type)
-        return ColumnType(semantic(Type.STRING, "io.debezium.data.Enum", {"allowed": ",".join(allowed)}), None, "")
+        return ColumnType(
+            semantic(Type.STRING, "io.debezium.data.Enum", {"allowed": ",".join(allowed)}), None, "", "enum"
+        )
     if data_type == "set":
         allowed = allowed_values(info.column_type)
         schema = semantic(Type.STRING, "io.debezium.data.EnumSet", {"allowed": ",".join(allowed)})
-        return ColumnType(schema, enum_set(allowed), "")
+        return ColumnType(schema, enum_set(allowed), "", "set")
     if data_type == "bit":
         length = info.precision or 1
         if length == 1:
-            return ColumnType(Schema(Type.BOOLEAN), _bit_boolean, False)
-        return ColumnType(semantic(Type.BYTES, "io.debezium.data.Bits", {"length": str(length)}), bits(length), b"")
+            return ColumnType(Schema(Type.BOOLEAN), _bit_boolean, False, "bit1")
+        return ColumnType(
+            semantic(Type.BYTES, "io.debezium.data.Bits", {"length": str(length)}),
+            bits(length),
+            b"",
+            f"bits:{(length + 7) // 8}",
+        )
     if data_type == "year":
-        return ColumnType(semantic(Type.INT32, "io.debezium.time.Year"), None, 1970)
+        return ColumnType(semantic(Type.INT32, "io.debezium.time.Year"), None, 1970, "int")
     if data_type in ("date", "time", "datetime", "timestamp"):
         return _temporal_type(info, modes)
     return None
@@ -277,7 +287,7 @@ def _decimal_type(info: ColumnInfo, modes: TypeModes) -> ColumnType:
         return ColumnType(Schema(Type.STRING), _plain, "0")
     scale = info.scale or 0
     schema = Decimal.schema(scale, precision=info.precision) if info.precision else Decimal.schema(scale)
-    return ColumnType(schema, None, decimal.Decimal(0).scaleb(-scale))
+    return ColumnType(schema, None, decimal.Decimal(0).scaleb(-scale), "decimal")
 
 
 def _temporal_type(info: ColumnInfo, modes: TypeModes) -> ColumnType:
@@ -286,19 +296,22 @@ def _temporal_type(info: ColumnInfo, modes: TypeModes) -> ColumnType:
     if info.data_type == "date":
         if connect:
             return ColumnType(Date.SCHEMA, None, _EPOCH_DATE)
-        return ColumnType(semantic(Type.INT32, "io.debezium.time.Date"), date_days, 0)
+        return ColumnType(semantic(Type.INT32, "io.debezium.time.Date"), date_days, 0, "date")
     if info.data_type == "time":
         if connect:
             return ColumnType(Time.SCHEMA, connect_time, _dt.time(0))
-        return ColumnType(semantic(Type.INT64, "io.debezium.time.MicroTime"), time_micros, 0)
+        return ColumnType(semantic(Type.INT64, "io.debezium.time.MicroTime"), time_micros, 0, "time")
     if info.data_type == "datetime":
         if connect:
             return ColumnType(Timestamp.SCHEMA, _utc, _EPOCH.replace(tzinfo=_dt.UTC))
         if digits <= 3:
-            return ColumnType(semantic(Type.INT64, "io.debezium.time.Timestamp"), datetime_millis, 0)
-        return ColumnType(semantic(Type.INT64, "io.debezium.time.MicroTimestamp"), datetime_micros, 0)
+            return ColumnType(semantic(Type.INT64, "io.debezium.time.Timestamp"), datetime_millis, 0, "millis")
+        return ColumnType(semantic(Type.INT64, "io.debezium.time.MicroTimestamp"), datetime_micros, 0, "micros")
     return ColumnType(
-        semantic(Type.STRING, "io.debezium.time.ZonedTimestamp"), zoned_timestamp(digits), "1970-01-01T00:00:00Z"
+        semantic(Type.STRING, "io.debezium.time.ZonedTimestamp"),
+        zoned_timestamp(digits),
+        "1970-01-01T00:00:00Z",
+        f"zoned:{digits}",
     )
 
 
