@@ -40,6 +40,9 @@ FLAVORS = ("mysql", "mariadb")
 KAFKA_HISTORY = "io.debezium.storage.kafka.history.KafkaSchemaHistory"
 MEMORY_HISTORY = "io.debezium.relational.history.MemorySchemaHistory"
 
+#: ``database.ssl.mode`` as Debezium's MariaDB connector spells it → the MySQL connector's mode.
+_MARIADB_SSL_MODES = {"disable": "disabled", "trust": "required", "verify-ca": "verify_ca", "verify-full": "verify_identity"}
+
 #: Debezium's snapshot modes and what this increment says about them.
 _SNAPSHOT_ALIASES = {"never": "no_data", "schema_only": "no_data", "schema_only_recovery": "recovery"}
 _SNAPSHOT_MODES = ("initial", "initial_only", "when_needed", "no_data", "recovery", "schema_only_recovery",
@@ -75,7 +78,8 @@ class BinlogCdcConfig(SignalingCdcConfig):
         "preferred",
         description="disabled (plain TCP), preferred (TLS when the server offers it), required (TLS, certificate "
         "not checked), verify_ca (TLS, certificate checked against database.ssl.ca or the system's CAs), "
-        "verify_identity (verify_ca, and the host name).",
+        "verify_identity (verify_ca, and the host name). Debezium's MariaDB names are accepted too: disable, trust "
+        "(= required), verify-ca, verify-full (= verify_identity).",
     )
     database_ssl_ca: LocalPath | None = Field(
         None,
@@ -212,6 +216,13 @@ class BinlogCdcConfig(SignalingCdcConfig):
     @classmethod
     def _regexes(cls, value: list[str]) -> list[str]:
         return check_regexes(value)
+
+    @field_validator("database_ssl_mode", mode="before")
+    @classmethod
+    def _mariadb_ssl_mode(cls, value: Any) -> Any:
+        """Debezium's MariaDB connector names the modes as MariaDB Connector/J does; each maps to
+        the MySQL name of the same behaviour."""
+        return _MARIADB_SSL_MODES.get(str(value).strip().lower(), value) if isinstance(value, str) else value
 
     @field_validator("database_hostname")
     @classmethod

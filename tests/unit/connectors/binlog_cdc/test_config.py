@@ -139,3 +139,17 @@ def test_history_client_settings_that_reach_the_worker_are_refused_before_a_clie
     )
     assert error.key == prefix + setting and reason in str(error)
     assert not ran.exists()
+
+
+@pytest.mark.parametrize(
+    ("given", "mode"),
+    [("disable", "disabled"), ("trust", "required"), ("verify-ca", "verify_ca"), ("verify-full", "verify_identity"),
+     ("verify_identity", "verify_identity"), ("preferred", "preferred")],
+)  # fmt: skip
+def test_debeziums_mariadb_ssl_mode_names_are_accepted(given: str, mode: str) -> None:
+    """A config written for Debezium's MariaDB connector keeps its database.ssl.mode."""
+    assert BinlogCdcConfig.parse({**BASE, "database.ssl.mode": given}).database_ssl_mode == mode
+
+
+def test_an_unknown_ssl_mode_names_the_key() -> None:
+    assert _error({**BASE, "database.ssl.mode": "sometimes"}).key == "database.ssl.mode"
