@@ -12,7 +12,6 @@ import base64
 import decimal
 import uuid
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -20,6 +19,8 @@ import pytest
 
 from sluice.connectors.source.binlog_cdc.connector import MariaDbCdcSourceConnector
 from sluice.connectors.source.binlog_cdc.task import BinlogCdcTask
+from tests.integration.binlog_helpers import mysql as _mysql
+from tests.integration.binlog_helpers import start_task as _task
 from tests.integration.cdc_helpers import JSON, key, read_events, read_until, value, worker, write_connector
 from tests.integration.kafka_helpers import unique_topic_name
 from tests.services.mariadb import MariaDbServer
@@ -49,16 +50,6 @@ ROW_1 = (
     " '2024-03-01 10:11:12.5', '-838:59:59', '12:34:56.789012', 2155,"
     " 'medium', 'c,a', '{\"k\": [1, 2, null]}', b'1', b'100000000001', true)"
 )
-
-
-def _mysql(server: MariaDbServer, database: str, *statements: str) -> None:
-    conn = server.connect(database)
-    try:
-        with conn.cursor() as cur:
-            for statement in statements:
-                cur.execute(statement)
-    finally:
-        conn.close()
 
 
 def _config(server: MariaDbServer, database: str, prefix: str, **extra: str) -> dict[str, str]:
@@ -201,22 +192,6 @@ def test_changes_of_every_type_match_debezium_and_survive_a_restart(
         assert value(records[5])["source"]["gtid"] == value(records[6])["source"]["gtid"]  # one transaction
     finally:
         w.stop()
-
-
-class _Offsets:
-    """The runtime's offset store, as far as a task reads it."""
-
-    def __init__(self, stored: dict[str, Any] | None = None) -> None:
-        self.stored = stored
-
-    def offset(self, partition: Any) -> dict[str, Any] | None:
-        return self.stored
-
-
-def _task(config: dict[str, Any], stored: dict[str, Any] | None) -> BinlogCdcTask:
-    task = BinlogCdcTask()
-    task.start(config, SimpleNamespace(offset_reader=_Offsets(stored), serialization=None))  # type: ignore[arg-type]
-    return task
 
 
 def _poll_until(task: BinlogCdcTask, count: int) -> list[Any]:

@@ -20,28 +20,13 @@ import pytest
 from sluice.connectors.api import ConfigError
 from sluice.connectors.source.binlog_cdc.connector import MariaDbCdcSourceConnector
 from sluice.connectors.source.binlog_cdc.task import BinlogCdcTask
+from tests.integration.binlog_helpers import StoredOffsets as _Offsets
+from tests.integration.binlog_helpers import mysql as _mysql
+from tests.integration.binlog_helpers import start_task as _start
 from tests.integration.kafka_helpers import consume_all, unique_topic_name
 from tests.services.mariadb import MariaDbServer
 
 pytestmark = pytest.mark.integration
-
-
-def _mysql(server: MariaDbServer, database: str, *statements: str) -> None:
-    conn = server.connect(database)
-    try:
-        with conn.cursor() as cur:
-            for statement in statements:
-                cur.execute(statement)
-    finally:
-        conn.close()
-
-
-class _Offsets:
-    def __init__(self, stored: dict[str, Any] | None) -> None:
-        self.stored = stored
-
-    def offset(self, partition: Any) -> dict[str, Any] | None:
-        return self.stored
 
 
 def _task_config(
@@ -63,12 +48,6 @@ def _task_config(
     connector = MariaDbCdcSourceConnector()
     connector.start(connector.validate(raw))
     return connector.task_configs(1)[0]
-
-
-def _start(config: dict[str, Any], stored: dict[str, Any] | None) -> BinlogCdcTask:
-    task = BinlogCdcTask()
-    task.start(config, SimpleNamespace(offset_reader=_Offsets(stored), serialization=None))  # type: ignore[arg-type]
-    return task
 
 
 def _poll(task: BinlogCdcTask, count: int) -> list[Any]:

@@ -18,7 +18,6 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -28,34 +27,14 @@ import pytest
 from sluice.connectors.api import ConfigError, SourceRecord, SourceRecordBatch
 from sluice.connectors.source.binlog_cdc.connector import MariaDbCdcSourceConnector
 from sluice.connectors.source.binlog_cdc.task import BinlogCdcTask
+from tests.integration.binlog_helpers import mysql as _mysql
+from tests.integration.binlog_helpers import start_task as _start
 from tests.integration.cdc_helpers import JSON, key, read_events, read_until, value, worker, write_connector
 from tests.integration.kafka_helpers import unique_topic_name
 from tests.integration.test_binlog_cdc import ROW_1, TYPES_TABLE
 from tests.services.mariadb import MariaDbServer
 
 pytestmark = pytest.mark.integration
-
-
-def _mysql(server: MariaDbServer, database: str, *statements: str) -> list[tuple[Any, ...]]:
-    conn = server.connect(database)
-    try:
-        rows: list[tuple[Any, ...]] = []
-        with conn.cursor() as cur:
-            for statement in statements:
-                cur.execute(statement)
-                rows = list(cur.fetchall())
-        conn.commit()
-        return rows
-    finally:
-        conn.close()
-
-
-class _Offsets:
-    def __init__(self, stored: dict[str, Any] | None) -> None:
-        self.stored = stored
-
-    def offset(self, partition: Any) -> dict[str, Any] | None:
-        return self.stored
 
 
 def _task_config(server: MariaDbServer, database: str, **extra: str) -> dict[str, Any]:
@@ -73,12 +52,6 @@ def _task_config(server: MariaDbServer, database: str, **extra: str) -> dict[str
     }
     connector.start(connector.validate(raw))
     return connector.task_configs(1)[0]
-
-
-def _start(config: dict[str, Any], stored: dict[str, Any] | None = None) -> BinlogCdcTask:
-    task = BinlogCdcTask()
-    task.start(config, SimpleNamespace(offset_reader=_Offsets(stored), serialization=None))  # type: ignore[arg-type]
-    return task
 
 
 def _records(polled: Any) -> list[SourceRecord]:

@@ -16,8 +16,10 @@ from sluice.connectors.source.binlog_cdc import native_rows
 from sluice.connectors.source.binlog_cdc.source_block import source_schema
 from sluice.connectors.source.binlog_cdc.tables import Column, Table
 from sluice.connectors.source.binlog_cdc.types import ColumnInfo, TypeModes, column_type
+from tests.unavailable import unavailable
 
-pytestmark = pytest.mark.skipif(not native_rows.available(), reason="sluice_native is not built")
+if not native_rows.available():
+    unavailable("sluice_native has no BinlogRowsDecoder (build native/: make setup)", allow_module_level=True)
 
 
 def _map_column(name: str, kind: int, **meta: Any) -> Any:
