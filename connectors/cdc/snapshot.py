@@ -17,6 +17,11 @@ crash the snapshot continues from the last chunk that was delivered, not from th
 Steps 1-2 of the next chunk are sent as soon as a chunk is read, on a connection of the snapshot's
 own, so the database runs that query while this chunk is emitted, converted and produced.
 
+Step 2 must see every transaction whose commit precedes the low watermark in the change log: the
+window cannot drop a row for a change that precedes it. Where a commit is logged before it becomes
+visible (PostgreSQL), the reader waits for such commits, and when they take too long it defers the
+chunk (:class:`ChunkDeferred`): the chunk is opened again, with a new low watermark, a little later.
+
 What is the database's: the queries (:class:`SnapshotReader`: watermarks, chunk reads, the
 snapshot's point, the largest key), the stream the watermarks and changes arrive on
 (:class:`ChangeStream`) and how a chunk's rows become events (:class:`ChunkEmitter`).
@@ -43,9 +48,18 @@ INCREMENTAL = "incremental"
 #: An ``execute-snapshot`` of type ``blocking``: streaming pauses while these tables are read.
 BLOCKING = "blocking"
 
+#: How long the snapshot waits before opening a deferred chunk again (the stream goes on meanwhile).
+DEFERRED_RETRY_S = 1.0
+
 _AGGREGATE = {INCREMENTAL: "Incremental Snapshot", INITIAL: "Initial Snapshot", BLOCKING: "Initial Snapshot"}
 
 ChangeHook = Callable[[Any, dict[str, Any] | None, dict[str, Any] | None], None]
+
+
+class ChunkDeferred(Exception):
+    """The chunk cannot be read consistently yet: a transaction that committed before its low
+    watermark is not visible to new reads yet. Raised by :meth:`SnapshotReader.read_chunk`, which
+    leaves the connection usable; the chunk is opened again later."""
 
 
 class SnapshotReader(Protocol):
@@ -66,7 +80,9 @@ class SnapshotReader(Protocol):
         ...
 
     def read_chunk(self, conn: Any, window: ChunkWindow, size: int) -> None:
-        """Read the rows of the query sent for ``window`` into it, with its ``last_key`` and ``exhausted``."""
+        """Read the rows of the query sent for ``window`` into it, with its ``last_key`` and ``exhausted``.
+        Raises :class:`ChunkDeferred` when the rows it read would miss a commit that precedes the
+        window's low watermark."""
         ...
 
     def high_watermark(self, conn: Any, window: ChunkWindow) -> None:
@@ -165,6 +181,8 @@ class ChunkedSnapshot:
         self._count = 0
         self._tracking: ChunkWindow | None = None  # the window the stream is inside (L seen, H not yet)
         self._prefetched: tuple[ChunkWindow, int, Any] | None = None  # query sent, not read
+        self._retry_at = 0.0  # (monotonic) no chunk is opened before it: the last one was deferred
+        self._deferred = 0  # chunks deferred in a row
         #: Incremental chunking is paused (``pause-snapshot``); initial and blocking tables go on.
         self.paused = False
         #: A ``stop-snapshot`` dropped tables of the last snapshot (Debezium's ``SnapshotAborted``);
@@ -187,7 +205,9 @@ class ChunkedSnapshot:
     @property
     def can_start(self) -> bool:
         """A chunk may be opened now (something pending, no window open, not paused)."""
-        return bool(self.pending) and self.window is None and not (self.paused and self.pending[0][1] == INCREMENTAL)
+        if not self.pending or self.window is not None or (self.paused and self.pending[0][1] == INCREMENTAL):
+            return False
+        return not self._deferred or time.monotonic() >= self._retry_at
 
     def progress(self) -> dict[str, Any] | None:
         """The offset keys that let a restart continue (``None`` once nothing is pending)."""
@@ -280,7 +300,12 @@ class ChunkedSnapshot:
             self._table_done()
             return
         window, size = self._open_chunk(conn, table, BLOCKING, self.last_key)
-        self.reader.read_chunk(conn, window, size)
+        try:
+            self.reader.read_chunk(conn, window, size)
+        except ChunkDeferred as exc:
+            self._defer(window, exc)  # called again on the next poll (streaming stays paused)
+            return
+        self._deferred = 0
         self._emit(window, self.stream.current_position())
 
     def start_chunk(self, conn: Any) -> None:
@@ -306,12 +331,30 @@ class ChunkedSnapshot:
                 if kind == INCREMENTAL and (self.last_key is None or self.maximum_key is None):
                     self.maximum_key = reader.maximum_key(conn, table)
                 window, size = self._open_chunk(conn, table, kind, self.last_key)
-            reader.read_chunk(conn, window, size)
+            try:
+                reader.read_chunk(conn, window, size)
+            except ChunkDeferred as exc:
+                self._defer(window, exc)
+                return
+            self._deferred = 0
             reader.high_watermark(conn, window)
             self.window = window
             if not window.exhausted and window.last_key is not None:
                 next_window, next_size = self._open_chunk(conn, window.table, window.kind, window.last_key)
                 self._prefetched = (next_window, next_size, conn)
+
+    def _defer(self, window: ChunkWindow, reason: ChunkDeferred) -> None:
+        """The chunk of ``window`` is dropped unread, to be opened again (with a new low watermark)
+        after :data:`DEFERRED_RETRY_S`; its watermark is ignored when the stream reaches it."""
+        if self._tracking is window:
+            self._tracking = None
+            self.stream.track_changes(None)
+        self._deferred += 1
+        self._retry_at = time.monotonic() + DEFERRED_RETRY_S
+        level = logging.INFO if self._deferred == 1 else logging.DEBUG
+        log.log(
+            level, "Snapshot chunk of %s deferred (%d in a row): %s", window.table.qualified, self._deferred, reason
+        )
 
     def _open_chunk(
         self, conn: Any, table: CapturedTable, kind: str, after_key: list[str] | None

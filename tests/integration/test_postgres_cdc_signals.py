@@ -6,7 +6,9 @@ notifications arrive on ``notification.sink.topic.name`` with Debezium's schemas
 
 from __future__ import annotations
 
+import itertools
 import random
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -16,13 +18,16 @@ from typing import Any
 import orjson
 import psycopg
 import pytest
+from psycopg import sql
 
 from tests.integration.cdc_helpers import (
     BackgroundWriter,
     cdc_config,
     dbname,
     key,
+    libpq,
     read_events,
+    read_until,
     run_sql,
     value,
     worker,
@@ -285,3 +290,110 @@ def test_blocking_snapshot_re_emits_rows_then_streams_on(
     assert final == dict(run_sql(postgres_db, "SELECT id, v FROM t"))
     note_types = [(value(n)["aggregate_type"], value(n)["type"]) for n in notes]
     assert ("Initial Snapshot", "STARTED") in note_types and note_types[-1] == ("Initial Snapshot", "COMPLETED")
+
+
+def _sync_replication(url: str, standby: str | None) -> None:
+    """Make commits that ask for it (``synchronous_commit = on``) wait for ``standby`` after their
+    commit record is written, while every other session commits locally (``None``: back to normal)."""
+    with psycopg.connect(libpq(url), autocommit=True) as conn:
+        if standby is None:
+            conn.execute("ALTER SYSTEM RESET synchronous_standby_names")
+            conn.execute("ALTER SYSTEM RESET synchronous_commit")
+        else:
+            conn.execute("ALTER SYSTEM SET synchronous_commit = 'local'")
+            conn.execute(sql.SQL("ALTER SYSTEM SET synchronous_standby_names = {}").format(sql.Literal(standby)))
+        conn.execute("SELECT pg_reload_conf()")
+
+
+def _notified(bootstrap: str, topic: str, kind: str) -> bool:
+    try:
+        return kind in notification_types(consume_all(bootstrap, topic, 1, timeout=2, settle=0.2))
+    except TimeoutError:
+        return False
+
+
+def _wait_for(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_a_commit_not_yet_visible_at_the_low_watermark_is_not_overwritten_by_its_chunk(
+    kafka: Any, postgres: PostgresServer, postgres_db: str, tmp_path: Path
+) -> None:
+    """A transaction's commit record reaches the WAL (and the stream) before the transaction becomes
+    visible to new snapshots. A synchronous-replication wait for a standby that never comes holds a
+    committed update in between: it is streamed, yet a chunk read then still sees the old row.
+    The chunk must not emit that old row after the update."""
+    bootstrap = kafka.bootstrap_servers
+    prefix = unique_topic_name("cdcvisible")
+    run_sql(
+        postgres_db,
+        "CREATE TABLE t (id int PRIMARY KEY, v int)",
+        "INSERT INTO t SELECT g, -g FROM generate_series(1, 300) g",
+    )
+    create_topic(bootstrap, f"{prefix}-signal")
+    config = config_with_channels(
+        postgres.port, dbname(postgres_db), prefix, bootstrap, **{"incremental.snapshot.chunk.size": "1000"}
+    )
+    topic, notes = f"{prefix}.public.t", f"{prefix}.notifications"
+    w = worker(tmp_path, bootstrap).start(write_connector(tmp_path / "cdc.json", "cdc", config))
+    held = psycopg.connect(libpq(postgres_db))
+    pid = held.info.backend_pid
+    held_back, committed = threading.Event(), threading.Event()
+
+    def commit_held_update() -> None:
+        held.execute("SET synchronous_commit = on")
+        for v in itertools.count(85):  # until a commit waits for the standby (the reload is asynchronous)
+            held.execute("UPDATE t SET v = %s WHERE id = 103", (v,))
+            held.commit()  # waits for the absent standby once its commit record is written
+            if held_back.is_set():
+                break
+            time.sleep(0.05)
+        committed.set()
+
+    def waiting(event: str) -> bool:
+        """A session other than the test's waits on ``event``."""
+        rows = run_sql(postgres_db, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = %s", params=(event,))
+        return bool(rows[0][0])
+
+    committer = threading.Thread(target=commit_held_update, name="held-commit", daemon=True)
+    try:
+        w.wait_running("cdc")
+        run_sql(postgres_db, "INSERT INTO t VALUES (1000, 0)")
+        read_events(bootstrap, topic, 1)
+        _sync_replication(postgres_db, "sluice_absent_standby")
+        committer.start()
+        _wait_for(lambda: waiting("SyncRep"), "the update to wait for the standby")
+        held_back.set()
+        # The update is streamed while it is still invisible to new snapshots.
+        read_until(bootstrap, topic, lambda rs: any(key(r) == {"id": 103} for r in rs), what="the streamed update")
+        signal(bootstrap, prefix, "execute-snapshot", {"data-collections": ["public.t"], "type": "INCREMENTAL"})
+        # Either the chunk is read now (it must not see the old row), or the snapshot waits for the
+        # update to become visible (a session sleeps); then the update is let through.
+        wait_records(bootstrap, notes, lambda rs: "STARTED" in notification_types(rs), "STARTED")
+        _wait_for(
+            lambda: waiting("PgSleep") or _notified(bootstrap, notes, "COMPLETED"), "the chunk to be read or to wait"
+        )
+        _sync_replication(postgres_db, None)
+        committer.join(30)
+        assert committed.is_set()
+        wait_records(bootstrap, notes, lambda rs: "COMPLETED" in notification_types(rs), "COMPLETED")
+        run_sql(postgres_db, "INSERT INTO t VALUES (2000, 0)")  # the end marker
+        events = wait_records(bootstrap, topic, lambda rs: any(key(r) == {"id": 2000} for r in rs), "the end marker")
+    finally:
+        _sync_replication(postgres_db, None)
+        held_back.set()
+        if committer.is_alive():
+            committer.join(10)
+        if committer.is_alive():  # the commit still waits: cancelling the wait lets it finish
+            run_sql(postgres_db, f"SELECT pg_cancel_backend({pid})")
+            committer.join(10)
+        held.close()
+        w.stop()
+    last = {key(r)["id"]: value(r)["after"]["v"] for r in events}
+    table = dict(run_sql(postgres_db, "SELECT id, v FROM t"))
+    assert last[103] == table[103], [(value(r)["op"], value(r)["after"]) for r in events if key(r) == {"id": 103}]
+    assert last == table

@@ -3,8 +3,9 @@
 * the watermarks are non-transactional logical decoding messages (``pg_logical_emit_message``),
   which pgoutput sends among the transactions in commit order, with no table writes;
 * a chunk is ``COPY (SELECT … WHERE (pk) > (last) ORDER BY pk LIMIT n) TO STDOUT``, sent in one
-  simple-protocol message behind its low watermark (one round trip), and read as text: decoded
-  into rows, or kept as text when the native encoder may serialize it as it is;
+  simple-protocol message behind its low watermark and the wait for commits that precede it
+  (:data:`_AWAIT_COMMITS_SQL`; one round trip), and read as text: decoded into rows, or kept as
+  text when the native encoder may serialize it as it is;
 * the initial snapshot's point is the current WAL position and a transaction id.
 
 Throughput: the high watermark is flushed with the statement that writes it (else the stream sees
@@ -19,10 +20,10 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import psycopg
-from psycopg import Connection, sql
+from psycopg import Connection, pq, sql
 
 from sluice.connectors.cdc.chunks import ChunkWindow, shown_key
-from sluice.connectors.cdc.snapshot import WATERMARK_PREFIX, ChunkedSnapshot
+from sluice.connectors.cdc.snapshot import WATERMARK_PREFIX, ChunkDeferred, ChunkedSnapshot
 from sluice.connectors.source.postgres_cdc.copy_text import copy_out, copy_result, lines
 from sluice.connectors.source.postgres_cdc.decoder import ChangeDecoder
 from sluice.connectors.source.postgres_cdc.tables import Table, unescape_copy
@@ -42,6 +43,53 @@ __all__ = ["PostgresSnapshotReader", "copy_out", "copy_result", "postgres_snapsh
 _HIGH_WATERMARK_SQL = (
     "SELECT set_config('synchronous_commit', 'local', true), pg_logical_emit_message(false, %s, %s), txid_current()"
 )
+
+
+#: How long the server waits for commits that precede a low watermark before the chunk is deferred.
+_COMMIT_WAIT = "100 milliseconds"
+
+#: SQLSTATE of the deferral raised by :data:`_AWAIT_COMMITS_SQL`.
+_DEFERRED_STATE = "SLW01"
+
+#: Run between the low watermark and the chunk's COPY. PostgreSQL writes a commit record (which the
+#: stream decodes) before the transaction leaves the proc array, and only then do new snapshots see
+#: it; in between (a WAL flush, a synchronous standby's answer) a commit that precedes the watermark
+#: in the stream is invisible to the chunk, which would read the row as it was before and emit that
+#: after the streamed change. So the block waits until every transaction that holds an ID just after
+#: the watermark has left the proc array (a snapshot's in-progress list would not do: a transaction
+#: committing with the newest ID lies beyond the snapshot's ``xmax``, not in the list). A transaction
+#: seen idle in its session is skipped: it was not committing, so its commit (if any) follows the
+#: watermark and falls inside the window. Past :data:`_COMMIT_WAIT` only a commit waiting for a
+#: synchronous standby defers the chunk; a long statement (not committing) is no longer waited for,
+#: so a long batch job does not stall snapshots. With no transaction running it is one look at the
+#: proc array. (A role that may not see other sessions' states — without ``pg_read_all_stats`` —
+#: waits for idle transactions too, and cannot see a standby wait.)
+#: (``pg_stat_get_activity``, not the view: planning the view's joins would double the block's cost.)
+#: READ COMMITTED gives the COPY a snapshot taken after the block. Not covered: a prepared
+#: transaction's ``COMMIT PREPARED`` (its ID belongs to no session).
+_AWAIT_COMMITS_SQL = f"""DO $sluice$
+DECLARE
+  running text[] := ARRAY(SELECT backend_xid::text FROM pg_stat_get_activity(NULL)
+    WHERE backend_xid IS NOT NULL AND NOT coalesce(state LIKE 'idle in transaction%', false));
+  deadline timestamptz := clock_timestamp() + interval '{_COMMIT_WAIT}';
+BEGIN
+  WHILE cardinality(running) > 0 LOOP
+    IF clock_timestamp() > deadline THEN
+      -- Past the wait only a commit held up (by a synchronous standby) can still hide from the chunk:
+      -- defer the chunk for those; a long statement that is not committing holds nothing back.
+      IF EXISTS (SELECT 1 FROM pg_stat_get_activity(NULL)
+                 WHERE backend_xid::text = ANY(running) AND wait_event = 'SyncRep') THEN
+        RAISE EXCEPTION 'commits % are still in progress', running USING ERRCODE = '{_DEFERRED_STATE}';
+      END IF;
+      EXIT;
+    END IF;
+    PERFORM pg_sleep(0.001);
+    PERFORM pg_stat_clear_snapshot();  -- else the session keeps its first look at the backends
+    running := ARRAY(SELECT x FROM unnest(running) AS x WHERE x IN (
+      SELECT backend_xid::text FROM pg_stat_get_activity(NULL)
+      WHERE backend_xid IS NOT NULL AND NOT coalesce(state LIKE 'idle in transaction%', false)));
+  END LOOP;
+END $sluice$"""
 
 
 def postgres_snapshot(
@@ -104,12 +152,14 @@ class PostgresSnapshotReader:
             query = sql.SQL("{} ORDER BY {} LIMIT {}").format(query, keys, sql.Literal(size))
         else:  # no key to chunk or deduplicate by: one read of the whole table
             query = sql.SQL("SELECT {} FROM {}").format(select, target)
-        # The low watermark and the query go out as one simple-protocol message (one round trip);
-        # the watermark is non-transactional, so it is in the WAL before the COPY takes its snapshot.
+        # The low watermark, the wait for the commits before it and the query go out as one
+        # simple-protocol message (one round trip); the watermark is non-transactional, so it is in
+        # the WAL before the COPY takes its snapshot.
         low = sql.SQL("SELECT pg_logical_emit_message(false, {}, {})").format(
             sql.Literal(WATERMARK_PREFIX), sql.Literal("L:" + window.id)
         )
-        conn.pgconn.send_query(sql.SQL("{}; COPY ({}) TO STDOUT").format(low, query).as_bytes(conn))
+        message = sql.SQL("{}; {}; COPY ({}) TO STDOUT").format(low, sql.SQL(_AWAIT_COMMITS_SQL), query)
+        conn.pgconn.send_query(message.as_bytes(conn))
 
     def _type_name(self, conn: Connection[Any], oid: int) -> str:
         """A key column's type name, for casting the resume bound (looked up once per type)."""
@@ -124,6 +174,7 @@ class PostgresSnapshotReader:
         native encoder may take the chunk (:meth:`ChunkWindow.decode` decodes it if not)."""
         table = cast(Table, window.table)
         pk = table.primary_key
+        _await_commits_result(conn)
         text = copy_result(conn)
         window.keep_raw(text, lambda raw: list(map(table.from_copy, lines(raw))))
         if not self.decoder.emitter.defers_decoding(table):
@@ -144,6 +195,25 @@ class PostgresSnapshotReader:
     @staticmethod
     def discard(conn: Connection[Any]) -> None:
         try:
+            _await_commits_result(conn)
             copy_result(conn)  # read and discard: the connection is usable again
-        except psycopg.Error as exc:
+        except (psycopg.Error, ChunkDeferred) as exc:
             log.debug("Discarding a prefetched snapshot chunk failed: %s", exc)
+
+
+def _await_commits_result(conn: Connection[Any]) -> None:
+    """Read the results of a chunk's low watermark and of :data:`_AWAIT_COMMITS_SQL`, leaving its
+    COPY's to :func:`copy_result`. A deferral (or a failure) ends the message: its results are
+    drained, so the connection is usable again."""
+    pgconn = conn.pgconn
+    for _ in range(2):
+        result = pgconn.get_result()
+        if result is not None and result.status in (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK):
+            continue
+        message = (result.error_message if result is not None else pgconn.error_message).decode(errors="replace")
+        state = result.error_field(pq.DiagnosticField.SQLSTATE) if result is not None else None
+        while pgconn.get_result() is not None:
+            pass
+        if state == _DEFERRED_STATE.encode():
+            raise ChunkDeferred(message.strip())
+        raise psycopg.DatabaseError(f"snapshot query failed: {message.strip()}")

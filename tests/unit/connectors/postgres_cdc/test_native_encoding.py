@@ -496,6 +496,7 @@ def emit_chunk(
     snap = snapshot_module.postgres_snapshot(d, lambda q: table, chunk_size=10**6, incremental_chunk_size=10)
     snap.pending = [[table.qualified, INITIAL]] + ([] if last else [["public.other", INITIAL]])
     window = ChunkWindow("w1", table, INITIAL)
+    monkeypatch.setattr(snapshot_module, "_await_commits_result", lambda conn: None)  # the results before the COPY
     monkeypatch.setattr(snapshot_module, "copy_result", lambda conn: text)
     snap.reader.read_chunk(None, window, 10**6)
     snap._emit(window, 5000)
