@@ -128,6 +128,11 @@ class OffsetStore(Protocol):
     def delete(self, connector: str) -> None:
         """Forget every offset of ``connector`` (the connector was deleted or its offsets reset)."""
 
+    def read_to_end(self, timeout: float = 30.0) -> None:
+        """Wait until every offset stored anywhere before this call can be read here: a store that
+        other writers share (the offsets topic, which transactional tasks write themselves) catches
+        up; a store only this process writes has nothing to wait for."""
+
 
 class StoreOffsetReader:
     """The :class:`~connectors.api.task.OffsetReader` a source task gets: one connector's view of a store."""

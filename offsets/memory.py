@@ -93,6 +93,9 @@ class MemoryOffsetStore:
             del self._data[connector]
             self._commit(undo)
 
+    def read_to_end(self, timeout: float = 30.0) -> None:
+        """Nothing to wait for: this process is the only writer."""
+
     def connectors(self) -> list[str]:
         """The connectors that have at least one stored offset."""
         with self._lock:

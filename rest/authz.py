@@ -137,6 +137,7 @@ ACCESS_RULES: Mapping[tuple[str, str], Rule] = {
     ("PUT", "/connectors/{name}/pause"): _on_connector(Permission.OPERATE),
     ("PUT", "/connectors/{name}/resume"): _on_connector(Permission.OPERATE),
     ("PUT", "/connectors/{name}/stop"): _on_connector(Permission.OPERATE),
+    ("PUT", "/connectors/{name}/fence"): _on_connector(Permission.OPERATE),
     ("GET", "/connectors/{name}/topics"): _on_connector(Permission.VIEW),
     ("PUT", "/connectors/{name}/topics/reset"): _on_connector(Permission.OPERATE),
     ("GET", "/connectors/{name}/offsets"): _on_connector(Permission.VIEW),

@@ -16,7 +16,7 @@ from typing import Any
 
 from sluice.worker.backfill import BackfillManager
 from sluice.worker.backfill.handoff_guard import HandoffGuard
-from sluice.worker.config.models import WorkerConfig
+from sluice.worker.config.models import WorkerConfig, refuse_distributed_only_keys
 from sluice.worker.herder.core import HerderCore, security_settings
 from sluice.worker.herder.kafka_contact import KafkaContact
 from sluice.worker.herder.stores.config_store import MemoryConfigStore
@@ -29,8 +29,11 @@ class StandaloneHerder(HerderCore):
     """Runs every connector in this process."""
 
     def __init__(self, worker: Worker) -> None:
-        store = MemoryConfigStore(on_change=self.wakeup)
+        """Raises :class:`ConfigError` when the worker config turns on a distributed-mode setting
+        (``exactly.once.source.support=enabled``)."""
         config = worker.config
+        refuse_distributed_only_keys(config.raw)
+        store = MemoryConfigStore(on_change=self.wakeup)
         #: Whether Kafka answers (``GET /health``).
         self.kafka_contact = KafkaContact(config.bootstrap_servers, kafka_probe_settings(config))
         strategy = LocalAssignment(config.worker_id, store, running=lambda: self.ready, contact=self.kafka_contact)

@@ -21,6 +21,7 @@ from sluice.connectors.api import ConfigError, Connector, Converter, HeaderConve
 from sluice.offsets import OffsetStore
 from sluice.plugins import PluginInfo, PluginRegistry
 from sluice.worker.config.connector_keys import ignored_key_warnings
+from sluice.worker.config.exactly_once import exactly_once_problems, exactly_once_warnings
 from sluice.worker.config.local_paths import warn_if_unconfined
 from sluice.worker.config.models import ConnectorConfig, WorkerConfig
 from sluice.worker.config.providers import ConfigProviders, reverse_transform
@@ -51,6 +52,10 @@ class Worker:
     ) -> None:
         """Raises :class:`ConfigError` naming the worker key when a config provider is misconfigured
         or a placeholder in the worker config (``producer.sasl.jaas.config=${file:…}``) cannot be resolved."""
+        #: Whether this worker has exactly-once source support enabled (a distributed worker's
+        #: ``exactly.once.source.support=enabled``). Read from the config as given: the builder's copy
+        #: may be re-parsed as a plain :class:`WorkerConfig`.
+        self.exactly_once_source_enabled = config.exactly_once_source_enabled
         self.builder = TaskBuilder(config, plugins, offset_store, config_providers)
         self.plugins = plugins
         self.offset_store = offset_store
@@ -102,10 +107,21 @@ class Worker:
         (see :meth:`TaskBuilder.validate <sluice.worker.execution.task_builder.TaskBuilder.validate>`)."""
         return self.builder.validate(raw)
 
+    def exactly_once_problems(self, validated: ValidatedConnector) -> dict[str, list[str]]:
+        """What this worker or the connector refuses in a source connector's exactly-once keys
+        (:mod:`sluice.worker.config.exactly_once`), ``{key: [messages]}``; asked when a connector is
+        created or updated, not when a stored one starts. Thread: the caller's (a REST request's)."""
+        return exactly_once_problems(
+            validated.connector_class, self.resolve(validated.raw), worker_enabled=self.exactly_once_source_enabled
+        )
+
     def warn_ignored_keys(self, validated: ValidatedConnector) -> None:
         """Log once, when a connector is created or updated, the keys it ignores and why."""
-        if validated.ignored:
-            warnings = ignored_key_warnings(validated.connector_class, validated.ignored)
+        warnings = {
+            **ignored_key_warnings(validated.connector_class, validated.ignored),
+            **exactly_once_warnings(validated.connector_class, validated.raw),
+        }
+        if warnings:
             log.warning(
                 "Connector %s ignores %d configuration key(s): %s",
                 validated.common.name,

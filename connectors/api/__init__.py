@@ -10,10 +10,13 @@ from sluice.connectors.api.config import LocalPath, PluginConfig, config_problem
 from sluice.connectors.api.connector import (
     Connector,
     ConnectorContext,
+    ConnectorTransactionBoundaries,
     Deferred,
+    ExactlyOnceSupport,
     SinkConnector,
     SourceConnector,
     SourceConnectorContext,
+    TransactionBoundary,
     offset_pairs,
 )
 from sluice.connectors.api.converter import Converter, HeaderConverter, WireFormat
@@ -78,6 +81,7 @@ from sluice.connectors.api.task import (
     SourceTaskContext,
     Task,
     TaskContext,
+    TransactionContext,
     ValueFormat,
 )
 from sluice.connectors.api.transform import Predicate, Transformation
@@ -90,12 +94,14 @@ __all__ = [
     "ConnectError",
     "Connector",
     "ConnectorContext",
+    "ConnectorTransactionBoundaries",
     "Converter",
     "DataError",
     "Date",
     "Deferred",
     "Decimal",
     "ErrantRecordReporter",
+    "ExactlyOnceSupport",
     "FLOAT32_SCHEMA",
     "FLOAT64_SCHEMA",
     "Field",
@@ -144,6 +150,8 @@ __all__ = [
     "Time",
     "Timestamp",
     "TopicPartition",
+    "TransactionBoundary",
+    "TransactionContext",
     "Transformation",
     "Type",
     "ValueFormat",

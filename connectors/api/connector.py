@@ -8,6 +8,7 @@ how to split the work; the tasks (:mod:`sluice.connectors.api.task`) move the da
 from __future__ import annotations
 
 import abc
+import enum
 import importlib
 import inspect
 from collections.abc import Iterable, Mapping
@@ -52,6 +53,43 @@ class Deferred(Generic[_T]):
             module, name = self._path
             self._cls = getattr(importlib.import_module(module), name)
         return self._cls
+
+
+class ExactlyOnceSupport(enum.Enum):
+    """Whether a source connector's tasks can deliver exactly once with a given configuration
+    (Connect's ``ExactlyOnceSupport``), as :meth:`SourceConnector.exactly_once_support` answers.
+
+    ``SUPPORTED`` means that, when the runtime commits each task's records and source offsets in one
+    Kafka transaction, a restarted task resumes exactly after what was committed: its offsets name a
+    position the external system can be read from again, and reading from there gives the same
+    records in the same order.
+    """
+
+    SUPPORTED = "supported"
+    UNSUPPORTED = "unsupported"
+
+
+class ConnectorTransactionBoundaries(enum.Enum):
+    """Whether a source connector's tasks can say where transactions end themselves (Connect's
+    ``ConnectorTransactionBoundaries``), as :meth:`SourceConnector.can_define_transaction_boundaries`
+    answers; such tasks use :attr:`~connectors.api.SourceTaskContext.transaction_context`."""
+
+    SUPPORTED = "supported"
+    UNSUPPORTED = "unsupported"
+
+
+class TransactionBoundary(str, enum.Enum):  # noqa: UP042 - Connect-compatible values, str subclass on purpose
+    """Where the runtime ends a source task's transactions (the connector key ``transaction.boundary``).
+
+    ``POLL``: after the records of each poll; ``INTERVAL``: every ``transaction.boundary.interval.ms``
+    (by default the worker's ``offset.flush.interval.ms``); ``CONNECTOR``: where the task asks, through
+    :attr:`~connectors.api.SourceTaskContext.transaction_context`. Only with exactly-once source
+    support enabled on the worker; otherwise records are not produced in transactions at all.
+    """
+
+    POLL = "poll"
+    INTERVAL = "interval"
+    CONNECTOR = "connector"
 
 
 class ConnectorContext(Protocol):
@@ -175,6 +213,31 @@ class SourceConnector(Connector):
         Return ``True`` when the connector checked the offsets; raise ``ConfigError`` to refuse.
         """
         return False
+
+    def exactly_once_support(self, config: Mapping[str, Any]) -> ExactlyOnceSupport | None:
+        """Whether this connector's tasks can deliver exactly once with ``config``; ``None`` (the
+        default) when the connector does not say.
+
+        ``config`` is the raw connector config, every value a string as the user gave it (config
+        provider placeholders resolved), common keys included; it has not been validated by
+        :attr:`Config`, so read it defensively. Asked only when the config sets
+        ``exactly.once.support=required``: ``None`` or ``UNSUPPORTED`` then refuses the config, and
+        an exception refuses it with the exception's message. Called on a fresh instance, never
+        started nor initialized. Thread: the REST request thread that validates, creates or
+        updates the connector (the herder's), never the connector or task thread.
+        """
+        return None
+
+    def can_define_transaction_boundaries(self, config: Mapping[str, Any]) -> ConnectorTransactionBoundaries:
+        """Whether this connector's tasks define their own transaction boundaries (through
+        :attr:`~connectors.api.SourceTaskContext.transaction_context`) with ``config``; by default
+        ``UNSUPPORTED``.
+
+        Asked only when the config sets ``transaction.boundary=connector``, which anything but
+        ``SUPPORTED`` refuses. ``config``, the instance and the thread are as for
+        :meth:`exactly_once_support`.
+        """
+        return ConnectorTransactionBoundaries.UNSUPPORTED
 
 
 def offset_pairs(offsets: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> Iterable[tuple[Any, Any]]:

@@ -62,6 +62,39 @@ class Serialization(NamedTuple):
     value: WireFormat
 
 
+class TransactionContext(Protocol):
+    """A source task's control over where its transactions end (Connect's ``TransactionContext``).
+
+    Offered only to a task whose connector runs with exactly-once delivery and
+    ``transaction.boundary=connector`` (see :attr:`SourceTaskContext.transaction_context`). A
+    request takes effect as the runtime next dispatches records, never in the middle of a call:
+    both methods only note what the task asked. The positions they name count every record
+    :meth:`SourceTask.poll` returned, including a record a transform then dropped: its place in
+    the batch still marks where the transaction ends.
+
+    Thread: the task thread (from :meth:`SourceTask.poll` or :meth:`SourceTask.commit_record`).
+    """
+
+    def commit_transaction(self, record: SourceRecord | None = None) -> None:
+        """Commit the current transaction.
+
+        Without ``record``: once the records of the current poll (or, called between polls, of the
+        next one) are sent, the transaction holding them commits, with their source offsets.
+        With ``record`` (one :meth:`SourceTask.poll` returned or will return): the transaction
+        commits right after that record is sent, and the records after it start the next one.
+        """
+
+    def abort_transaction(self, record: SourceRecord | None = None) -> None:
+        """Abort the current transaction: its records never reach a ``read_committed`` consumer and
+        its source offsets are not stored.
+
+        Without ``record``: once the records of the current (or the next) poll are sent, the
+        transaction holding them is aborted. With ``record``: the transaction that holds that
+        record is aborted with it, and the records returned after it in the same poll go into the
+        next transaction.
+        """
+
+
 class SourceTaskContext(TaskContext, Protocol):
     """Context of a source task."""
 
@@ -78,6 +111,15 @@ class SourceTaskContext(TaskContext, Protocol):
         :class:`~connectors.api.SourceRecordBatch` es with ``serialized=True``; anything else it
         returns is converted as usual, so a task may serialize some records and not others. Fixed
         for the task's life; read it from :meth:`SourceTask.start` on. Thread: the task thread.
+        """
+
+    @property
+    def transaction_context(self) -> TransactionContext | None:
+        """The runtime's transaction control: present only when the connector runs with
+        exactly-once delivery (the worker's ``exactly.once.source.support=enabled``) and
+        ``transaction.boundary=connector``; ``None`` otherwise, and then the runtime alone decides
+        where transactions end, if it uses any. Fixed for the task's life; read it from
+        :meth:`SourceTask.start` on. Thread: the task thread.
         """
 
 

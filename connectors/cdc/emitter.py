@@ -47,6 +47,10 @@ class ChangeBuffer(abc.ABC):
         self.encoded_topics: list[str] = []
         self.encoded_keys: list[bytes | None] = []
         self.encoded: list[bytes | None] = []
+        # transaction.boundary=connector only (follow_transactions): where the last transaction
+        # committed in the pending events, (records, encoded) counts then, and that point's offset.
+        self.settled_at: tuple[int, int] | None = None
+        self.settled_offset: dict[str, Any] = {}
 
     @abc.abstractmethod
     def current_offset(self) -> dict[str, Any]:
@@ -54,6 +58,53 @@ class ChangeBuffer(abc.ABC):
 
     def batch_started(self) -> None:  # noqa: B027 - an optional hook: most decoders need nothing here
         """A batch was finished; the next one starts (a decoder may take a new processing time)."""
+
+    def settled(self) -> bool:
+        """Whether every event decoded so far belongs to a committed database transaction. A decoder
+        that offers connector-defined transaction boundaries overrides it; the default, for a
+        source without transactions, says yes."""
+        return True
+
+    def transaction_settled(self) -> None:
+        """A decoder's hook, called (only with connector-defined transaction boundaries) when every
+        event decoded so far belongs to a committed transaction: the pending events up to here may
+        leave alone (:meth:`take_settled`). The records up to here keep the offset of this point;
+        those decoded later share a new one."""
+        mark = (len(self.records), len(self.encoded))
+        if mark == self.settled_at:  # nothing new: the same events, a later position
+            self.settled_offset.update(self.current_offset())
+            return
+        self.batch_offset.update(self.current_offset())
+        self.settled_offset = self.batch_offset
+        self.batch_offset = {}
+        self.settled_at = mark
+
+    def take_settled(self) -> Batch | None:
+        """The pending events up to the last :meth:`transaction_settled` point (an empty list: none
+        before it; ``None``: no such point since the last batch); the events after it stay pending.
+        For a batch that must not end inside a transaction, when the decoder stands inside one and
+        :attr:`outbox` is empty."""
+        mark, self.settled_at = self.settled_at, None
+        if mark is None:
+            return None
+        records, encoded = mark
+        if encoded:
+            offset = self.settled_offset
+            values, keys, topics = self.encoded[:encoded], self.encoded_keys[:encoded], self.encoded_topics[:encoded]
+            del self.encoded[:encoded], self.encoded_keys[:encoded], self.encoded_topics[:encoded]
+            return SourceRecordBatch(
+                None,
+                values,
+                keys=keys,
+                topics=topics,
+                source_partition=self.partition,
+                offsets_loader=lambda: [offset] * encoded,
+                last_offset=offset,
+                serialized=True,
+            )
+        head = self.records[:records]
+        del self.records[:records]
+        return head
 
     def finish_batch(self) -> Batch:
         """The events decoded since the last call, sharing the current position as their offset."""
@@ -65,6 +116,7 @@ class ChangeBuffer(abc.ABC):
         """The pending Python-built records (their shared offset filled in)."""
         records = self.records
         self.records = []
+        self.settled_at = None
         if records:
             self.batch_offset.update(self.current_offset())
             self.batch_offset = {}
@@ -86,6 +138,7 @@ class ChangeBuffer(abc.ABC):
             serialized=True,
         )
         self.encoded_topics, self.encoded_keys, self.encoded = [], [], []
+        self.settled_at = None
         self.batch_started()
         return batch
 

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
-from sluice.connectors.api import LocalFiles, Serialization, SinkRecord, TopicPartition
+from sluice.connectors.api import LocalFiles, Serialization, SinkRecord, TopicPartition, TransactionContext
 
 
 def partition_key(partition: Mapping[str, Any]) -> str:
@@ -110,6 +110,8 @@ class MemorySourceTaskContext(_TaskContext):
 
     ``serialization`` is ``None`` by default, as from a runtime that runs a transform: the task
     returns records for the runtime to convert, which is what the checks look at.
+    ``transaction_context`` is ``None`` by default too, as on a worker without exactly-once
+    delivery; a test of connector-defined transaction boundaries passes its own.
     """
 
     def __init__(
@@ -120,14 +122,20 @@ class MemorySourceTaskContext(_TaskContext):
         task_id: int = 0,
         serialization: Serialization | None = None,
         local_files: LocalFiles | None = None,
+        transaction_context: TransactionContext | None = None,
     ) -> None:
         super().__init__(connector_name, task_id, local_files)
         self._offset_reader = offset_reader or MemoryOffsetReader()
         self._serialization = serialization
+        self._transaction_context = transaction_context
 
     @property
     def serialization(self) -> Serialization | None:
         return self._serialization
+
+    @property
+    def transaction_context(self) -> TransactionContext | None:
+        return self._transaction_context
 
     @property
     def offset_reader(self) -> MemoryOffsetReader:

@@ -116,6 +116,14 @@ async def put_task_configs(name: str, request: Request, herder: HerderDep) -> Re
     return Response(status_code=204)
 
 
+@router.put("/{name}/fence", status_code=204, summary="Fence the zombie instances of a source connector's tasks (KIP-618)")
+def fence_zombies(name: str, herder: HerderDep) -> Response:
+    """Every producer a task of ``name`` ever used is fenced (exactly-once sources): a task instance
+    left on a frozen or cut-off worker can no longer commit; the live tasks restart."""
+    herder.fence_zombies(name)
+    return Response(status_code=204)
+
+
 @router.get("/{name}/tasks/{task}/status", summary="State of one task")
 def get_task_status(name: str, task: int, herder: HerderDep) -> dict[str, Any]:
     return herder.task_status(name, task)

@@ -38,5 +38,6 @@ class StoredOffsets:
 def start_task(config: dict[str, Any], stored: dict[str, Any] | None = None) -> BinlogCdcTask:
     """A task started on ``config`` from the ``stored`` offset."""
     task = BinlogCdcTask()
-    task.start(config, SimpleNamespace(offset_reader=StoredOffsets(stored), serialization=None))  # type: ignore[arg-type]
+    context = SimpleNamespace(offset_reader=StoredOffsets(stored), serialization=None, transaction_context=None)
+    task.start(config, context)  # type: ignore[arg-type]
     return task

@@ -83,7 +83,8 @@ def test_a_server_restart_loses_and_repeats_no_change(caplog: pytest.LogCaptureF
                 }
             )
         )
-        task.start(connector.task_configs(1)[0], SimpleNamespace(offset_reader=_NoOffsets(), serialization=None))  # type: ignore[arg-type]
+        context = SimpleNamespace(offset_reader=_NoOffsets(), serialization=None, transaction_context=None)
+        task.start(connector.task_configs(1)[0], context)  # type: ignore[arg-type]
 
         _insert(server, range(1, 51))
         before = _poll_ids(task, 50)

@@ -96,6 +96,8 @@ class WorkerProcess:
             settings.pop("offset.storage.file.filename", None)  # offsets live in the cluster's topic
         self.props_path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         self.proc: subprocess.Popen[bytes] | None = None
+        #: The processes :meth:`freeze` stopped, for :meth:`thaw`.
+        self._frozen: list[int] = []
 
     def start(self, *connector_files: Path) -> WorkerProcess:
         log = self.log_path.open("ab")
@@ -137,6 +139,44 @@ class WorkerProcess:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
+
+    def process_tree(self) -> list[int]:
+        """The worker's pid and those of every process it started (task hosts and theirs), parents
+        first, read from ``/proc``: the worker shares the test's process group, so no group signal."""
+        assert self.proc is not None
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:  # exited meanwhile
+                continue
+            # "pid (comm) state ppid …": comm may hold spaces and parentheses, so split after its last ')'.
+            ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+        tree = [self.proc.pid]
+        for pid in tree:  # grows while walked: breadth first
+            tree.extend(children.get(pid, []))
+        return tree
+
+    def freeze(self) -> list[int]:
+        """SIGSTOP the worker and every process under it (its task hosts run the tasks), as a VM
+        pause or a long GC pause would: nothing of it runs, answers or times out until :meth:`thaw`.
+        Returns the frozen pids."""
+        self._frozen = self.process_tree()
+        for pid in self._frozen:  # the parent first: it must not see a child stop and react
+            os.kill(pid, signal.SIGSTOP)
+        return self._frozen
+
+    def thaw(self) -> None:
+        """SIGCONT every process :meth:`freeze` stopped (those still there)."""
+        for pid in reversed(self._frozen):
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        self._frozen = []
 
     def stop(self, timeout: float = 30) -> int:
         """SIGTERM and wait: the worker flushes and commits before it exits."""

@@ -23,12 +23,9 @@ from sluice.worker.config.models import ConnectorConfig
 from sluice.worker.errors import CONNECTOR_ERRORS_KEYS
 
 #: Connect's own connector keys (``ConnectorConfig``, ``SourceConnectorConfig``) Sluice accepts and
-#: does not honour, with the reason.
+#: does not honour, with the reason. (The exactly-once keys of KIP-618 are honoured common keys:
+#: :mod:`sluice.worker.config.exactly_once`.)
 COMMON_UNIMPLEMENTED: Mapping[str, str] = {
-    "exactly.once.support": "exactly-once source delivery (KIP-618) is not implemented; sources deliver at least once",
-    "transaction.boundary": "exactly-once source delivery (KIP-618) is not implemented; records are not produced in transactions",
-    "transaction.boundary.interval.ms": "exactly-once source delivery (KIP-618) is not implemented",
-    "offsets.storage.topic": "per-connector offsets topics are not implemented; offsets go to the worker's offset store",
     "connector.plugin.version": "one version of each plugin is installed; multi-version plugins (KIP-891) are not implemented",
 }
 

@@ -22,6 +22,7 @@ from sluice.connectors.api import ConfigError, Connector, config_problems, dotte
 from sluice.connectors.api.connectivity import classify_network_error
 from sluice.plugins import PluginInfo, PluginKind
 from sluice.worker.config.connector_keys import ignored_key_warnings, split_own_keys
+from sluice.worker.config.exactly_once import SOURCE_ONLY_KEYS, exactly_once_problems, exactly_once_warnings
 from sluice.worker.config.masking import MASK, mask_config, mask_text, secret_values
 from sluice.worker.config.models import ConnectorConfig, split_connector_config
 from sluice.worker.config.providers import has_placeholder
@@ -36,6 +37,8 @@ CONNECTIVITY_TIMEOUT_S = 5.0
 
 # Keys every connector has in Connect but only sinks use; sources don't list them.
 _SINK_ONLY = {"topics", "topics.regex"}
+# And the keys only sources use (KIP-618); sinks don't list them.
+_SOURCE_ONLY = set(SOURCE_ONLY_KEYS)
 
 #: The name a config without one is validated (and its secrets registered) under.
 STAND_IN_NAME = "validation"
@@ -138,6 +141,8 @@ def _connector_fields(plugin: PluginInfo) -> list[tuple[dict[str, Any], FieldInf
     for key, info in _model_keys(ConnectorConfig):
         if key in own_names or (key in _SINK_ONLY and plugin.kind is not PluginKind.SINK):
             continue
+        if key in _SOURCE_ONLY and plugin.kind is not PluginKind.SOURCE:
+            continue
         order += 1
         result.append((key_info(key, info, COMMON_GROUP, order), info))
     for order, (key, info) in enumerate(own, start=1):
@@ -182,6 +187,8 @@ def validate_config(
     raw: Mapping[str, Any],
     full_check: typing.Callable[[Mapping[str, Any]], ValidatedOwn],
     resolve: typing.Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
+    *,
+    exactly_once_enabled: bool = False,
 ) -> dict[str, Any]:
     """Connect's ``ConfigInfos`` for ``raw``: every defined key with its value and its errors.
 
@@ -190,10 +197,13 @@ def validate_config(
     placeholder resolution: a key whose ``${provider:…}`` cannot be resolved (an undeclared provider,
     a path outside ``allowed.paths``) gets that error alone, and the other checks see resolved values,
     as creating the connector would. Values shown stay as given; messages have secrets masked.
+    ``exactly_once_enabled`` says whether the worker has exactly-once source support enabled, for
+    the checks of :mod:`~sluice.worker.config.exactly_once`.
     """
     fields = _connector_fields(plugin)
     defs = [d for d, _ in fields]
-    errors, warnings = _config_errors(plugin, raw, full_check, resolve, [d["name"] for d in defs])
+    checks = _Checks(full_check, resolve, exactly_once_enabled)
+    errors, warnings = _config_errors(plugin, raw, checks, [d["name"] for d in defs])
     configs = _config_entries(fields, raw, errors, warnings)
     groups = list(dict.fromkeys(d["group"] for d in defs if d["group"] is not None))
     return {
@@ -207,19 +217,25 @@ def validate_config(
     }
 
 
+class _Checks(typing.NamedTuple):
+    """The worker's part of a validation: its full check, its placeholder resolution and whether it
+    has exactly-once source support enabled."""
+
+    full_check: typing.Callable[[Mapping[str, Any]], ValidatedOwn]
+    resolve: typing.Callable[[Mapping[str, Any]], Mapping[str, Any]] | None
+    exactly_once_enabled: bool
+
+
 def _config_errors(
-    plugin: PluginInfo,
-    raw: Mapping[str, Any],
-    full_check: typing.Callable[[Mapping[str, Any]], ValidatedOwn],
-    resolve: typing.Callable[[Mapping[str, Any]], Mapping[str, Any]] | None,
-    defined: list[str],
+    plugin: PluginInfo, raw: Mapping[str, Any], checks: _Checks, defined: list[str]
 ) -> tuple[dict[str, list[str]], dict[str, str]]:
     """The errors of each key (secrets masked) and the warnings of the keys accepted but ignored."""
     errors: dict[str, list[str]] = {}
+    full_check = checks.full_check
     # The name comes from the URL when a connector is created, so validate doesn't require it (as in
     # Connect); a stand-in lets the rest of the checks run.
     checked = raw if raw.get("name") else {**raw, "name": STAND_IN_NAME}
-    resolved, unresolvable = _resolve_each(checked, resolve)
+    resolved, unresolvable = _resolve_each(checked, checks.resolve)
     common_raw, own_raw = split_connector_config(resolved)
     try:
         ConnectorConfig.model_validate(common_raw)
@@ -229,7 +245,7 @@ def _config_errors(
     declared = {key for key, _ in _model_keys(connector_cls.Config)}
     own_raw.update({k: v for k, v in common_raw.items() if k in declared})
     own_raw, ignored = split_own_keys(connector_cls.Config, own_raw, common_raw)
-    warnings = ignored_key_warnings(connector_cls, ignored)
+    warnings = {**ignored_key_warnings(connector_cls, ignored), **exactly_once_warnings(connector_cls, resolved)}
     try:
         connector_cls.Config.model_validate(own_raw)
     except ValidationError as exc:
@@ -248,6 +264,12 @@ def _config_errors(
             # Only a config that is valid otherwise is worth a round trip to the external system.
             for key, message in check_connectivity(connector_cls, validated.own).items():
                 errors.setdefault(key, []).append(message)
+    # As Connect's herder: checked whatever else failed, unless the key's own value is refused already.
+    for key, messages in exactly_once_problems(
+        connector_cls, resolved, worker_enabled=checks.exactly_once_enabled
+    ).items():
+        if key not in errors:
+            errors[key] = messages
     # Other errors of such a key are about the placeholder's own text ("not a topic name"), not a value.
     errors.update({key: [message] for key, message in unresolvable.items()})
     # Checks of resolved values may quote them (pydantic's "invalid value ..."): hide this config's

@@ -17,6 +17,7 @@ from typing import Any, Literal, Self
 from urllib.parse import urlparse
 
 from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from sluice.connectors.api import ConfigError, PluginConfig
 from sluice.worker.config.client_policy import DEFAULT_ALLOWLIST, DEFAULT_POLICY
@@ -216,6 +217,12 @@ class WorkerConfig(PluginConfig):
         return url.scheme, url.hostname or "0.0.0.0", port
 
     @property
+    def exactly_once_source_enabled(self) -> bool:
+        """Whether this worker delivers source records exactly once: never for this class (a standalone
+        worker has no exactly-once source support); a distributed worker's config says."""
+        return False
+
+    @property
     def restart_policy(self) -> RestartPolicy:
         return RestartPolicy(
             self.task_restart_max_attempts, self.task_restart_backoff_initial_ms, self.task_restart_backoff_max_ms
@@ -232,6 +239,34 @@ class WorkerConfig(PluginConfig):
         _, host, port = self.listener
         host = self.rest_advertised_host_name or (host if host not in ("", "0.0.0.0", "::") else socket.gethostname())
         return f"{host}:{self.rest_advertised_port or port}"
+
+    def source_transactions_topic(self) -> str | None:
+        """The offsets topic that source tasks write in their own transactions when they deliver
+        exactly once (a distributed worker with ``exactly.once.source.support=enabled``); ``None``:
+        at least once, offsets stored by the worker."""
+        return None
+
+
+#: Worker keys only a distributed worker honours: the value that means "off", and why a standalone
+#: worker cannot honour another, which it refuses instead of silently running without it.
+DISTRIBUTED_ONLY_KEYS: Mapping[str, tuple[str, str]] = {
+    "exactly.once.source.support": (
+        "disabled",
+        "a standalone worker has no exactly-once source support (its offsets file cannot join a Kafka transaction)",
+    ),
+}
+
+
+def refuse_distributed_only_keys(raw: Mapping[str, Any]) -> None:
+    """Raise :class:`ConfigError` when a standalone worker's config turns on a distributed-mode setting."""
+    for key, (off, why) in DISTRIBUTED_ONLY_KEYS.items():
+        value = str(raw.get(key, off)).strip()
+        if value != off:
+            raise ConfigError(
+                f"{key}={value} is a distributed-mode setting: {why}. Remove it (or set it to {off}), "
+                "or run the connectors on a distributed worker (sluice distributed)",
+                key=key,
+            )
 
 
 def is_loopback_host(host: str) -> bool:
@@ -266,6 +301,24 @@ MAX_NAME_LENGTH = 255
 # unassigned code points (Cn) and line/paragraph separators (Zl, Zp). Any of them lets two names
 # that look the same differ, or makes a name display as something it is not.
 _REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+# Kafka's rule for topic names (``Topic.validate``): its characters and its length.
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+_MAX_TOPIC_LENGTH = 249
+
+
+def topic_name_problem(topic: str) -> str | None:
+    """Why Kafka would refuse ``topic`` as a topic name, or None when it would accept it."""
+    if not topic:
+        return "a topic name may not be empty"
+    if topic in (".", ".."):
+        return f"{topic!r} is not a legal topic name"
+    if len(topic) > _MAX_TOPIC_LENGTH:
+        return f"a topic name may be at most {_MAX_TOPIC_LENGTH} characters long, got {len(topic)}"
+    if not _LEGAL_TOPIC.fullmatch(topic):
+        return f"topic name {topic!r} may contain only ASCII letters, digits, '.', '_' and '-'"
+    return None
 
 
 def connector_name_problem(name: str) -> str | None:
@@ -311,6 +364,30 @@ class ConnectorConfig(PluginConfig):
         "restart", description="What to do when a provided value changes"
     )
     tasks_max_enforce: bool = Field(True, description="Fail a connector that generates more than tasks.max tasks")
+    # KIP-618. Source connectors only: a sink's config may carry them and they are ignored, with a warning.
+    exactly_once_support: Literal["requested", "required"] = Field(
+        "requested",
+        description="Source: required refuses the config unless the worker has exactly.once.source.support=enabled "
+        "and the connector declares that it supports exactly-once delivery with this config; requested skips "
+        "that check (the connector then runs exactly-once whenever the worker has it enabled)",
+    )
+    transaction_boundary: Literal["poll", "interval", "connector"] = Field(
+        "poll",
+        description="Source, with exactly-once enabled on the worker: where a task's transactions end: after "
+        "each poll's records, every transaction.boundary.interval.ms, or where the task asks (only for a "
+        "connector that declares it can define its own boundaries)",
+    )
+    transaction_boundary_interval_ms: int | None = Field(
+        None,
+        ge=0,
+        description="Source, with transaction.boundary=interval: how often a task commits its transaction; "
+        "unset: the worker's offset.flush.interval.ms. No effect with another transaction.boundary",
+    )
+    offsets_storage_topic: str | None = Field(
+        None,
+        description="Source (Connect's per-connector offsets topic): accepted and checked against Kafka's "
+        "topic-name rules, not implemented yet: offsets go to the worker's offset store (a warning says so)",
+    )
 
     model_config = {**PluginConfig.model_config, "extra": "ignore"}
 
@@ -332,6 +409,28 @@ class ConnectorConfig(PluginConfig):
                 raise ValueError(f"not a valid regular expression: {exc}") from None
         return value
 
+    @field_validator("exactly_once_support", "transaction_boundary", mode="before")
+    @classmethod
+    def _any_case(cls, value: Any) -> Any:
+        # Connect reads these two case-insensitively.
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("offsets_storage_topic", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        # As Connect: a blank offsets.storage.topic means the worker's offsets.
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("offsets_storage_topic")
+    @classmethod
+    def _valid_topic(cls, value: str | None) -> str | None:
+        if value is not None:
+            problem = topic_name_problem(value)
+            if problem is not None:
+                # A custom error keeps pydantic's "Value error, " prefix out of the user's message.
+                raise PydanticCustomError("invalid_topic", problem)
+        return value
+
     @model_validator(mode="after")
     def _one_topic_source(self) -> ConnectorConfig:
         if self.topics and self.topics_regex:
@@ -341,6 +440,13 @@ class ConnectorConfig(PluginConfig):
     @property
     def topic_list(self) -> list[str]:
         return [t.strip() for t in (self.topics or "").split(",") if t.strip()]
+
+    def transaction_interval_ms(self, worker: WorkerConfig) -> int:
+        """How often a source task's transaction commits with ``transaction.boundary=interval``:
+        ``transaction.boundary.interval.ms``, else the worker's ``offset.flush.interval.ms``."""
+        if self.transaction_boundary_interval_ms is not None:
+            return self.transaction_boundary_interval_ms
+        return worker.offset_flush_interval_ms
 
     @classmethod
     def own_keys(cls) -> set[str]:

@@ -35,6 +35,13 @@ class DistributedConfig(WorkerConfig):
     )
     worker_sync_timeout_ms: int = Field(3_000, ge=1, description="Time to catch up with the config topic before acting")
     rest_advertised_listener: Literal["http", "https"] | None = Field(None, description="Scheme other workers use to reach this one")
+    exactly_once_source_support: Literal["disabled", "preparing", "enabled"] = Field(
+        "disabled",
+        description="Exactly-once delivery of source connectors (KIP-618): enabled commits each source task's "
+        "records and offsets in Kafka transactions and fences zombie tasks; preparing is the step of a rolling "
+        "upgrade to enabled (workers fence, tasks still deliver at least once; validation treats it as "
+        "disabled); disabled: at least once. Every worker of a cluster must be set alike",
+    )
 
     @model_validator(mode="after")
     def _timeouts(self) -> DistributedConfig:
@@ -47,6 +54,17 @@ class DistributedConfig(WorkerConfig):
                 "must be four different topics"
             )
         return self
+
+    @property
+    def exactly_once_source_enabled(self) -> bool:
+        """Whether this worker runs source tasks exactly-once (``exactly.once.source.support=enabled``;
+        ``preparing`` is not enabled yet)."""
+        return self.exactly_once_source_support == "enabled"
+
+    def source_transactions_topic(self) -> str | None:
+        """``offset.storage.topic`` once source tasks deliver exactly once: they write their offsets
+        there in their own transactions."""
+        return self.offset_storage_topic if self.exactly_once_source_enabled else None
 
     @property
     def sluice_topic(self) -> str:

@@ -352,7 +352,12 @@ class TaskHostProcess:
     def _serve_offsets(self) -> None:
         store = self._pool.offset_store
         # What a task may ask of the worker's store (never delete): the host's _PipeOffsetStore.
-        calls: dict[str, Callable[..., Any]] = {"get": store.get, "put": store.put, "all": store.all}
+        calls: dict[str, Callable[..., Any]] = {
+            "get": store.get,
+            "put": store.put,
+            "all": store.all,
+            "read_to_end": store.read_to_end,
+        }
         while True:
             try:
                 op, args = self._offsets.recv()

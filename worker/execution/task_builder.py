@@ -40,6 +40,7 @@ from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig
 from sluice.worker.execution.clients import SINK_CONSUMER_DEFAULTS, SOURCE_PRODUCER_DEFAULTS, client_config
 from sluice.worker.execution.transform_chain import build_chain
 from sluice.worker.runners import SinkTaskRunner, SourceTaskRunner, TaskStatusListener, WorkerTask
+from sluice.worker.runners.source_transactions import ExactlyOnce, fence, transactional_id
 from sluice.worker.status import ConnectorTaskId, TargetState
 from sluice.worker.topic_creation import TopicCreationConfig, TopicCreator
 
@@ -105,7 +106,8 @@ class TaskBuilder:
         )
         if any(has_placeholder(v) for v in config.raw.values()):
             # connector=None: what the worker's own config resolves to is hidden everywhere.
-            config = WorkerConfig.from_mapping(self.config_providers.resolve(config.raw, connector=None))
+            # Same class: a distributed worker's config keeps its own keys (exactly.once.source.support).
+            config = type(config).from_mapping(self.config_providers.resolve(config.raw, connector=None))
         self.config = config
         self.client_policy: ClientOverridePolicy = override_policy(config.raw)
         # Parsed once: a relative entry or an overlap with the worker's own files stops the worker at
@@ -255,6 +257,10 @@ class TaskBuilder:
             scope=scope,
             connector=task_id.connector,
         )
+        exactly_once = self._exactly_once(task_id, parts.validated.common)
+        if exactly_once is not None:
+            overridden = frozenset(sub_config(resolved, "producer.override."))
+            producer = exactly_once.producer_config(producer, overridden=overridden)
         key, value, header = self.converters(parts.validated.common, resolved)
         errors = ErrorHandlingConfig.parse(resolved)
         return SourceTaskRunner(
@@ -277,6 +283,35 @@ class TaskBuilder:
             topic_creator=self._topic_creator(task_id, resolved),
             topic_scope=TopicScope(scope) if scope.restricted else None,
             local_files=self.path_grant,
+            exactly_once=exactly_once,
+        )
+
+    def fence_source_tasks(self, connector: str, tasks: int, timeout_s: float = 30.0) -> None:
+        """Fence every instance of tasks ``0 … tasks-1`` of source ``connector`` (a zombie on a frozen
+        worker included): none can commit a transaction again. Nothing to do unless this worker's
+        source tasks deliver exactly once."""
+        if self.config.source_transactions_topic() is None or tasks <= 0:
+            return
+        producer = client_config(
+            self.config.bootstrap_servers,
+            {"client.id": f"connector-fencer-{connector}"},
+            self.config.prefixed("producer."),
+            {},
+            self.client_policy,
+            what="producer",
+        )
+        fence(producer, [transactional_id(str(self.config.group_id), connector, t) for t in range(tasks)], timeout_s)
+
+    def _exactly_once(self, task_id: ConnectorTaskId, common: ConnectorConfig) -> ExactlyOnce | None:
+        """How the task delivers exactly once, on a worker whose source tasks do (KIP-618)."""
+        topic = self.config.source_transactions_topic()
+        if topic is None:
+            return None
+        return ExactlyOnce(
+            transactional_id=transactional_id(str(self.config.group_id), task_id.connector, task_id.task),
+            offsets_topic=topic,
+            boundary=common.transaction_boundary,
+            interval_ms=common.transaction_interval_ms(self.config),
         )
 
     def _sink_runner(self, parts: _TaskParts) -> SinkTaskRunner:

@@ -85,6 +85,9 @@ class _PipeOffsetStore:
     def delete(self, connector: str) -> None:
         raise ConnectError("A task cannot delete its connector's offsets")
 
+    def read_to_end(self, timeout: float = 30.0) -> None:
+        self._call("read_to_end", timeout)
+
 
 class _PipeListener:
     """Sends one task's state changes up (``send`` adds which task)."""

@@ -204,6 +204,10 @@ class Herder(abc.ABC):
         """Reset every offset of a STOPPED connector; returns Connect's success message."""
 
     @abc.abstractmethod
+    def fence_zombies(self, name: str) -> None:
+        """KIP-618's zombie fencing of a source connector's tasks (``PUT /connectors/{name}/fence``)."""
+
+    @abc.abstractmethod
     def connector_topics(self, name: str) -> list[str]:
         """Topics the connector's tasks produced to or consumed from since creation or reset (KIP-558)."""
 

@@ -33,7 +33,7 @@ from sluice.connectors.api import AlreadyExistsError, ConfigError, NotFoundError
 from sluice.plugins import PluginInfo, PluginKind
 from sluice.worker.config.connector_scope import check_group_unique
 from sluice.worker.config.infos import check_connectivity
-from sluice.worker.config.masking import mask_config, secret_values
+from sluice.worker.config.masking import mask_config, mask_text, secret_values
 from sluice.worker.herder.api import (
     HEALTH_TIMEOUT_S,
     ConnectorInfo,
@@ -332,7 +332,7 @@ class HerderCore(Herder):
             raise AlreadyExistsError(f"Connector {name} already exists")
         if validated.plugin.kind is PluginKind.SINK:
             check_group_unique(name, raw, self.configs.snapshot().connectors)
-        _check_on_create(validated)
+        _check_on_create(validated, self.worker.exactly_once_problems(validated))
         self.configs.put_connector_config(name, raw, initial_state=initial_state if current is None else None)
         self._written()
         tasks = list(range(len(self.configs.snapshot().task_configs.get(name, ()))))
@@ -430,6 +430,26 @@ class HerderCore(Herder):
     def reset_connector_offsets(self, name: str) -> str:
         return self.offsets.reset(name)
 
+    def fence_zombies(self, name: str) -> None:
+        """Fence every instance of the source connector's tasks — a zombie on a frozen or cut-off
+        worker included — so none can commit a transaction again, then restart the live ones (they
+        come back with a new epoch and read the committed offsets). Any worker can: fencing is a
+        Kafka call, not a write to the config topic."""
+        info = self.connector_info(name)
+        if info.type != "source":
+            raise ConfigError(
+                f"Connector {name} is a {info.type} connector: only source tasks have transactional producers to fence"
+            )
+        if self.worker.config.source_transactions_topic() is None:
+            raise ConfigError(
+                "Exactly-once source support is not enabled on this worker (exactly.once.source.support=enabled "
+                "on a distributed worker): its source tasks have no transactional producers to fence",
+                key="exactly.once.source.support",
+            )
+        self.worker.builder.fence_source_tasks(name, len(info.tasks))
+        if info.tasks:
+            self.restart_connector_and_tasks(name, include_tasks=True, only_failed=False)
+
     def plugins(self) -> list[PluginInfo]:
         return self.catalog.plugins()
 
@@ -449,17 +469,23 @@ def _info_from_json(body: Any) -> ConnectorInfo:
     )
 
 
-def _check_on_create(validated: Any) -> None:
-    """Refuse the config when the connector's ``validate_on_create`` names problems (Debezium's
-    database checks), as Connect refuses a config whose ``validate`` found errors: nothing is
-    stored, and the answer lists every problem."""
-    problems = check_connectivity(validated.plugin.cls, validated.own, on_create=True)
-    if problems:
-        listed = "\n".join(f"{key}: {message}" for key, message in problems.items())
+def _check_on_create(validated: Any, exactly_once: Mapping[str, list[str]]) -> None:
+    """Refuse the config when the worker or the connector refuses its exactly-once keys
+    (``exactly_once``) or the connector's ``validate_on_create`` names problems (Debezium's database
+    checks), as Connect refuses a config whose validation found errors: nothing is stored, and the
+    answer lists every problem."""
+    name = str(validated.raw.get("name", ""))
+    errors = [(key, mask_text(message, name)) for key, messages in exactly_once.items() for message in messages]
+    errors += check_connectivity(validated.plugin.cls, validated.own, on_create=True).items()
+    if errors:
+        listed = "\n".join(f"{key}: {message}" for key, message in errors)
+        problems: dict[str, str] = {}
+        for key, message in errors:
+            problems[key] = f"{problems[key]} {message}" if key in problems else message
         raise ConfigError(
-            f"Connector configuration is invalid and contains the following {len(problems)} error(s):\n{listed}\n"
+            f"Connector configuration is invalid and contains the following {len(errors)} error(s):\n{listed}\n"
             "You can also find the above list of errors at the endpoint "
             "`/connector-plugins/{connectorType}/config/validate`",
-            key=next(iter(problems)),
+            key=errors[0][0],
             problems=problems,
         )

@@ -61,4 +61,10 @@ class PluginCatalog:
                 raise BadRequest(f"Included connector type {included}{hint} does not match request type {plugin}")
         else:
             raw["connector.class"] = plugin
-        return validate_config(info, raw, self.worker.validate, self.worker.resolve)
+        return validate_config(
+            info,
+            raw,
+            self.worker.validate,
+            self.worker.resolve,
+            exactly_once_enabled=self.worker.exactly_once_source_enabled,
+        )

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sluice.connectors.api import ConfigError, ConnectError, Connector
+from sluice.connectors.api import ConfigError, ConnectError, Connector, SourceConnector
 from sluice.offsets import StoreOffsetReader
 from sluice.plugins import PluginKind
 from sluice.worker.config.connect_task_configs import as_connect_task_configs
@@ -376,10 +376,22 @@ class HostedWork:
     def _submit_task_configs(self, name: str, configs: list[dict[str, Any]], snapshot: ConfigSnapshot) -> None:
         self._pending_task_configs.pop(name, None)
         try:
+            self._fence_previous_tasks(name, snapshot)
             self.strategy.submit_task_configs(name, configs, snapshot)
         except (ConnectError, OSError) as exc:
             log.info("Could not hand the task configs of %s to the leader yet (%s); retrying", name, exc)
             self._pending_task_configs[name] = configs
+
+    def _fence_previous_tasks(self, name: str, snapshot: ConfigSnapshot) -> None:
+        """Exactly-once sources (KIP-618's fencing round): before new task configs of a source
+        connector are written, every task of the previous generation is fenced, so none of them — a
+        zombie on a frozen worker included — can commit after a task of the new one has read its
+        offsets. (A new task fences its own predecessor when it starts; this covers the others.)"""
+        previous = snapshot.task_configs.get(name) or []
+        running = self._connectors.get(name)
+        if previous and running is not None and running.validated is not None:
+            if issubclass(running.validated.connector_class, SourceConnector):
+                self.worker.builder.fence_source_tasks(name, len(previous))
 
     def _retry_task_configs(self, snapshot: ConfigSnapshot) -> None:
         with self.lock:

@@ -63,6 +63,11 @@ class TaskMetrics:
         self.batch_time_max_s = 0.0
         self.timed_batches = 0
         self.commit_skipped = 0
+        # source, exactly once: records per committed transaction (transaction-size-*)
+        self.transactions = 0
+        self.transaction_records = 0
+        self.transaction_min = 0
+        self.transaction_max = 0
         self.partitions = 0
         self.lag: list[Lag] = []
         #: What the task reports of its own system (connectors.api.metrics), as plain tuples.
@@ -99,6 +104,15 @@ class TaskMetrics:
         self.commit_time_s += seconds
         if seconds > self.commit_time_max_s:
             self.commit_time_max_s = seconds
+
+    def transaction(self, records: int) -> None:
+        """An exactly-once source task committed a transaction of ``records`` records."""
+        if not self.transactions or records < self.transaction_min:
+            self.transaction_min = records
+        if records > self.transaction_max:
+            self.transaction_max = records
+        self.transactions += 1
+        self.transaction_records += records
 
     def ask_task(self, task: Any, now: float) -> None:
         """Refresh the task's own metrics (``sluice.connectors.api.metrics``) when they are due, and
@@ -160,6 +174,14 @@ class TaskMetrics:
                 "poll-batch-avg-time-ms": avg_ms,
                 "poll-batch-max-time-ms": 1000 * self.batch_time_max_s,
             }
+            if self.transactions:
+                out["source-task-metrics"].update(
+                    {
+                        "transaction-size-min": self.transaction_min,
+                        "transaction-size-max": self.transaction_max,
+                        "transaction-size-avg": self.transaction_records / self.transactions,
+                    }
+                )
         else:
             lag = list(self.lag)
             out["sink-task-metrics"] = {

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from itertools import repeat
 from typing import Any
 
@@ -37,49 +38,15 @@ from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig, Stage
 from sluice.worker.observability.outages import DEFAULT_DEGRADED_AFTER_MS
 from sluice.worker.observability.tracing import BatchTracer, Step, source_attributes
 from sluice.worker.runners.base import TaskStatusListener, WorkerTask
+from sluice.worker.runners.source_context import SourceTaskContextImpl
 from sluice.worker.runners.source_errors import Outgoing, SourceFailures, Transform
 from sluice.worker.runners.source_offsets import SourceOffsets
 from sluice.worker.runners.source_topics import SourceTopics
+from sluice.worker.runners.source_transactions import ExactlyOnce, SourceTransactions
 from sluice.worker.status import ConnectorTaskId, TargetState
 from sluice.worker.topic_creation import TopicCreator
 
 log = logging.getLogger(__name__)
-
-
-class SourceTaskContextImpl:
-    """The context a source task sees."""
-
-    def __init__(
-        self,
-        task_id: ConnectorTaskId,
-        offset_reader: StoreOffsetReader,
-        serialization: Serialization | None = None,
-        local_files: LocalFiles = NO_LOCAL_FILES,
-    ) -> None:
-        self._id = task_id
-        self._reader = offset_reader
-        self._serialization = serialization
-        self._local_files = local_files
-
-    @property
-    def connector_name(self) -> str:
-        return self._id.connector
-
-    @property
-    def task_id(self) -> int:
-        return self._id.task
-
-    @property
-    def offset_reader(self) -> StoreOffsetReader:
-        return self._reader
-
-    @property
-    def serialization(self) -> Serialization | None:
-        return self._serialization
-
-    @property
-    def local_files(self) -> LocalFiles:
-        return self._local_files
 
 
 class SourceTaskRunner(WorkerTask):
@@ -99,7 +66,11 @@ class SourceTaskRunner(WorkerTask):
 
     A delivery failure fails the task before any offset that covers the failed record is written,
     so a restart resumes from the last stored offsets: nothing is lost, and duplicates come only
-    from the interval after the last commit. Delivery reports are requested for errors only, so the
+    from the interval after the last commit. With exactly-once delivery (``transactions``, on a
+    distributed worker with ``exactly.once.source.support=enabled``) steps 4-6 become
+    :mod:`~worker.runners.source_transactions`' order: the producer fences older instances of the
+    task before it starts, records go into a transaction, and at each ``transaction.boundary`` the
+    offsets are written into the same transaction, which commits both or neither. Delivery reports are requested for errors only, so the
     happy path costs no Python callback per record.
 
     A poll takes one path, list or batch: steps 2-3 for all its records at once (a batch of one
@@ -135,17 +106,15 @@ class SourceTaskRunner(WorkerTask):
         local_files: LocalFiles = NO_LOCAL_FILES,
         topic_scope: TopicScope | None = None,
         producer_factory: Callable[[dict[str, Any]], Producer] = Producer,
+        exactly_once: ExactlyOnce | None = None,
     ) -> None:
         super().__init__(task_id, listener, initial_state, kind="source", degraded_after_ms=degraded_after_ms)
         self.task = task
-        # The files the task may open (connector.allowed.paths); without a grant, none.
-        self._local_files = local_files
+        self._local_files = local_files  # what the task may open (connector.allowed.paths); no grant: nothing
         self.task_config = dict(task_config)
-        self._producer_config = dict(producer_config)
-        self._producer_factory = producer_factory
+        self._producer_config, self._producer_factory = dict(producer_config), producer_factory
         self._offset_store = offset_store
-        self._key_converter = key_converter
-        self._value_converter = value_converter
+        self._key_converter, self._value_converter = key_converter, value_converter
         self._transform = transform
         self._flush_timeout_s = offset_flush_timeout_ms / 1000
         self._producer: Producer | None = None
@@ -154,10 +123,8 @@ class SourceTaskRunner(WorkerTask):
         # converted by column, and the task may be offered to serialize them itself.
         self._as_polled = transform is None and not self._wants_commit_record
         self._serialization: Serialization | None = None
-        self.records_produced = 0
-        self.records_polled = 0
-        self.errors = errors if errors is not None else ErrorHandlingConfig()
-        self.dlq = dlq
+        self.records_produced = self.records_polled = 0
+        self.errors, self.dlq = (errors if errors is not None else ErrorHandlingConfig()), dlq
         #: Offsets polled and not yet stored, and when the next commit is due.
         self.offsets = SourceOffsets(task_id.connector, offset_flush_interval_ms / 1000)
         #: The gate to the topics records go to (scope, creation, use).
@@ -168,10 +135,14 @@ class SourceTaskRunner(WorkerTask):
             errors=self.errors, dlq=dlq, stop_event=self._stopping,
             commit_record=task.commit_record if self._wants_commit_record else None,
         )  # fmt: skip
-        #: The retry and tolerance operator (``errors.*``), shared with :attr:`failures`.
-        self.retry = self.failures.retry
+        self.retry = self.failures.retry  #: the retry and tolerance operator (``errors.*``), shared with failures
         self._source_system = f"the system {type(task).__name__} reads from"
         self._reports_metrics = isinstance(task, ReportsMetrics)
+        #: Exactly-once delivery (:mod:`~worker.runners.source_transactions`): ``None`` is at least once.
+        self.transactions = SourceTransactions.of(exactly_once, str(task_id), self._flush_timeout_s)
+        self._requests = self.transactions.requests if self.transactions else None
+        self._in_flight: tuple[Future[int | None], bool, float] | None = None  # the commit being made
+        self._commit_before_poll = type(task).commit is not SourceTask.commit  # else it overlaps the next poll
 
     def error_metrics(self) -> dict[str, int]:
         return self.retry.metrics()
@@ -194,11 +165,14 @@ class SourceTaskRunner(WorkerTask):
             raise ConnectError(f"Invalid producer configuration: {exc.args[0].str()}") from exc
         if self.dlq is not None:
             self.dlq.start()
+        if self.transactions is not None:
+            # Fence older instances first, then read what they committed: nothing can change it now.
+            self.transactions.start(self._producer)
+            self._offset_store.read_to_end(self._flush_timeout_s * 6)
         reader = StoreOffsetReader(self._offset_store, self.id.connector)
         self._serialization = self._offered_serialization()
-        self.task.start(
-            self.task_config, SourceTaskContextImpl(self.id, reader, self._serialization, self._local_files)
-        )
+        context = SourceTaskContextImpl(self.id, reader, self._serialization, self._local_files, self._requests)
+        self.task.start(self.task_config, context)
         self.offsets.reschedule()
 
     def _offered_serialization(self) -> Serialization | None:
@@ -231,6 +205,8 @@ class SourceTaskRunner(WorkerTask):
                 self.commit_offsets()
         finally:
             self.topics.close()  # its admin client goes now, on this thread
+            if self.transactions is not None:
+                self.transactions.close()
             if self._producer is not None:
                 self._producer.flush(self._flush_timeout_s)
                 self._producer = None
@@ -258,6 +234,9 @@ class SourceTaskRunner(WorkerTask):
         :meth:`commit_offsets` (6) when an interval has passed."""
         producer = self._producer
         assert producer is not None, "initialize() first"
+        if self._in_flight is not None and self._commit_before_poll:
+            # SourceTask.commit() means "everything polled so far is stored": not once it polled again.
+            self._settle_commit()
         started = time.monotonic()
         try:
             records = self.task.poll()
@@ -291,11 +270,34 @@ class SourceTaskRunner(WorkerTask):
             producer.poll(0)
         if self._reports_metrics and started >= self.metrics.next_own:
             self.metrics.ask_task(self.task, started)
-        if self.offsets.commit_due(time.monotonic()):
+        if self.transactions is not None:
+            self._transaction_boundary(bool(records))
+        elif self.offsets.commit_due(time.monotonic()):
             self.commit_offsets()
 
+    def _transaction_boundary(self, polled: bool) -> None:
+        """Step 3 of exactly-once delivery: commit (or abort) where ``transaction.boundary`` says."""
+        transactions, producer = self.transactions, self._producer
+        assert transactions is not None and producer is not None
+        self._transaction_action(transactions.due(polled, self._requests))
+
+    def _transaction_action(self, action: str | None) -> None:
+        if action == "commit":
+            self.commit_offsets()
+        elif action == "abort":
+            assert self.transactions is not None and self._producer is not None
+            self._settle_commit()
+            self.transactions.abort(self._producer)
+            self.offsets.take()  # the aborted records' offsets are never stored
+
     def send(self, polled: Sequence[SourceRecord]) -> None:
-        """Steps 2-5 for what one poll returned: a list of records or a batch, the same way."""
+        """Steps 2-5 for what one poll returned: a list of records or a batch, the same way (a list
+        cut where its task asked to commit or abort after a record, with ``transaction.boundary=connector``)."""
+        if self._requests is not None and self._requests.at_record and not isinstance(polled, SourceRecordBatch):
+            for part, action in self._requests.split(polled):
+                self._hand_over(part, None, self._outgoing(part, None))
+                self._transaction_action(action)
+            return
         batch = polled if isinstance(polled, SourceRecordBatch) else None  # the columns, when there are
         self._hand_over(polled, batch, self._outgoing(polled, batch))
 
@@ -328,6 +330,10 @@ class SourceTaskRunner(WorkerTask):
         producer = self._producer
         assert producer is not None
         if out.values:
+            if self.transactions is not None:
+                self._settle_commit()
+                self.transactions.begin(producer)
+                self.transactions.size += len(out.values)
             self._produce(out)
             self.records_produced += len(out.values)
         self.offsets.polled(polled, batch)
@@ -482,6 +488,8 @@ class SourceTaskRunner(WorkerTask):
         """Step 6: store the pending offsets once everything before them is acknowledged."""
         producer = self._producer
         assert producer is not None
+        if self.transactions is not None:
+            return self._commit_transaction(producer, self.transactions)
         started = time.monotonic()
         offsets, failures = self.offsets, self.failures
         offsets.reschedule(started)
@@ -518,6 +526,47 @@ class SourceTaskRunner(WorkerTask):
         except Exception:
             log.exception("Exception in SourceTask.commit(); offsets were stored")
         return True
+
+    def _commit_transaction(self, producer: Producer, transactions: SourceTransactions) -> bool:
+        """Step 3 of exactly-once delivery (:mod:`~worker.runners.source_transactions`): the pending
+        offsets into the open transaction, and commit it while the task polls on (the last one, when
+        stopping, at once); a failure fails the task."""
+        self._settle_commit()
+        started = time.monotonic()
+        self.failures.check_delivery()  # a record the broker refused: the transaction must not commit
+        if self.dlq is not None and not self.dlq.flush(self._flush_timeout_s):
+            self.metrics.committed(False, time.monotonic() - started)
+            return False  # skipped records are not in the DLQ yet: their offsets wait
+        if not self._unfenced():
+            if self.stopping:  # stopped because of it: the transaction is left to be aborted
+                log.warning("%s: out of contact with the group, its open transaction is not committed", self.id)
+                return False
+            raise ConnectError(f"{self.id} did not commit: the worker is out of contact with its group")
+        snapshot = self.offsets.take()
+        if self.stopping:
+            self._committed(transactions.commit(producer, snapshot), bool(snapshot), started)
+        else:
+            in_flight = transactions.commit_later(producer, snapshot)
+            self._in_flight = None if in_flight is None else (in_flight, bool(snapshot), started)
+        return True
+
+    def _settle_commit(self) -> None:
+        """Wait for the commit in flight, if any; its failure fails the task here."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is not None:
+            future, stored, started = in_flight
+            self._committed(future.result(), stored, started)
+
+    def _committed(self, size: int | None, stored: bool, started: float) -> None:
+        if size is not None:
+            self.metrics.transaction(size)
+        if stored:
+            self.outages.reached(self._kafka)
+        self.metrics.committed(True, time.monotonic() - started, skipped=not stored)
+        try:
+            self.task.commit()
+        except Exception:
+            log.exception("Exception in SourceTask.commit(); the transaction was committed")
 
 
 def _partition_options(partitions: Sequence[int | None] | None) -> list[dict[str, Any] | None] | None:

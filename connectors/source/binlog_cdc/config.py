@@ -134,6 +134,14 @@ class BinlogCdcConfig(SignalingCdcConfig):
     include_schema_changes: bool = Field(
         True, description="Schema change events (Debezium's SchemaChangeValue, one per DDL) on <topic.prefix>."
     )
+    include_query: bool = Field(
+        False,
+        description="Put the SQL statement behind each row change into its event's source.query (null otherwise). "
+        "The server must log statements beside row events: binlog_annotate_row_events=ON on MariaDB (its default), "
+        "binlog_rows_query_log_events=ON on MySQL; without it query stays null (a warning at start says so). "
+        "Snapshot events never carry one. Off by default: the statement may show values of columns or tables "
+        "the connector leaves out.",
+    )
     schema_history_internal: str = Field(
         "io.debezium.storage.kafka.history.KafkaSchemaHistory",
         alias="schema.history.internal",
@@ -358,7 +366,6 @@ BINLOG_CDC_UNIMPLEMENTED_KEYS: dict[str, str] = {
     "gtid.source.includes": "not implemented: every GTID source is read",
     "gtid.source.excludes": "not implemented: every GTID source is read",
     "gtid.source.filter.dml.events": "not implemented",
-    "include.query": "not implemented yet: source.query is always null",
     "connect.keep.alive": "the stream asks the server for heartbeats every poll.interval.ms and reconnects itself",
     "connect.keep.alive.interval.ms": "the stream asks the server for heartbeats every poll.interval.ms",
     "binlog.buffer.size": "not implemented",

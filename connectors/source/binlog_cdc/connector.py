@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from sluice.connectors.api import ConfigError, Deferred, SourceConnector, SourceTask
+from sluice.connectors.api import (
+    ConfigError,
+    ConnectorTransactionBoundaries,
+    Deferred,
+    ExactlyOnceSupport,
+    SourceConnector,
+    SourceTask,
+)
 from sluice.connectors.cdc.offsets import server_offsets
 from sluice.connectors.source.binlog_cdc.config import BINLOG_CDC_UNIMPLEMENTED_KEYS, FLAVOR_KEY, BinlogCdcConfig
 
@@ -47,6 +54,16 @@ class _BinlogConnector(SourceConnector):
     def validate_on_create(cls, config: Any, timeout_s: float) -> dict[str, str]:
         """The same checks, as Debezium's ``validate`` runs them when Connect creates the connector."""
         return cls.validate_connectivity(config, timeout_s)
+
+    def exactly_once_support(self, config: Mapping[str, Any]) -> ExactlyOnceSupport:
+        """Supported: a stored offset names a binlog position (or GTID set) the server replays from,
+        in the same order. Thread: the REST request thread that validates."""
+        return ExactlyOnceSupport.SUPPORTED
+
+    def can_define_transaction_boundaries(self, config: Mapping[str, Any]) -> ConnectorTransactionBoundaries:
+        """Supported: the task can end a Kafka transaction where a database transaction commits.
+        Thread: the REST request thread that validates."""
+        return ConnectorTransactionBoundaries.SUPPORTED
 
     def start(self, config: Any) -> None:
         """Keep the validated configuration. Thread: the connector thread."""

@@ -13,6 +13,13 @@ else from the library's decoding through :meth:`~.tables.Table.row`: the same va
 
 An update that changes the row's key is two events, as Debezium writes it: a delete of the old key
 (and its tombstone), then a create of the new one.
+
+The statement behind row events (MariaDB's annotate rows event, MySQL's rows query event, each
+before the row events of one statement) is kept in :attr:`BinlogDecoder.query`;
+:class:`QueryingBinlogDecoder` (``include.query``) puts it into each event's ``source.query`` until
+the next one or the transaction's end, as Debezium does. MariaDB sends annotate rows events only
+to a replica that asks for them (:mod:`.reader` does with ``include.query``), so they are not
+counted in the offset's ``event``: a restart skips the same events whether they come or not.
 """
 
 from __future__ import annotations
@@ -24,9 +31,11 @@ from typing import Any
 from pymysqlreplication.event import (
     GtidEvent,
     HeartbeatLogEvent,
+    MariadbAnnotateRowsEvent,
     MariadbGtidEvent,
     QueryEvent,
     RotateEvent,
+    RowsQueryLogEvent,
     XidEvent,
 )
 from pymysqlreplication.row_event import DeleteRowsEvent, TableMapEvent, UpdateRowsEvent, WriteRowsEvent
@@ -100,6 +109,8 @@ class BinlogDecoder(ChangeBuffer):
         self.snapshot_progress: dict[str, Any] | None = None
         #: The schema history's hook for a DDL statement (:class:`~.schema_changes.SchemaChangeEvents`).
         self.on_ddl: DdlHook | None = None
+        #: The statement behind the row events that follow (annotate rows / rows query event), if logged.
+        self.query: str | None = None
 
     # -- the buffer's hooks ------------------------------------------------------------------------
 
@@ -116,6 +127,29 @@ class BinlogDecoder(ChangeBuffer):
 
     def batch_started(self) -> None:
         self._stamp_due = True
+
+    # -- transaction boundaries --------------------------------------------------------------------
+
+    def follow_transactions(self) -> None:
+        """``transaction.boundary=connector``: mark each point of the pending events where the stream
+        stands between transactions (after a commit and the schema change events of a DDL), so a
+        poll can end there (:meth:`~sluice.connectors.cdc.emitter.ChangeBuffer.take_settled`). The
+        bookkeeping wraps this instance's hook for such points only: a task without it pays nothing."""
+        reached = self._reached
+
+        def reached_followed(file: str, pos: int) -> None:
+            reached(file, pos)
+            if self.settled():
+                self.transaction_settled()
+
+        self._reached = reached_followed  # type: ignore[method-assign]
+
+    def settled(self) -> bool:
+        """Whether every event decoded belongs to a committed transaction: the stream is between
+        transactions, and not replaying one that was partly delivered before a reconnect (whose
+        first events are still to be skipped)."""
+        position = self.position
+        return not position.in_transaction and not position.skip_events
 
     def _stamp(self) -> None:
         """The envelope's processing time, taken when a transaction's first event is handled and
@@ -158,6 +192,13 @@ class BinlogDecoder(ChangeBuffer):
         elif isinstance(event, HeartbeatLogEvent):
             self._reached(position.file, int(event.packet.log_pos))
             return
+        elif isinstance(event, MariadbAnnotateRowsEvent):
+            # Not counted: MariaDB sends these only when asked (include.query), and a restart's count
+            # of events to skip must not depend on that.
+            self.query = event.sql_statement.decode("utf-8", "replace")
+            return
+        elif isinstance(event, RowsQueryLogEvent):
+            self.query = event.query  # MySQL logs these whatever the replica asks: counted as Debezium does
         position.event_done()
 
     def _query(self, event: Any) -> bool:
@@ -352,3 +393,18 @@ class BinlogDecoder(ChangeBuffer):
         """The change events handed over since the last call (tombstones not counted)."""
         events, self.events = self.events, 0
         return events
+
+
+class QueryingBinlogDecoder(BinlogDecoder):
+    """``include.query=true``: each row change event's ``source.query`` is the statement that made it
+    (null where the server logged none), until the next statement's or the transaction's end, as
+    Debezium's. A class of its own so that without the option the per-row path stays as it is."""
+
+    def _commit(self, event: Any, *, reached: bool = True) -> None:
+        self.query = None  # a statement does not outlive its transaction
+        super()._commit(event, reached=reached)
+
+    def _source(self, table: Table, event: Any, start: int, row: int) -> dict[str, Any]:
+        source = super()._source(table, event, start, row)
+        source["query"] = self.query
+        return source

@@ -7,6 +7,9 @@ Each problem is reported on the config key the user acts on, with what to do abo
 - ``database.user``: missing the global ``REPLICATION SLAVE`` grant (reading the binlog) or
   ``REPLICATION CLIENT`` (``BINLOG MONITOR`` on MariaDB 10.5+: the binlog position).
 
+With ``include.query``, :func:`statement_logging_off` names the server variable that logs each
+row event's statement when it is off (the task warns: the events' ``source.query`` stays null).
+
 A failure to connect is named by its category, never the driver's text (which may quote what a
 port that is no MySQL server sent); messages never contain the password.
 """
@@ -67,6 +70,21 @@ def grant_problems(cursor: Any, config: BinlogCdcConfig) -> list[tuple[str, str]
     return [("database.user", f"User {user!r} lacks the global privilege(s) {', '.join(missing)}, which reading "
              f"the binlog needs: GRANT {', '.join(missing)} ON *.* TO '{user}'@'...' (and SELECT on the captured "
              "tables).")]  # fmt: skip
+
+
+#: The server variable that logs the statement behind row events: MariaDB's, MySQL's.
+_STATEMENT_LOGGING = ("binlog_annotate_row_events", "binlog_rows_query_log_events")
+
+
+def statement_logging_off(cursor: Any) -> str | None:
+    """The variable (``binlog_annotate_row_events`` on MariaDB, ``binlog_rows_query_log_events`` on
+    MySQL) that makes the server log the statement behind row events, when it is off globally;
+    ``None`` when it is on."""
+    names = ", ".join(f"'{name}'" for name in ("version", *_STATEMENT_LOGGING))
+    cursor.execute(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({names})")
+    found = {str(name).lower(): str(value) for name, value in cursor.fetchall()}
+    variable = _STATEMENT_LOGGING[0 if "mariadb" in found.get("version", "").lower() else 1]
+    return None if found.get(variable, "").upper() in ("ON", "1") else variable
 
 
 def preflight_problems(conn: Any, config: BinlogCdcConfig) -> dict[str, str]:

@@ -5,6 +5,13 @@
 apply to the library's connections too), and asks the server for a heartbeat event whenever the
 binlog is quiet for ``poll.interval.ms``, so a poll's blocking read returns in time.
 
+With ``include.query`` the reader also asks a MariaDB server for its annotate rows events (the
+statement behind each row event), which MariaDB sends only to a replica that sets
+``BINLOG_SEND_ANNOTATE_ROWS_EVENT`` in its ``COM_BINLOG_DUMP`` request. The library sets that flag
+only when it reconnects by GTID (``is_mariadb``, ``annotate_rows_event``), never at a file and
+position as this reader connects, so :func:`ask_for_annotations` sets it in the request the
+library writes. MySQL needs no flag: it sends its rows query events whenever it logs them.
+
 The library would reconnect by itself after a lost connection, from where it started rather than
 where the task stands; the reader refuses that second connection (:class:`StreamLost`) so the task
 reconnects from its own position, skipping what it delivered (:mod:`.positions`).
@@ -28,6 +35,27 @@ from sluice.connectors.source.binlog_cdc.config import BinlogCdcConfig
 from sluice.connectors.source.binlog_cdc.connection import connection_args, opener
 
 log = logging.getLogger(__name__)
+
+#: The replication command that starts the stream at a file and position, and its flag asking
+#: MariaDB for annotate rows events.
+_COM_BINLOG_DUMP = 0x12
+_SEND_ANNOTATE_ROWS = 0x02
+
+
+def ask_for_annotations(conn: Any) -> None:
+    """Set ``BINLOG_SEND_ANNOTATE_ROWS_EVENT`` in the ``COM_BINLOG_DUMP`` request the library will
+    write on ``conn``, an open (authenticated) PyMySQL connection to a MariaDB server."""
+    write = conn._write_bytes
+
+    def write_bytes(data: bytes) -> None:
+        # A command packet: a 3-byte length, sequence id 0, the command; COM_BINLOG_DUMP goes on
+        # with the position (4 bytes) and the flags (2 bytes, little-endian).
+        if len(data) >= 11 and data[3] == 0 and data[4] == _COM_BINLOG_DUMP:
+            flags = int.from_bytes(data[9:11], "little") | _SEND_ANNOTATE_ROWS
+            data = data[:9] + flags.to_bytes(2, "little") + data[11:]
+        write(data)
+
+    conn._write_bytes = write_bytes
 
 
 class StreamLost(ConnectionError):
@@ -73,11 +101,15 @@ class BinlogReader:
     def _connect(self, **kwargs: Any) -> Any:
         if "db" in kwargs:  # PyMySQL's old name, which the library still uses
             kwargs["database"] = kwargs.pop("db")
-        if kwargs.get("database") is None:  # the stream's connection (the library's control one names a database)
+        stream = kwargs.get("database") is None  # the library's control connection names a database
+        if stream:
             if self._stream_connected:
                 raise StreamLost("the binlog connection was lost")
             self._stream_connected = True
-        return self._open_connection(**kwargs)
+        conn = self._open_connection(**kwargs)
+        if stream and self.config.include_query and "mariadb" in conn.get_server_info().lower():
+            ask_for_annotations(conn)
+        return conn
 
     def read(self, handle: Callable[[Any], None], enough: Callable[[], bool], deadline: float) -> None:
         """Hand events to ``handle`` until ``enough()`` or ``deadline`` (``time.monotonic()``); a quiet

@@ -17,6 +17,11 @@ a restarted task reconnects at the offset's transaction start and skips the even
 delivered, so nothing is lost and nothing is repeated beyond what the runtime had not yet stored
 (at least once). There is nothing to confirm to the server: a binlog has no slot, and the server
 purges it by age (``binlog_expire_logs_seconds``) whatever replicas read.
+
+Exactly once with ``transaction.boundary=connector`` (the context's ``transaction_context``): a
+poll asks for a commit only when everything handed out so far belongs to committed transactions,
+so a Kafka transaction holds whole ones; a poll that read into the next transaction hands out the
+events up to the last commit and keeps the rest (:class:`~sluice.connectors.cdc.boundaries.WholeTransactions`).
 """
 
 from __future__ import annotations
@@ -29,9 +34,17 @@ from typing import Any
 
 import pymysql
 
-from sluice.connectors.api import ConfigError, SourceRecord, SourceRecordBatch, SourceTask, SourceTaskContext
+from sluice.connectors.api import (
+    ConfigError,
+    SourceRecord,
+    SourceRecordBatch,
+    SourceTask,
+    SourceTaskContext,
+    TransactionContext,
+)
 from sluice.connectors.api.connectivity import RetriableConnectivityError, host_port
 from sluice.connectors.api.metrics import TaskMetricGroup
+from sluice.connectors.cdc.boundaries import WholeTransactions
 from sluice.connectors.cdc.emitter import RecordEmitter
 from sluice.connectors.cdc.heartbeats import HeartbeatSchedule
 from sluice.connectors.cdc.lifecycle import close_unless_polled
@@ -40,10 +53,10 @@ from sluice.connectors.cdc.outbox import Outbox
 from sluice.connectors.jdbc_common.connect_failures import classify_database_error
 from sluice.connectors.source.binlog_cdc.config import FLAVOR_KEY, FLAVORS, BinlogCdcConfig
 from sluice.connectors.source.binlog_cdc.connection import connect
-from sluice.connectors.source.binlog_cdc.decoder import BinlogDecoder
+from sluice.connectors.source.binlog_cdc.decoder import BinlogDecoder, QueryingBinlogDecoder
 from sluice.connectors.source.binlog_cdc.history import SchemaHistory
 from sluice.connectors.source.binlog_cdc.positions import BinlogPosition
-from sluice.connectors.source.binlog_cdc.preflight import preflight_problems
+from sluice.connectors.source.binlog_cdc.preflight import preflight_problems, statement_logging_off
 from sluice.connectors.source.binlog_cdc.reader import BinlogReader, StreamLost
 from sluice.connectors.source.binlog_cdc.schema import CapturedTables
 from sluice.connectors.source.binlog_cdc.schema_changes import SchemaChangeEvents
@@ -83,6 +96,8 @@ class BinlogCdcTask(SourceTask):
         self._outbox: Outbox[int] = Outbox(0)  # batches beyond one per poll (snapshot chunks, notifications)
         self._failures = 0
         self._closed = False
+        #: transaction.boundary=connector (exactly once): where the task asks to commit.
+        self._boundaries: WholeTransactions | None = None  # transaction.boundary=connector (exactly once)
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -101,6 +116,8 @@ class BinlogCdcTask(SourceTask):
         if problems:
             key, problem = next(iter(problems.items()))
             raise ConfigError(f"{key}: {problem}", key=key, problems=problems)
+        if cfg.include_query:
+            self._warn_unless_statements_logged(conn)
         stored = context.offset_reader.offset(source_partition(cfg))
         resumed = bool(stored and stored.get("file")) and not needs_fresh_start(cfg, conn, dict(stored or {}))
         if resumed:
@@ -113,7 +130,7 @@ class BinlogCdcTask(SourceTask):
             position = self._current_position(conn)
             log.info("No stored offset: streaming changes committed after %s:%d", position.file, position.restart_pos)
         tables = CapturedTables(cfg, source_schema(flavor), lambda: self._connect_sql().cursor())
-        self._decoder = BinlogDecoder(
+        self._decoder = (QueryingBinlogDecoder if cfg.include_query else BinlogDecoder)(
             connector=flavor,
             topic_prefix=cfg.topic_prefix,
             partition=source_partition(cfg),
@@ -142,8 +159,18 @@ class BinlogCdcTask(SourceTask):
             source=source_schema(flavor),
             emit=cfg.include_schema_changes,
         )
+        self._prepare_polling(cfg, self._decoder, context.transaction_context)
+
+    def _prepare_polling(
+        self, cfg: BinlogCdcConfig, decoder: BinlogDecoder, transactions: TransactionContext | None
+    ) -> None:
+        """The reader and the heartbeats; with ``transaction.boundary=connector`` (``transactions``
+        given), the decoder marks where transactions commit so that polls can end there."""
         self._reader = BinlogReader(cfg)
         self._heartbeats = HeartbeatSchedule(cfg.heartbeat_interval_ms)
+        if transactions is not None:
+            self._boundaries = WholeTransactions(transactions)
+            decoder.follow_transactions()
 
     def _open_history(self, cfg: BinlogCdcConfig, tables: CapturedTables, stored: dict[str, Any] | None) -> SchemaHistory:
         """The schema history (the tables' shapes at the stream's position), rebuilt up to the stored
@@ -166,6 +193,18 @@ class BinlogCdcTask(SourceTask):
                 cfg.schema_history_internal_kafka_topic,
             )
         return history
+
+    @staticmethod
+    def _warn_unless_statements_logged(conn: Any) -> None:
+        """``include.query``: say once when the server logs no statements (the queries stay null)."""
+        with conn.cursor() as cur:
+            variable = statement_logging_off(cur)
+        if variable is not None:
+            log.warning(
+                "include.query=true, but the server has %s=OFF: it logs no statement beside row events, so "
+                "source.query stays null (SET GLOBAL %s = ON, and in the server's configuration)",
+                variable, variable,
+            )  # fmt: skip
 
     @staticmethod
     def _record_shapes(history: SchemaHistory, conn: Any, tables: CapturedTables, offset: dict[str, Any]) -> None:
@@ -209,7 +248,15 @@ class BinlogCdcTask(SourceTask):
     # -- polling -----------------------------------------------------------------------------------
 
     def poll(self) -> list[SourceRecord] | SourceRecordBatch | None:
-        """Change events (and heartbeats) of up to about ``max.batch.size``. Thread: the task thread."""
+        """Change events (and heartbeats) of up to about ``max.batch.size``; with
+        ``transaction.boundary=connector``, a commit request when the poll ends between two
+        transactions (:class:`~sluice.connectors.cdc.boundaries.WholeTransactions`). Thread: the task thread."""
+        polled = self._poll()
+        if self._boundaries is not None:
+            self._boundaries.after_poll(lambda: not self._outbox and self._decoder is not None and self._decoder.settled())
+        return polled
+
+    def _poll(self) -> list[SourceRecord] | SourceRecordBatch | None:
         cfg, reader, decoder, snapshots = self._config, self._reader, self._decoder, self._snapshots
         assert cfg is not None and reader is not None and decoder is not None and snapshots is not None
         if self._stopping.is_set():
@@ -238,14 +285,14 @@ class BinlogCdcTask(SourceTask):
     def _hand_out(self) -> list[SourceRecord] | SourceRecordBatch | None:
         cfg, decoder, metrics = self._config, self._decoder, self._metrics
         assert cfg is not None and decoder is not None and metrics is not None
-        records = decoder.take_records()
+        records = decoder.take_records() if self._boundaries is None else self._boundaries.take(decoder, decoder.take_records)
         metrics.seen(decoder.take_count(), decoder.commit_us)
         if decoder.outbox:  # snapshot chunks (after the changes before them), notifications: one batch per poll
             self._outbox.fill([*decoder.outbox, *([records] if records else [])], 0)
             decoder.outbox = []
             return self._outbox.take()
         heartbeat = None
-        if self._heartbeats.due(time.monotonic()):
+        if not (self._boundaries and self._boundaries.split) and self._heartbeats.due(time.monotonic()):  # split: its offset would be the tail's
             heartbeat = decoder.heartbeat(cfg.heartbeat_topic)
             if cfg.heartbeat_action_query:
                 self._heartbeat_query(cfg.heartbeat_action_query)

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from sluice.connectors.api import ConfigError, SourceConnector, offset_pairs
+from sluice.connectors.api import ConfigError, ExactlyOnceSupport, SourceConnector, offset_pairs
 from sluice.connectors.source.file.config import FileStreamSourceConfig
 from sluice.connectors.source.file.task import FILENAME_FIELD, POSITION_FIELD, FileStreamSourceTask
 
@@ -41,6 +41,13 @@ class FileStreamSourceConnector(SourceConnector):
         if self._config is None:
             raise ConfigError("task_configs() called before start()")
         return [self._config.to_task_config()]
+
+    def exactly_once_support(self, config: Mapping[str, Any]) -> ExactlyOnceSupport:
+        """Supported for a file, whose stored position it reads on from; not for standard input
+        (``file`` empty), which cannot be read again after a crash, as Connect's connector says.
+        Thread: the REST request thread that validates."""
+        filename = config.get("file")
+        return ExactlyOnceSupport.SUPPORTED if filename and str(filename).strip() else ExactlyOnceSupport.UNSUPPORTED
 
     def alter_offsets(self, config: Mapping[str, Any], offsets: Mapping[Any, Any]) -> bool:
         """Accept only ``{"filename": ...}`` → ``{"position": <int ≥ 0>}`` (or ``None`` to reset).

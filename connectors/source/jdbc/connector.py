@@ -7,7 +7,15 @@ import threading
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from sluice.connectors.api import ConfigError, ConnectError, Deferred, SourceConnector, SourceTask, offset_pairs
+from sluice.connectors.api import (
+    ConfigError,
+    ConnectError,
+    Deferred,
+    ExactlyOnceSupport,
+    SourceConnector,
+    SourceTask,
+    offset_pairs,
+)
 from sluice.connectors.jdbc_common.config import JDBC_SOURCE_UNIMPLEMENTED_KEYS
 from sluice.connectors.jdbc_common.connection import (
     connect_with_retries,
@@ -44,6 +52,12 @@ class JdbcSourceConnector(SourceConnector):
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._monitor: threading.Thread | None = None
+
+    def exactly_once_support(self, config: Mapping[str, Any]) -> ExactlyOnceSupport:
+        """Supported: a task resumes its queries after the stored offsets, so the records of a
+        committed transaction are never read again (its transactions end per poll or interval; it
+        defines no boundaries of its own). Thread: the REST request thread that validates."""
+        return ExactlyOnceSupport.SUPPORTED
 
     @classmethod
     def validate(cls, raw: Mapping[str, Any]) -> Any:

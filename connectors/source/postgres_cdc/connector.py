@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from sluice.connectors.api import ConfigError, Deferred, SourceConnector, SourceTask
+from sluice.connectors.api import (
+    ConfigError,
+    ConnectorTransactionBoundaries,
+    Deferred,
+    ExactlyOnceSupport,
+    SourceConnector,
+    SourceTask,
+)
 from sluice.connectors.cdc.offsets import server_offsets
 from sluice.connectors.source.postgres_cdc.config import POSTGRES_CDC_UNIMPLEMENTED_KEYS, PostgresCdcConfig
 from sluice.connectors.source.postgres_cdc.values import parse_lsn
@@ -48,6 +55,16 @@ class PostgresCdcSourceConnector(SourceConnector):
         from sluice.connectors.source.postgres_cdc.preflight import connectivity_problems  # psycopg: when asked
 
         return connectivity_problems(config, timeout_s, transient=False)
+
+    def exactly_once_support(self, config: Mapping[str, Any]) -> ExactlyOnceSupport:
+        """Supported: a stored offset names an LSN the slot streams again from, in the same order
+        (as Debezium's connector declares). Thread: the REST request thread that validates."""
+        return ExactlyOnceSupport.SUPPORTED
+
+    def can_define_transaction_boundaries(self, config: Mapping[str, Any]) -> ConnectorTransactionBoundaries:
+        """Supported: the task can end a Kafka transaction where a database transaction commits.
+        Thread: the REST request thread that validates."""
+        return ConnectorTransactionBoundaries.SUPPORTED
 
     def start(self, config: Any) -> None:
         """Keep the validated configuration. Thread: the connector thread."""

@@ -118,6 +118,8 @@ class ChangeDecoder(ChangeBuffer):
         #: the native lane's append_encoded (bound here once the lane is chosen).
         self.by_relid: dict[int, tuple[Any, str]] = {}
         self._append_encoded: Callable[[tuple[Any, str], bytes, int], bool] = _declined
+        #: Between a Begin and its Commit, reconnects included (kept by follow_transactions only).
+        self._in_open_txn = False
 
     def _init_positions(self) -> None:
         """The transaction being decoded and the positions offsets are built from."""
@@ -177,6 +179,33 @@ class ChangeDecoder(ChangeBuffer):
 
     def current_position(self) -> int:
         return self.position[1]
+
+    # -- transaction boundaries --------------------------------------------------------------------
+
+    def follow_transactions(self) -> None:
+        """``transaction.boundary=connector``: keep track of where transactions commit in the pending
+        events, so a poll can end between two of them (:meth:`settled`,
+        :meth:`~sluice.connectors.cdc.emitter.ChangeBuffer.take_settled`). The bookkeeping wraps the
+        Begin and Commit handlers of this instance only, so a task without it pays nothing."""
+        self._in_open_txn = self.in_txn
+        begin, commit = self._begin, self._commit
+
+        def begin_followed(buf: bytes) -> None:
+            self._in_open_txn = True
+            begin(buf)
+
+        def commit_followed(buf: bytes) -> None:
+            commit(buf)
+            self._in_open_txn = False
+            self.transaction_settled()
+
+        self._begin, self._commit = begin_followed, commit_followed  # type: ignore[method-assign]
+
+    def settled(self) -> bool:
+        """Whether every event decoded belongs to a committed transaction. Unlike :attr:`in_txn`,
+        which a reconnect clears, this stays false from a Begin until its transaction's Commit, also
+        while the stream is reopened and the transaction replayed. Kept by :meth:`follow_transactions`."""
+        return not self._in_open_txn
 
     # -- positions ---------------------------------------------------------------------------------
 

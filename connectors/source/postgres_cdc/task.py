@@ -10,6 +10,11 @@ Delivery contract: the runtime calls :meth:`commit` after everything returned by
 was acknowledged by Kafka *and* its offsets were stored. Only then does the slot's confirmed
 position move (a standby status update with the LSN that was safe when the last poll ended), so a
 crash at any point replays from a position whose changes are either in Kafka or still in the WAL.
+
+Exactly once with ``transaction.boundary=connector`` (the context's ``transaction_context``): a
+poll asks for a commit only when everything handed out so far belongs to committed database
+transactions, so a Kafka transaction holds whole ones; a poll that read into the next transaction
+hands out the events up to the last commit and keeps the rest (:class:`~sluice.connectors.cdc.boundaries.WholeTransactions`).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from sluice.connectors.api import (
     SourceTaskContext,
 )
 from sluice.connectors.api.metrics import TaskMetricGroup
+from sluice.connectors.cdc.boundaries import WholeTransactions
 from sluice.connectors.cdc.heartbeats import HeartbeatSchedule
 from sluice.connectors.cdc.lifecycle import close_unless_polled
 from sluice.connectors.cdc.notifications import SnapshotNotifier
@@ -79,6 +85,8 @@ class PostgresCdcTask(SourceTask):
         self._closed = False
         self._metrics: CdcMetrics | None = None  # metrics() and the slot guard
         self._signals: SignalDispatcher | None = None
+        #: transaction.boundary=connector (exactly once): where the task asks to commit.
+        self._boundaries: WholeTransactions | None = None  # transaction.boundary=connector (exactly once)
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -104,6 +112,9 @@ class PostgresCdcTask(SourceTask):
         self._heartbeats = HeartbeatSchedule(cfg.heartbeat_interval_ms)
         self._choose_serialization(cfg, decoder, context.serialization)
         self._reselector = reselect.Reselector(cfg, self._connect_sql, self._schema.tables)  # post.processors
+        if context.transaction_context is not None:
+            self._boundaries = WholeTransactions(context.transaction_context)
+            decoder.follow_transactions()
 
     def _build_decoder(self, cfg: PostgresCdcConfig) -> tuple[ChangeDecoder, ChunkedSnapshot]:
         """The stream's decoder and the snapshot that shares it, wired to this task's hooks."""
@@ -237,7 +248,15 @@ class PostgresCdcTask(SourceTask):
     # -- polling -----------------------------------------------------------------------------------
 
     def poll(self) -> list[SourceRecord] | SourceRecordBatch | None:
-        """Change events (and snapshot rows, heartbeats) of up to ``max.batch.size``. Thread: the task thread."""
+        """Change events (and snapshot rows, heartbeats) of up to ``max.batch.size``; with
+        ``transaction.boundary=connector``, a commit request when the poll ends between two
+        database transactions (:class:`~sluice.connectors.cdc.boundaries.WholeTransactions`). Thread: the task thread."""
+        polled = self._poll()
+        if self._boundaries is not None:
+            self._boundaries.after_poll(lambda: not self._outbox and self._decoder is not None and self._decoder.settled())
+        return polled
+
+    def _poll(self) -> list[SourceRecord] | SourceRecordBatch | None:
         cfg, decoder, streaming, snapshot = self._config, self._decoder, self._streaming, self._snapshot
         assert cfg is not None and decoder is not None and streaming is not None and snapshot is not None
         if self._stopping.is_set():
@@ -263,7 +282,7 @@ class PostgresCdcTask(SourceTask):
             return None
         except (ReplicationLost, psycopg.OperationalError, psycopg.InterfaceError) as exc:
             return self._lost(exc)
-        records = decoder.finish_batch()
+        records = decoder.finish_batch() if self._boundaries is None else self._boundaries.take(decoder, decoder.finish_batch)
         self._reselector.fill([records, *decoder.outbox])
         self._seen(len(records) + sum(len(item) for item in decoder.outbox))  # change events; heartbeats are not
         if decoder.outbox:
@@ -273,7 +292,7 @@ class PostgresCdcTask(SourceTask):
         self._outbox.polled_safe = decoder.safe_lsn
         now = time.monotonic()
         heartbeat = None
-        if self._heartbeats.due(now):
+        if not (self._boundaries and self._boundaries.split) and self._heartbeats.due(now):  # split: its offset would be the tail's
             heartbeat = decoder.heartbeat(cfg.heartbeat_topic)
             if cfg.heartbeat_action_query:
                 self._heartbeat_query(cfg.heartbeat_action_query)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from sluice.connectors.api import ConfigError, Deferred, SourceConnector, SourceTask
+from sluice.connectors.api import ConfigError, Deferred, ExactlyOnceSupport, SourceConnector, SourceTask
 from sluice.connectors.s3_common.formats import make_format
 from sluice.connectors.s3_common.storage import S3Storage, bucket_problems
 from sluice.connectors.source.s3.config import TASK_COUNT_KEY, TASK_INDEX_KEY, TASK_TOPICS_KEY, S3SourceConfig
@@ -31,6 +31,11 @@ class S3SourceConnector(SourceConnector):
 
     def __init__(self) -> None:
         self._config: S3SourceConfig | None = None
+
+    def exactly_once_support(self, config: Mapping[str, Any]) -> ExactlyOnceSupport:
+        """Supported: the objects of a bucket do not change under a restore, and a stored offset names
+        the object and record to go on from. Thread: the REST request thread that validates."""
+        return ExactlyOnceSupport.SUPPORTED
 
     @classmethod
     def validate(cls, raw: Mapping[str, Any]) -> Any:

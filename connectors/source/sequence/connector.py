@@ -22,6 +22,7 @@ from sluice.connectors.api import (
     INT32_SCHEMA,
     INT64_SCHEMA,
     STRING_SCHEMA,
+    ExactlyOnceSupport,
     PluginConfig,
     Schema,
     SourceConnector,
@@ -101,6 +102,10 @@ class SequenceSourceConnector(SourceConnector):
     task_class = SequenceSourceTask
     version = "0.1.0"
     aliases: ClassVar[tuple[str, ...]] = ("SequenceSource", "SequenceSourceConnector")
+
+    def exactly_once_support(self, config: Mapping[str, Any]) -> ExactlyOnceSupport:
+        """Supported: a task counts on from its stored offset. Thread: the REST request thread that validates."""
+        return ExactlyOnceSupport.SUPPORTED
 
     def start(self, config: Any) -> None:
         self.config = config

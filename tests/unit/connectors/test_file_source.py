@@ -30,6 +30,7 @@ class FakeSourceTaskContext:
     connector_name: str = CONNECTOR
     task_id: int = 0
     serialization: None = None
+    transaction_context: None = None
     # The worker's own grant, granting every path: these tests are about the task, not the grant.
     local_files: LocalFiles = field(default_factory=lambda: PathGrant(anywhere=True))
 

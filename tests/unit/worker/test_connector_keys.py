@@ -31,8 +31,8 @@ def make_worker() -> Worker:
 
 
 def test_unknown_keys_are_kept_and_not_handed_to_the_connector() -> None:
-    validated = make_worker().validate({**SOURCE, "tpoic": "x", "exactly.once.support": "required"})
-    assert validated.ignored == ("exactly.once.support", "tpoic")
+    validated = make_worker().validate({**SOURCE, "tpoic": "x", "connector.plugin.version": "1.0"})
+    assert validated.ignored == ("connector.plugin.version", "tpoic")
     assert validated.raw["tpoic"] == "x" and validated.own.topic == "t"
 
 
@@ -56,13 +56,13 @@ def test_prefixed_keys_keep_their_checks() -> None:
 def test_warnings_give_the_reason_or_the_closest_key() -> None:
     warnings = ignored_key_warnings(
         PostgresCdcSourceConnector,
-        ["snapshot.locking.mode", "column.mask.with.12.chars", "databse.hostname", "transaction.boundary", "zzz"],
+        ["snapshot.locking.mode", "column.mask.with.12.chars", "databse.hostname", "connector.plugin.version", "zzz"],
     )
     assert warnings["snapshot.locking.mode"].startswith('"snapshot.locking.mode" is accepted but not honoured')
     assert "takes no table locks" in warnings["snapshot.locking.mode"]
     assert "MaskField" in warnings["column.mask.with.12.chars"]  # a pattern entry of the table
     assert warnings["databse.hostname"].endswith('(did you mean "database.hostname"?)')
-    assert "KIP-618" in warnings["transaction.boundary"]
+    assert "KIP-891" in warnings["connector.plugin.version"]
     assert "did you mean" not in warnings["zzz"] and "kept but ignored" in warnings["zzz"]
 
 
