@@ -4,7 +4,7 @@ A distributed worker learns it from its group membership
 (:mod:`sluice.worker.distributed.membership`): librdkafka reports the group's state every half
 second. A standalone worker has no client that talks to Kafka all the time — its tasks' clients come
 and go, and each reports its own outage in the task's status — so it asks: one AdminClient sends a
-metadata request naming no topic (``describe_cluster``) every :data:`PROBE_INTERVAL_S`, one request
+metadata request for one topic (:data:`PROBE_TOPIC`) every :data:`PROBE_INTERVAL_S`, one request
 at a time. That is one small request per interval to one broker, on a client of its own, so nothing
 on a task's data path waits for it or shares its connection.
 
@@ -20,7 +20,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
@@ -33,6 +32,10 @@ log = logging.getLogger(__name__)
 
 #: Seconds between two probes (and the longest a probe waits for its answer).
 PROBE_INTERVAL_S = 2.0
+
+#: The topic whose metadata the probe asks for: one small answer, also when it does not exist (the
+#: answer then says so) or the worker may not describe it (likewise); any answer is contact.
+PROBE_TOPIC = "__consumer_offsets"
 
 #: librdkafka reconnects to a refused bootstrap server every 50 ms or so while a request waits;
 #: once a second is enough to see a broker come back within a probe interval.
@@ -64,7 +67,6 @@ class KafkaContact:
         self._announced = False
         self._off = False  # no probe: the client could not be made (loss() then says nothing)
         self._stop = threading.Event()
-        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
@@ -94,7 +96,6 @@ class KafkaContact:
 
     def stop(self) -> None:
         self._stop.set()
-        self._wake.set()
         if self._thread is not None:
             self._thread.join(5)
 
@@ -145,40 +146,20 @@ class KafkaContact:
     def _run(self, admin: AdminClient) -> None:
         while not self._stop.is_set():
             started = self._clock()
-            self._wake.clear()
-            if self._stop.is_set():
-                return
             try:
-                future = admin.describe_cluster(request_timeout=self._interval_s)
-                future.add_done_callback(lambda _: self._wake.set())
-                self._wake.wait(self._interval_s + 1)
-                admin.poll(0)  # serves the error callback and librdkafka's log lines
+                # A metadata request for one topic, answered whether or not it exists. Not the Admin
+                # API's DescribeCluster: librdkafka aborted the process (an assertion in its admin
+                # response parsing) when a broker went away with that request in flight.
+                admin.list_topics(PROBE_TOPIC, timeout=self._interval_s)
             except (KafkaException, RuntimeError) as exc:
-                self.failed(str(exc))
+                error = exc.args[0] if exc.args else None
+                # "Timed out" says less than the connection error the error callback already gave.
+                quiet = isinstance(error, KafkaError) and error.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
+                self.failed(None if quiet else str(exc))
             else:
-                if self._stop.is_set():
-                    return
-                self._record(future)
+                self.answered()
+            admin.poll(0)  # serves the error callback and librdkafka's log lines
             self._stop.wait(max(0.0, self._interval_s - (self._clock() - started)))
-
-    def _record(self, future: Future[Any]) -> None:
-        if not future.done():
-            self.failed()
-            return
-        # exception(), not result(): raising the future's exception would give it a traceback holding
-        # this thread's frames, the AdminClient of _run() among them, in a cycle with the future. The
-        # client would then outlive the thread, left to the garbage collector, which may destroy it on
-        # its own librdkafka thread (the one that completes its futures), and rd_kafka_destroy() there
-        # aborts the process. Without the cycle it goes with the thread, on the thread.
-        exc = future.exception()
-        if exc is None:
-            self.answered()
-        elif isinstance(exc, KafkaException):
-            error = exc.args[0] if exc.args else None
-            # "Timed out" says less than the connection error the error callback already gave.
-            self.failed(None if isinstance(error, KafkaError) and error.code() == KafkaError._TIMED_OUT else str(exc))
-        else:
-            raise exc
 
     def _on_error(self, error: KafkaError) -> None:
         if error.code() != KafkaError._ALL_BROKERS_DOWN:  # "1/1 brokers are down" hides the reason
