@@ -139,7 +139,9 @@ class TransactionRequests:
 
 
 class SourceTransactions:
-    """One task's transactions on its producer. Runner thread only."""
+    """One task's transactions on its producer. Runner thread; a commit made with
+    :meth:`commit_later` runs on a thread of its own, and the runner touches nothing of this object
+    but :meth:`due` until it has waited for that commit's future."""
 
     def __init__(self, settings: ExactlyOnce, task: str, timeout_s: float) -> None:
         self.settings = settings

@@ -5,7 +5,11 @@ Each problem is reported on the config key the user acts on, with what to do abo
 - ``database.hostname`` (the server's settings): the binary log off (``log_bin``),
   ``binlog_format`` other than ``ROW``, ``binlog_row_image`` other than ``FULL``;
 - ``database.user``: missing the global ``REPLICATION SLAVE`` grant (reading the binlog) or
-  ``REPLICATION CLIENT`` (``BINLOG MONITOR`` on MariaDB 10.5+: the binlog position).
+  ``REPLICATION CLIENT`` (``BINLOG MONITOR`` on MariaDB 10.5+: the binlog position);
+- ``database.server.id``: a replica registered with the server under the same id
+  (``SHOW SLAVE HOSTS``), which would take the binlog stream from this connector, or this one
+  from it. The source itself does not register, so another connector with the same id is found
+  only once streaming, by the server's error (:func:`server_id_taken`).
 
 With ``include.query``, :func:`statement_logging_off` names the server variable that logs each
 row event's statement when it is off (the task warns: the events' ``source.query`` stays null).
@@ -87,12 +91,40 @@ def statement_logging_off(cursor: Any) -> str | None:
     return None if found.get(variable, "").upper() in ("ON", "1") else variable
 
 
+def server_id_holder(cursor: Any, server_id: int) -> str | None:
+    """``host:port`` of the replica registered with ``server_id`` (``SHOW SLAVE HOSTS``, or MySQL
+    8.4's ``SHOW REPLICAS``), ``None`` when none is or the server does not say."""
+    for statement in ("SHOW SLAVE HOSTS", "SHOW REPLICAS"):
+        try:
+            cursor.execute(statement)
+        except pymysql.Error:  # the other statement's server, or no REPLICATION SLAVE grant
+            continue
+        # Both statements start with the server id, the reported host and port.
+        for row in cursor.fetchall():
+            if int(row[0]) == server_id:
+                return host_port(str(row[1] or "?"), int(row[2] or 0))
+        return None
+    return None
+
+
+def server_id_taken(config: BinlogCdcConfig, holder: str | None) -> str:
+    """The problem of a ``database.server.id`` another connection uses (``holder``: its address)."""
+    who = f"the replica at {holder}" if holder else "another connection (another connector or a replica)"
+    return (f"database.server.id={config.server_id} is in use by {who} on the server at "
+            f"{host_port(config.database_hostname, config.database_port)}: the server streams the binlog to one "
+            "connection per server id and drops the other. Give each connector and each replica of this server a "
+            "unique database.server.id.")  # fmt: skip
+
+
 def preflight_problems(conn: Any, config: BinlogCdcConfig) -> dict[str, str]:
     """``{key: problem}`` for everything that would stop this connector on this server."""
     problems: dict[str, list[str]] = {}
     with conn.cursor() as cur:
         for key, problem in (*server_problems(cur, config), *grant_problems(cur, config)):
             problems.setdefault(key, []).append(problem)
+        holder = server_id_holder(cur, config.server_id)
+    if holder is not None:
+        problems.setdefault("database.server.id", []).append(server_id_taken(config, holder))
     return {key: " ".join(found) for key, found in problems.items()}
 
 

@@ -12,6 +12,12 @@ only when it reconnects by GTID (``is_mariadb``, ``annotate_rows_event``), never
 position as this reader connects, so :func:`ask_for_annotations` sets it in the request the
 library writes. MySQL needs no flag: it sends its rows query events whenever it logs them.
 
+The server keeps one binlog connection per replica server id: when another connection registers
+with ``database.server.id`` (a second connector, a replica), the server ends this one with an error
+saying so (:func:`lost_to_same_server_id`; measured on MariaDB 10.11: error 4052, "A slave with the
+same server_uuid/server_id is already connected"), and the task fails instead of reconnecting, which
+would only take the stream back from the other connection, and so on forever.
+
 The library would reconnect by itself after a lost connection, from where it started rather than
 where the task stands; the reader refuses that second connection (:class:`StreamLost`) so the task
 reconnects from its own position, skipping what it delivered (:mod:`.positions`).
@@ -29,6 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pymysql
 from pymysqlreplication import BinLogStreamReader
 
 from sluice.connectors.source.binlog_cdc.config import BinlogCdcConfig
@@ -40,6 +47,21 @@ log = logging.getLogger(__name__)
 #: MariaDB for annotate rows events.
 _COM_BINLOG_DUMP = 0x12
 _SEND_ANNOTATE_ROWS = 0x02
+
+#: The server's errors to a replica connection whose server id a newer connection took: MariaDB's
+#: ER_SLAVE_SAME_ID; MySQL's ER_MASTER_FATAL_ERROR_READING_BINLOG (1236), told apart by its text.
+_SAME_SERVER_ID = 4052
+_FATAL_READING_BINLOG = 1236
+_SAME_SERVER_ID_TEXT = "same server_uuid/server_id"
+
+
+def lost_to_same_server_id(exc: BaseException) -> bool:
+    """Whether the server ended the binlog stream because another connection registered with the
+    same server id (rather than for a restart or a network failure)."""
+    if not isinstance(exc, pymysql.Error) or len(exc.args) < 2:
+        return False
+    code, message = exc.args[0], str(exc.args[1])
+    return code == _SAME_SERVER_ID or (code == _FATAL_READING_BINLOG and _SAME_SERVER_ID_TEXT in message)
 
 
 def ask_for_annotations(conn: Any) -> None:

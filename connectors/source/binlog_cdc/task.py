@@ -56,8 +56,13 @@ from sluice.connectors.source.binlog_cdc.connection import connect
 from sluice.connectors.source.binlog_cdc.decoder import BinlogDecoder, QueryingBinlogDecoder
 from sluice.connectors.source.binlog_cdc.history import SchemaHistory
 from sluice.connectors.source.binlog_cdc.positions import BinlogPosition
-from sluice.connectors.source.binlog_cdc.preflight import preflight_problems, statement_logging_off
-from sluice.connectors.source.binlog_cdc.reader import BinlogReader, StreamLost
+from sluice.connectors.source.binlog_cdc.preflight import (
+    preflight_problems,
+    server_id_holder,
+    server_id_taken,
+    statement_logging_off,
+)
+from sluice.connectors.source.binlog_cdc.reader import BinlogReader, StreamLost, lost_to_same_server_id
 from sluice.connectors.source.binlog_cdc.schema import CapturedTables
 from sluice.connectors.source.binlog_cdc.schema_changes import SchemaChangeEvents
 from sluice.connectors.source.binlog_cdc.snapshot import BinlogSnapshots, needs_fresh_start
@@ -279,8 +284,23 @@ class BinlogCdcTask(SourceTask):
                 reader.read(decoder.handle, lambda: decoder.events >= limit or bool(decoder.outbox), deadline)
             self._failures = 0
         except (StreamLost, pymysql.Error, OSError) as exc:
+            if lost_to_same_server_id(exc):
+                raise self._server_id_taken() from exc
             return self._lost(exc)
         return self._hand_out()
+
+    def _server_id_taken(self) -> ConfigError:
+        """Another connection registered with our server id and the server dropped our stream:
+        reconnecting would drop that one in turn, back and forth, so the task fails instead."""
+        cfg, reader = self._config, self._reader
+        assert cfg is not None and reader is not None
+        reader.close()
+        try:
+            with self._connect_sql().cursor() as cur:
+                holder = server_id_holder(cur, cfg.server_id)
+        except (pymysql.Error, RetriableConnectivityError):
+            holder = None
+        return ConfigError(server_id_taken(cfg, holder), key="database.server.id")
 
     def _hand_out(self) -> list[SourceRecord] | SourceRecordBatch | None:
         cfg, decoder, metrics = self._config, self._decoder, self._metrics
