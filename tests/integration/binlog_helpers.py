@@ -3,9 +3,11 @@ started as the runtime starts it, with a stored offset or none."""
 
 from __future__ import annotations
 
+import uuid
 from types import SimpleNamespace
 from typing import Any
 
+from sluice.connectors.source.binlog_cdc.connector import MariaDbCdcSourceConnector
 from sluice.connectors.source.binlog_cdc.task import BinlogCdcTask
 from tests.services.mariadb import MariaDbServer
 
@@ -41,3 +43,30 @@ def start_task(config: dict[str, Any], stored: dict[str, Any] | None = None) -> 
     context = SimpleNamespace(offset_reader=StoredOffsets(stored), serialization=None, transaction_context=None)
     task.start(config, context)  # type: ignore[arg-type]
     return task
+
+
+def unique_server_id() -> int:
+    """A ``database.server.id`` no other test picks: tests stream from the shared server at the same
+    time, and two streams with one id end each other (the source then fails, naming the key)."""
+    return 10_000 + uuid.uuid4().int % 4_000_000_000
+
+
+def task_config(server: MariaDbServer, database: str, **extra: str) -> dict[str, Any]:
+    """The task config a MariaDB connector gives for ``database`` on ``server``: streaming only
+    (``snapshot.mode=no_data``), a memory schema history, a unique server id and topic prefix;
+    ``extra`` keys override."""
+    raw = {
+        "database.hostname": "127.0.0.1",
+        "database.port": str(server.port),
+        "database.user": "root",
+        "database.server.id": str(unique_server_id()),
+        "topic.prefix": f"bin{uuid.uuid4().hex[:6]}",
+        "database.include.list": database,
+        "snapshot.mode": "no_data",
+        "schema.history.internal": "io.debezium.relational.history.MemorySchemaHistory",
+        "poll.interval.ms": "200",
+        **extra,
+    }
+    connector = MariaDbCdcSourceConnector()
+    connector.start(connector.validate(raw))
+    return connector.task_configs(1)[0]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import decimal
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from sluice.connectors.source.binlog_cdc.connector import MariaDbCdcSourceConnec
 from sluice.connectors.source.binlog_cdc.task import BinlogCdcTask
 from tests.integration.binlog_helpers import mysql as _mysql
 from tests.integration.binlog_helpers import start_task as _task
+from tests.integration.binlog_helpers import unique_server_id
 from tests.integration.cdc_helpers import JSON, key, read_events, read_until, value, worker, write_connector
 from tests.integration.kafka_helpers import unique_topic_name
 from tests.services.mariadb import MariaDbServer
@@ -58,7 +58,7 @@ def _config(server: MariaDbServer, database: str, prefix: str, **extra: str) -> 
         "database.hostname": "127.0.0.1",
         "database.port": str(server.port),
         "database.user": "root",
-        "database.server.id": str(5400 + uuid.uuid4().int % 1000),
+        "database.server.id": str(unique_server_id()),
         "topic.prefix": prefix,
         "database.include.list": database,
         "snapshot.mode": "no_data",

@@ -10,7 +10,6 @@ return are what the runtime would produce.
 
 from __future__ import annotations
 
-import uuid
 from types import SimpleNamespace
 from typing import Any
 
@@ -23,6 +22,7 @@ from sluice.connectors.source.binlog_cdc.task import BinlogCdcTask
 from tests.integration.binlog_helpers import StoredOffsets as _Offsets
 from tests.integration.binlog_helpers import mysql as _mysql
 from tests.integration.binlog_helpers import start_task as _start
+from tests.integration.binlog_helpers import unique_server_id
 from tests.integration.kafka_helpers import consume_all, unique_topic_name
 from tests.services.mariadb import MariaDbServer
 
@@ -36,7 +36,7 @@ def _task_config(
         "database.hostname": "127.0.0.1",
         "database.port": str(server.port),
         "database.user": "root",
-        "database.server.id": str(5400 + uuid.uuid4().int % 1000),
+        "database.server.id": str(unique_server_id()),
         "topic.prefix": prefix,
         "database.include.list": database,
         "snapshot.mode": "no_data",

@@ -14,13 +14,12 @@ from __future__ import annotations
 import random
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.binlog_helpers import mysql
+from tests.integration.binlog_helpers import mysql, unique_server_id
 from tests.integration.cdc_helpers import JSON, read_events, value, worker, write_connector
 from tests.integration.kafka_helpers import unique_topic_name
 from tests.services.mariadb import MariaDbServer
@@ -87,7 +86,7 @@ def test_a_worker_killed_under_load_right_after_an_alter_loses_nothing(
         "database.hostname": "127.0.0.1",
         "database.port": str(mariadb.port),
         "database.user": "root",
-        "database.server.id": str(5400 + uuid.uuid4().int % 1000),
+        "database.server.id": str(unique_server_id()),
         "topic.prefix": prefix,
         "table.include.list": rf"{database}\.counters",
         "poll.interval.ms": "100",

@@ -9,39 +9,18 @@ where the server logged no statement, ``query`` is null, as Debezium's.
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any
 
 import pytest
 
-from sluice.connectors.source.binlog_cdc.connector import MariaDbCdcSourceConnector
 from sluice.connectors.source.binlog_cdc.task import BinlogCdcTask
 from tests.integration.binlog_helpers import mysql as _mysql
-from tests.integration.binlog_helpers import start_task
+from tests.integration.binlog_helpers import start_task, task_config
 from tests.services.mariadb import MariaDbServer
 
 pytestmark = pytest.mark.integration
 
 TABLE = "CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(20))"
-
-
-def _task_config(server: MariaDbServer, database: str, prefix: str, **extra: str) -> dict[str, Any]:
-    """The task config the runtime would give the MariaDB connector's task (a replica id of its own)."""
-    raw = {
-        "database.hostname": "127.0.0.1",
-        "database.port": str(server.port),
-        "database.user": "root",
-        "database.server.id": str(6500 + uuid.uuid4().int % 100_000),
-        "topic.prefix": prefix,
-        "database.include.list": database,
-        "snapshot.mode": "no_data",
-        "schema.history.internal": "io.debezium.relational.history.MemorySchemaHistory",
-        "poll.interval.ms": "200",
-        **extra,
-    }
-    connector = MariaDbCdcSourceConnector()
-    connector.start(connector.validate(raw))
-    return connector.task_configs(1)[0]
 
 
 def _poll(task: BinlogCdcTask, count: int) -> list[Any]:
@@ -68,8 +47,8 @@ def _changes(events: list[Any]) -> list[tuple[str, int, str | None]]:
 def test_each_event_carries_its_statement_until_the_transaction_ends(mariadb: MariaDbServer, mariadb_db: str) -> None:
     database = mariadb_db.rsplit("/", 1)[-1]
     _mysql(mariadb, database, TABLE)
-    with_query = start_task(_task_config(mariadb, database, "queried", **{"include.query": "true"}))
-    without = start_task(_task_config(mariadb, database, "plain"))
+    with_query = start_task(task_config(mariadb, database, **{"topic.prefix": "queried", "include.query": "true"}))
+    without = start_task(task_config(mariadb, database, **{"topic.prefix": "plain"}))
     insert = "INSERT INTO items VALUES (1, 'one'), (2, 'two')"
     update = "UPDATE items SET name = 'uno' /* renamed */ WHERE id = 1"
     delete = "DELETE FROM items WHERE id = 2"
@@ -97,7 +76,10 @@ def test_a_restart_inside_a_transaction_skips_the_same_events_with_or_without_qu
     database = mariadb_db.rsplit("/", 1)[-1]
     _mysql(mariadb, database, TABLE)
     settings = {"false": {"max.batch.size": "2"}, "true": {"max.batch.size": "2", "include.query": "true"}}
-    configs = {flag: _task_config(mariadb, database, f"mid-{flag}", **extra) for flag, extra in settings.items()}
+    configs = {
+        flag: task_config(mariadb, database, **{"topic.prefix": f"mid-{flag}", **extra})
+        for flag, extra in settings.items()
+    }
     first = {flag: start_task(config) for flag, config in configs.items()}
     inserts = [f"INSERT INTO items VALUES ({n}, 'n{n}')" for n in range(1, 5)]
     pair = "INSERT INTO items VALUES (5, 'n5'), (6, 'n6')"
@@ -131,7 +113,7 @@ def test_a_server_that_logs_no_statements_gives_null_queries_and_a_warning(
     caplog.set_level(logging.WARNING, logger="sluice.connectors.source.binlog_cdc")
     _mysql(mariadb, database, "SET GLOBAL binlog_annotate_row_events = OFF")
     try:
-        task = start_task(_task_config(mariadb, database, "unlogged", **{"include.query": "true"}))
+        task = start_task(task_config(mariadb, database, **{"topic.prefix": "unlogged", "include.query": "true"}))
         try:
             _mysql(mariadb, database, "INSERT INTO items VALUES (1, 'one')")  # a new session: the global value
             events = _poll(task, 1)

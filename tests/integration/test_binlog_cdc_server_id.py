@@ -5,40 +5,23 @@ is found before streaming."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
 from pymysqlreplication.binlogstream import ReportSlave
 
 from sluice.connectors.api import ConfigError
-from sluice.connectors.source.binlog_cdc.connector import MariaDbCdcSourceConnector
 from sluice.connectors.source.binlog_cdc.task import BinlogCdcTask
 from tests.integration.binlog_helpers import mysql as _mysql
 from tests.integration.binlog_helpers import start_task as _task
+from tests.integration.binlog_helpers import task_config, unique_server_id
 from tests.services.mariadb import MariaDbServer
 
 pytestmark = pytest.mark.integration
 
 
-def _task_config(server: MariaDbServer, database: str, server_id: int) -> dict[str, Any]:
-    connector = MariaDbCdcSourceConnector()
-    connector.start(
-        connector.validate(
-            {
-                "database.hostname": "127.0.0.1",
-                "database.port": str(server.port),
-                "database.user": "root",
-                "database.server.id": str(server_id),
-                "topic.prefix": f"sameid{server_id}",
-                "database.include.list": database,
-                "snapshot.mode": "no_data",
-                "schema.history.internal": "io.debezium.relational.history.MemorySchemaHistory",
-                "poll.interval.ms": "200",
-            }
-        )
-    )
-    return connector.task_configs(1)[0]
+def _same_id_config(server: MariaDbServer, database: str, server_id: int) -> dict[str, Any]:
+    return task_config(server, database, **{"database.server.id": str(server_id), "topic.prefix": f"sameid{server_id}"})
 
 
 def _ids(task: BinlogCdcTask, want: int, polls: int = 50) -> list[int]:
@@ -58,13 +41,13 @@ def _stop(task: BinlogCdcTask) -> None:
 def test_a_second_connector_with_the_same_server_id_fails_the_first(mariadb: MariaDbServer, mariadb_db: str) -> None:
     database = mariadb_db.rsplit("/", 1)[-1]
     _mysql(mariadb, database, "CREATE TABLE items (id INT PRIMARY KEY)")
-    server_id = 7400 + uuid.uuid4().int % 1000
-    first = _task(_task_config(mariadb, database, server_id))
+    server_id = unique_server_id()
+    first = _task(_same_id_config(mariadb, database, server_id))
     second: BinlogCdcTask | None = None
     try:
         _mysql(mariadb, database, "INSERT INTO items VALUES (1)")
         assert _ids(first, 1) == [1]  # streaming
-        second = _task(_task_config(mariadb, database, server_id))
+        second = _task(_same_id_config(mariadb, database, server_id))
         _mysql(mariadb, database, "INSERT INTO items VALUES (2)")
         assert _ids(second, 1) == [2]  # the newer connection has the stream
         with pytest.raises(ConfigError) as failure:
@@ -83,7 +66,7 @@ def test_a_second_connector_with_the_same_server_id_fails_the_first(mariadb: Mar
 
 def test_a_replica_registered_with_the_server_id_is_found_at_start(mariadb: MariaDbServer, mariadb_db: str) -> None:
     database = mariadb_db.rsplit("/", 1)[-1]
-    server_id = 8400 + uuid.uuid4().int % 1000
+    server_id = unique_server_id()
     replica = mariadb.connect()
     try:
         # What a replica sends before it asks for the binlog (COM_REGISTER_SLAVE), with the host
@@ -92,9 +75,9 @@ def test_a_replica_registered_with_the_server_id_is_found_at_start(mariadb: Mari
         replica._next_seq_id = 1
         replica._read_packet()
         with pytest.raises(ConfigError) as failure:
-            _task(_task_config(mariadb, database, server_id))
+            _task(_same_id_config(mariadb, database, server_id))
     finally:
         replica.close()
     assert failure.value.key == "database.server.id"
     assert f"database.server.id={server_id} is in use by the replica at replica-7:3307" in str(failure.value)
-    _stop(_task(_task_config(mariadb, database, server_id)))  # the id is free again once the replica left
+    _stop(_task(_same_id_config(mariadb, database, server_id)))  # the id is free again once the replica left

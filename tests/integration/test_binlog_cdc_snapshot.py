@@ -29,6 +29,7 @@ from sluice.connectors.source.binlog_cdc.connector import MariaDbCdcSourceConnec
 from sluice.connectors.source.binlog_cdc.task import BinlogCdcTask
 from tests.integration.binlog_helpers import mysql as _mysql
 from tests.integration.binlog_helpers import start_task as _start
+from tests.integration.binlog_helpers import unique_server_id
 from tests.integration.cdc_helpers import JSON, key, read_events, read_until, value, worker, write_connector
 from tests.integration.kafka_helpers import unique_topic_name
 from tests.integration.test_binlog_cdc import ROW_1, TYPES_TABLE
@@ -43,7 +44,7 @@ def _task_config(server: MariaDbServer, database: str, **extra: str) -> dict[str
         "database.hostname": "127.0.0.1",
         "database.port": str(server.port),
         "database.user": "root",
-        "database.server.id": str(5400 + uuid.uuid4().int % 1000),
+        "database.server.id": str(unique_server_id()),
         "topic.prefix": f"snap{uuid.uuid4().hex[:6]}",
         "database.include.list": database,
         "poll.interval.ms": "100",
@@ -434,7 +435,7 @@ def test_a_worker_killed_mid_snapshot_resumes_after_its_stored_chunk(
         "database.hostname": "127.0.0.1",
         "database.port": str(mariadb.port),
         "database.user": "root",
-        "database.server.id": str(5400 + uuid.uuid4().int % 1000),
+        "database.server.id": str(unique_server_id()),
         "topic.prefix": prefix,
         "database.include.list": database,
         "snapshot.fetch.size": "200",

@@ -25,14 +25,13 @@ import orjson
 import pytest
 
 from sluice.connectors.api import Serialization, SourceRecord, SourceRecordBatch, SourceTask
-from sluice.connectors.source.binlog_cdc.connector import MariaDbCdcSourceConnector
 from sluice.connectors.source.binlog_cdc.task import BinlogCdcTask
 from sluice.connectors.source.postgres_cdc.config import PostgresCdcConfig
 from sluice.connectors.source.postgres_cdc.connector import PostgresCdcSourceConnector
 from sluice.connectors.source.postgres_cdc.task import PostgresCdcTask
 from sluice.converters.json import JsonConverter
 from sluice.deploy.kafka_stack import KafkaBroker
-from tests.integration.binlog_helpers import StoredOffsets
+from tests.integration.binlog_helpers import StoredOffsets, task_config
 from tests.integration.binlog_helpers import mysql as _mysql
 from tests.integration.cdc_helpers import cdc_config, dbname, read_events, run_sql, value
 from tests.integration.distributed_helpers import Cluster
@@ -213,24 +212,6 @@ def test_postgres_small_transactions_in_one_poll_make_one_request(pg_server: Pos
 # -- MariaDB (binlog) ------------------------------------------------------------------------------
 
 
-def _binlog_config(server: MariaDbServer, database: str, **extra: str) -> dict[str, Any]:
-    raw = {
-        "database.hostname": "127.0.0.1",
-        "database.port": str(server.port),
-        "database.user": "root",
-        "database.server.id": str(5400 + uuid.uuid4().int % 1000),
-        "topic.prefix": f"txb{uuid.uuid4().hex[:6]}",
-        "database.include.list": database,
-        "snapshot.mode": "no_data",
-        "schema.history.internal": "io.debezium.relational.history.MemorySchemaHistory",
-        "poll.interval.ms": "200",
-        **extra,
-    }
-    connector = MariaDbCdcSourceConnector()
-    connector.start(connector.validate(raw))
-    return connector.task_configs(1)[0]
-
-
 def _binlog_id(record: Any) -> int:
     return int(record.value["after"]["id"])
 
@@ -240,7 +221,7 @@ def test_binlog_commits_only_between_database_transactions(mariadb: MariaDbServe
     poll that asked for a commit points between transactions (no ``event`` to skip)."""
     database = mariadb_db.rsplit("/", 1)[-1]
     _mysql(mariadb, database, "CREATE TABLE rows_ (id INT PRIMARY KEY, v INT)")
-    config = _binlog_config(mariadb, database, **{"max.batch.size": "4"})
+    config = task_config(mariadb, database, **{"max.batch.size": "4"})
     task = BinlogCdcTask()
     requests = _start(task, config, None)
     first, second = [1, 2, 3], list(range(10, 23))
@@ -273,7 +254,7 @@ def test_binlog_small_transactions_in_one_poll_make_one_request(mariadb: MariaDb
     database = mariadb_db.rsplit("/", 1)[-1]
     _mysql(mariadb, database, "CREATE TABLE rows_ (id INT PRIMARY KEY, v INT)")
     task = BinlogCdcTask()
-    requests = _start(task, _binlog_config(mariadb, database), None)
+    requests = _start(task, task_config(mariadb, database), None)
     try:
         for i in (1, 2, 3, 4):
             _mysql(mariadb, database, f"INSERT INTO rows_ VALUES ({i}, 0)")

@@ -18,7 +18,6 @@ import base64
 import dataclasses
 import re
 import time
-import uuid
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -30,6 +29,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from sluice.deploy.kafka_stack import KafkaBroker
+from tests.integration.binlog_helpers import unique_server_id
 from tests.integration.cdc_helpers import JSON, cdc_config, dbname, libpq, read_events, run_sql, write_connector
 from tests.integration.cdc_helpers import worker as sluice_worker
 from tests.integration.distributed_helpers import cluster_settings, wait_for
@@ -491,7 +491,7 @@ def _mariadb_config(server: MariaDbServer, database: str, prefix: str, bootstrap
         "database.hostname": "127.0.0.1",
         "database.port": str(server.port),
         "database.user": "root",
-        "database.server.id": str(5400 + uuid.uuid4().int % 100_000),
+        "database.server.id": str(unique_server_id()),
         "topic.prefix": prefix,
         "database.include.list": database,
         "snapshot.mode": "no_data",
