@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient
 
 from sluice.cli.standalone import load_worker_file, provide_spark_jars, serve
 from sluice.connectors.api import ConfigError
+from sluice.offsets.connector_topics import OffsetTopics
 from sluice.offsets.kafka import KafkaOffsetStore
 from sluice.plugins import PluginRegistry
 from sluice.rest import create_app
@@ -20,6 +21,7 @@ from sluice.worker.config.models import with_cli_defaults
 from sluice.worker.distributed.config import DistributedConfig
 from sluice.worker.distributed.herder import DistributedHerder
 from sluice.worker.distributed.topics import InternalTopic, ensure_topics
+from sluice.worker.herder.core import security_settings
 from sluice.worker.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,34 @@ def internal_topics(config: DistributedConfig) -> list[InternalTopic]:
     ]
 
 
+def offset_topics(config: DistributedConfig, client_id: str, admin_security: dict[str, Any]) -> OffsetTopics:
+    """The worker's offsets topic and, opened when a connector names one (``offsets.storage.topic``),
+    the connectors' own: created like the worker's (compacted, its partitions and replication)."""
+    producer = security_settings(config.prefixed("producer."))
+    consumer = security_settings(config.prefixed("consumer."))
+
+    def store(topic: str) -> KafkaOffsetStore:
+        return KafkaOffsetStore(
+            topic,
+            config.bootstrap_servers,
+            client_id=client_id if topic == config.offset_storage_topic else f"{client_id}-{topic}",
+            producer_overrides=producer,
+            consumer_overrides=consumer,
+        )
+
+    def open_topic(topic: str) -> KafkaOffsetStore:
+        admin = AdminClient({"bootstrap.servers": config.bootstrap_servers, **admin_security})
+        spec = InternalTopic(
+            topic, "offsets.storage.topic", config.offset_storage_partitions, config.offset_storage_replication_factor
+        )
+        ensure_topics(admin, [spec])
+        opened = store(topic)
+        opened.start()
+        return opened
+
+    return OffsetTopics(store(config.offset_storage_topic), open_topic)
+
+
 class DistributedWorker:
     """Wires the herder, the REST server and the Kafka-backed stores of one cluster member."""
 
@@ -73,7 +103,7 @@ class DistributedWorker:
             k: v for k, v in self.config.prefixed("admin.").items() if k.startswith(("security.", "ssl.", "sasl."))
         }
         self.admin: AdminClient | None = AdminClient({"bootstrap.servers": self.config.bootstrap_servers, **security})
-        store = KafkaOffsetStore(self.config.offset_storage_topic, self.config.bootstrap_servers, client_id=client_id)
+        store = offset_topics(self.config, client_id, security)
         self.herder = DistributedHerder(Worker(self.config, registry, store), self.config)
         create_data_dir(self.config)  # after the worker checked that it overlaps nothing protected
         _, host, port = self.config.listener

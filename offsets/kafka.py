@@ -38,6 +38,8 @@ class KafkaOffsetStore(MemoryOffsetStore):
     ) -> None:
         super().__init__()
         self.topic = topic
+        #: connector → identities of the partitions whose last record in the topic is a tombstone.
+        self._deleted: dict[str, set[bytes]] = {}
         self._log = KafkaLog(
             topic,
             bootstrap_servers,
@@ -75,6 +77,27 @@ class KafkaOffsetStore(MemoryOffsetStore):
         except Exception as exc:
             raise OffsetStoreError(f"Cannot write source offsets of {connector} to topic {self.topic}: {exc}") from exc
         super().put(connector, offsets)
+        self._note_deleted(connector, [(partition_identity(p), o is None) for p, o in offsets])
+
+    def knows(self, connector: str, partitions: Sequence[JsonMap]) -> list[bool]:
+        """Whether the topic holds a record of each partition: an offset, or a tombstone (it was
+        deleted here; as far as this process has read or written the topic)."""
+        identities = [partition_identity(p) for p in partitions]
+        with self._lock:
+            entries = self._data.get(connector) or {}
+            deleted = self._deleted.get(connector) or set()
+            return [i in entries or i in deleted for i in identities]
+
+    def _note_deleted(self, connector: str, changes: Sequence[tuple[bytes, bool]]) -> None:
+        with self._lock:
+            deleted = self._deleted.setdefault(connector, set())
+            for identity, tombstone in changes:
+                if tombstone:
+                    deleted.add(identity)
+                else:
+                    deleted.discard(identity)
+            if not deleted:
+                del self._deleted[connector]
 
     def delete(self, connector: str) -> None:
         entries = self.all(connector)
@@ -82,8 +105,11 @@ class KafkaOffsetStore(MemoryOffsetStore):
             try:
                 self._log.send_all([(offset_key(connector, partition), None) for partition, _ in entries])
             except Exception as exc:
-                raise OffsetStoreError(f"Cannot reset source offsets of {connector} in topic {self.topic}: {exc}") from exc
+                raise OffsetStoreError(
+                    f"Cannot reset source offsets of {connector} in topic {self.topic}: {exc}"
+                ) from exc
         super().delete(connector)
+        self._note_deleted(connector, [(partition_identity(partition), True) for partition, _ in entries])
 
     def _apply(self, key: bytes | None, value: bytes | None) -> None:
         """A record from the topic (any worker's): apply it to the in-memory map."""
@@ -96,10 +122,15 @@ class KafkaOffsetStore(MemoryOffsetStore):
         identity = partition_identity(partition)
         with self._lock:
             entries = self._data.setdefault(connector, {})
+            deleted = self._deleted.setdefault(connector, set())
             if value is None:
                 entries.pop(identity, None)
+                deleted.add(identity)
             else:
                 old = entries.get(identity)
                 entries[identity] = (key if old is None else old[0], bytes(value))
+                deleted.discard(identity)
             if not entries:
                 del self._data[connector]
+            if not deleted:
+                del self._deleted[connector]

@@ -19,7 +19,8 @@ from typing import Any
 
 from sluice.connectors.api import ConfigError, Connector, Converter, HeaderConverter, split_list
 from sluice.offsets import OffsetStore
-from sluice.plugins import PluginInfo, PluginRegistry
+from sluice.offsets.connector_topics import OffsetTopics
+from sluice.plugins import PluginInfo, PluginKind, PluginRegistry
 from sluice.worker.config.connector_keys import ignored_key_warnings
 from sluice.worker.config.exactly_once import exactly_once_problems, exactly_once_warnings
 from sluice.worker.config.local_paths import warn_if_unconfined
@@ -119,7 +120,9 @@ class Worker:
         """Log once, when a connector is created or updated, the keys it ignores and why."""
         warnings = {
             **ignored_key_warnings(validated.connector_class, validated.ignored),
-            **exactly_once_warnings(validated.connector_class, validated.raw),
+            **exactly_once_warnings(
+                validated.connector_class, validated.raw, offsets_topics=self.honours_offsets_topics
+            ),
         }
         if warnings:
             log.warning(
@@ -146,6 +149,21 @@ class Worker:
     def new_connector(self, validated: ValidatedConnector) -> Connector:
         return validated.connector_class()
 
+    @property
+    def honours_offsets_topics(self) -> bool:
+        """Whether a source connector's ``offsets.storage.topic`` is honoured: on a distributed
+        worker; a standalone worker keeps every offset in its file."""
+        return isinstance(self.offset_store, OffsetTopics)
+
+    def use_offsets_topic(self, validated: ValidatedConnector) -> None:
+        """Point the offset store at the topic the source connector keeps its offsets in (its own
+        ``offsets.storage.topic`` on a distributed worker, else the worker's), before anything of it
+        reads or writes offsets. Raises :class:`~offsets.OffsetStoreError` naming a topic that
+        cannot be created or read."""
+        store = self.offset_store
+        if isinstance(store, OffsetTopics) and validated.plugin.kind is PluginKind.SOURCE:
+            store.use(validated.common.name, validated.common.offsets_storage_topic)
+
     def build_task(
         self,
         task_id: ConnectorTaskId,
@@ -162,10 +180,9 @@ class Worker:
         """
         task_config = {k: v for k, v in task_config.items() if k not in CONNECT_ONLY_TASK_KEYS}
         self.startups.task_attempt(task_id)
+        self.use_offsets_topic(validated)
         if self.config.task_executor == "process":
-            return ProcessTaskRunner(
-                task_id, self._task_hosts(), validated.raw, task_config, listener, initial_state
-            )
+            return ProcessTaskRunner(task_id, self._task_hosts(), validated.raw, task_config, listener, initial_state)
         return self.builder.build(task_id, validated, task_config, listener, initial_state)
 
     def _task_hosts(self) -> TaskHostPool:

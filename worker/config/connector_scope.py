@@ -254,6 +254,27 @@ SOURCE_TOPIC_KEYS = ("topic",)
 SOURCE_PREFIX_KEYS = ("topic.prefix",)
 
 
+def check_offsets_topic(
+    topic: str, worker_offsets_topic: str | None, worker_topics: Mapping[str, str], scope: ConnectorScope
+) -> None:
+    """Refuse an ``offsets.storage.topic`` a connector may not keep its offsets in: one of Kafka's
+    internal topics, a topic the worker writes its own records to (its configs, statuses, audit
+    trail: offset records there would corrupt them), or, for a scoped connector, a topic outside its
+    scope. The worker's offsets topic is always allowed: it is where the offsets go anyway."""
+    key = "offsets.storage.topic"
+    if topic == worker_offsets_topic:
+        return
+    if topic.startswith("__"):
+        raise ConfigError(f"{key}: {topic!r} is an internal topic of Kafka's, not an offsets topic", key=key)
+    if topic in worker_topics:
+        raise ConfigError(
+            f"{key}: {topic!r} is the worker's {worker_topics[topic]}; a connector keeps its offsets in a topic "
+            "of their own or in the worker's offset.storage.topic",
+            key=key,
+        )
+    scope.check_topic(topic, key, "offsets topic")
+
+
 def check_config_scope(used: TopicsUsed, config: Mapping[str, Any], scope: ConnectorScope) -> None:
     """Refuse, naming the key, a connector config that reads or writes a topic outside ``scope``.
 

@@ -116,9 +116,12 @@ def _ask(
         )
 
 
-def exactly_once_warnings(connector_cls: type[Any], config: Mapping[str, Any]) -> dict[str, str]:
+def exactly_once_warnings(
+    connector_cls: type[Any], config: Mapping[str, Any], *, offsets_topics: bool
+) -> dict[str, str]:
     """``{key: why it has no effect}`` for the exactly-once keys ``config`` sets in vain: any of them
-    on a sink connector, ``transaction.boundary.interval.ms`` without ``transaction.boundary=interval``."""
+    on a sink connector, ``transaction.boundary.interval.ms`` without ``transaction.boundary=interval``,
+    ``offsets.storage.topic`` on a worker that does not honour it (``offsets_topics``: a standalone one)."""
     if not (isinstance(connector_cls, type) and issubclass(connector_cls, SourceConnector)):
         return {
             key: f'"{key}" applies to source connectors only; {connector_cls.__name__} is a sink and ignores it'
@@ -126,10 +129,10 @@ def exactly_once_warnings(connector_cls: type[Any], config: Mapping[str, Any]) -
             if key in config
         }
     warnings: dict[str, str] = {}
-    if str(config.get(OFFSETS_STORAGE_TOPIC) or "").strip():
+    if str(config.get(OFFSETS_STORAGE_TOPIC) or "").strip() and not offsets_topics:
         warnings[OFFSETS_STORAGE_TOPIC] = (
-            f'"{OFFSETS_STORAGE_TOPIC}" is not implemented yet: the connector\'s offsets (and, exactly once, its '
-            "transactions' offset records) go to the worker's offset.storage.topic"
+            f'"{OFFSETS_STORAGE_TOPIC}" applies on a distributed worker; a standalone worker keeps every '
+            "connector's offsets in its offset.storage.file.filename"
         )
     boundary = str(config.get(TRANSACTION_BOUNDARY, TransactionBoundary.POLL.value)).strip().lower()
     if TRANSACTION_BOUNDARY_INTERVAL_MS in config and boundary != TransactionBoundary.INTERVAL.value:

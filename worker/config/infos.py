@@ -189,6 +189,7 @@ def validate_config(
     resolve: typing.Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
     *,
     exactly_once_enabled: bool = False,
+    offsets_topics: bool = False,
 ) -> dict[str, Any]:
     """Connect's ``ConfigInfos`` for ``raw``: every defined key with its value and its errors.
 
@@ -198,11 +199,12 @@ def validate_config(
     a path outside ``allowed.paths``) gets that error alone, and the other checks see resolved values,
     as creating the connector would. Values shown stay as given; messages have secrets masked.
     ``exactly_once_enabled`` says whether the worker has exactly-once source support enabled, for
-    the checks of :mod:`~sluice.worker.config.exactly_once`.
+    the checks of :mod:`~sluice.worker.config.exactly_once`; ``offsets_topics`` whether it honours
+    a connector's ``offsets.storage.topic`` (a distributed worker does, a standalone one ignores it).
     """
     fields = _connector_fields(plugin)
     defs = [d for d, _ in fields]
-    checks = _Checks(full_check, resolve, exactly_once_enabled)
+    checks = _Checks(full_check, resolve, exactly_once_enabled, offsets_topics)
     errors, warnings = _config_errors(plugin, raw, checks, [d["name"] for d in defs])
     configs = _config_entries(fields, raw, errors, warnings)
     groups = list(dict.fromkeys(d["group"] for d in defs if d["group"] is not None))
@@ -224,6 +226,7 @@ class _Checks(typing.NamedTuple):
     full_check: typing.Callable[[Mapping[str, Any]], ValidatedOwn]
     resolve: typing.Callable[[Mapping[str, Any]], Mapping[str, Any]] | None
     exactly_once_enabled: bool
+    offsets_topics: bool
 
 
 def _config_errors(
@@ -245,7 +248,10 @@ def _config_errors(
     declared = {key for key, _ in _model_keys(connector_cls.Config)}
     own_raw.update({k: v for k, v in common_raw.items() if k in declared})
     own_raw, ignored = split_own_keys(connector_cls.Config, own_raw, common_raw)
-    warnings = {**ignored_key_warnings(connector_cls, ignored), **exactly_once_warnings(connector_cls, resolved)}
+    warnings = {
+        **ignored_key_warnings(connector_cls, ignored),
+        **exactly_once_warnings(connector_cls, resolved, offsets_topics=checks.offsets_topics),
+    }
     try:
         connector_cls.Config.model_validate(own_raw)
     except ValidationError as exc:

@@ -240,6 +240,16 @@ class WorkerConfig(PluginConfig):
         host = self.rest_advertised_host_name or (host if host not in ("", "0.0.0.0", "::") else socket.gethostname())
         return f"{host}:{self.rest_advertised_port or port}"
 
+    def offsets_topic(self) -> str | None:
+        """The topic of source offsets (``offset.storage.topic``; a standalone worker has a file)."""
+        return None
+
+    def worker_topics(self) -> dict[str, str]:
+        """``{topic: worker key}`` of the topics this worker writes its own records to, which no
+        connector may use as its offsets topic (the audit trail here; a cluster's internal topics)."""
+        audit = str(self.raw.get("rest.audit.topic") or "").strip()
+        return {audit: "rest.audit.topic"} if audit else {}
+
     def source_transactions_topic(self) -> str | None:
         """The offsets topic that source tasks write in their own transactions when they deliver
         exactly once (a distributed worker with ``exactly.once.source.support=enabled``); ``None``:
@@ -385,8 +395,9 @@ class ConnectorConfig(PluginConfig):
     )
     offsets_storage_topic: str | None = Field(
         None,
-        description="Source (Connect's per-connector offsets topic): accepted and checked against Kafka's "
-        "topic-name rules, not implemented yet: offsets go to the worker's offset store (a warning says so)",
+        description="Source, on a distributed worker: a topic of the connector's own for its offsets (created "
+        "compacted like offset.storage.topic when missing); reads fall back to the worker's offsets topic for "
+        "partitions it has no record of. Unset: the worker's offset.storage.topic. A standalone worker ignores it",
     )
 
     model_config = {**PluginConfig.model_config, "extra": "ignore"}

@@ -19,7 +19,7 @@ from urllib.parse import quote
 import orjson
 
 from sluice.connectors.api import NotFoundError
-from sluice.offsets.kafka import KafkaOffsetStore
+from sluice.offsets.connector_topics import OffsetTopics
 from sluice.worker.distributed.assignor import CONNECTOR, Item, plan
 from sluice.worker.distributed.config import DistributedConfig
 from sluice.worker.distributed.forwarding import (
@@ -63,7 +63,7 @@ class ClusterAssignment:
         configs: KafkaConfigStore,
         status: StatusStore,
         membership: GroupMembership,
-        offset_store: KafkaOffsetStore,
+        offset_store: OffsetTopics,
         running: Callable[[], bool],
     ) -> None:
         self.config = config

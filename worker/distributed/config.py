@@ -61,6 +61,17 @@ class DistributedConfig(WorkerConfig):
         ``preparing`` is not enabled yet)."""
         return self.exactly_once_source_support == "enabled"
 
+    def offsets_topic(self) -> str | None:
+        return self.offset_storage_topic
+
+    def worker_topics(self) -> dict[str, str]:
+        return {
+            **super().worker_topics(),
+            self.config_storage_topic: "config.storage.topic",
+            self.status_storage_topic: "status.storage.topic",
+            self.sluice_topic: "sluice.storage.topic",
+        }
+
     def source_transactions_topic(self) -> str | None:
         """``offset.storage.topic`` once source tasks deliver exactly once: they write their offsets
         there in their own transactions."""

@@ -23,7 +23,7 @@ the herder, once the topic is known to exist, and stops before it.
 
 from __future__ import annotations
 
-from sluice.offsets.kafka import KafkaOffsetStore
+from sluice.offsets.connector_topics import OffsetTopics
 from sluice.worker.backfill import BackfillManager
 from sluice.worker.backfill.handoff_guard import HandoffGuard
 from sluice.worker.distributed.cluster import ClusterAssignment
@@ -39,8 +39,8 @@ class DistributedHerder(HerderCore):
     """Runs the share of the cluster's connectors and tasks that the leader assigns to this worker."""
 
     def __init__(self, worker: Worker, config: DistributedConfig) -> None:
-        if not isinstance(worker.offset_store, KafkaOffsetStore):
-            raise TypeError("A distributed worker keeps source offsets in Kafka (KafkaOffsetStore)")
+        if not isinstance(worker.offset_store, OffsetTopics):
+            raise TypeError("A distributed worker keeps source offsets in Kafka topics (OffsetTopics)")
         self.config = config
         client_id = self._client_id()
         bootstrap = config.bootstrap_servers

@@ -31,7 +31,14 @@ from sluice.offsets import OffsetStore
 from sluice.plugins import PluginInfo, PluginKind, PluginRegistry
 from sluice.worker.config.client_policy import ClientOverridePolicy, override_policy
 from sluice.worker.config.connector_keys import split_own_keys
-from sluice.worker.config.connector_scope import SCOPE_KEYS, ConnectorScope, TopicScope, TopicsUsed, check_config_scope
+from sluice.worker.config.connector_scope import (
+    SCOPE_KEYS,
+    ConnectorScope,
+    TopicScope,
+    TopicsUsed,
+    check_config_scope,
+    check_offsets_topic,
+)
 from sluice.worker.config.local_paths import PathGrant
 from sluice.worker.config.masking import mask_text, register_config_secrets
 from sluice.worker.config.models import ConnectorConfig, WorkerConfig, split_connector_config, sub_config
@@ -177,6 +184,13 @@ class TaskBuilder:
                 transforms=tuple((step.alias, step.transform) for step in chain.steps) if chain is not None else (),
             )
             check_config_scope(used, resolved, ConnectorScope.of(resolved))
+            if used.is_source and common.offsets_storage_topic:
+                check_offsets_topic(
+                    common.offsets_storage_topic,
+                    self.config.offsets_topic(),
+                    self.config.worker_topics(),
+                    ConnectorScope.of(resolved),
+                )
         finally:
             if chain is not None:
                 chain.close()
@@ -260,6 +274,14 @@ class TaskBuilder:
         exactly_once = self._exactly_once(task_id, parts.validated.common)
         if exactly_once is not None:
             overridden = frozenset(sub_config(resolved, "producer.override."))
+            if producer.get("bootstrap.servers") != self.config.bootstrap_servers:
+                # Its transactions would write its offsets in the other cluster, where this worker
+                # (which reads them at the task's start) never looks.
+                raise ConfigError(
+                    "producer.override.bootstrap.servers: a source task cannot deliver exactly once to "
+                    "another Kafka cluster than the worker's (its offsets would be committed there)",
+                    key="producer.override.bootstrap.servers",
+                )
             producer = exactly_once.producer_config(producer, overridden=overridden)
         key, value, header = self.converters(parts.validated.common, resolved)
         errors = ErrorHandlingConfig.parse(resolved)
@@ -309,7 +331,8 @@ class TaskBuilder:
             return None
         return ExactlyOnce(
             transactional_id=transactional_id(str(self.config.group_id), task_id.connector, task_id.task),
-            offsets_topic=topic,
+            # The connector's own offsets topic when it names one: the worker reads it (OffsetTopics).
+            offsets_topic=common.offsets_storage_topic or topic,
             boundary=common.transaction_boundary,
             interval_ms=common.transaction_interval_ms(self.config),
         )

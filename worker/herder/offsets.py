@@ -42,7 +42,9 @@ class OffsetRequests:
         # Never a group outside the connector's namespace, even from a config stored before that rule.
         return effective_group(raw)
 
-    def _source_offsets(self) -> SourceOffsets:
+    def _source_offsets(self, validated: ValidatedConnector) -> SourceOffsets:
+        # The connector's own offsets topic (offsets.storage.topic) and the worker's, caught up.
+        self.worker.use_offsets_topic(validated)
         self.strategy.catch_up_offsets()
         return SourceOffsets(self.worker.offset_store)
 
@@ -53,7 +55,7 @@ class OffsetRequests:
             raise NotFoundError(f"Connector {name} not found")
         if self.catalog.connector_type(raw) == PluginKind.SINK.value:
             return self._sink_offsets().get(self._group(raw))
-        return self._source_offsets().get(name)
+        return self._source_offsets(self.worker.validate(raw)).get(name)
 
     def _stopped(self, name: str) -> ValidatedConnector:
         snapshot = self.store.snapshot()
@@ -73,7 +75,7 @@ class OffsetRequests:
             self._sink_offsets().alter(self._group(validated.raw), by_partition)
         else:
             checked = self._ask_connector(validated, changes)
-            self._source_offsets().alter(name, changes)
+            self._source_offsets(validated).alter(name, changes)
         log.info("Altered the offsets of %d partition(s) of connector %s", len(changes), name)
         return offsets_message("altered", checked)
 
@@ -86,7 +88,7 @@ class OffsetRequests:
             checked = self._ask_connector(validated, current)
             sink.reset(group)
         else:
-            source = self._source_offsets()
+            source = self._source_offsets(validated)
             checked = self._ask_connector(validated, [(e["partition"], None) for e in source.get(name)])
             source.reset(name)
         log.info("Reset the offsets of connector %s", name)

@@ -67,4 +67,5 @@ class PluginCatalog:
             self.worker.validate,
             self.worker.resolve,
             exactly_once_enabled=self.worker.exactly_once_source_enabled,
+            offsets_topics=self.worker.honours_offsets_topics,
         )

@@ -333,6 +333,7 @@ class HostedWork:
         self.worker.startups.connector_attempts += 1
         try:
             running.validated = validated = self.worker.validate(snapshot.connectors[name])
+            self.worker.use_offsets_topic(validated)
             instance = self.worker.new_connector(validated)
             instance.initialize(_ConnectorContext(self, name))
             started = instance

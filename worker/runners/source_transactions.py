@@ -18,7 +18,8 @@ Kafka Connect. The order of :class:`~worker.runners.source.SourceTaskRunner` cha
    nothing), every ``transaction.boundary.interval.ms``
    (``interval``), or when the task asks through its :class:`~connectors.api.TransactionContext`
    (``connector``) — the pending offsets
-   are written to the offsets topic *by the same producer*, on the partition Kafka's default
+   are written to the offsets topic (the connector's own ``offsets.storage.topic`` when it names
+   one: :mod:`~offsets.connector_topics`) *by the same producer*, on the partition Kafka's default
    partitioner gives their key (so a REST reset or a Connect worker writing the same key orders
    with them), and the transaction is committed: records and offsets become visible together to
    ``read_committed`` consumers, or not at all.

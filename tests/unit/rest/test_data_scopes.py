@@ -149,3 +149,13 @@ def test_no_connector_may_take_another_connectors_group(client: TestClient) -> N
     assert r.status_code == 400, r.text
     assert "consumer group of connector payments-sink" in r.json()["message"]
     assert client.delete("/connectors/payments-sink", headers=_as("ops")).status_code == 204
+
+
+def test_a_scoped_admin_keeps_source_offsets_only_in_its_own_topics(client: TestClient) -> None:
+    source = {"connector.class": SOURCE, "topic": "orders-a", "journal": "/nonexistent/journal"}
+    outside = {**source, "offsets.storage.topic": "pay-offsets"}
+    r = client.put("/connectors/orders-src/config", json=outside, headers=_as("orders"))
+    assert r.status_code == 400, r.text
+    assert "offsets.storage.topic: offsets topic 'pay-offsets' is outside the topics" in r.json()["message"]
+    inside = {**source, "offsets.storage.topic": "orders-offsets"}
+    assert client.put("/connectors/orders-src/config", json=inside, headers=_as("orders")).status_code == 201
