@@ -22,6 +22,10 @@ command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 command -v podman >/dev/null 2>&1 || missing+=(podman)
 command -v runc >/dev/null 2>&1 || missing+=(runc)
 { command -v debootstrap || [[ -x /usr/sbin/debootstrap ]]; } >/dev/null 2>&1 || missing+=(debootstrap)
+# Headless Chromium and its WebDriver for the web console's browser tests (tests/integration/test_console.py):
+# Debian's packages install /usr/bin/chromium and /usr/bin/chromedriver.
+[[ -x /usr/bin/chromium ]] || missing+=(chromium)
+[[ -x /usr/bin/chromedriver ]] || missing+=(chromium-driver)
 
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]] && ! command -v sudo >/dev/null 2>&1; then

@@ -13,7 +13,7 @@ from sluice.rest.errors import install_error_handlers
 from sluice.rest.logger_levels import LoggerLevels
 from sluice.rest.middleware import ConnectorLogContextMiddleware, RequestHeadersMiddleware, RequestLimitsMiddleware
 from sluice.rest.routes import backfills as backfill_routes
-from sluice.rest.routes import connectors, loggers, metrics, offsets, plugins, root
+from sluice.rest.routes import connectors, console, dead_letters, identity, loggers, metrics, offsets, plugins, root
 from sluice.rest.settings import RestSettings
 from sluice.worker.backfill import BackfillManager
 from sluice.worker.herder import Herder
@@ -68,8 +68,11 @@ def create_app(
     app.include_router(metrics.router)
     app.include_router(connectors.router)
     app.include_router(offsets.router)
+    app.include_router(dead_letters.router)
     app.include_router(plugins.router)
     app.include_router(loggers.router)
+    app.include_router(identity.router)
+    app.include_router(console.router)
     if backfills is not None:
         app.include_router(backfill_routes.router)
     # Added last = runs first: unauthenticated clients are refused before their body is read.

@@ -26,7 +26,7 @@ point at another cluster).
 
 Routes without a connector in the path (plugins, loggers, backfills, ``/``, the OpenAPI document
 and its viewers) need the role granted on pattern ``*``, except :attr:`Permission.LIST` routes
-(``GET /``, ``/connectors``, ``/connector-plugins``), which any grant opens; ``GET /connectors``
+(``GET /``, ``/connectors``, ``/connector-plugins``, ``/auth/whoami``), which any grant opens; ``GET /connectors``
 then lists only the connectors the caller may view. ``POST /connectors`` carries the name in its
 body, so it needs ``admin`` on ``*``; an admin of a narrower pattern creates with
 ``PUT /connectors/{name}/config``.
@@ -65,7 +65,7 @@ SIGNATURE_HEADER = "x-connect-authorization"
 class Permission(enum.Enum):
     """What a route needs; see the module docstring for which role grants which."""
 
-    OPEN = "open"  #: no credentials at all: load balancers and orchestrators probe it
+    OPEN = "open"  #: no credentials at all: load balancers probe /health; the console shell (/ui) holds no data
     LIST = "list"  #: any grant of any role
     VIEW = "view"
     OPERATE = "operate"
@@ -120,6 +120,11 @@ ACCESS_RULES: Mapping[tuple[str, str], Rule] = {
     ("GET", "/docs"): _VIEW,
     ("GET", "/docs/oauth2-redirect"): _VIEW,
     ("GET", "/redoc"): _VIEW,
+    # the web console's static files (no data: every figure it shows comes from the routes here)
+    ("GET", "/ui"): Rule(Permission.OPEN),
+    ("GET", "/ui/"): Rule(Permission.OPEN),
+    ("GET", "/ui/{asset}"): Rule(Permission.OPEN),
+    ("GET", "/auth/whoami"): _LIST,
     # connectors
     ("GET", "/connectors"): _LIST,
     ("POST", "/connectors"): _ADMIN,
@@ -143,6 +148,9 @@ ACCESS_RULES: Mapping[tuple[str, str], Rule] = {
     ("GET", "/connectors/{name}/offsets"): _on_connector(Permission.VIEW),
     ("PATCH", "/connectors/{name}/offsets"): _on_connector(Permission.OPERATE),
     ("DELETE", "/connectors/{name}/offsets"): _on_connector(Permission.OPERATE),
+    # dead letter queues: records are data, hence the operator role for reading them too
+    ("GET", "/connectors/{name}/dlq"): _on_connector(Permission.OPERATE),
+    ("POST", "/connectors/{name}/dlq/redrive"): _on_connector(Permission.OPERATE),
     # plugins
     ("GET", "/connector-plugins"): _LIST,
     ("GET", "/connector-plugins/{plugin}/config"): _VIEW,
@@ -283,6 +291,12 @@ class AccessPolicy:
         if permission is Permission.LIST:
             return bool(grants)
         return any(grant.allows(permission, connector) for grant in grants)
+
+    def grants_of(self, principal: str | None) -> tuple[Grant, ...]:
+        """The grants of ``principal``; without roles, one admin grant on every connector."""
+        if self.grants is None:
+            return (Grant(principal or "", Role.ADMIN),)
+        return tuple(self._by_principal.get(principal or "", ()))
 
     def connector_scope(self, principal: str | None, connector: str) -> ConnectorScope:
         """What a connector ``principal`` writes may reach: the union of its admin grants whose

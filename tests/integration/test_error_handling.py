@@ -272,3 +272,81 @@ def test_a_raw_json_sink_meeting_a_value_that_is_not_json_gets_it_decoded_from_t
     wait_for(lambda: len(lines(out)) >= 4, what="the next record")
     assert orjson.loads(lines(out)[3]) == {"value": {"n": 5}, "delivered": "raw"}  # raw values resume
     assert httpx.get(f"{worker.url}/connectors/{name}/status", timeout=5).json()["tasks"][0]["state"] == "RUNNING"
+
+
+def _dlq_page(worker: WorkerProcess, name: str, **params: int) -> dict[str, Any]:
+    r = httpx.get(f"{worker.url}/connectors/{name}/dlq", params=params, timeout=30)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def _redrive(worker: WorkerProcess, name: str, first: int, last: int, max_redrives: int) -> dict[str, Any]:
+    body = {"partition": 0, "from_offset": first, "to_offset": last, "max_redrives": max_redrives}
+    r = httpx.post(f"{worker.url}/connectors/{name}/dlq/redrive", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def _dlq_end(worker: WorkerProcess, name: str, end: int) -> dict[str, Any]:
+    return wait_for(
+        lambda: (page := _dlq_page(worker, name, limit=1))["partitions"][0]["end"] >= end and page,
+        what=f"{end} records in the DLQ of {name}",
+    )
+
+
+def test_the_dlq_reads_decoded_and_a_fixed_sink_takes_its_dead_letters_back(
+    worker: WorkerProcess, kafka, tmp_path: Path
+) -> None:
+    topic, dlq = unique_topic_name("redrive"), unique_topic_name("redrive-dlq")
+    create_topic(kafka.bootstrap_servers, topic)
+    produce(kafka.bootstrap_servers, topic, POISONED)
+    out, name = tmp_path / "out.txt", f"redrive-{topic}"
+    dlq_keys = {
+        "errors.tolerance": "all",
+        "errors.deadletterqueue.topic.name": dlq,
+        "errors.deadletterqueue.topic.replication.factor": "1",
+        "errors.deadletterqueue.context.headers.enable": "true",
+    }
+    create(worker, name, json_sink_config(topic, out, **dlq_keys))
+    wait_for(lambda: len(lines(out)) >= 3, what="3 lines in the sink file")
+
+    # Read page by page, decoded: the record, its own headers and the error the task met.
+    page = _dlq_end(worker, name, 2)
+    [first] = page["records"]
+    assert (first["offset"], first["key"], first["value"]) == (0, {"text": "k1"}, {"text": '{"plain": "json"}'})
+    assert first["headers"] == [{"key": "origin", "value": {"text": "test"}}]
+    error = first["error"]
+    assert (error["topic"], error["partition"], error["offset"], error["stage"]) == (topic, "0", "1", "VALUE_CONVERTER")
+    assert error["exception"].endswith("DataError") and "schema" in error["message"] and error["stacktrace"]
+    assert first["redriven"] == 0 and page["next_offset"] == 1 and page["topic"] == dlq
+    second = _dlq_page(worker, name, offset=1)
+    assert [r["key"] for r in second["records"]] == [{"text": "k3"}] and second["next_offset"] is None
+
+    # Sent back while still poisonous, they fail again and return counted; the loop guard keeps them then.
+    assert _redrive(worker, name, 0, 1, max_redrives=1) == {"redriven": 2, "topics": {topic: 2}, "skipped": []}
+    again = _dlq_end(worker, name, 4)
+    assert [r["redriven"] for r in _dlq_page(worker, name, offset=2)["records"]] == [1, 1]
+    assert again["partitions"][0]["end"] == 4
+    held = _redrive(worker, name, 2, 3, max_redrives=1)
+    assert held["redriven"] == 0 and [s["offset"] for s in held["skipped"]] == [2, 3]
+    assert "redriven 1 time(s) already" in held["skipped"][0]["reason"]
+
+    # The sink fixed (plain JSON accepted), the plain record goes back and is written; the garbage stays.
+    fixed = json_sink_config(topic, out, **dlq_keys, **{"value.converter.schemas.enable": "false"})
+    assert httpx.put(f"{worker.url}/connectors/{name}/config", json=fixed, timeout=10).status_code == 200
+    assert _redrive(worker, name, 2, 2, max_redrives=3)["redriven"] == 1
+    wait_for(lambda: len(lines(out)) >= 4, what="the redriven record written")
+    assert "plain" in lines(out)[3] and lines(out)[:3] == ["one", "two", "three"]
+
+
+def test_a_dlq_request_names_what_it_cannot_do(worker: WorkerProcess, kafka, tmp_path: Path) -> None:
+    topic = unique_topic_name("nodlq")
+    create(worker, f"plain-{topic}", json_sink_config(topic, tmp_path / "out.txt"))
+    r = httpx.get(f"{worker.url}/connectors/plain-{topic}/dlq", timeout=10)
+    assert r.status_code == 400 and "has no dead letter queue" in r.json()["message"]
+    source = source_dlq_config(tmp_path / "in.txt", topic, unique_topic_name("src-dlq"))
+    create(worker, f"src-{topic}", source)
+    body = {"from_offset": 0, "to_offset": 0}
+    r = httpx.post(f"{worker.url}/connectors/src-{topic}/dlq/redrive", json=body, timeout=10)
+    assert r.status_code == 400 and "is a source" in r.json()["message"]
+    assert httpx.get(f"{worker.url}/connectors/missing/dlq", timeout=10).status_code == 404

@@ -400,6 +400,20 @@ class TaskBuilder:
         )
         return DeadLetterQueue(errors, producer, self._admin_config(f"connector-dlq-admin-{task_id}", resolved))
 
+    def client_for(self, connector: str, resolved: Mapping[str, Any], what: str) -> dict[str, Any]:
+        """The settings of ``connector``'s ``what`` client (``producer`` or ``consumer``): the
+        worker's merged with its ``<what>.override.*``, as its tasks' (for reading its dead letter
+        queue on the cluster its tasks write it to, and sending records back where they read)."""
+        return client_config(
+            self.config.bootstrap_servers,
+            {"client.id": f"connector-{what}-{connector}"},
+            self.config.prefixed(f"{what}."),
+            sub_config(resolved, f"{what}.override."),
+            self.client_policy,
+            what=what,
+            scope=ConnectorScope.of(resolved),
+        )
+
     def _admin_config(self, client_id: str, resolved: Mapping[str, Any]) -> dict[str, Any]:
         return client_config(
             self.config.bootstrap_servers,

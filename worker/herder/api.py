@@ -208,6 +208,14 @@ class Herder(abc.ABC):
         """KIP-618's zombie fencing of a source connector's tasks (``PUT /connectors/{name}/fence``)."""
 
     @abc.abstractmethod
+    def dead_letters(self, name: str, partition: int, offset: int | None, limit: int) -> dict[str, Any]:
+        """A page of the connector's dead letter queue, decoded (``GET /connectors/{name}/dlq``)."""
+
+    @abc.abstractmethod
+    def redrive_dead_letters(self, name: str, partition: int, first: int, last: int, max_redrives: int) -> dict[str, Any]:
+        """Send a range of a sink's dead letters back to their topics (``POST /connectors/{name}/dlq/redrive``)."""
+
+    @abc.abstractmethod
     def connector_topics(self, name: str) -> list[str]:
         """Topics the connector's tasks produced to or consumed from since creation or reset (KIP-558)."""
 

@@ -44,6 +44,7 @@ from sluice.worker.herder.api import (
     TaskInfo,
 )
 from sluice.worker.herder.calls import merge_patch, request_config, restore_masked_secrets
+from sluice.worker.herder.dead_letters import DeadLetters
 from sluice.worker.herder.offsets import OffsetRequests
 from sluice.worker.herder.plugins import PluginCatalog
 from sluice.worker.herder.stores.config_store import CONNECTOR, ConfigSnapshot, ConfigStore, Item
@@ -101,6 +102,7 @@ class HerderCore(Herder):
         self._wake = threading.Event()
         self.work = HostedWork(worker, store, status, strategy, self.restarter, self.catalog, self.wakeup)
         self.offsets = OffsetRequests(worker, store, strategy, self.catalog)
+        self.dead_letter_queues = DeadLetters(worker, store)
         self._lock = self.work.lock
         self._started = threading.Event()
         self._stop_lock = threading.Lock()
@@ -429,6 +431,12 @@ class HerderCore(Herder):
 
     def reset_connector_offsets(self, name: str) -> str:
         return self.offsets.reset(name)
+
+    def dead_letters(self, name: str, partition: int, offset: int | None, limit: int) -> dict[str, Any]:
+        return self.dead_letter_queues.page(name, partition, offset, limit)
+
+    def redrive_dead_letters(self, name: str, partition: int, first: int, last: int, max_redrives: int) -> dict[str, Any]:
+        return self.dead_letter_queues.redrive(name, partition, first, last, max_redrives)
 
     def fence_zombies(self, name: str) -> None:
         """Fence every instance of the source connector's tasks — a zombie on a frozen or cut-off

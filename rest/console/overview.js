@@ -1,0 +1,130 @@
+// Overview: the worker's health, the counts, and every connector the caller may see with its
+// tasks, throughput, errors, lag and a sparkline of its output rate, refreshed every few seconds.
+
+import { ApiError, Unauthorized, call } from "./api.js";
+import { badge, el, figure, replace } from "./dom.js";
+import { parseExposition, perConnector } from "./metrics.js";
+import { sparkline } from "./sparkline.js";
+
+export const POLL_MS = 2000;
+
+export function renderOverview(view, context) {
+  const filter = el("input", { id: "filter", type: "search", placeholder: "Filter by name, state, type or class", "aria-label": "Filter connectors" });
+  const health = el("div", { id: "health", class: "card" }, "…");
+  const counts = el("div", { id: "counts", class: "counts" });
+  const note = el("p", { id: "metrics-note", class: "muted" });
+  const body = el("tbody");
+  const table = el("table", { id: "connectors" },
+    el("thead", {}, el("tr", {}, ["Connector", "Type", "State", "Tasks", "In /s", "Out /s", "Errors", "Lag", "Last minutes (out /s)"].map((h) => el("th", {}, h)))),
+    body);
+  const section = el("section", { id: "overview" }, el("h1", {}, "Overview"), health, counts, el("div", { class: "toolbar" }, filter), table, note);
+  replace(view, section);
+  let latest = null;
+  let stopped = false;
+  filter.addEventListener("input", () => latest && drawConnectorRows(body, latest, context.history, filter.value, section));
+
+  async function refresh() {
+    try {
+      const [connectors, healthBody, info, metricsText] = await Promise.all([
+        call("GET", "/connectors?expand=status&expand=info"),
+        fetchHealth(),
+        call("GET", "/"),
+        call("GET", "/metrics", { text: true }).catch((error) => (error instanceof ApiError ? error : Promise.reject(error))),
+      ]);
+      if (stopped) return;
+      const figures = typeof metricsText === "string" ? perConnector(parseExposition(metricsText)) : null;
+      if (figures) context.history.add(figures);
+      note.textContent = figures ? "" : `Throughput, errors and lag come from /metrics, which answered: ${metricsText.message}`;
+      latest = { connectors, figures };
+      drawHealth(health, healthBody, info, connectors);
+      drawCounts(counts, connectors);
+      drawConnectorRows(body, latest, context.history, filter.value, section);
+    } catch (error) {
+      if (error instanceof Unauthorized) { stopped = true; context.expired(); return; }
+      note.textContent = `Refresh failed: ${error.message}`;
+    }
+  }
+
+  refresh();
+  const timer = setInterval(refresh, POLL_MS);
+  return () => { stopped = true; clearInterval(timer); };
+}
+
+async function fetchHealth() {
+  // /health answers 500 or 503 with a body that says why: show it rather than an error.
+  const response = await fetch("/health", { credentials: "omit", cache: "no-store" });
+  return response.json().catch(() => ({ status: `HTTP ${response.status}`, message: "" }));
+}
+
+function drawHealth(node, health, info, connectors) {
+  const workers = new Set();
+  for (const entry of Object.values(connectors)) {
+    const status = entry.status;
+    if (!status) continue;
+    if (status.connector && status.connector.worker_id) workers.add(status.connector.worker_id);
+    for (const task of status.tasks || []) if (task.worker_id) workers.add(task.worker_id);
+  }
+  replace(node,
+    el("div", {}, el("strong", {}, "This worker: "), el("span", { id: "health-status", class: `health-${health.status}` }, health.status), " ", el("span", { class: "muted" }, health.message || "")),
+    el("div", { class: "muted" }, `Sluice ${info.version} · Kafka cluster ${info.kafka_cluster_id || "?"}`),
+    el("div", {}, el("strong", {}, "Workers running these connectors: "), el("span", { id: "workers" }, [...workers].sort().join(", ") || "none yet")));
+}
+
+function drawCounts(node, connectors) {
+  const tally = { RUNNING: 0, FAILED: 0, PAUSED: 0, STOPPED: 0, other: 0 };
+  let failedTasks = 0;
+  for (const entry of Object.values(connectors)) {
+    const state = entry.status && entry.status.connector ? entry.status.connector.state : "UNASSIGNED";
+    if (state in tally) tally[state] += 1; else tally.other += 1;
+    failedTasks += ((entry.status && entry.status.tasks) || []).filter((t) => t.state === "FAILED").length;
+  }
+  replace(node,
+    count("total", "connectors", Object.keys(connectors).length),
+    count("running", "running", tally.RUNNING),
+    count("failed", "failed", tally.FAILED),
+    count("paused", "paused", tally.PAUSED),
+    count("stopped", "stopped", tally.STOPPED),
+    count("failed-tasks", "failed tasks", failedTasks));
+}
+
+function count(id, label, value) {
+  return el("div", { class: `count count-${id}` }, el("span", { id: `count-${id}`, class: "value" }, String(value)), el("span", { class: "label" }, label));
+}
+
+/** The connector rows for ``latest`` ({connectors, figures}) matching ``query``; the time it took
+ * goes to ``section.dataset.renderMs`` (the browser test reports it). */
+export function drawConnectorRows(body, latest, history, query, section) {
+  const started = performance.now();
+  const needle = query.trim().toLowerCase();
+  const rows = [];
+  for (const name of Object.keys(latest.connectors).sort()) {
+    const entry = latest.connectors[name];
+    const status = entry.status || {};
+    const info = entry.info || {};
+    const state = status.connector ? status.connector.state : "UNASSIGNED";
+    const cls = (info.config && info.config["connector.class"]) || "";
+    const haystack = `${name} ${state} ${info.type || status.type || ""} ${cls}`.toLowerCase();
+    if (needle && !haystack.includes(needle)) continue;
+    rows.push(row(name, status, info, state, latest.figures, history));
+  }
+  if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: 9, class: "muted" }, needle ? "No connector matches the filter." : "No connectors yet.")));
+  replace(body, rows);
+  section.dataset.renderMs = (performance.now() - started).toFixed(1);
+  section.dataset.rows = String(rows.length);
+}
+
+function row(name, status, info, state, figures, history) {
+  const tasks = status.tasks || [];
+  const series = history.of(name);
+  const figure_ = figures ? figures.get(name) : null;
+  return el("tr", { "data-connector": name },
+    el("td", {}, el("a", { href: `#/connectors/${encodeURIComponent(name)}` }, name)),
+    el("td", {}, info.type || status.type || ""),
+    el("td", { class: "state" }, badge(state)),
+    el("td", { class: "tasks" }, tasks.length ? tasks.map((t) => badge(t.state)) : el("span", { class: "muted" }, "none")),
+    el("td", { class: "num rate-in" }, figure(series.rateIn)),
+    el("td", { class: "num rate-out" }, figure(series.rateOut)),
+    el("td", { class: "num errors" }, figure_ ? figure(figure_.errors) : "—"),
+    el("td", { class: "num lag" }, figure_ && figure_.hasLag ? figure(figure_.lag) : "—"),
+    el("td", { class: "spark-cell" }, sparkline(series.out, { label: `${name}: records out per second` })));
+}
