@@ -51,6 +51,23 @@ def unique_server_id() -> int:
     return 10_000 + uuid.uuid4().int % 4_000_000_000
 
 
+def connector_config(server: MariaDbServer, prefix: str, **extra: str) -> dict[str, Any]:
+    """A MariaDB connector config for a worker: the server's root user, a server id of its own,
+    topic prefix ``prefix``, JSON converters; ``extra`` keys (the tables, the schema history) add
+    to it or override."""
+    return {
+        "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
+        "database.hostname": "127.0.0.1",
+        "database.port": str(server.port),
+        "database.user": "root",
+        "database.server.id": str(unique_server_id()),
+        "topic.prefix": prefix,
+        "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        **extra,
+    }
+
+
 def task_config(server: MariaDbServer, database: str, **extra: str) -> dict[str, Any]:
     """The task config a MariaDB connector gives for ``database`` on ``server``: streaming only
     (``snapshot.mode=no_data``), a memory schema history, a unique server id and topic prefix;

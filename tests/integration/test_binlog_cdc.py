@@ -18,10 +18,10 @@ import pytest
 
 from sluice.connectors.source.binlog_cdc.connector import MariaDbCdcSourceConnector
 from sluice.connectors.source.binlog_cdc.task import BinlogCdcTask
+from tests.integration.binlog_helpers import connector_config
 from tests.integration.binlog_helpers import mysql as _mysql
 from tests.integration.binlog_helpers import start_task as _task
-from tests.integration.binlog_helpers import unique_server_id
-from tests.integration.cdc_helpers import JSON, key, read_events, read_until, value, worker, write_connector
+from tests.integration.cdc_helpers import key, read_events, read_until, value, worker, write_connector
 from tests.integration.kafka_helpers import unique_topic_name
 from tests.services.mariadb import MariaDbServer
 
@@ -53,21 +53,17 @@ ROW_1 = (
 
 
 def _config(server: MariaDbServer, database: str, prefix: str, **extra: str) -> dict[str, str]:
-    return {
-        "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
-        "database.hostname": "127.0.0.1",
-        "database.port": str(server.port),
-        "database.user": "root",
-        "database.server.id": str(unique_server_id()),
-        "topic.prefix": prefix,
-        "database.include.list": database,
-        "snapshot.mode": "no_data",
-        "schema.history.internal": "io.debezium.relational.history.MemorySchemaHistory",
-        "poll.interval.ms": "200",
-        "key.converter": JSON,
-        "value.converter": JSON,
-        **extra,
-    }
+    return connector_config(
+        server,
+        prefix,
+        **{
+            "database.include.list": database,
+            "snapshot.mode": "no_data",
+            "schema.history.internal": "io.debezium.relational.history.MemorySchemaHistory",
+            "poll.interval.ms": "200",
+            **extra,
+        },
+    )
 
 
 def _b64(text: str) -> bytes:

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.binlog_helpers import mysql, unique_server_id
-from tests.integration.cdc_helpers import JSON, read_events, value, worker, write_connector
+from tests.integration.binlog_helpers import connector_config, mysql
+from tests.integration.cdc_helpers import read_events, value, worker, write_connector
 from tests.integration.kafka_helpers import unique_topic_name
 from tests.services.mariadb import MariaDbServer
 
@@ -81,21 +81,17 @@ def test_a_worker_killed_under_load_right_after_an_alter_loses_nothing(
     database = mariadb_db.rsplit("/", 1)[-1]
     mysql(mariadb, database, "CREATE TABLE counters (id INT PRIMARY KEY, n INT NOT NULL)")
     prefix = unique_topic_name("binkill")
-    config = {
-        "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
-        "database.hostname": "127.0.0.1",
-        "database.port": str(mariadb.port),
-        "database.user": "root",
-        "database.server.id": str(unique_server_id()),
-        "topic.prefix": prefix,
-        "table.include.list": rf"{database}\.counters",
-        "poll.interval.ms": "100",
-        "schema.history.internal.kafka.topic": f"{prefix}.history",
-        "schema.history.internal.kafka.bootstrap.servers": bootstrap,
-        "key.converter": JSON,
-        "value.converter": JSON,
-        "value.converter.schemas.enable": "false",
-    }
+    config = connector_config(
+        mariadb,
+        prefix,
+        **{
+            "table.include.list": rf"{database}\.counters",
+            "poll.interval.ms": "100",
+            "schema.history.internal.kafka.topic": f"{prefix}.history",
+            "schema.history.internal.kafka.bootstrap.servers": bootstrap,
+            "value.converter.schemas.enable": "false",
+        },
+    )
     connector = write_connector(tmp_path / "binlog.json", "binlog", config)
     writer = _Writer(mariadb, database)
     w = worker(tmp_path, bootstrap, **{"offset.flush.interval.ms": "1500"}).start(connector)

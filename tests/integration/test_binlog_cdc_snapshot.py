@@ -27,10 +27,10 @@ import pytest
 from sluice.connectors.api import ConfigError, SourceRecord, SourceRecordBatch
 from sluice.connectors.source.binlog_cdc.connector import MariaDbCdcSourceConnector
 from sluice.connectors.source.binlog_cdc.task import BinlogCdcTask
+from tests.integration.binlog_helpers import connector_config, unique_server_id
 from tests.integration.binlog_helpers import mysql as _mysql
 from tests.integration.binlog_helpers import start_task as _start
-from tests.integration.binlog_helpers import unique_server_id
-from tests.integration.cdc_helpers import JSON, key, read_events, read_until, value, worker, write_connector
+from tests.integration.cdc_helpers import key, read_events, read_until, value, worker, write_connector
 from tests.integration.kafka_helpers import unique_topic_name
 from tests.integration.test_binlog_cdc import ROW_1, TYPES_TABLE
 from tests.services.mariadb import MariaDbServer
@@ -430,21 +430,17 @@ def test_a_worker_killed_mid_snapshot_resumes_after_its_stored_chunk(
         "INSERT INTO big SELECT seq, CONCAT('name-', seq) FROM seq_1_to_20000",
     )  # fmt: skip
     prefix = unique_topic_name("binsnap")
-    config = {
-        "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
-        "database.hostname": "127.0.0.1",
-        "database.port": str(mariadb.port),
-        "database.user": "root",
-        "database.server.id": str(unique_server_id()),
-        "topic.prefix": prefix,
-        "database.include.list": database,
-        "snapshot.fetch.size": "200",
-        "poll.interval.ms": "200",
-        "schema.history.internal": "io.debezium.relational.history.MemorySchemaHistory",
-        "key.converter": JSON,
-        "value.converter": JSON,
-        "value.converter.schemas.enable": "false",
-    }
+    config = connector_config(
+        mariadb,
+        prefix,
+        **{
+            "database.include.list": database,
+            "snapshot.fetch.size": "200",
+            "poll.interval.ms": "200",
+            "schema.history.internal": "io.debezium.relational.history.MemorySchemaHistory",
+            "value.converter.schemas.enable": "false",
+        },
+    )
     connector = write_connector(tmp_path / "binlog.json", "binlog", config)
     topic = f"{prefix}.{database}.big"
     w = worker(tmp_path, bootstrap, **{"offset.flush.interval.ms": "100"}).start(connector)

@@ -29,7 +29,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from sluice.deploy.kafka_stack import KafkaBroker
-from tests.integration.binlog_helpers import unique_server_id
+from tests.integration.binlog_helpers import connector_config
 from tests.integration.cdc_helpers import JSON, cdc_config, dbname, libpq, read_events, run_sql, write_connector
 from tests.integration.cdc_helpers import worker as sluice_worker
 from tests.integration.distributed_helpers import cluster_settings, wait_for
@@ -486,13 +486,7 @@ def _mariadb_config(server: MariaDbServer, database: str, prefix: str, bootstrap
                     options: dict[str, str]) -> dict[str, str]:
     """The same configuration for both systems but the prefix and the replica's server id. Debezium
     keeps its schema history in a topic (Sluice accepts those keys, and describes tables itself)."""
-    return {
-        "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
-        "database.hostname": "127.0.0.1",
-        "database.port": str(server.port),
-        "database.user": "root",
-        "database.server.id": str(unique_server_id()),
-        "topic.prefix": prefix,
+    return connector_config(server, prefix) | {
         "database.include.list": database,
         "snapshot.mode": "no_data",
         "snapshot.locking.mode": "none",  # no global read lock: other tests share the server

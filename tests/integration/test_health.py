@@ -112,6 +112,8 @@ def test_distributed_health_in_each_state(own_broker: KafkaBroker) -> None:
         own_broker.stop()
         body = _wait_health(url, 500, timeout=30, saying="lost contact with the Kafka cluster")
         assert body["status"] == "unhealthy" and own_broker.bootstrap_servers in body["message"], body
+        # What the group client itself reports, so a worker that does not rejoin says where it is stuck.
+        assert "the group client reports coordinator state" in body["message"], body
         own_broker.start()
         _wait_health(url, 200, timeout=90)
     finally:

@@ -324,7 +324,8 @@ class ClusterAssignment:
             return Health(
                 "unhealthy",
                 f"Worker {self._worker_id} has lost contact with the Kafka cluster at {self.config.bootstrap_servers}: "
-                f"it is not an active member of group {self.config.group_id}, so it runs no connectors or tasks.",
+                f"it is not an active member of group {self.config.group_id}, so it runs no connectors or tasks "
+                f"({self.membership.client_state()}).",
             )
         stalled = time.monotonic() - herder.ticked_at
         if stalled > herder.health_timeout_s:

@@ -91,6 +91,8 @@ class GroupMembership:
         self.completed_rebalances = 0
         self._joined_as_leader = False
         self._last_stats: float | None = None
+        #: The group client's last statistics ("cgrp"), for messages about lost contact.
+        self._group_client: dict[str, Any] = {}
         # After this process was frozen (SIGSTOP, a long GC pause, a starved VM), librdkafka may
         # still report a steady group for a moment although the coordinator expelled us: contact
         # then counts only after a new assignment, or once a whole session timeout has passed.
@@ -219,6 +221,7 @@ class GroupMembership:
         changed = False
         now = time.monotonic()
         with self._lock:
+            self._group_client = cgrp
             # A gap between reports is time nobody saw: the coordinator's steady stretch starts anew.
             gap = self._last_stats is None or now - self._last_stats > DESCRIBE_AFTER_STEADY_S
             if self._last_stats is not None and now - self._last_stats > self._lost_after_s:
@@ -278,6 +281,20 @@ class GroupMembership:
         # Stop a little before the coordinator's own deadline: our work must be idle by the time
         # it can be reassigned.
         return self._in_group and time.monotonic() - self._last_contact < self._lost_after_s
+
+    def client_state(self) -> str:
+        """The group client's own view, for a message about lost contact: its coordinator state,
+        its join state and the reason of its last rebalance, as librdkafka last reported them."""
+        with self._lock:
+            cgrp, reported = self._group_client, self._last_stats
+        if not cgrp or reported is None:
+            return "the group client has not reported its state"
+        reason = str(cgrp.get("rebalance_reason") or "").strip() or "none"
+        return (
+            f"the group client reports coordinator state {cgrp.get('state')}, join state {cgrp.get('join_state')} "
+            f"(for {int(cgrp.get('stateage', 0)) / 1000:.1f} s), {cgrp.get('rebalance_cnt', 0)} rebalance(s), "
+            f"the last because: {reason}; {time.monotonic() - reported:.1f} s ago"
+        )
 
     def members(self, timeout: float = 10.0) -> list[Member] | None:
         """The live workers as the group coordinator sees them; ``None`` when it is not asked now.
