@@ -341,12 +341,20 @@ class KafkaConfigStore(RecordConfigStore):
             producer = self._leader_producer
             if producer is None:
                 raise NotLeader("This worker is not the leader (any more); retry the request")
+            written: dict[str, dict[int, int]] = {}  # topic → partition → the offset past our last record
+
+            def delivered(err: KafkaError | None, msg: Any) -> None:
+                if err is None:
+                    ends = written.setdefault(msg.topic(), {})
+                    ends[msg.partition()] = max(ends.get(msg.partition(), 0), msg.offset() + 1)
+
             try:
                 producer.begin_transaction()
                 for topic, key, value in records:
                     payload = value if isinstance(value, bytes) or value is None else orjson.dumps(value)
-                    producer.produce(topic, payload, key.encode())
+                    producer.produce(topic, payload, key.encode(), on_delivery=delivered)
                 producer.commit_transaction(timeout)
+                producer.poll(0)
             except KafkaException as exc:
                 error: KafkaError = exc.args[0]
                 if error.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH) or (
@@ -362,6 +370,9 @@ class KafkaConfigStore(RecordConfigStore):
                 topics = ", ".join(sorted({topic for topic, _, _ in records}))
                 raise KafkaLogError(f"Writing to {topics} failed: {error.str()}") from None
         if wait_visible:
+            # Our own records, by their offsets: the commit's markers land a moment after it returns.
+            for topic, ends in written.items():
+                (self._sluice_log if topic == self.sluice_topic else self._log).read_past(ends, timeout)
             self.read_to_end(timeout)
 
 

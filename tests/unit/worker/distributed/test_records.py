@@ -45,11 +45,14 @@ class _Reader(KafkaConfigStore):
             def begin_transaction(self) -> None:
                 pass
 
-            def produce(self, topic: str, value: bytes | None, key: bytes) -> None:
+            def produce(self, topic: str, value: bytes | None, key: bytes, on_delivery: object = None) -> None:
                 produced.append((topic, key, value))
 
             def commit_transaction(self, timeout: float) -> None:
                 pass
+
+            def poll(self, timeout: float) -> int:
+                return 0  # no delivery reports: the test store's read_to_end is the catch-up
 
         self._leader_producer = _Producer()  # type: ignore[assignment]
 
