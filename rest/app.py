@@ -13,7 +13,18 @@ from sluice.rest.errors import install_error_handlers
 from sluice.rest.logger_levels import LoggerLevels
 from sluice.rest.middleware import ConnectorLogContextMiddleware, RequestHeadersMiddleware, RequestLimitsMiddleware
 from sluice.rest.routes import backfills as backfill_routes
-from sluice.rest.routes import connectors, console, dead_letters, identity, loggers, metrics, offsets, plugins, root
+from sluice.rest.routes import (
+    connectors,
+    console,
+    dead_letters,
+    identity,
+    loggers,
+    metrics,
+    offsets,
+    plugins,
+    root,
+    tap,
+)
 from sluice.rest.settings import RestSettings
 from sluice.worker.backfill import BackfillManager
 from sluice.worker.herder import Herder
@@ -69,6 +80,7 @@ def create_app(
     app.include_router(connectors.router)
     app.include_router(offsets.router)
     app.include_router(dead_letters.router)
+    app.include_router(tap.router)
     app.include_router(plugins.router)
     app.include_router(loggers.router)
     app.include_router(identity.router)

@@ -151,6 +151,7 @@ ACCESS_RULES: Mapping[tuple[str, str], Rule] = {
     # dead letter queues: records are data, hence the operator role for reading them too
     ("GET", "/connectors/{name}/dlq"): _on_connector(Permission.OPERATE),
     ("POST", "/connectors/{name}/dlq/redrive"): _on_connector(Permission.OPERATE),
+    ("POST", "/connectors/{name}/tap"): _on_connector(Permission.OPERATE),
     # plugins
     ("GET", "/connector-plugins"): _LIST,
     ("GET", "/connector-plugins/{plugin}/config"): _VIEW,

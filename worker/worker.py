@@ -33,6 +33,7 @@ from sluice.worker.execution.task_builder import CONNECT_ONLY_TASK_KEYS, TaskBui
 from sluice.worker.execution.task_builder import (
     ValidatedConnector as ValidatedConnector,  # re-exported: the herders' import
 )
+from sluice.worker.observability.tap import TAPS, Collector, Tapped
 from sluice.worker.observability.task_metrics import StartupCounters
 from sluice.worker.runners import TaskRunner, TaskStatusListener
 from sluice.worker.status import ConnectorTaskId, TargetState
@@ -184,6 +185,21 @@ class Worker:
         if self.config.task_executor == "process":
             return ProcessTaskRunner(task_id, self._task_hosts(), validated.raw, task_config, listener, initial_state)
         return self.builder.build(task_id, validated, task_config, listener, initial_state)
+
+    def tap(self, connector: str, count: int, timeout_s: float) -> list[Tapped]:
+        """Up to ``count`` records ``connector``'s tasks here move within ``timeout_s`` (the live
+        tap: its tasks on this process's threads and in its task hosts)."""
+        collector = Collector(count)
+        token = TAPS.subscribe(connector, count, collector.add)
+        with self._hosts_lock:
+            hosts = self._hosts
+        tap_id = hosts.tap(connector, count, collector.add) if hosts is not None else None
+        try:
+            return collector.wait(timeout_s)
+        finally:
+            TAPS.unsubscribe(token)
+            if hosts is not None and tap_id is not None:
+                hosts.untap(tap_id)
 
     def _task_hosts(self) -> TaskHostPool:
         with self._hosts_lock:

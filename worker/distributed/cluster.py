@@ -239,6 +239,16 @@ class ClusterAssignment:
             owner = next((w for w, items in assignment.owners.items() if item in items), None)
         return owner or ""
 
+    def peer_urls(self, snapshot: ConfigSnapshot, name: str) -> list[str]:
+        assignment = assignment_of(snapshot)
+        if assignment is None or is_forwarded():
+            return []
+        return sorted(
+            assignment.urls[worker]
+            for worker, items in assignment.owners.items()
+            if worker != self._worker_id and worker in assignment.urls and any(c == name and t >= 0 for c, t in items)
+        )
+
     # -- who writes -------------------------------------------------------------------------------------------
 
     def leader_url(self) -> str | None:

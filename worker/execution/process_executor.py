@@ -52,6 +52,7 @@ from sluice.offsets import OffsetStore
 from sluice.worker.errors import RelayedErrorMetrics
 from sluice.worker.execution import task_host
 from sluice.worker.observability.log_levels import LOGGER_LEVELS
+from sluice.worker.observability.tap import Tapped, next_tap_id
 from sluice.worker.observability.task_metrics import register as register_task_metrics
 from sluice.worker.runners.base import TaskStatusListener
 from sluice.worker.status import ConnectorTaskId, TargetState
@@ -336,6 +337,8 @@ class TaskHostProcess:
                 for key, changes in args[0].items():
                     if (run := self.runs.get(key)) is not None:
                         run.on_changes(changes)
+            elif kind == "tapped":
+                self._pool.tapped(args[0], args[1])
             elif kind == "ended":
                 run = self._pool.run_ended(self, args[0])
                 if run is not None:
@@ -410,6 +413,7 @@ class TaskHostPool:
         self._numbers = itertools.count(1)
         self._closed = threading.Event()
         self._fence_thread: threading.Thread | None = None
+        self._taps: dict[int, Callable[[list[Tapped]], None]] = {}
         # Logger levels set over the API (PUT /admin/loggers): a new host gets them as it starts.
         self._levels, self._unsubscribe = LOGGER_LEVELS.subscribe(self._on_logger_level)
         # The task modules first: the preload module freezes what was imported before it.
@@ -492,6 +496,27 @@ class TaskHostPool:
                 fence = next((run.fence for run in list(host.runs.values()) if run.fence is not None), None)
                 if fence is not None:  # every run of a worker has the same fence: its herder's
                     host.send(("fence", fence()))
+
+    def tap(self, connector: str, count: int, deliver: Callable[[list[Tapped]], None]) -> int:
+        """Ask every host for ``connector``'s next ``count`` records (the live tap); they arrive
+        through ``deliver`` until :meth:`untap`."""
+        tap_id = next_tap_id()
+        with self._lock:
+            self._taps[tap_id] = deliver
+            for host in self._hosts:
+                host.send(("tap", tap_id, connector, count))
+        return tap_id
+
+    def untap(self, tap_id: int) -> None:
+        with self._lock:
+            self._taps.pop(tap_id, None)
+            for host in self._hosts:
+                host.send(("untap", tap_id))
+
+    def tapped(self, tap_id: int, rows: list[Tapped]) -> None:
+        deliver = self._taps.get(tap_id)
+        if deliver is not None:
+            deliver(rows)
 
     def _on_logger_level(self, name: str, level: int) -> None:
         with self._lock:

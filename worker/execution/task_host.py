@@ -34,6 +34,7 @@ from sluice.worker.execution.sandbox import SandboxError, restrict, task_host_gr
 from sluice.worker.execution.task_builder import TaskBuilder
 from sluice.worker.observability.log_levels import apply_logger_levels, set_logger_level
 from sluice.worker.observability.logcontext import configure_logging, set_context
+from sluice.worker.observability.tap import TAPS
 from sluice.worker.runners.base import WorkerTask
 from sluice.worker.runtime import parent_death_signal, tune_gc
 from sluice.worker.status import ConnectorTaskId, TargetState, format_trace
@@ -144,6 +145,7 @@ class TaskHostServer:
         self._tasks_lock = threading.Lock()
         self._fence_open = True
         self._fence_heard: float | None = None  # when the worker last sent the fence (distributed only)
+        self._taps: dict[int, str] = {}  # live taps: the worker's id → this process's subscription
 
     # -- the control loop (main thread) ----------------------------------------------------------
 
@@ -159,6 +161,8 @@ class TaskHostServer:
             "log_level": set_logger_level,
             "fence": self._fence,
             "plugins": self._adopt_plugins,
+            "tap": self._tap,
+            "untap": self._untap,
         }
         while True:
             try:
@@ -227,6 +231,15 @@ class TaskHostServer:
     def _adopt_plugins(self, modules: list[str]) -> None:
         # After the worker's plugin refresh (SIGHUP): before the next "start", which may name them.
         self._builder.plugins.adopt(modules)
+
+    def _tap(self, tap_id: int, connector: str, count: int) -> None:
+        # The live tap: this host's tasks of the connector hand their next records up the pipe.
+        self._taps[tap_id] = TAPS.subscribe(connector, count, lambda rows: self._send(("tapped", tap_id, rows)))
+
+    def _untap(self, tap_id: int) -> None:
+        token = self._taps.pop(tap_id, None)
+        if token is not None:
+            TAPS.unsubscribe(token)
 
     def _fence(self, open_: bool) -> None:
         self._fence_heard, self._fence_open = time.monotonic(), open_

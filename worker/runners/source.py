@@ -43,6 +43,7 @@ from sluice.worker.runners.source_errors import Outgoing, SourceFailures, Transf
 from sluice.worker.runners.source_offsets import SourceOffsets
 from sluice.worker.runners.source_topics import SourceTopics
 from sluice.worker.runners.source_transactions import ExactlyOnce, SourceTransactions
+from sluice.worker.runners.tapping import tap_source
 from sluice.worker.status import ConnectorTaskId, TargetState
 from sluice.worker.topic_creation import TopicCreator
 
@@ -336,6 +337,7 @@ class SourceTaskRunner(WorkerTask):
                 self.transactions.size += len(out.values)
             self._produce(out)
             self.records_produced += len(out.values)
+            tap_source(self.id, out, self._key_converter, self._value_converter)
         self.offsets.polled(polled, batch)
         producer.poll(0)
 

@@ -1,0 +1,105 @@
+"""The live tap (``POST /connectors/{name}/tap``) on a two-worker cluster, tasks in task host
+processes: a source's records after its transforms and converters, gathered from the worker that
+runs them when another worker is asked; a sink's records as its task gets them."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.deploy.kafka_stack import KafkaBroker
+from tests.integration.distributed_helpers import Cluster, wait_for
+from tests.integration.kafka_helpers import OutgoingRecord, create_topic, produce, unique_topic_name
+from tests.integration.worker_process import WorkerProcess
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster(kafka: KafkaBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("tap"), kafka.bootstrap_servers, 2)
+    c.start()
+    yield c
+    c.stop()
+
+
+def _tap(c: Cluster, worker: WorkerProcess, name: str, count: int, timeout: float = 20) -> dict[str, Any]:
+    response = c.request(worker, "POST", f"/connectors/{name}/tap", params={"count": count, "timeout": timeout})
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def test_a_sources_records_come_after_its_transforms_from_whichever_worker_runs_them(
+    cluster: Cluster, kafka: KafkaBroker
+) -> None:
+    c, topic = cluster, unique_topic_name("tapped")
+    config = {
+        "connector.class": "SequenceSource",
+        "tasks.max": "2",
+        "topic": topic,
+        "sequence.rate": "20",
+        "sequence.batch.size": "2",
+        "transforms": "route",
+        "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.route.regex": "(.*)",
+        "transforms.route.replacement": "$1-routed",
+    }
+    c.put_config(c.workers[0], "tapped", config)
+    status = c.wait_running("tapped", 2)
+    owners = {t["id"]: t["worker_id"] for t in status["tasks"]}
+    # Ask a worker that does not run task 0: its records can only come from the other worker.
+    asked = next(w for w in c.workers if not w.url.endswith(owners[0]))
+    body = _tap(c, asked, "tapped", 12)
+    assert body["complete"] and body["unreachable"] == [] and len(body["records"]) == 12, body
+    assert {r["topic"] for r in body["records"]} == {f"{topic}-routed"}
+    assert 0 in {r["task"] for r in body["records"]}
+    for record in body["records"]:
+        value = record["value"]
+        assert set(value) == {"task", "seq", "payload"} and value["task"] == record["task"], record
+        assert record["key"] == f"{value['task']}-{value['seq']}"
+    # Nobody taps any more: the tasks keep running, the next tap starts afresh.
+    assert len(_tap(c, c.workers[0], "tapped", 2)["records"]) == 2
+    c.request(c.workers[0], "DELETE", "/connectors/tapped")
+
+
+def test_a_sinks_records_come_decoded_with_their_coordinates(cluster: Cluster, kafka: KafkaBroker, tmp_path: Path) -> None:
+    c, topic = cluster, unique_topic_name("tapsink")
+    create_topic(kafka.bootstrap_servers, topic)
+    config = {
+        "connector.class": "FileStreamSink",
+        "topics": topic,
+        "file": str(tmp_path / "out.txt"),
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "false",
+    }
+    c.put_config(c.workers[0], "tapsink", config)
+    c.wait_running("tapsink", 1)
+    answers: list[dict[str, Any]] = []
+    tapping = threading.Thread(target=lambda: answers.append(_tap(c, c.workers[1], "tapsink", 3)))
+    tapping.start()
+    time.sleep(2)  # the tap is subscribed before the records exist
+    records = [OutgoingRecord(b'{"order": %d, "note": "x"}' % i, key=f"k{i}", headers=[("origin", b"test")]) for i in range(3)]
+    produce(kafka.bootstrap_servers, topic, records)
+    tapping.join(30)
+    [body] = answers
+    assert [(r["offset"], r["key"], r["value"]) for r in body["records"]] == [
+        (0, "k0", {"order": 0, "note": "x"}),
+        (1, "k1", {"order": 1, "note": "x"}),
+        (2, "k2", {"order": 2, "note": "x"}),
+    ], body
+    assert body["records"][0]["topic"] == topic and body["records"][0]["partition"] == 0
+    assert body["records"][0]["headers"] == [{"key": "origin", "value": "test"}]
+    wait_for(lambda: (tmp_path / "out.txt").exists(), lambda found: found, what="the sink file")
+
+
+def test_a_tap_is_bounded_and_names_what_it_cannot_do(cluster: Cluster) -> None:
+    c = cluster
+    assert c.request(c.workers[0], "POST", "/connectors/nothing-here/tap").status_code == 404
+    for params in ({"count": 0}, {"count": 1000}, {"timeout": 0}, {"timeout": 600}):
+        response = c.request(c.workers[0], "POST", "/connectors/nothing-here/tap", params=params)
+        assert response.status_code in (400, 422), (params, response.text)
