@@ -1,4 +1,4 @@
-// The console's entry point: sign-in, the page header and hash routing to the three pages.
+// The console's entry point: sign-in, the page header and hash routing to the pages.
 
 import { ApiError, Identity, Unauthorized, basicCredential, bearerCredential, call, forgetCredential, hasCredential, saveCredential } from "./api.js";
 import { el, replace } from "./dom.js";
@@ -6,6 +6,8 @@ import { History } from "./metrics.js";
 import { renderOverview } from "./overview.js";
 import { renderConnector } from "./connector.js";
 import { renderEditor } from "./editor.js";
+import { renderDlq } from "./dlq.js";
+import { renderBackfills } from "./backfills.js";
 
 const view = document.getElementById("view");
 const context = { identity: null, history: new History(), signIn: showSignIn };
@@ -33,6 +35,8 @@ function showHeader() {
     : "authentication off";
   document.getElementById("signout").hidden = !identity.authenticated;
   document.getElementById("nav-new").hidden = !identity.can("admin");
+  // GET /backfills needs the viewer role worker-wide (backfills belong to no connector).
+  document.getElementById("nav-backfills").hidden = !identity.can("view");
 }
 
 function route() {
@@ -43,8 +47,10 @@ function route() {
   const parts = hash.split("/").filter(Boolean).map(decodeURIComponent);
   document.querySelectorAll("header nav a").forEach((a) => a.classList.toggle("current", a.getAttribute("href") === `#${hash}`));
   if (parts[0] === "connectors" && parts[1] && parts[2] === "edit") leave = renderEditor(view, context, parts[1]);
+  else if (parts[0] === "connectors" && parts[1] && parts[2] === "dlq") leave = renderDlq(view, context, parts[1]);
   else if (parts[0] === "connectors" && parts[1]) leave = renderConnector(view, context, parts[1]);
   else if (parts[0] === "new") leave = renderEditor(view, context, null);
+  else if (parts[0] === "backfills") leave = renderBackfills(view, context);
   else leave = renderOverview(view, context);
 }
 
@@ -54,6 +60,7 @@ function showSignIn(message = "") {
   context.identity = null;
   document.getElementById("signout").hidden = true;
   document.getElementById("nav-new").hidden = true;
+  document.getElementById("nav-backfills").hidden = true;
   document.getElementById("whoami").textContent = "";
   const kind = el("select", { id: "signin-kind", name: "kind" }, el("option", { value: "basic" }, "User and password"), el("option", { value: "bearer" }, "Bearer token"));
   const user = el("input", { id: "signin-user", name: "user", autocomplete: "username" });

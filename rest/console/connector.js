@@ -1,10 +1,13 @@
 // Connector page: state and controls, tasks (worker, state, the full trace of a failed one),
-// throughput, the configuration as the API returns it (secrets masked there), topics and offsets.
+// throughput, the configuration as the API returns it (secrets masked there), topics, offsets
+// (edited while STOPPED) and a link to the dead letter queue inspector.
 
 import { ApiError, Unauthorized, call, encode } from "./api.js";
 import { badge, confirmAction, el, figure, replace } from "./dom.js";
 import { parseExposition, perConnector } from "./metrics.js";
 import { sparkline } from "./sparkline.js";
+import { offsetsPanel } from "./offsets.js";
+import { DLQ_TOPIC_KEY } from "./dlq.js";
 import { POLL_MS } from "./overview.js";
 
 export function renderConnector(view, context, name) {
@@ -16,8 +19,9 @@ export function renderConnector(view, context, name) {
     tasks: el("tbody"),
     config: el("pre", { id: "config" }),
     topics: el("ul", { id: "topics" }),
-    offsets: el("pre", { id: "offsets" }),
+    dlq: el("p", { id: "dlq-link" }),
   };
+  const offsets = offsetsPanel(context, name, base, () => refresh());
   const section = el("section", { id: "connector-page", "data-connector": name },
     el("h1", {}, el("span", { id: "connector-name" }, name), " ", parts.state),
     controls(context, name, base, parts.message, () => refresh()),
@@ -27,14 +31,14 @@ export function renderConnector(view, context, name) {
     el("table", { id: "tasks" }, el("thead", {}, el("tr", {}, ["Task", "State", "Worker", "Trace"].map((h) => el("th", {}, h)))), parts.tasks),
     el("div", { class: "columns" },
       el("div", {}, el("h2", {}, "Configuration"), el("p", { class: "muted" }, "As the REST API returns it: password values are masked there, ${provider:...} references shown as written."), parts.config),
-      el("div", {}, el("h2", {}, "Topics"), parts.topics, el("h2", {}, "Offsets"), parts.offsets)));
+      el("div", {}, el("h2", {}, "Topics"), parts.topics, el("h2", {}, "Dead letter queue"), parts.dlq, el("h2", {}, "Offsets"), offsets.node)));
   replace(view, section);
   let stopped = false;
 
   async function refresh() {
     try {
       const [info, status] = await Promise.all([call("GET", base), call("GET", `${base}/status`)]);
-      const [topics, offsets, metrics] = await Promise.all([
+      const [topics, stored, metrics] = await Promise.all([
         call("GET", `${base}/topics`).catch(asMessage),
         call("GET", `${base}/offsets`).catch(asMessage),
         call("GET", "/metrics", { text: true }).catch(asMessage),
@@ -45,7 +49,8 @@ export function renderConnector(view, context, name) {
       drawFigures(parts.figures, context, name, metrics);
       parts.config.textContent = JSON.stringify(info.config, null, 2);
       drawTopics(parts.topics, name, topics);
-      parts.offsets.textContent = typeof offsets === "string" ? offsets : JSON.stringify(offsets.offsets || offsets, null, 2);
+      offsets.update((status.connector || {}).state, stored);
+      drawDlqLink(parts.dlq, context, name, info.config);
     } catch (error) {
       if (error instanceof Unauthorized) { stopped = true; context.expired(); return; }
       if (stopped) return;
@@ -141,6 +146,16 @@ function drawFigures(node, context, name, metrics) {
 
 function stat(id, label, value) {
   return el("div", { class: "stat" }, el("span", { id, class: "value" }, value), el("span", { class: "label" }, label));
+}
+
+function drawDlqLink(node, context, name, config) {
+  const topic = config[DLQ_TOPIC_KEY];
+  if (!topic) { replace(node, el("span", { class: "muted" }, "none configured")); return; }
+  if (node.dataset.topic === topic) return;
+  node.dataset.topic = topic;
+  replace(node, `Topic ${topic}. `, context.identity.can("operate", name)
+    ? el("a", { id: "btn-dlq", class: "button", href: `#/connectors/${encode(name)}/dlq` }, "Inspect dead letters")
+    : el("span", { class: "muted" }, "Reading it needs the operator role."));
 }
 
 function drawTopics(node, name, topics) {

@@ -7,6 +7,7 @@ Without them the tests skip, and under ``CI=true`` fail (:func:`tests.unavailabl
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -73,3 +74,12 @@ def wait_for(check: Callable[[], T | None], what: str, timeout: float = 20.0, in
             last = result
         time.sleep(interval)
     pytest.fail(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+
+
+def set_json(driver: Any, field: Any, value: Any) -> None:
+    """Puts ``value`` as indented JSON into a text field, as typing would (an ``input`` event follows)."""
+    driver.execute_script(
+        "arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input'))",
+        field,
+        json.dumps(value, indent=2),
+    )

@@ -4,7 +4,8 @@ One worker (REST authentication on: an admin, a viewer and a viewer scoped to ``
 and one browser serve the whole module. The tests create a JDBC source through the form (a
 validation error shown on its field first), watch it run and count, read a failed sink task's
 trace, pause and resume through the buttons, and check what each principal sees — and that a
-``${env:…}`` password never reaches the page. Every page is saved as a screenshot under the
+``${env:…}`` password never reaches the page. Increment 2: a sink's dead letter read in the DLQ
+inspector and redriven, a backfill's progress bar reaching 100 %, a stopped source's offset edited. Every page is saved as a screenshot under the
 test's ``tmp_path``.
 """
 
@@ -22,8 +23,8 @@ import httpx
 import psycopg
 import pytest
 
-from tests.integration.console_browser import chromium_driver, wait_for
-from tests.integration.kafka_helpers import OutgoingRecord, produce, unique_topic_name
+from tests.integration.console_browser import chromium_driver, set_json, wait_for
+from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce, unique_topic_name
 from tests.integration.worker_process import WorkerFactory, WorkerProcess
 from tests.services.postgres import PostgresServer
 from tests.unavailable import unavailable
@@ -53,6 +54,10 @@ def worker(module_worker_process: WorkerFactory) -> WorkerProcess:
             "rest.auth.roles": "admin:admin,viewer:viewer,scoped:viewer:console-pg-*",
             "config.providers": "env",
             "config.providers.env.param.allowlist.pattern": "SLUICE_TEST_.*",
+            # Spark starts with the first backfill run only (test_a_backfill_reaches_100_percent).
+            "backfill.spark.master": "local[1]",
+            "backfill.spark.driver.memory": "1g",
+            "backfill.spark.sql.shuffle.partitions": "1",
         },
     )
 
@@ -300,6 +305,10 @@ def test_credentials_roles_and_scopes(
         assert not driver.find_elements(By.ID, button), button
     assert not driver.find_element(By.ID, "nav-new").is_displayed()
     shot(driver, tmp_path, "viewer")
+    driver.find_element(By.ID, "nav-backfills").click()  # listed, but no form and no cancel
+    wait_for(lambda: driver.find_element(By.CSS_SELECTOR, "#backfills tbody tr"), "the viewer's backfills page")
+    assert not driver.find_elements(By.ID, "backfill-create")
+    assert not driver.find_elements(By.CSS_SELECTOR, ".btn-backfill-cancel, .btn-backfill-remove")
 
     # A principal scoped to console-pg-* sees only those connectors.
     sign_in(driver, worker, "scoped", "")
@@ -310,6 +319,7 @@ def test_credentials_roles_and_scopes(
     }
     assert secret_holder in names and sequence not in names, names
     assert all(n.startswith("console-pg-") for n in names), names
+    assert not driver.find_element(By.ID, "nav-backfills").is_displayed()  # GET /backfills needs view on *
     shot(driver, tmp_path, "scoped")
 
     # The ${env:...} password: the reference shows, its value nowhere, as admin on every page.
@@ -422,3 +432,158 @@ def test_the_console_matches_connector_patterns_as_the_worker_does(driver: Any, 
     )
     expected = [[fnmatch.fnmatchcase(n, p) for n in names] for p in patterns]
     assert got == expected
+
+
+def test_the_dlq_inspector_reads_a_dead_letter_and_redrives_it(
+    driver: Any, worker: WorkerProcess, kafka: Any, tmp_path: Path
+) -> None:
+    name, topic, dlq = "console-dlq-sink", unique_topic_name("console-dlq-in"), unique_topic_name("console-dlq")
+    create_topic(kafka.bootstrap_servers, topic)
+    # schemas.enable=true and a value without the envelope: the value converter fails, the record is dead-lettered.
+    produce(
+        kafka.bootstrap_servers,
+        topic,
+        [OutgoingRecord(b'{"plain": "json"}', key="k1", headers=[("origin", b"console")])],
+    )
+    create(
+        worker,
+        name,
+        {
+            "connector.class": "FileStreamSink",
+            "topics": topic,
+            "file": str(tmp_path / "out.txt"),
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "true",
+            "errors.tolerance": "all",
+            "errors.deadletterqueue.topic.name": dlq,
+            "errors.deadletterqueue.topic.replication.factor": "1",
+            "errors.deadletterqueue.context.headers.enable": "true",
+        },
+    )
+    sign_in(driver, worker, "admin", f"connectors/{name}")
+    wait_for(lambda: driver.find_element(By.ID, "btn-dlq"), "the DLQ link").click()
+    row = wait_for(
+        lambda: driver.find_element(By.CSS_SELECTOR, '#dlq-records tr[data-offset="0"]'), "the dead letter", timeout=30
+    )
+    record = api(worker, "GET", f"/connectors/{name}/dlq").json()["records"][0]
+    error = record["error"]
+    assert row.find_element(By.CSS_SELECTOR, ".dlq-stage").text == error["stage"] == "VALUE_CONVERTER"
+    assert row.find_element(By.CSS_SELECTOR, ".dlq-exception").text == error["exception"]
+    assert error["exception"].endswith("DataError")
+    assert row.find_element(By.CSS_SELECTOR, ".dlq-error-message").text == error["message"].strip() and error["message"]
+    assert row.find_element(By.CSS_SELECTOR, ".dlq-key").text == "k1"
+    assert row.find_element(By.CSS_SELECTOR, ".dlq-value").text == '{"plain": "json"}'
+    assert row.find_element(By.CSS_SELECTOR, ".dlq-headers").text == "origin: console"
+    assert dlq in text_of(driver, "dlq-topic")
+    row.find_element(By.CSS_SELECTOR, "details summary").click()  # the stack trace opens
+    assert row.find_element(By.CSS_SELECTOR, "pre.dlq-stacktrace").text.strip() == error["stacktrace"].strip()
+    shot(driver, tmp_path, "dlq")
+
+    row.find_element(By.CSS_SELECTOR, "input.dlq-pick").click()
+    assert driver.find_element(By.ID, "dlq-from").get_attribute("value") == "0"
+    driver.find_element(By.ID, "btn-redrive").click()
+    wait_for(lambda: driver.find_element(By.ID, "confirm").is_displayed(), "the redrive confirmation")
+    assert "max_redrives" in text_of(driver, "confirm-text") and "3 time(s)" in text_of(driver, "confirm-text")
+    driver.find_element(By.ID, "confirm-ok").click()
+    wait_for(lambda: text_of(driver, "dlq-redriven") == "Redriven: 1", "the redrive's answer")
+    assert text_of(driver, "dlq-redriven-topics") == f"{topic}: 1"
+    shot(driver, tmp_path, "dlq-redriven")
+    back = consume_all(kafka.bootstrap_servers, topic, 2)
+    assert [r.value for r in back] == [b'{"plain": "json"}'] * 2
+    assert dict(back[1].headers).get("sluice.redrive.count") == b"1"
+    assert dict(back[1].headers).get("origin") == b"console"
+    assert not any(k.startswith("__connect.errors.") for k, _ in back[1].headers)
+
+
+def test_a_source_dlq_is_read_only_and_a_viewer_has_no_inspector(
+    driver: Any, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    """A source's dead letters can be read, not redriven (no button); a viewer gets no DLQ link."""
+    name, dlq = "console-dlq-source", unique_topic_name("console-src-dlq")
+    config = {
+        "connector.class": "FileStreamSource",
+        "file": str(tmp_path / "in.txt"),
+        "topic": unique_topic_name("console-src"),
+    }
+    create(worker, name, {**config, "errors.tolerance": "all", "errors.deadletterqueue.topic.name": dlq})
+    sign_in(driver, worker, "admin", f"connectors/{name}/dlq")
+    wait_for(lambda: "not redriven" in text_of(driver, "dlq-redrive"), "the source's DLQ page")
+    assert not driver.find_elements(By.ID, "btn-redrive")
+    assert dlq in text_of(driver, "dlq-topic")
+    sign_in(driver, worker, "viewer", f"connectors/{name}")
+    wait_for(lambda: "operator role" in text_of(driver, "dlq-link"), "the viewer's DLQ note")
+    assert not driver.find_elements(By.ID, "btn-dlq")
+    api(worker, "DELETE", f"/connectors/{name}")
+
+
+def test_a_backfill_reaches_100_percent_on_the_backfills_page(
+    driver: Any, worker: WorkerProcess, database: str, postgres: PostgresServer, tmp_path: Path
+) -> None:
+    """A 3-row JDBC backfill (the cheapest real run: most of its time is Spark's JVM starting in the worker)."""
+    sign_in(driver, worker, "admin", "")
+    driver.find_element(By.ID, "nav-backfills").click()
+    spec_box = wait_for(lambda: driver.find_element(By.ID, "backfill-spec"), "the backfill form")
+    spec: dict[str, Any] = {
+        "id": "console-orders",
+        "kind": "jdbc_to_topic",
+        "source": {"table": "orders"},
+        "target": {"topic": unique_topic_name("console-bf")},
+    }
+    set_json(driver, spec_box, spec)
+    driver.find_element(By.ID, "btn-backfill-submit").click()
+    refused = wait_for(lambda: text_of(driver, "backfill-create-message"), "the validation error")
+    assert "source.connection.url" in refused, refused  # the worker's message, naming the key
+    assert api(worker, "GET", "/backfills").json() == []
+
+    spec["source"] |= {"connection.url": postgres.jdbc_url(database.rsplit("/", 1)[1]), "connection.user": "postgres"}
+    set_json(driver, spec_box, spec)
+    driver.find_element(By.ID, "btn-backfill-submit").click()
+    row = '#backfills tr[data-job="console-orders"]'
+    wait_for(
+        lambda: driver.find_element(By.CSS_SELECTOR, row).get_attribute("data-state") == "SUCCEEDED",
+        "SUCCEEDED",
+        timeout=120,
+    )
+    status = api(worker, "GET", "/backfills/console-orders").json()["status"]
+    assert status["state"] == "SUCCEEDED" and status["rows_done"] == 3, status
+    progress = driver.find_element(By.CSS_SELECTOR, f"{row} progress")
+    assert progress.get_attribute("value") == "100" and progress.get_attribute("max") == "100"
+    assert driver.find_element(By.CSS_SELECTOR, f"{row} .backfill-percent").text == "100 %"
+    assert driver.find_element(By.CSS_SELECTOR, f"{row} .backfill-rows").text == "3 / 3"
+    if status.get("source_position", {}).get("lsn"):
+        assert driver.find_element(By.CSS_SELECTOR, f"{row} .backfill-lsn").text == status["source_position"]["lsn"]
+    shot(driver, tmp_path, "backfills")
+
+
+def test_a_stopped_sources_offset_is_edited_on_its_page(driver: Any, worker: WorkerProcess, tmp_path: Path) -> None:
+    name = "console-offsets-seq"
+    create(
+        worker,
+        name,
+        {
+            "connector.class": "SequenceSource",
+            "topic": unique_topic_name("console-off"),
+            "sequence.rate": "20",
+            "sequence.batch.size": "10",
+        },
+    )
+    wait_for(lambda: api(worker, "GET", f"/connectors/{name}/offsets").json()["offsets"], "a first offset")
+    sign_in(driver, worker, "admin", f"connectors/{name}")
+    wait_for(lambda: "Stop the connector" in text_of(driver, "offsets-note"), "the offsets note")
+    assert not driver.find_element(By.ID, "offsets-editor").is_displayed()
+    driver.find_element(By.ID, "btn-stop").click()
+    wait_for(lambda: driver.find_element(By.ID, "confirm").is_displayed(), "the stop confirmation")
+    driver.find_element(By.ID, "confirm-ok").click()
+    editor = wait_for(lambda: driver.find_element(By.ID, "offsets-editor"), "the offsets editor")
+    wait_for(editor.is_displayed, "the editor of a STOPPED connector", timeout=30)
+    # The offsets the task committed as it stopped, loaded into the editor.
+    wait_for(lambda: '"seq": ' in editor.get_attribute("value"), "the stored offset in the editor")
+    edited = {"offsets": [{"partition": {"task": 0}, "offset": {"seq": 424242}}]}
+    set_json(driver, editor, edited)
+    driver.find_element(By.ID, "btn-offsets-save").click()
+    message = wait_for(lambda: text_of(driver, "offsets-message"), "the server's message")
+    assert message.startswith("Offsets saved: "), message
+    assert api(worker, "GET", f"/connectors/{name}/offsets").json() == edited
+    wait_for(lambda: '"seq": 424242' in editor.get_attribute("value"), "the stored offsets reloaded")
+    shot(driver, tmp_path, "offsets")
+    api(worker, "DELETE", f"/connectors/{name}")
