@@ -115,6 +115,7 @@ _LIST = Rule(Permission.LIST)
 ACCESS_RULES: Mapping[tuple[str, str], Rule] = {
     ("GET", "/health"): Rule(Permission.OPEN),
     ("GET", "/metrics"): _VIEW,
+    ("GET", "/cluster"): _VIEW,
     ("GET", "/"): _LIST,
     ("GET", "/openapi.json"): _VIEW,
     ("GET", "/docs"): _VIEW,

@@ -36,7 +36,13 @@ class StandaloneHerder(HerderCore):
         store = MemoryConfigStore(on_change=self.wakeup)
         #: Whether Kafka answers (``GET /health``).
         self.kafka_contact = KafkaContact(config.bootstrap_servers, kafka_probe_settings(config))
-        strategy = LocalAssignment(config.worker_id, store, running=lambda: self.ready, contact=self.kafka_contact)
+        strategy = LocalAssignment(
+            config.worker_id,
+            store,
+            running=lambda: self.ready,
+            contact=self.kafka_contact,
+            url=f"{config.listener[0]}://{config.worker_id}",
+        )
         #: The worker's backfill jobs (``/backfills``); it lives as long as the herder.
         self.backfills = BackfillManager.from_worker_settings(config.raw)
         self.backfills.handoff_guard = HandoffGuard(self)

@@ -7,6 +7,7 @@ import { renderOverview } from "./overview.js";
 import { renderConnector } from "./connector.js";
 import { renderEditor } from "./editor.js";
 import { renderDlq } from "./dlq.js";
+import { renderTap } from "./tap.js";
 import { renderBackfills } from "./backfills.js";
 
 const view = document.getElementById("view");
@@ -48,6 +49,7 @@ function route() {
   document.querySelectorAll("header nav a").forEach((a) => a.classList.toggle("current", a.getAttribute("href") === `#${hash}`));
   if (parts[0] === "connectors" && parts[1] && parts[2] === "edit") leave = renderEditor(view, context, parts[1]);
   else if (parts[0] === "connectors" && parts[1] && parts[2] === "dlq") leave = renderDlq(view, context, parts[1]);
+  else if (parts[0] === "connectors" && parts[1] && parts[2] === "tap") leave = renderTap(view, context, parts[1]);
   else if (parts[0] === "connectors" && parts[1]) leave = renderConnector(view, context, parts[1]);
   else if (parts[0] === "new") leave = renderEditor(view, context, null);
   else if (parts[0] === "backfills") leave = renderBackfills(view, context);

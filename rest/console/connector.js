@@ -21,10 +21,15 @@ export function renderConnector(view, context, name) {
     topics: el("ul", { id: "topics" }),
     dlq: el("p", { id: "dlq-link" }),
   };
+  // Records are data: the live tap needs the operator role on the connector, as the DLQ does.
+  const tap = context.identity.can("operate", name)
+    ? el("a", { id: "btn-tap-page", class: "button", href: `#/connectors/${encode(name)}/tap` }, "Live tap")
+    : null;
   const offsets = offsetsPanel(context, name, base, () => refresh());
   const section = el("section", { id: "connector-page", "data-connector": name },
     el("h1", {}, el("span", { id: "connector-name" }, name), " ", parts.state),
     controls(context, name, base, parts.message, () => refresh()),
+    tap ? el("p", { id: "tap-link" }, tap, el("span", { class: "muted" }, " the next records it moves, decoded.")) : null,
     parts.message,
     parts.figures,
     el("h2", {}, "Tasks"),

@@ -25,18 +25,20 @@ export function renderOverview(view, context) {
 
   async function refresh() {
     try {
-      const [connectors, healthBody, info, metricsText] = await Promise.all([
+      const refused = (error) => (error instanceof ApiError ? error : Promise.reject(error));
+      const [connectors, healthBody, info, metricsText, cluster] = await Promise.all([
         call("GET", "/connectors?expand=status&expand=info"),
         fetchHealth(),
         call("GET", "/"),
-        call("GET", "/metrics", { text: true }).catch((error) => (error instanceof ApiError ? error : Promise.reject(error))),
+        call("GET", "/metrics", { text: true }).catch(refused),
+        call("GET", "/cluster").catch(refused),
       ]);
       if (stopped) return;
       const figures = typeof metricsText === "string" ? perConnector(parseExposition(metricsText)) : null;
       if (figures) context.history.add(figures);
       note.textContent = figures ? "" : `Throughput, errors and lag come from /metrics, which answered: ${metricsText.message}`;
       latest = { connectors, figures };
-      drawHealth(health, healthBody, info, connectors);
+      drawHealth(health, healthBody, info, connectors, cluster);
       drawCounts(counts, connectors);
       drawConnectorRows(body, latest, context.history, filter.value, section);
     } catch (error) {
@@ -56,18 +58,34 @@ async function fetchHealth() {
   return response.json().catch(() => ({ status: `HTTP ${response.status}`, message: "" }));
 }
 
-function drawHealth(node, health, info, connectors) {
-  const workers = new Set();
+function drawHealth(node, health, info, connectors, cluster) {
+  const running = new Set();
   for (const entry of Object.values(connectors)) {
     const status = entry.status;
     if (!status) continue;
-    if (status.connector && status.connector.worker_id) workers.add(status.connector.worker_id);
-    for (const task of status.tasks || []) if (task.worker_id) workers.add(task.worker_id);
+    if (status.connector && status.connector.worker_id) running.add(status.connector.worker_id);
+    for (const task of status.tasks || []) if (task.worker_id) running.add(task.worker_id);
   }
   replace(node,
     el("div", {}, el("strong", {}, "This worker: "), el("span", { id: "health-status", class: `health-${health.status}` }, health.status), " ", el("span", { class: "muted" }, health.message || "")),
     el("div", { class: "muted" }, `Sluice ${info.version} · Kafka cluster ${info.kafka_cluster_id || "?"}`),
-    el("div", {}, el("strong", {}, "Workers running these connectors: "), el("span", { id: "workers" }, [...workers].sort().join(", ") || "none yet")));
+    drawWorkers(cluster, running));
+}
+
+/** The cluster's workers from GET /cluster, the leader marked; without the viewer role on * (which
+ * it needs) the workers seen in the connectors' statuses instead. */
+function drawWorkers(cluster, running) {
+  if (cluster instanceof ApiError) {
+    return el("div", {}, el("strong", {}, "Workers running these connectors: "), el("span", { id: "workers" }, [...running].sort().join(", ") || "none yet"),
+      el("span", { class: "muted" }, ` (the cluster's own list: ${cluster.message})`));
+  }
+  const items = cluster.workers.map((worker) => el("li", { "data-worker": worker.id, class: worker.leader ? "leader" : null },
+    worker.id, worker.leader ? el("span", { class: "tag worker-leader" }, "leader") : null,
+    worker.id === cluster.worker_id ? el("span", { class: "muted" }, " (this worker)") : null));
+  const mode = cluster.mode === "standalone" ? "standalone: one worker, no leader" : `distributed: ${cluster.workers.length} worker(s), leader ${cluster.leader || "not elected yet"}`;
+  return el("div", { id: "cluster", "data-mode": cluster.mode, "data-leader": cluster.leader || "" },
+    el("strong", {}, "Workers: "), el("span", { class: "muted" }, mode),
+    el("ul", { id: "cluster-workers" }, items));
 }
 
 function drawCounts(node, connectors) {

@@ -1,4 +1,4 @@
-"""``GET /`` and ``GET /health``."""
+"""``GET /``, ``GET /health`` and ``GET /cluster``."""
 
 from __future__ import annotations
 
@@ -33,3 +33,10 @@ def health(herder: HerderDep) -> JSONResponse:
     if report.details:
         body["details"] = dict(report.details)
     return JSONResponse(body, status_code=report.http_status)
+
+
+@router.get("/cluster", summary="The cluster's workers and its leader (Sluice's own)")
+def cluster(herder: HerderDep) -> dict[str, Any]:
+    """``mode`` (``standalone`` or ``distributed``), this worker's id, the leader's id (``null``:
+    none) and the live workers with their REST URLs, as this worker knows them now."""
+    return herder.cluster_view().to_json()

@@ -5,8 +5,9 @@ and one browser serve the whole module. The tests create a JDBC source through t
 validation error shown on its field first), watch it run and count, read a failed sink task's
 trace, pause and resume through the buttons, and check what each principal sees — and that a
 ``${env:…}`` password never reaches the page. Increment 2: a sink's dead letter read in the DLQ
-inspector and redriven, a backfill's progress bar reaching 100 %, a stopped source's offset edited. Every page is saved as a screenshot under the
-test's ``tmp_path``.
+inspector and redriven, a backfill's progress bar reaching 100 %, a stopped source's offset edited.
+Increment 3: a running source's next records on its live tap page (a viewer gets no tap), and the
+overview's workers from ``GET /cluster``. Every page is saved as a screenshot under the test's ``tmp_path``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,16 @@ import httpx
 import psycopg
 import pytest
 
-from tests.integration.console_browser import chromium_driver, set_json, wait_for
+from tests.integration.console_browser import (
+    DRAW_200,
+    chromium_driver,
+    connector_state,
+    overview_row,
+    set_json,
+    shot,
+    text_of,
+    wait_for,
+)
 from tests.integration.kafka_helpers import OutgoingRecord, consume_all, create_topic, produce, unique_topic_name
 from tests.integration.worker_process import WorkerFactory, WorkerProcess
 from tests.services.postgres import PostgresServer
@@ -112,6 +122,9 @@ def sequence(worker: WorkerProcess) -> str:
             "topic": unique_topic_name("console-seq"),
             "sequence.rate": "20",
             "sequence.batch.size": "10",
+            # JSON values: the live tap's page shows them as objects (test_the_live_tap_...).
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "false",
         },
     )
     return SEQUENCE
@@ -127,24 +140,6 @@ def sign_in(driver: Any, worker: WorkerProcess, user: str, page: str = "") -> No
     driver.find_element(By.ID, "signin-password").send_keys(USERS[user])
     driver.find_element(By.ID, "signin-submit").click()
     wait_for(lambda: user in driver.find_element(By.ID, "whoami").text, f"{user} to be signed in")
-
-
-def text_of(driver: Any, element_id: str) -> str:
-    return str(driver.find_element(By.ID, element_id).text)
-
-
-def connector_state(driver: Any) -> str:
-    return str(driver.find_element(By.ID, "connector-state").get_attribute("data-state"))
-
-
-def shot(driver: Any, tmp_path: Path, name: str) -> Path:
-    path = tmp_path / f"{name}.png"
-    assert driver.save_screenshot(str(path)), f"no screenshot of {name}"
-    return path
-
-
-def overview_row(driver: Any, name: str) -> Any:
-    return driver.find_element(By.CSS_SELECTOR, f'#connectors tr[data-connector="{name}"]')
 
 
 def test_create_a_jdbc_source_through_the_form(
@@ -201,6 +196,13 @@ def test_create_a_jdbc_source_through_the_form(
     wait_for(
         lambda: driver.find_elements(By.CSS_SELECTOR, f'tr[data-connector="{name}"] svg.spark polyline'), "a sparkline"
     )
+    cluster = api(worker, "GET", "/cluster").json()  # a standalone worker: itself, no leader
+    mine = wait_for(
+        lambda: driver.find_element(By.CSS_SELECTOR, f'#cluster-workers li[data-worker="{cluster["worker_id"]}"]'),
+        "the workers",
+    )
+    assert "this worker" in mine.text and not driver.find_elements(By.CSS_SELECTOR, "#cluster-workers .worker-leader")
+    assert driver.find_element(By.ID, "cluster").get_attribute("data-mode") == "standalone"
     render_ms = driver.find_element(By.ID, "overview").get_attribute("data-render-ms")
     print(
         f"overview rendered {driver.find_element(By.ID, 'overview').get_attribute('data-rows')} rows in {render_ms} ms"
@@ -280,6 +282,30 @@ def test_pause_and_resume_through_the_buttons(
     assert api(worker, "GET", f"/connectors/{sequence}").status_code == 200
 
 
+def test_the_live_tap_shows_a_running_sources_next_records(
+    driver: Any, worker: WorkerProcess, sequence: str, tmp_path: Path
+) -> None:
+    topic = api(worker, "GET", f"/connectors/{sequence}/config").json()["topic"]
+    sign_in(driver, worker, "admin", f"connectors/{sequence}")
+    wait_for(lambda: driver.find_element(By.ID, "btn-tap-page"), "the live tap link").click()
+    count = wait_for(lambda: driver.find_element(By.ID, "tap-count"), "the tap form")
+    count.clear()
+    count.send_keys("5")
+    driver.find_element(By.ID, "btn-tap").click()
+    status = driver.find_element(By.ID, "tap-status")
+    wait_for(lambda: status.get_attribute("data-state") == "complete", "the sample", timeout=20)
+    assert status.text == "Complete: 5 record(s).", status.text
+    rows = driver.find_elements(By.CSS_SELECTOR, "#tap-records tbody tr[data-index]")
+    assert len(rows) == 5
+    for row in rows:
+        value = json.loads(row.find_element(By.CSS_SELECTOR, ".tap-value pre").text)  # pretty-printed JSON
+        assert set(value) == {"task", "seq", "payload"}, value
+        assert row.find_element(By.CSS_SELECTOR, ".tap-key").text == f"{value['task']}-{value['seq']}"
+        assert row.find_element(By.CSS_SELECTOR, ".tap-topic").text == topic
+        assert row.find_element(By.CSS_SELECTOR, ".tap-position").text == "—"  # a source's records have none yet
+    shot(driver, tmp_path, "tap")
+
+
 def test_credentials_roles_and_scopes(
     driver: Any, worker: WorkerProcess, database: str, sequence: str, tmp_path: Path
 ) -> None:
@@ -301,10 +327,13 @@ def test_credentials_roles_and_scopes(
     sign_in(driver, worker, "viewer", f"connectors/{sequence}")
     wait_for(lambda: connector_state(driver) == "RUNNING", "the viewer's connector page", timeout=30)
     assert "Read-only" in text_of(driver, "controls")
-    for button in ("btn-pause", "btn-resume", "btn-stop", "btn-restart", "btn-delete", "btn-edit"):
+    for button in ("btn-pause", "btn-resume", "btn-stop", "btn-restart", "btn-delete", "btn-edit", "btn-tap-page"):
         assert not driver.find_elements(By.ID, button), button
     assert not driver.find_element(By.ID, "nav-new").is_displayed()
     shot(driver, tmp_path, "viewer")
+    driver.get(f"{worker.url}/ui/#/connectors/{sequence}/tap")  # no link, and the tap's route says why
+    wait_for(lambda: "operator role" in text_of(driver, "tap-status"), "the viewer's refusal to tap")
+    assert not driver.find_elements(By.ID, "btn-tap")
     driver.find_element(By.ID, "nav-backfills").click()  # listed, but no form and no cancel
     wait_for(lambda: driver.find_element(By.CSS_SELECTOR, "#backfills tbody tr"), "the viewer's backfills page")
     assert not driver.find_elements(By.ID, "backfill-create")
@@ -341,46 +370,12 @@ def test_credentials_roles_and_scopes(
     shot(driver, tmp_path, "overview-all")
 
 
-#: Builds 200 connectors of 4 tasks (every tenth with a failed task) and 90 samples of history each,
-#: then draws them with the overview's own code into its table, in one go.
-_DRAW_200 = """
-const done = arguments[arguments.length - 1];
-Promise.all([import("/ui/overview.js"), import("/ui/metrics.js")]).then(([overview, metrics]) => {
-  const history = new metrics.History();
-  const connectors = {};
-  const names = [];
-  for (let i = 0; i < 200; i++) {
-    const name = `load-${String(i).padStart(3, "0")}`;
-    names.push(name);
-    const tasks = [0, 1, 2, 3].map((id) => ({id, state: id === 3 && i % 10 === 0 ? "FAILED" : "RUNNING", worker_id: "w1"}));
-    connectors[name] = {
-      status: {name, type: "source", connector: {state: "RUNNING", worker_id: "w1"}, tasks},
-      info: {name, type: "source", config: {"connector.class": "SequenceSource"}},
-    };
-  }
-  let figures = null;
-  for (let s = 0; s < 90; s++) {
-    figures = new Map(names.map((n, i) => [n, {in: s * (i + 1) * 50, out: s * (i + 1) * 50, errors: 0, lag: i, hasLag: true}]));
-    history.add(figures, s * 2000);
-  }
-  const body = document.querySelector("#connectors tbody");
-  const section = document.getElementById("overview");
-  const started = performance.now();
-  overview.drawConnectorRows(body, {connectors, figures}, history, "", section);
-  void document.body.offsetHeight;  // include the layout the new rows cause
-  const total = performance.now() - started;
-  done({total, rows: body.rows.length, badges: body.querySelectorAll(".tasks .badge").length,
-        sparks: body.querySelectorAll("svg.spark polyline").length});
-}).catch((error) => done({error: String(error)}));
-"""
-
-
 def test_the_overview_draws_200_connectors_of_4_tasks(driver: Any, worker: WorkerProcess) -> None:
     """The overview's drawing code on 200 connectors of 4 tasks; the time is printed, not asserted."""
     sign_in(driver, worker, "admin", "")
     wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "#connectors tr[data-connector]"), "the overview")
     driver.set_script_timeout(30)
-    result = driver.execute_async_script(_DRAW_200)
+    result = driver.execute_async_script(DRAW_200)
     assert "error" not in result, result
     assert result["rows"] == 200 and result["badges"] == 800 and result["sparks"] == 200, result
     print(f"overview: 200 connectors of 4 tasks drawn (with layout) in {result['total']:.1f} ms")

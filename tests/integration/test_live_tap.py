@@ -34,6 +34,17 @@ def _tap(c: Cluster, worker: WorkerProcess, name: str, count: int, timeout: floa
     return dict(response.json())
 
 
+def _cluster_views(c: Cluster) -> list[dict[str, Any]] | None:
+    """Every worker's ``GET /cluster`` once all list the same two workers and one leader, else ``None``."""
+    answers = [c.request(w, "GET", "/cluster") for w in c.workers]
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    views = [dict(a.json()) for a in answers]
+    same = [{k: v[k] for k in ("mode", "leader", "workers")} for v in views]
+    if len(views[0]["workers"]) != 2 or any(s != same[0] for s in same) or views[0]["mode"] != "distributed":
+        return None
+    return views
+
+
 def test_a_sources_records_come_after_its_transforms_from_whichever_worker_runs_them(
     cluster: Cluster, kafka: KafkaBroker
 ) -> None:
@@ -52,6 +63,14 @@ def test_a_sources_records_come_after_its_transforms_from_whichever_worker_runs_
     c.put_config(c.workers[0], "tapped", config)
     status = c.wait_running("tapped", 2)
     owners = {t["id"]: t["worker_id"] for t in status["tasks"]}
+    # GET /cluster: both workers, exactly one leader, the same answer from either worker.
+    views = wait_for(
+        lambda: _cluster_views(c), bool, timeout=20, what="both workers to report the same two-worker cluster"
+    )
+    assert views is not None
+    assert {w["id"] for w in views[0]["workers"]} == set(owners.values()) and len(views[0]["workers"]) == 2, views
+    assert [w["id"] for w in views[0]["workers"] if w["leader"]] == [views[0]["leader"]], views
+    assert all(c.workers[i].url.endswith(v["worker_id"]) for i, v in enumerate(views)), views
     # Ask a worker that does not run task 0: its records can only come from the other worker.
     asked = next(w for w in c.workers if not w.url.endswith(owners[0]))
     body = _tap(c, asked, "tapped", 12)

@@ -33,7 +33,16 @@ from sluice.worker.distributed.forwarding import (
     verify,
 )
 from sluice.worker.distributed.membership import GroupMembership
-from sluice.worker.herder.api import HEALTHY, STARTING, BadRequest, Forbidden, Health, NoLeader
+from sluice.worker.herder.api import (
+    HEALTHY,
+    STARTING,
+    BadRequest,
+    ClusterView,
+    ClusterWorker,
+    Forbidden,
+    Health,
+    NoLeader,
+)
 from sluice.worker.herder.stores.config_store import ConfigSnapshot
 from sluice.worker.herder.stores.kafka_config_store import Assignment, ClusterSnapshot, KafkaConfigStore
 from sluice.worker.herder.stores.status_store import StatusStore
@@ -248,6 +257,20 @@ class ClusterAssignment:
             for worker, items in assignment.owners.items()
             if worker != self._worker_id and worker in assignment.urls and any(c == name and t >= 0 for c, t in items)
         )
+
+    def cluster_view(self) -> ClusterView:
+        """From the leader's latest assignment, which every member reads from the config topic, so
+        any worker answers alike once it has caught up: the workers the plan counts live (a
+        departed worker whose work is held for its return is left out) and the leader that wrote
+        it. No request to the group coordinator: a REST call must not wait on it."""
+        assignment = self.configs.snapshot().assignment
+        if assignment is None:
+            return ClusterView("distributed", self._worker_id, None, [ClusterWorker(self._worker_id, self.url)])
+        urls = {w: assignment.urls.get(w, "") for w in assignment.owners if w not in assignment.departed}
+        urls.setdefault(assignment.leader, assignment.leader_url)
+        urls.setdefault(self._worker_id, self.url)  # joined since the plan: a member all the same
+        workers = [ClusterWorker(w, u, leader=w == assignment.leader) for w, u in sorted(urls.items())]
+        return ClusterView("distributed", self._worker_id, assignment.leader, workers)
 
     # -- who writes -------------------------------------------------------------------------------------------
 

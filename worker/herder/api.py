@@ -85,6 +85,36 @@ HEALTHY = Health("healthy", HEALTHY_MESSAGE)
 STARTING = Health("starting", STARTING_MESSAGE)
 
 
+@dataclass(frozen=True)
+class ClusterWorker:
+    """One worker of the cluster: its id (``host:port``, as statuses name it), its REST URL, and
+    whether it leads."""
+
+    id: str
+    url: str
+    leader: bool = False
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """``GET /cluster`` (Sluice's own): this worker's mode and id, the cluster's leader (``None``
+    when there is none: a standalone worker, or a cluster whose leader has not planned yet) and its
+    live workers, sorted by id."""
+
+    mode: str  # "standalone" or "distributed"
+    worker_id: str
+    leader: str | None
+    workers: list[ClusterWorker] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "worker_id": self.worker_id,
+            "leader": self.leader,
+            "workers": [{"id": w.id, "url": w.url, "leader": w.leader} for w in self.workers],
+        }
+
+
 @dataclass
 class ConnectorInfo:
     """Connect's ``ConnectorInfo``: name, config, task ids and type."""
@@ -249,6 +279,11 @@ class Herder(abc.ABC):
         """Connect's ``connect-worker-rebalance-metrics`` (numeric attributes) for ``GET /metrics``:
         a cluster member's; none for a worker that belongs to no group."""
         return {}
+
+    @abc.abstractmethod
+    def cluster_view(self) -> ClusterView:
+        """``GET /cluster``: this worker, the cluster's leader and its live workers as this worker
+        knows them now. Called on a REST thread; answers from memory (no request to Kafka)."""
 
     def worker_settings(self) -> Mapping[str, Any]:
         """The worker's raw configuration (the REST layer reads its ``rest.*``/``listeners.*`` keys)."""

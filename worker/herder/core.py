@@ -36,6 +36,7 @@ from sluice.worker.config.infos import check_connectivity
 from sluice.worker.config.masking import mask_config, mask_text, secret_values
 from sluice.worker.herder.api import (
     HEALTH_TIMEOUT_S,
+    ClusterView,
     ConnectorInfo,
     ConnectorStateInfo,
     Forbidden,
@@ -201,6 +202,9 @@ class HerderCore(Herder):
 
     def rebalance_metrics(self) -> Mapping[str, float]:
         return self.strategy.rebalance_metrics()
+
+    def cluster_view(self) -> ClusterView:
+        return self.strategy.cluster_view()
 
     def _run(self) -> None:
         while not self.work.stopping.is_set():

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from sluice.connectors.api import ConnectError
-from sluice.worker.herder.api import HEALTHY, STARTING, BadRequest, Forbidden, Health
+from sluice.worker.herder.api import HEALTHY, STARTING, BadRequest, ClusterView, ClusterWorker, Forbidden, Health
 from sluice.worker.herder.kafka_contact import KafkaContact
 from sluice.worker.herder.stores.config_store import ConfigSnapshot, ConfigStore, Item
 from sluice.worker.observability.log_levels import LOGGER_LEVELS, python_level
@@ -108,6 +108,9 @@ class AssignmentStrategy(Protocol):
     def rebalance_metrics(self) -> Mapping[str, float]:
         """Connect's ``connect-worker-rebalance-metrics`` of this worker's group (none without one)."""
 
+    def cluster_view(self) -> ClusterView:
+        """The workers of the cluster and its leader as this worker knows them now (``GET /cluster``)."""
+
 
 class LocalAssignment:
     """A cluster of one: everything runs here, and every write is performed here at once.
@@ -119,9 +122,15 @@ class LocalAssignment:
     acting: bool = True
 
     def __init__(
-        self, worker_id: str, store: ConfigStore, running: Callable[[], bool], contact: KafkaContact | None = None
+        self,
+        worker_id: str,
+        store: ConfigStore,
+        running: Callable[[], bool],
+        contact: KafkaContact | None = None,
+        url: str = "",
     ) -> None:
         self._worker_id = worker_id
+        self._url = url
         self._store = store
         self._running = running
         self.contact = contact
@@ -216,3 +225,7 @@ class LocalAssignment:
     def rebalance_metrics(self) -> Mapping[str, float]:
         """No group, so no rebalances to report."""
         return {}
+
+    def cluster_view(self) -> ClusterView:
+        """One worker and no leader: nothing is elected, every write is made here."""
+        return ClusterView("standalone", self._worker_id, None, [ClusterWorker(self._worker_id, self._url)])
