@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import orjson
 from confluent_kafka import (
     OFFSET_BEGINNING,
     Consumer,
@@ -53,11 +54,60 @@ _CONSUMER_ONLY = ("group.", "isolation.", "enable.auto.", "enable.partition.eof"
                   "max.poll.", "session.", "heartbeat.", "partition.assignment.", "check.crcs")  # fmt: skip
 
 
-def _end_offsets_client(bootstrap_servers: str, client_id: str, consumer_overrides: Mapping[str, Any]) -> AdminClient:
+#: How long every broker connection of the end-offsets client must have been up, by reports at
+#: most this old, before it is asked (see :class:`SteadyConnections`).
+STEADY_S = 2.0
+
+
+class SteadyConnections:
+    """Whether an admin client's connections to every broker have all been up for :data:`STEADY_S`,
+    by its statistics (``stats_cb``: :meth:`on_stats`). librdkafka has aborted whole processes on admin requests made while connections
+    come and go (a broker restart: #4605, and ``rd_kafka_admin_response_parse`` seen here), so the
+    client is asked only while they are steady; otherwise the reader asks on the consumer, the
+    slower path that never did."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._up_since: float | None = None
+        self._last_report: float | None = None
+
+    def on_stats(self, stats_json: str) -> None:
+        try:
+            brokers = (orjson.loads(stats_json).get("brokers") or {}).values()
+        except (orjson.JSONDecodeError, AttributeError):
+            return
+        known = [b for b in brokers if isinstance(b, dict) and b.get("nodeid", -1) >= 0]  # not the bootstrap entries
+        up = bool(known) and all(b.get("state") == "UP" for b in known)
+        now = time.monotonic()
+        with self._lock:
+            gap = self._last_report is None or now - self._last_report > STEADY_S
+            self._last_report = now
+            if not up:
+                self._up_since = None
+            elif gap or self._up_since is None:
+                self._up_since = now
+
+    def __bool__(self) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            up_since, last = self._up_since, self._last_report
+        return up_since is not None and last is not None and now - up_since >= STEADY_S and now - last <= STEADY_S
+
+
+def _end_offsets_client(
+    bootstrap_servers: str, client_id: str, consumer_overrides: Mapping[str, Any], steady: SteadyConnections
+) -> AdminClient:
     """The admin client :meth:`KafkaLog.read_to_end` asks for end offsets, with the consumer's
-    connection settings (security ones, say)."""
-    shared = {k: v for k, v in consumer_overrides.items() if not k.startswith(_CONSUMER_ONLY)}
-    return AdminClient({"bootstrap.servers": bootstrap_servers, "client.id": f"{client_id}-ends", **shared})
+    connection settings (security ones, say); it keeps its connections open and reports on them."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap_servers,
+        "client.id": f"{client_id}-ends",
+        **{k: v for k, v in consumer_overrides.items() if not k.startswith(_CONSUMER_ONLY)},
+        "enable.sparse.connections": False,
+        "statistics.interval.ms": 500,
+        "stats_cb": steady.on_stats,
+    }
+    return AdminClient(config)
 
 
 class KafkaLogError(ConnectError):
@@ -105,7 +155,10 @@ class KafkaLog:
             }
         )
         #: Asks for end offsets off the consumer's connection (see the module's docstring).
-        self._admin: AdminClient | None = _end_offsets_client(bootstrap_servers, client_id, consumer_overrides or {})
+        self._steady = SteadyConnections()
+        self._admin: AdminClient | None = _end_offsets_client(
+            bootstrap_servers, client_id, consumer_overrides or {}, self._steady
+        )
         self._producer: Producer | None = None
         if with_producer:
             self._producer = Producer(
@@ -220,6 +273,9 @@ class KafkaLog:
         topic created a moment ago, a broker out of reach): the reader thread then asks itself."""
         admin = self._admin
         if admin is None or not self._partitions:
+            return None
+        admin.poll(0)  # its statistics
+        if not self._steady:
             return None
         try:
             futures = admin.list_offsets(
