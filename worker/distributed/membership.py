@@ -27,7 +27,6 @@ import orjson
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from sluice.offsets.kafka_log import SteadyConnections
 from sluice.worker.herder.api import contact_lost_after_s
 
 log = logging.getLogger(__name__)
@@ -114,9 +113,9 @@ class GroupMembership:
             bootstrap_servers, group_id, encode_client_id(worker_id, url),
             session_timeout_ms, heartbeat_interval_ms, rebalance_timeout_ms, self._on_stats, overrides,
         )  # fmt: skip
-        #: Whether the AdminClient's own connections are steady (its statistics).
-        self._admin_steady = SteadyConnections()
-        self._admin: AdminClient | None = _membership_admin(bootstrap_servers, overrides, self._admin_steady.on_stats)
+        self._admin_up_since: float | None = None
+        self._last_admin_stats: float | None = None
+        self._admin: AdminClient | None = _membership_admin(bootstrap_servers, overrides, self._on_admin_stats)
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -248,6 +247,23 @@ class GroupMembership:
         if changed:
             self._on_change()
 
+    def _on_admin_stats(self, stats_json: str) -> None:
+        """The AdminClient's statistics: are its connections to every broker it knows up?"""
+        try:
+            brokers = (orjson.loads(stats_json).get("brokers") or {}).values()
+        except (orjson.JSONDecodeError, AttributeError):
+            return
+        known = [b for b in brokers if isinstance(b, dict) and b.get("nodeid", -1) >= 0]  # not the bootstrap entries
+        up = bool(known) and all(b.get("state") == "UP" for b in known)
+        now = time.monotonic()
+        with self._lock:
+            gap = self._last_admin_stats is None or now - self._last_admin_stats > DESCRIBE_AFTER_STEADY_S
+            self._last_admin_stats = now
+            if not up:
+                self._admin_up_since = None
+            elif gap or self._admin_up_since is None:
+                self._admin_up_since = now
+
     # -- queries -----------------------------------------------------------------------------------------
 
     @property
@@ -311,7 +327,7 @@ class GroupMembership:
             steady = (
                 self._steady
                 and _steady_since(self._coordinator_up_since, self._last_stats, now)
-                and bool(self._admin_steady)
+                and _steady_since(self._admin_up_since, self._last_admin_stats, now)
             )
         if not steady:
             return None

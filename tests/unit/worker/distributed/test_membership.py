@@ -136,11 +136,11 @@ def _steady_for(member: GroupMembership, clock: list[float], seconds: float) -> 
     """Statistics reports (every 0.5 s, as librdkafka's here) of a steady group for ``seconds``,
     the AdminClient's connections up all along."""
     member._on_stats(_stats("up", "steady"))
-    member._admin_steady.on_stats(_admin_stats("UP"))
+    member._on_admin_stats(_admin_stats("UP"))
     for _ in range(round(seconds / 0.5)):
         clock[0] += 0.5
         member._on_stats(_stats("up", "steady"))
-        member._admin_steady.on_stats(_admin_stats("UP"))
+        member._on_admin_stats(_admin_stats("UP"))
 
 
 def _joined(member: GroupMembership) -> FakeAdmin:
@@ -202,22 +202,22 @@ def test_members_waits_for_the_admin_clients_own_connections(clock: list[float],
     for _ in range(round(DESCRIBE_AFTER_STEADY_S / 0.5) + 2):
         clock[0] += 0.5
         member._on_stats(_stats("up", "steady"))
-        member._admin_steady.on_stats(_admin_stats("UP", "CONNECT"))
+        member._on_admin_stats(_admin_stats("UP", "CONNECT"))
     assert member.members() is None and not admin.futures, "one of the admin's connections is not up"
 
-    member._admin_steady.on_stats(_admin_stats("UP", "UP"))  # up now, but only just
+    member._on_admin_stats(_admin_stats("UP", "UP"))  # up now, but only just
     assert member.members() is None and not admin.futures
     _steady_for(member, clock, DESCRIBE_AFTER_STEADY_S)
     assert member.members() == [Member("a:1", "http://a:1")] and len(admin.futures) == 1
 
-    member._admin_steady.on_stats(_admin_stats("UP", "TRY_CONNECT"))  # a broker went away again
+    member._on_admin_stats(_admin_stats("UP", "TRY_CONNECT"))  # a broker went away again
     clock[0] += 0.5
     member._on_stats(_stats("up", "steady"))
     assert member.members() is None and len(admin.futures) == 1
 
     clock[0] += DESCRIBE_AFTER_STEADY_S + 0.1
     member._on_stats(_stats("up", "steady"))
-    member._admin_steady.on_stats(_admin_stats("UP"))  # after a gap in the admin's reports, it counts anew
+    member._on_admin_stats(_admin_stats("UP"))  # after a gap in the admin's reports, it counts anew
     assert member.members() is None and len(admin.futures) == 1
 
 
@@ -230,7 +230,7 @@ def test_at_most_one_describe_is_outstanding(clock: list[float], member: GroupMe
     for _ in range(5):  # the leader's next ticks, contact steady all along
         clock[0] += 0.5
         member._on_stats(_stats("up", "steady"))
-        member._admin_steady.on_stats(_admin_stats("UP"))
+        member._on_admin_stats(_admin_stats("UP"))
         assert member.members(timeout=0.01) is None
     assert len(admin.futures) == 1, "a timed-out request still out must not be joined by another"
 
