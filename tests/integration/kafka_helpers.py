@@ -269,6 +269,45 @@ def consume_all(
         consumer.close()
 
 
+def consume_to_end(bootstrap: str, topic: str, timeout: float = 60.0) -> list[ConsumedRecord]:
+    """Every record ``topic`` holds as of the call (``read_committed``): each partition is read
+    until the consumer reports its end at or past the high watermark taken first. Unlike
+    :func:`consume_all` with a settle time, a partition that lags behind another is read whole."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"consume-to-end-{uuid.uuid4().hex[:8]}",  # required, but never joined
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        partitions = sorted(consumer.list_topics(topic=topic, timeout=timeout).topics[topic].partitions)
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[1] for p in partitions}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        done = {p for p, end in ends.items() if end == 0}
+        records: list[ConsumedRecord] = []
+        deadline = time.monotonic() + timeout
+        while len(done) < len(ends):
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"read {len(records)} records of {topic}, partitions {sorted(set(ends) - done)} unfinished")
+            for msg in consumer.consume(num_messages=1000, timeout=0.2):
+                err = msg.error()
+                if err is not None and err.code() == KafkaError._PARTITION_EOF:
+                    if (msg.offset() or 0) >= ends[msg.partition() or 0]:
+                        done.add(msg.partition() or 0)
+                elif err is not None:
+                    raise KafkaException(err)
+                else:
+                    records.append(
+                        ConsumedRecord(topic, msg.partition() or 0, msg.offset() or 0, msg.key(), msg.value())
+                    )
+        return sorted(records, key=lambda r: (r.partition, r.offset))
+    finally:
+        consumer.close()
+
+
 def committed_offset(bootstrap: str, group: str, topic: str, partition: int = 0) -> int:
     """The offset consumer group ``group`` committed for ``topic``/``partition`` (negative: none)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
