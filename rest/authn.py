@@ -23,6 +23,9 @@ from sluice.rest.settings import RestSettings
 #: The principal of a ``rest.auth.bearer.tokens`` entry that names none (the pre-roles format).
 DEFAULT_BEARER_PRINCIPAL = "bearer"
 
+#: The header the web console sends on its API calls (lower case, as ASGI scopes carry names).
+CONSOLE_HEADER = b"x-sluice-console"
+
 #: Attribute types RFC 4514 writes for the common name (its short name and its OID).
 _COMMON_NAME_TYPES = frozenset({"CN", "2.5.4.3", "OID.2.5.4.3"})
 
@@ -73,9 +76,16 @@ class Authenticator:
             schemes.append('Bearer realm="sluice"')
         self._challenge = ", ".join(schemes)
 
-    def challenge_headers(self) -> dict[str, str]:
-        """``WWW-Authenticate`` for a 401; a worker that only takes client certificates has no scheme to offer."""
-        return {"WWW-Authenticate": self._challenge} if self._challenge else {}
+    def challenge_headers(self, scope: Scope | None = None) -> dict[str, str]:
+        """``WWW-Authenticate`` for a 401; a worker that only takes client certificates has no scheme to offer.
+
+        The web console's own calls (header ``X-Sluice-Console``) get no ``Basic`` challenge: on a
+        call that carries the browser's credentials (its client certificate) a Basic challenge
+        would open the browser's sign-in dialog over the console's own form."""
+        challenge = self._challenge
+        if scope is not None and any(name == CONSOLE_HEADER for name, _ in scope.get("headers", ())):
+            challenge = ", ".join(s for s in challenge.split(", ") if not s.startswith("Basic "))
+        return {"WWW-Authenticate": challenge} if challenge else {}
 
     def refusal_message(self) -> str:
         """What a 401 tells the client to send."""

@@ -116,6 +116,7 @@ ACCESS_RULES: Mapping[tuple[str, str], Rule] = {
     ("GET", "/health"): Rule(Permission.OPEN),
     ("GET", "/metrics"): _VIEW,
     ("GET", "/cluster"): _VIEW,
+    ("GET", "/cluster/metrics"): _VIEW,
     ("GET", "/"): _LIST,
     ("GET", "/openapi.json"): _VIEW,
     ("GET", "/docs"): _VIEW,
@@ -132,6 +133,7 @@ ACCESS_RULES: Mapping[tuple[str, str], Rule] = {
     ("GET", "/connectors/{name}"): _on_connector(Permission.VIEW),
     ("DELETE", "/connectors/{name}"): _on_connector(Permission.ADMIN),
     ("GET", "/connectors/{name}/config"): _on_connector(Permission.VIEW),
+    ("GET", "/connectors/{name}/metrics/history"): _on_connector(Permission.VIEW),
     ("PUT", "/connectors/{name}/config"): _on_connector(Permission.ADMIN),
     ("PATCH", "/connectors/{name}/config"): _on_connector(Permission.ADMIN),
     ("GET", "/connectors/{name}/status"): _on_connector(Permission.VIEW),
@@ -164,6 +166,8 @@ ACCESS_RULES: Mapping[tuple[str, str], Rule] = {
     # backfills
     ("GET", "/backfills"): _VIEW,
     ("POST", "/backfills"): _ADMIN,
+    ("GET", "/backfills/kinds"): _VIEW,
+    ("POST", "/backfills/validate"): _ADMIN,
     ("GET", "/backfills/{job_id}"): _VIEW,
     ("DELETE", "/backfills/{job_id}"): _ADMIN,
     ("POST", "/backfills/{job_id}/run"): _ADMIN,
@@ -402,7 +406,7 @@ class AccessControlMiddleware:
         refusal = self._refusal(scope, target, principal)
         if refusal is not None:
             refused, message = refusal
-            headers = self.authenticator.challenge_headers() if refused == 401 else None
+            headers = self.authenticator.challenge_headers(scope) if refused == 401 else None
             await error_response(refused, message, headers)(scope, receive, send)
             self._audit(scope, principal, target, refused)
             return

@@ -46,6 +46,7 @@ class StandaloneHerder(HerderCore):
         #: The worker's backfill jobs (``/backfills``); it lives as long as the herder.
         self.backfills = BackfillManager.from_worker_settings(config.raw)
         self.backfills.handoff_guard = HandoffGuard(self)
+        self.backfills.resolve_references = worker.config_providers.resolve
         super().__init__(worker, store, StatusStore(), strategy, parts=[self.backfills])
 
 

@@ -1,10 +1,10 @@
 // The REST API as the console calls it: same origin, the user's credential in an Authorization
-// header, and nothing else. The credential lives in sessionStorage (gone with the tab).
+// header, and the browser's own credentials (a TLS client certificate, for a worker that
+// authenticates by certificate). The credential lives in sessionStorage (gone with the tab).
 //
-// credentials: "omit" keeps the browser from attaching or asking for HTTP credentials of its own:
-// the worker answers 401 with "WWW-Authenticate: Basic", which for a request that carries browser
-// credentials would make the browser pop its native sign-in dialog. With "omit" it never does,
-// and the console shows its own form instead.
+// Every call carries "X-Sluice-Console: 1": the worker then answers a 401 without its Basic
+// challenge, which on a call with browser credentials would make the browser pop its native
+// sign-in dialog over the console's own form.
 
 const STORE_KEY = "sluice.console.authorization";
 
@@ -41,7 +41,7 @@ export function hasCredential() {
 
 /** ``fetch`` on the API: JSON (or text with ``{text: true}``) on 2xx; Unauthorized on 401; ApiError otherwise. */
 export async function call(method, path, { body, text = false } = {}) {
-  const headers = { Accept: text ? "text/plain" : "application/json" };
+  const headers = { Accept: text ? "text/plain" : "application/json", "X-Sluice-Console": "1" };
   const credential = sessionStorage.getItem(STORE_KEY);
   if (credential) headers.Authorization = credential;
   if (body !== undefined) headers["Content-Type"] = "application/json";
@@ -49,7 +49,7 @@ export async function call(method, path, { body, text = false } = {}) {
     method,
     headers,
     body: body === undefined ? undefined : JSON.stringify(body),
-    credentials: "omit",
+    credentials: "same-origin",
     cache: "no-store",
   });
   if (response.status === 401) throw new Unauthorized(await messageOf(response));

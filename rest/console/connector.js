@@ -4,8 +4,8 @@
 
 import { ApiError, Unauthorized, call, encode } from "./api.js";
 import { badge, confirmAction, el, figure, replace } from "./dom.js";
-import { parseExposition, perConnector } from "./metrics.js";
-import { sparkline } from "./sparkline.js";
+import { SPANS, fetchFigures } from "./metrics.js";
+import { chart } from "./sparkline.js";
 import { offsetsPanel } from "./offsets.js";
 import { DLQ_TOPIC_KEY } from "./dlq.js";
 import { POLL_MS } from "./overview.js";
@@ -13,9 +13,11 @@ import { POLL_MS } from "./overview.js";
 export function renderConnector(view, context, name) {
   const base = `/connectors/${encode(name)}`;
   const parts = {
+    base,
     state: el("span", { id: "connector-state" }),
     message: el("p", { id: "action-message", role: "status" }),
     figures: el("div", { id: "connector-figures", class: "card" }),
+    charts: el("div", { id: "charts" }),
     tasks: el("tbody"),
     config: el("pre", { id: "config" }),
     topics: el("ul", { id: "topics" }),
@@ -32,6 +34,7 @@ export function renderConnector(view, context, name) {
     tap ? el("p", { id: "tap-link" }, tap, el("span", { class: "muted" }, " the next records it moves, decoded.")) : null,
     parts.message,
     parts.figures,
+    chartsPanel(parts, () => drawCharts(parts, context, name)),
     el("h2", {}, "Tasks"),
     el("table", { id: "tasks" }, el("thead", {}, el("tr", {}, ["Task", "State", "Worker", "Trace"].map((h) => el("th", {}, h)))), parts.tasks),
     el("div", { class: "columns" },
@@ -46,12 +49,15 @@ export function renderConnector(view, context, name) {
       const [topics, stored, metrics] = await Promise.all([
         call("GET", `${base}/topics`).catch(asMessage),
         call("GET", `${base}/offsets`).catch(asMessage),
-        call("GET", "/metrics", { text: true }).catch(asMessage),
+        fetchFigures().catch(asMessage),
       ]);
       if (stopped) return;
       drawState(parts, status);
       drawTasks(parts.tasks, status);
       drawFigures(parts.figures, context, name, metrics);
+      await loadHistory(parts, base);
+      if (stopped) return;
+      drawCharts(parts, context, name);
       parts.config.textContent = JSON.stringify(info.config, null, 2);
       drawTopics(parts.topics, name, topics);
       offsets.update((status.connector || {}).state, stored);
@@ -133,20 +139,64 @@ function firstLine(text) {
 }
 
 function drawFigures(node, context, name, metrics) {
-  if (typeof metrics === "string" && metrics.startsWith("(not available")) {
+  if (typeof metrics === "string") {
     replace(node, el("span", { class: "muted" }, `Throughput ${metrics}`));
     return;
   }
-  const totals = perConnector(parseExposition(metrics)).get(name) || { in: 0, out: 0, errors: 0, lag: 0, hasLag: false };
+  // Summed over every worker that runs a task of it; a worker that did not answer is named.
+  const totals = metrics.figures.get(name) || { in: 0, out: 0, errors: 0, lag: 0, hasLag: false };
   context.history.add(new Map([[name, totals]]));
   const series = context.history.of(name);
   replace(node,
     stat("records-in", "records in", figure(totals.in)),
     stat("records-out", "records out", figure(totals.out)),
+    stat("rate-in", "in /s", figure(series.rateIn)),
     stat("rate-out", "out /s", figure(series.rateOut)),
     stat("errors", "record errors", figure(totals.errors)),
     stat("lag", "consumer lag", totals.hasLag ? figure(totals.lag) : "—"),
-    el("div", { class: "stat" }, sparkline(series.out, { width: 240, height: 40, label: "records out per second" }), el("span", { class: "label" }, "out /s, last minutes")));
+    metrics.unreachable.length ? el("p", { id: "figures-unreachable", class: "error" }, `Without worker(s) ${metrics.unreachable.join(", ")}: they did not answer.`) : null);
+}
+
+/** The throughput and lag charts with their span choice (the last minutes, or the last hour). */
+function chartsPanel(parts, redraw) {
+  const span = el("select", { id: "chart-span", "aria-label": "Chart span" },
+    Object.entries(SPANS).map(([value, { label }]) => el("option", { value }, `last ${label}`)));
+  span.addEventListener("change", () => { parts.history = null; loadHistory(parts, parts.base).catch(() => {}).then(redraw); });
+  parts.span = span;
+  return el("div", { class: "card" },
+    el("div", { class: "toolbar" }, el("strong", {}, "Charts "), span,
+      el("span", { id: "chart-source", class: "muted" })),
+    parts.charts);
+}
+
+/** The last hour as the workers sampled it (GET …/metrics/history), read again every 10 s while shown. */
+async function loadHistory(parts, base) {
+  if (parts.span.value !== "1h" || (parts.history && Date.now() - parts.history.at < 10_000)) return;
+  try {
+    const answer = await call("GET", `${base}/metrics/history`);
+    parts.history = { at: Date.now(), points: answer.points, interval: answer.interval_ms, unreachable: answer.unreachable };
+  } catch (error) {
+    if (error instanceof Unauthorized) throw error;
+    parts.history = { at: Date.now(), points: null, error: error.message };
+  }
+}
+
+function drawCharts(parts, context, name) {
+  const span = parts.span.value;
+  const fromWorkers = span === "1h" && parts.history && parts.history.points;
+  const points = fromWorkers ? parts.history.points : context.history.points(name, span);
+  parts.charts.dataset.source = fromWorkers ? "workers" : "tab";
+  parts.charts.dataset.points = String(points.length);
+  document.getElementById("chart-source").textContent = fromWorkers
+    ? `as the workers sampled it, every ${parts.history.interval / 1000} s${parts.history.unreachable.length ? ` (without ${parts.history.unreachable.join(", ")}: no answer)` : ""}`
+    : span === "1h" ? `this tab's own polls (the workers' history: ${(parts.history && parts.history.error) || "not read yet"})` : "every poll of this tab (2 s)";
+  const options = { spanMs: SPANS[span].seconds * 1000, width: 460, height: 120 };
+  const lags = points.some((p) => p.lag !== null);
+  replace(parts.charts,
+    el("figure", { id: "chart-throughput" }, chart(points, { in: "line-in", out: "line-out" }, { ...options, label: "records per second in and out", unit: " /s" }),
+      el("figcaption", {}, "Records per second: ", el("span", { class: "legend-in" }, "in (dashed)"), ", ", el("span", { class: "legend-out" }, "out"))),
+    lags ? el("figure", { id: "chart-lag" }, chart(points, { lag: "line-lag" }, { ...options, label: "consumer lag in records" }),
+      el("figcaption", {}, el("span", { class: "legend-lag" }, "Consumer lag"), " (records behind the end of its topics)")) : null);
 }
 
 function stat(id, label, value) {

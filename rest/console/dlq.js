@@ -8,6 +8,8 @@ import { POLL_MS } from "./overview.js";
 
 const PAGE = 20;
 const DEFAULT_MAX_REDRIVES = 3;
+/** How many bytes of a binary key, value or header the table shows as hex. */
+const HEX_BYTES = 64;
 
 /** The config key that gives a connector a DLQ (Connect's name). */
 export const DLQ_TOPIC_KEY = "errors.deadletterqueue.topic.name";
@@ -102,11 +104,43 @@ function draw(parts, state, buttons) {
   replace(parts.rows, rows.length ? rows : el("tr", {}, el("td", { colspan: 8, class: "muted" }, "No dead letters here.")));
 }
 
-/** A key, value or header value as the API encodes it: text, or base64 marked as such. */
+/** A key, value or header value as the API encodes it: text, or bytes that are not UTF-8 shown as binary. */
 function payload(value) {
   if (value === null || value === undefined) return el("span", { class: "muted" }, "null");
-  if (value.base64 !== undefined) return el("span", { class: "base64", title: "not UTF-8: shown as base64" }, el("span", { class: "tag" }, "base64"), " ", value.base64);
+  if (value.base64 !== undefined) return binary(value.base64);
   return el("span", { class: "text" }, value.text);
+}
+
+/** Bytes that are not UTF-8: a badge, the length, the first HEX_BYTES bytes as hex, and the exact base64 to copy. */
+function binary(encoded) {
+  let bytes;
+  try {
+    bytes = Uint8Array.from(atob(encoded), (c) => c.charCodeAt(0));
+  } catch {
+    bytes = null; // not base64 after all: show what the API sent, marked, rather than guess
+  }
+  const copy = el("input", { type: "text", class: "base64", readonly: true, value: encoded, "aria-label": "the bytes as base64", spellcheck: "false" });
+  const button = el("button", { type: "button", class: "copy-base64", title: "copy the exact bytes as base64" }, "Copy base64");
+  button.addEventListener("click", () => copyText(copy, button));
+  if (bytes === null) return el("span", { class: "binary" }, el("span", { class: "tag binary-tag" }, "base64"), " ", copy);
+  const hex = Array.from(bytes.subarray(0, HEX_BYTES), (b) => b.toString(16).padStart(2, "0")).join(" ");
+  return el("span", { class: "binary", title: "not UTF-8: the bytes as hex" },
+    el("span", { class: "tag binary-tag" }, "binary"), " ",
+    el("span", { class: "byte-count" }, `${bytes.length} byte${bytes.length === 1 ? "" : "s"}`),
+    el("code", { class: "hex" }, bytes.length > HEX_BYTES ? `${hex} …` : hex),
+    el("details", { class: "base64-copy" }, el("summary", {}, "base64"), copy, " ", button));
+}
+
+/** The clipboard where the browser allows it; otherwise the text is selected for the user to copy. */
+async function copyText(input, button) {
+  input.select();
+  try {
+    await navigator.clipboard.writeText(input.value);
+    button.textContent = "Copied";
+  } catch {
+    button.textContent = "Selected: press Ctrl+C";
+  }
+  setTimeout(() => { button.textContent = "Copy base64"; }, 2000);
 }
 
 function errorCell(error) {

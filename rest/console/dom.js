@@ -53,3 +53,14 @@ export function confirmAction(text) {
     dialog.showModal();
   });
 }
+
+/** ``text`` parsed as JSON, or ``undefined`` after the parse error is shown in ``message`` (an element). */
+export function parseJson(text, message) {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    message.className = "error";
+    message.textContent = `Not JSON: ${error.message}`;
+    return undefined;
+  }
+}

@@ -3,7 +3,7 @@
 
 import { ApiError, Unauthorized, call } from "./api.js";
 import { badge, el, figure, replace } from "./dom.js";
-import { parseExposition, perConnector } from "./metrics.js";
+import { fetchFigures } from "./metrics.js";
 import { sparkline } from "./sparkline.js";
 
 export const POLL_MS = 2000;
@@ -24,23 +24,29 @@ export function renderOverview(view, context) {
   filter.addEventListener("input", () => latest && drawConnectorRows(body, latest, context.history, filter.value, section));
 
   async function refresh() {
+    const started = performance.now();
     try {
       const refused = (error) => (error instanceof ApiError ? error : Promise.reject(error));
-      const [connectors, healthBody, info, metricsText, cluster] = await Promise.all([
+      const [connectors, healthBody, info, metrics, cluster] = await Promise.all([
         call("GET", "/connectors?expand=status&expand=info"),
         fetchHealth(),
         call("GET", "/"),
-        call("GET", "/metrics", { text: true }).catch(refused),
-        call("GET", "/cluster").catch(refused),
+        fetchFigures().catch(refused),
+        call("GET", "/cluster?health=true").catch(refused),
       ]);
       if (stopped) return;
-      const figures = typeof metricsText === "string" ? perConnector(parseExposition(metricsText)) : null;
+      const figures = metrics instanceof ApiError ? null : metrics.figures;
       if (figures) context.history.add(figures);
-      note.textContent = figures ? "" : `Throughput, errors and lag come from /metrics, which answered: ${metricsText.message}`;
+      note.textContent = figures
+        ? (metrics.unreachable.length ? `Figures without worker(s) ${metrics.unreachable.join(", ")}: they did not answer.` : "")
+        : `Throughput, errors and lag come from /cluster/metrics, which answered: ${metrics.message}`;
       latest = { connectors, figures };
       drawHealth(health, healthBody, info, connectors, cluster);
       drawCounts(counts, connectors);
       drawConnectorRows(body, latest, context.history, filter.value, section);
+      // A whole refresh (its calls, parsing and drawing), for the browser test to report.
+      section.dataset.refreshMs = (performance.now() - started).toFixed(1);
+      section.dataset.refreshes = String(Number(section.dataset.refreshes || 0) + 1);
     } catch (error) {
       if (error instanceof Unauthorized) { stopped = true; context.expired(); return; }
       note.textContent = `Refresh failed: ${error.message}`;
@@ -54,7 +60,7 @@ export function renderOverview(view, context) {
 
 async function fetchHealth() {
   // /health answers 500 or 503 with a body that says why: show it rather than an error.
-  const response = await fetch("/health", { credentials: "omit", cache: "no-store" });
+  const response = await fetch("/health", { credentials: "same-origin", cache: "no-store" });
   return response.json().catch(() => ({ status: `HTTP ${response.status}`, message: "" }));
 }
 
@@ -79,13 +85,21 @@ function drawWorkers(cluster, running) {
     return el("div", {}, el("strong", {}, "Workers running these connectors: "), el("span", { id: "workers" }, [...running].sort().join(", ") || "none yet"),
       el("span", { class: "muted" }, ` (the cluster's own list: ${cluster.message})`));
   }
-  const items = cluster.workers.map((worker) => el("li", { "data-worker": worker.id, class: worker.leader ? "leader" : null },
+  const items = cluster.workers.map((worker) => el("li", { "data-worker": worker.id, "data-health": (worker.health || {}).status || "", class: worker.leader ? "leader" : null },
     worker.id, worker.leader ? el("span", { class: "tag worker-leader" }, "leader") : null,
+    workerHealth(worker.health),
     worker.id === cluster.worker_id ? el("span", { class: "muted" }, " (this worker)") : null));
   const mode = cluster.mode === "standalone" ? "standalone: one worker, no leader" : `distributed: ${cluster.workers.length} worker(s), leader ${cluster.leader || "not elected yet"}`;
   return el("div", { id: "cluster", "data-mode": cluster.mode, "data-leader": cluster.leader || "" },
     el("strong", {}, "Workers: "), el("span", { class: "muted" }, mode),
     el("ul", { id: "cluster-workers" }, items));
+}
+
+/** A worker's own /health, as GET /cluster?health=true gathered it: its status, and why when not healthy. */
+function workerHealth(health) {
+  if (!health) return null;
+  return el("span", { class: `worker-health health-${health.status}`, title: health.message || "" },
+    health.status, health.status === "healthy" || !health.message ? "" : `: ${health.message}`);
 }
 
 function drawCounts(node, connectors) {

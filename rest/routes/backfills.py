@@ -41,6 +41,17 @@ def submit_backfill(manager: ManagerDep, spec: Annotated[dict[str, Any], Body()]
     return JSONResponse(info, status_code=201, headers={"Location": f"/backfills/{info['id']}"})
 
 
+@router.get("/kinds", summary="Each job kind's spec as a form: sections, fields, types, defaults, documentation")
+def backfill_kinds(manager: ManagerDep) -> list[dict[str, Any]]:
+    # Declared before /{job_id}: "kinds" is this route, not a job (a new spec may not take that id).
+    return manager.kind_forms()
+
+
+@router.post("/validate", summary="Check a spec as POST /backfills would, storing and running nothing")
+def validate_backfill(manager: ManagerDep, spec: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+    return manager.validate(spec)
+
+
 @router.get("/{job_id}", summary="A job's spec (secrets hidden), state, progress, rate, ETA and error")
 def get_backfill(job_id: str, manager: ManagerDep) -> dict[str, Any]:
     return manager.get(job_id)
@@ -53,10 +64,11 @@ def run_backfill(job_id: str, manager: ManagerDep) -> dict[str, Any]:
 
 @router.delete("/{job_id}", summary="Cancel the running run (state CANCELLED); with forget=true also remove the job")
 def cancel_backfill(
-    job_id: str, manager: ManagerDep, forget: Annotated[bool, Query(description="Also delete the job and its schedule")] = False
+    job_id: str,
+    manager: ManagerDep,
+    forget: Annotated[bool, Query(description="Also delete the job and its schedule")] = False,
 ) -> Response:
     if forget:
         manager.delete(job_id)
         return Response(status_code=204)
     return JSONResponse(manager.cancel(job_id), status_code=202)
-

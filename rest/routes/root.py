@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 
 from sluice.rest.deps import HerderDep
@@ -36,7 +36,18 @@ def health(herder: HerderDep) -> JSONResponse:
 
 
 @router.get("/cluster", summary="The cluster's workers and its leader (Sluice's own)")
-def cluster(herder: HerderDep) -> dict[str, Any]:
+def cluster(
+    herder: HerderDep,
+    health: Annotated[bool, Query(description="Also ask every worker for its /health (2 s each, at once)")] = False,
+) -> dict[str, Any]:
     """``mode`` (``standalone`` or ``distributed``), this worker's id, the leader's id (``null``:
-    none) and the live workers with their REST URLs, as this worker knows them now."""
-    return herder.cluster_view().to_json()
+    none) and the live workers with their REST URLs, as this worker knows them now. With
+    ``health=true`` each worker also carries ``health``: ``{"status", "message"}`` as its own
+    ``/health`` answers (``unreachable`` when it does not answer in time)."""
+    view = herder.cluster_view()
+    body = view.to_json()
+    if health:
+        healths = herder.cluster_health(view)
+        for worker in body["workers"]:
+            worker["health"] = healths.get(worker["id"], {"status": "unknown", "message": ""})
+    return body

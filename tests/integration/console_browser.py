@@ -106,36 +106,3 @@ def shot(driver: Any, tmp_path: Path, name: str) -> Path:
 def overview_row(driver: Any, name: str) -> Any:
     return driver.find_element("css selector", f'#connectors tr[data-connector="{name}"]')
 
-
-#: Builds 200 connectors of 4 tasks (every tenth with a failed task) and 90 samples of history each,
-#: then draws them with the overview's own code into its table, in one go.
-DRAW_200 = """
-const done = arguments[arguments.length - 1];
-Promise.all([import("/ui/overview.js"), import("/ui/metrics.js")]).then(([overview, metrics]) => {
-  const history = new metrics.History();
-  const connectors = {};
-  const names = [];
-  for (let i = 0; i < 200; i++) {
-    const name = `load-${String(i).padStart(3, "0")}`;
-    names.push(name);
-    const tasks = [0, 1, 2, 3].map((id) => ({id, state: id === 3 && i % 10 === 0 ? "FAILED" : "RUNNING", worker_id: "w1"}));
-    connectors[name] = {
-      status: {name, type: "source", connector: {state: "RUNNING", worker_id: "w1"}, tasks},
-      info: {name, type: "source", config: {"connector.class": "SequenceSource"}},
-    };
-  }
-  let figures = null;
-  for (let s = 0; s < 90; s++) {
-    figures = new Map(names.map((n, i) => [n, {in: s * (i + 1) * 50, out: s * (i + 1) * 50, errors: 0, lag: i, hasLag: true}]));
-    history.add(figures, s * 2000);
-  }
-  const body = document.querySelector("#connectors tbody");
-  const section = document.getElementById("overview");
-  const started = performance.now();
-  overview.drawConnectorRows(body, {connectors, figures}, history, "", section);
-  void document.body.offsetHeight;  // include the layout the new rows cause
-  const total = performance.now() - started;
-  done({total, rows: body.rows.length, badges: body.querySelectorAll(".tasks .badge").length,
-        sparks: body.querySelectorAll("svg.spark polyline").length});
-}).catch((error) => done({error: String(error)}));
-"""

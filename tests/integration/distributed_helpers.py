@@ -58,7 +58,11 @@ def wait_for(probe: Callable[[], T], done: Callable[[T], bool], *, timeout: floa
 class Cluster:
     """``size`` distributed workers sharing one group on the session broker."""
 
-    def __init__(self, root: Path, bootstrap: str, size: int, **overrides: Any) -> None:
+    def __init__(
+        self, root: Path, bootstrap: str, size: int, *, auth: tuple[str, str] | None = None, **overrides: Any
+    ) -> None:
+        #: The credentials every request below carries (the workers' ``rest.auth.*`` are the caller's to set).
+        self.auth = auth
         self.group = f"sluice-it-{uuid.uuid4().hex[:8]}"
         self.settings = cluster_settings(self.group, **overrides)
         self.workers: list[WorkerProcess] = []
@@ -112,7 +116,7 @@ class Cluster:
     def request(self, worker: WorkerProcess, method: str, path: str, **kwargs: Any) -> httpx.Response:
         deadline = time.monotonic() + 60
         while True:
-            response = httpx.request(method, worker.url + path, timeout=30, **kwargs)
+            response = httpx.request(method, worker.url + path, timeout=30, **{"auth": self.auth, **kwargs})
             if response.status_code != 409 or time.monotonic() > deadline or "Retry-After" not in response.headers:
                 return response
             time.sleep(float(response.headers["Retry-After"]) / 4)
@@ -123,7 +127,7 @@ class Cluster:
         return response
 
     def status(self, worker: WorkerProcess, name: str) -> dict[str, Any]:
-        response = httpx.get(f"{worker.url}/connectors/{name}/status", timeout=10)
+        response = httpx.get(f"{worker.url}/connectors/{name}/status", timeout=10, auth=self.auth)
         return response.json() if response.status_code == 200 else {"http": response.status_code}
 
     def wait_running(self, name: str, tasks: int, *, on: WorkerProcess | None = None, timeout: float = 60) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sluice.connectors.api import AlreadyExistsError, ConfigError, NotFoundError
@@ -36,13 +36,32 @@ from sluice.connectors.backfill.session import SparkSessionProvider
 from sluice.worker.backfill.handoff_guard import HandoffGuard
 from sluice.worker.backfill.kafka_store import KafkaBackfillStore
 from sluice.worker.backfill.kind_registry import installed_kinds
-from sluice.worker.backfill.models import JobState, RunStatus, masked_spec, parse_spec, spec_to_json
+from sluice.worker.backfill.models import (
+    AnySpec,
+    JobState,
+    RunStatus,
+    SpecProblem,
+    check_spec,
+    masked_spec,
+    parse_spec,
+    spec_error,
+    spec_to_json,
+)
 from sluice.worker.backfill.progress import RunTracker
+from sluice.worker.backfill.references import Resolver, reference_problems, resolved_spec
 from sluice.worker.backfill.runtime import RUNTIME
+from sluice.worker.backfill.spec_form import describe_kinds
 from sluice.worker.backfill.store import BackfillStore, FileBackfillStore, MemoryBackfillStore, StoredJob
 from sluice.worker.herder import BadRequest, Conflict
 
 log = logging.getLogger(__name__)
+
+# Module-level names: in the class body ``BackfillManager.list`` hides the builtin.
+Problems = list[SpecProblem]
+KindForms = list[dict[str, Any]]
+
+#: Job ids a new spec may not take: ``GET /backfills/<id>`` of them is another route.
+RESERVED_IDS = frozenset({"kinds"})
 
 #: What runs a spec; tests swap it for a fake. Signature of :func:`sluice.connectors.backfill.run_job`.
 JobRunner = Callable[[Any, Any, RunTracker, str], dict[str, Any]]
@@ -90,6 +109,9 @@ class BackfillManager:
         #: Refuses specs that write a CDC connector's topic without ``target.cdc``; set by the herder
         #: that owns the manager (a manager without one, e.g. the local CLI's, checks nothing).
         self.handoff_guard: HandoffGuard | None = None
+        #: Resolves ``${provider:...}`` references with the worker's config providers; set by the
+        #: herder (:mod:`~sluice.worker.backfill.references`). Without one, specs run as written.
+        self.resolve_references: Resolver | None = None
 
     @classmethod
     def from_worker_settings(cls, settings: Mapping[str, Any]) -> BackfillManager:
@@ -248,11 +270,9 @@ class BackfillManager:
         Raises :class:`BadRequest` naming the bad key, :class:`Conflict` if the job is running.
         The result carries ``warnings`` when the hand-off guard has some.
         """
-        try:
-            spec = parse_spec(raw)
-            installed_kinds().get(spec.kind)  # a kind this worker cannot load is refused now, not when it runs
-        except ConfigError as exc:
-            raise BadRequest(f"Invalid backfill spec: {exc}") from None
+        spec, problems = self._checked_spec(raw)
+        if spec is None:
+            raise BadRequest(f"Invalid backfill spec: {spec_error(problems)}")
         warnings = self.handoff_guard.check(spec) if self.handoff_guard is not None else []
         with self._lock:
             if spec.id in self._active:
@@ -269,6 +289,41 @@ class BackfillManager:
         if warnings:
             info["warnings"] = warnings
         return info
+
+    def validate(self, raw: Any) -> dict[str, Any]:
+        """What :meth:`submit` would say of ``raw``, storing and running nothing: ``valid``, ``errors``
+        (each with its ``key``, ``path`` and ``message``) and the hand-off guard's ``warnings``."""
+        spec, problems = self._checked_spec(raw)
+        warnings: Sequence[str] = []
+        if spec is not None and self.handoff_guard is not None:
+            try:
+                warnings = self.handoff_guard.check(spec)
+            except BadRequest as exc:  # the guard refuses on target.topic only
+                message = str(exc).removeprefix("Invalid backfill spec: ").removeprefix("target.topic: ")
+                problems = [SpecProblem(("target", "topic"), message)]
+        return {"valid": not problems, "errors": [p.as_json() for p in problems], "warnings": [*warnings]}
+
+    def _checked_spec(self, raw: Any) -> tuple[AnySpec | None, Problems]:
+        """The spec, or its problems: the models' checks, then whether this worker can run its kind."""
+        spec, problems = check_spec(raw)
+        if spec is not None and spec.id in RESERVED_IDS:
+            return None, [SpecProblem(("id",), f"{spec.id!r} is reserved: GET /backfills/{spec.id} is another route")]
+        if spec is not None:
+            try:
+                installed_kinds().get(spec.kind)  # a kind this worker cannot load is refused now, not when it runs
+            except ConfigError as exc:
+                return None, [SpecProblem(("kind",), str(exc).removeprefix("kind: "))]
+        if spec is not None and self.resolve_references is not None:
+            unresolved = reference_problems(spec, self.resolve_references)
+            if unresolved:
+                return None, unresolved
+        return spec, problems
+
+    @staticmethod
+    def kind_forms() -> KindForms:
+        """The form description of every job kind (:mod:`~sluice.worker.backfill.spec_form`), each
+        marked ``installed`` when this worker can run it."""
+        return describe_kinds(set(installed_kinds().names()))
 
     def run_now(self, job_id: str) -> dict[str, Any]:
         """Start a stored job immediately (its schedule stays)."""
@@ -406,6 +461,7 @@ class BackfillManager:
         tracker.set_state(JobState.RUNNING)
         log.info("Backfill %s (%s) started as run %s", job_id, spec.kind, tracker.run_id)
         try:
+            spec = resolved_spec(spec, self.resolve_references)  # read anew for every run
             provider = self._provider_for_run()
             summary = self._runner(provider, spec, tracker, self.bootstrap_servers)
             if tracker.cancelled:

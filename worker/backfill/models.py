@@ -4,7 +4,8 @@ the status a run reports.
 A spec is JSON: ``id``, ``kind`` and the kind's ``source`` / ``target`` sections, plus optional
 ``spark`` settings and a cron ``schedule``. Keys inside sections use the dotted names of the
 connectors they mirror (``connection.url``, ``s3.bucket.name``), so a connector config carries over.
-Every model forbids unknown keys; :func:`parse_spec` turns validation errors into one
+Every model forbids unknown keys; :func:`check_spec` turns validation errors into
+a list of :class:`SpecProblem` (each with its path), which :func:`parse_spec` raises as one
 :class:`~connectors.api.ConfigError` whose message names the dotted path of each bad key.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -333,58 +335,107 @@ class _Spec(_Section):
 
 
 class JdbcToTopicSpec(_Spec):
+    """A database table, read over JDBC, into a Kafka topic (optionally as a CDC connector's snapshot)."""
+
     kind: Literal["jdbc_to_topic"]
     source: JdbcTableSource
     target: KafkaTopicTarget
 
 
 class S3ToTopicSpec(_Spec):
+    """Replay an archive the S3 sink wrote into topics."""
+
     kind: Literal["s3_to_topic"]
     source: S3ArchiveSource
     target: TopicTarget = Field(default_factory=lambda: TopicTarget.model_validate({}))
 
 
 class TopicToS3Spec(_Spec):
+    """Export a range of a topic with the S3 sink's layout."""
+
     kind: Literal["topic_to_s3"]
     source: TopicRangeSource
     target: S3ExportTarget
 
 
 class TopicToSinkSpec(_Spec):
+    """Reprocess a range of a topic through any sink connector."""
+
     kind: Literal["topic_to_sink"]
     source: TopicRangeSource
     target: SinkConnectorTarget
 
 
-BackfillSpec = Annotated[JdbcToTopicSpec | S3ToTopicSpec | TopicToS3Spec | TopicToSinkSpec, Field(discriminator="kind")]
-KINDS = ("jdbc_to_topic", "s3_to_topic", "topic_to_s3", "topic_to_sink")
+AnySpec = JdbcToTopicSpec | S3ToTopicSpec | TopicToS3Spec | TopicToSinkSpec
+BackfillSpec = Annotated[AnySpec, Field(discriminator="kind")]
+#: Each kind's spec model, in the order the console lists them.
+SPEC_MODELS: dict[str, type[_Spec]] = {
+    "jdbc_to_topic": JdbcToTopicSpec,
+    "s3_to_topic": S3ToTopicSpec,
+    "topic_to_s3": TopicToS3Spec,
+    "topic_to_sink": TopicToSinkSpec,
+}
+KINDS = tuple(SPEC_MODELS)
 
 
 class _Envelope(BaseModel):
     spec: BackfillSpec
 
 
-def parse_spec(raw: Mapping[str, Any]) -> JdbcToTopicSpec | S3ToTopicSpec | TopicToS3Spec | TopicToSinkSpec:
-    """Validate a job spec; raise :class:`ConfigError` naming every bad key by its dotted path."""
+@dataclass(frozen=True)
+class SpecProblem:
+    """One thing wrong with a spec: where (``path``) and why (``message``).
+
+    ``path`` holds one JSON key per level (``("source", "connection.url")``): keys contain dots, so
+    the joined :attr:`key` alone cannot say where one level ends. An empty path is the whole spec.
+    """
+
+    path: tuple[str, ...]
+    message: str
+
+    @property
+    def key(self) -> str:
+        """The dotted key the messages name (``source.connection.url``; ``spec`` for the whole spec)."""
+        return ".".join(self.path) or "spec"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"key": self.key, "path": list(self.path), "message": self.message}
+
+
+def check_spec(raw: Any) -> tuple[AnySpec | None, list[SpecProblem]]:
+    """The parsed spec and no problems, or ``None`` and every problem found (at least one)."""
     if not isinstance(raw, Mapping):
-        raise ConfigError("a backfill spec must be a JSON object")
+        return None, [SpecProblem((), "a backfill spec must be a JSON object")]
     kind = raw.get("kind")
     if kind not in KINDS:
-        raise ConfigError(f"kind: must be one of {', '.join(KINDS)} (got {kind!r})", key="kind")
+        return None, [SpecProblem(("kind",), f"must be one of {', '.join(KINDS)} (got {kind!r})")]
     try:
-        return _Envelope.model_validate({"spec": dict(raw)}).spec
+        return _Envelope.model_validate({"spec": dict(raw)}).spec, []
     except ValidationError as exc:
         problems = []
-        first_key = None
         for err in exc.errors():
             loc = [str(p) for p in err.get("loc", ())][1:]  # drop "spec"
-            if loc and loc[0] == kind:
+            if loc and loc[0] == kind:  # the discriminated union's tag
                 loc = loc[1:]
-            key = ".".join(loc) or "spec"
-            first_key = first_key or key
-            message = err.get("msg", "invalid").removeprefix("Value error, ")
-            problems.append(f"{key}: {message}")
-        raise ConfigError("; ".join(problems), key=first_key) from None
+            problems.append(SpecProblem(tuple(loc), err.get("msg", "invalid").removeprefix("Value error, ")))
+        return None, problems
+
+
+def spec_error(problems: list[SpecProblem]) -> ConfigError:
+    """One :class:`ConfigError` for ``problems``: each as ``key: message``, the first one's key as its key."""
+    return ConfigError(
+        "; ".join(f"{p.key}: {p.message}" for p in problems),
+        key=problems[0].key,
+        problems={p.key: p.message for p in problems},
+    )
+
+
+def parse_spec(raw: Mapping[str, Any]) -> AnySpec:
+    """Validate a job spec; raise :class:`ConfigError` naming every bad key by its dotted path."""
+    spec, problems = check_spec(raw)
+    if spec is None:
+        raise spec_error(problems)
+    return spec
 
 
 def spec_to_json(spec: BaseModel) -> dict[str, Any]:

@@ -61,6 +61,15 @@ class WorkerConfig(PluginConfig):
         5_000, ge=1, description="Maximum wait for pending records before a commit is abandoned"
     )
     task_shutdown_graceful_timeout_ms: int = Field(5_000, ge=0, description="Time tasks get to stop cleanly")
+    metrics_history_interval_ms: int = Field(
+        10_000,
+        ge=100,
+        description="How often the worker samples each connector's records in and out, errors and lag for "
+        "GET /connectors/{name}/metrics/history (the console's charts)",
+    )
+    metrics_history_span_ms: int = Field(
+        3_600_000, ge=10_000, description="How long those samples are kept (a few numbers per connector per sample)"
+    )
     task_degraded_after_ms: int = Field(
         10_000,
         ge=0,

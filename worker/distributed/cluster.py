@@ -294,6 +294,9 @@ class ClusterAssignment:
             raise ForwardedError(502, f"The leader answered with an unexpected body: {answer!r}")
         return status, answer
 
+    def peek(self, url: str, path: str, timeout_s: float) -> tuple[int, bytes]:
+        return self.forwarder.peek(url, path, timeout_s=timeout_s)
+
     def forward_to_owner(self, snapshot: ConfigSnapshot, owner: str, method: str, path: str) -> None:
         assignment = assignment_of(snapshot)
         url = assignment.urls.get(owner) if assignment and owner else None

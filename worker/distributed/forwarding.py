@@ -72,6 +72,19 @@ class Forwarder:
     def close(self) -> None:
         self._client.close()
 
+    def peek(self, base_url: str, path: str, *, timeout_s: float) -> tuple[int, bytes]:
+        """``GET path`` on another worker with the caller's credentials: its status and body,
+        whatever the status. Raises :class:`ConnectError` when it does not answer in ``timeout_s``."""
+        headers = {FORWARDED_HEADER: "true"}
+        for name, value in request_headers.get().items():
+            if name.lower() == "authorization":
+                headers["Authorization"] = value
+        try:
+            response = self._client.get(base_url.rstrip("/") + path, headers=headers, timeout=timeout_s)
+        except httpx.HTTPError as exc:
+            raise ConnectError(f"{base_url} did not answer: {type(exc).__name__}: {exc}") from None
+        return response.status_code, response.content
+
     def send(
         self,
         base_url: str,

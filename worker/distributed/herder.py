@@ -89,6 +89,7 @@ class DistributedHerder(HerderCore):
             consumer_overrides=consumer,
         )
         self.backfills.handoff_guard = HandoffGuard(self)
+        self.backfills.resolve_references = worker.config_providers.resolve
         super().__init__(worker, configs, status, self.cluster, parts=[self.backfills])
         self.configs: KafkaConfigStore = configs
         self.status: KafkaStatusStore = status

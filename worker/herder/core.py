@@ -45,14 +45,17 @@ from sluice.worker.herder.api import (
     TaskInfo,
 )
 from sluice.worker.herder.calls import merge_patch, request_config, restore_masked_secrets
+from sluice.worker.herder.cluster_probe import PEER_TIMEOUT_S, PeerAnswer, ask_peers, health_of, own_health
 from sluice.worker.herder.dead_letters import DeadLetters
 from sluice.worker.herder.live_tap import LiveTap
+from sluice.worker.herder.metrics_history import HistoryRequests
 from sluice.worker.herder.offsets import OffsetRequests
 from sluice.worker.herder.plugins import PluginCatalog
 from sluice.worker.herder.stores.config_store import CONNECTOR, ConfigSnapshot, ConfigStore, Item
 from sluice.worker.herder.stores.status_store import StatusStore
 from sluice.worker.herder.strategy import AssignmentStrategy
 from sluice.worker.herder.work import HostedWork
+from sluice.worker.observability.history import ConnectorHistory
 from sluice.worker.observability.logcontext import clear_context
 from sluice.worker.restarts import TaskRestarter
 from sluice.worker.status import ConnectorTaskId, State, Status, TargetState
@@ -106,6 +109,9 @@ class HerderCore(Herder):
         self.offsets = OffsetRequests(worker, store, strategy, self.catalog)
         self.dead_letter_queues = DeadLetters(worker, store)
         self.live_tap = LiveTap(worker, store, strategy)
+        config = worker.config
+        self.history = ConnectorHistory(config.metrics_history_interval_ms, config.metrics_history_span_ms)
+        self.history_requests = HistoryRequests(self.history, store, strategy)
         self._lock = self.work.lock
         self._started = threading.Event()
         self._stop_lock = threading.Lock()
@@ -115,7 +121,7 @@ class HerderCore(Herder):
         #: operation holding the herder) may take before ``GET /health`` calls the worker unhealthy.
         self._ticked_at = time.monotonic()
         self.health_timeout_s = HEALTH_TIMEOUT_S
-        self._parts = tuple(parts)
+        self._parts = (*parts, self.history)
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -205,6 +211,18 @@ class HerderCore(Herder):
 
     def cluster_view(self) -> ClusterView:
         return self.strategy.cluster_view()
+
+    def connector_history(self, name: str, span_ms: int | None = None) -> dict[str, Any]:
+        return self.history_requests.of(name, span_ms)
+
+    def cluster_health(self, view: ClusterView) -> dict[str, dict[str, str]]:
+        healths = {view.worker_id: own_health(self.health())}
+        for answer in self.ask_workers(view, "/health", PEER_TIMEOUT_S):
+            healths[answer.worker.id] = health_of(answer)
+        return healths
+
+    def ask_workers(self, view: ClusterView, path: str, timeout_s: float) -> list[PeerAnswer]:
+        return ask_peers(self.strategy, [w for w in view.workers if w.id != view.worker_id], path, timeout_s)
 
     def _run(self) -> None:
         while not self.work.stopping.is_set():

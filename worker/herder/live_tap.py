@@ -3,6 +3,7 @@ its tasks (:mod:`sluice.worker.observability.tap`)."""
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from itertools import zip_longest
@@ -39,7 +40,12 @@ class LiveTap:
         remote: list[list[Tapped]] = [[] for _ in urls]
         failures: list[str] = []
         askers = [
-            threading.Thread(target=self._ask, args=(url, name, count, timeout_s, into, failures), daemon=True)
+            # The request's context (its Authorization header) goes with each thread: the other workers check it.
+            threading.Thread(
+                target=contextvars.copy_context().run,
+                args=(self._ask, url, name, count, timeout_s, into, failures),
+                daemon=True,
+            )
             for url, into in zip(urls, remote, strict=True)
         ]
         for asker in askers:

@@ -92,6 +92,11 @@ class AssignmentStrategy(Protocol):
     def forward_to_owner(self, snapshot: ConfigSnapshot, owner: str, method: str, path: str) -> None:
         """Send a request on to the worker ``owner`` (a task restart)."""
 
+    def peek(self, url: str, path: str, timeout_s: float) -> tuple[int, bytes]:
+        """``GET path`` on the worker at ``url`` with the caller's credentials: its status and body,
+        whatever the status. Raises :class:`~sluice.connectors.api.ConnectError` when it does not
+        answer in ``timeout_s``."""
+
     def submit_task_configs(self, name: str, configs: list[dict[str, Any]], snapshot: ConfigSnapshot) -> None:
         """Write generated task configs, or hand them to the worker that writes; raises to be retried."""
 
@@ -181,6 +186,9 @@ class LocalAssignment:
 
     def forward_to_owner(self, snapshot: ConfigSnapshot, owner: str, method: str, path: str) -> None:
         raise AssertionError("A standalone worker runs every task itself")
+
+    def peek(self, url: str, path: str, timeout_s: float) -> tuple[int, bytes]:
+        raise AssertionError("A standalone worker has no other worker to ask")
 
     def submit_task_configs(self, name: str, configs: list[dict[str, Any]], snapshot: ConfigSnapshot) -> None:
         self._store.put_task_configs(name, configs)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from typing import Any
 
 from sluice.worker.observability.task_metrics import live_snapshots
@@ -111,9 +111,12 @@ class Exposition:
             self._families[name] = family
         family[2].append(f"{name}{_labels(labels)} {_number(value)}")
 
-    def render(self) -> str:
+    def render(self, only: Collection[str] = ()) -> str:
+        """The text format; with ``only``, just the families of those names."""
         out: list[str] = []
         for name, (help_text, kind, samples) in self._families.items():
+            if only and name not in only:
+                continue
             out.append(f"# HELP {name} {_escape_help(help_text)}")
             out.append(f"# TYPE {name} {kind}")
             out.extend(samples)
@@ -127,8 +130,9 @@ class MetricsCollector:
         self._herder = herder
         self._rates = RateWindow()
 
-    def render(self, backfills: Any = None) -> str:
-        """The exposition; ``backfills`` (a :class:`~worker.backfill.BackfillManager`) adds its jobs."""
+    def render(self, backfills: Any = None, only: Collection[str] = ()) -> str:
+        """The exposition; ``backfills`` (a :class:`~worker.backfill.BackfillManager`) adds its jobs;
+        ``only`` keeps just the families of those names (the console reads six of them)."""
         out = Exposition()
         herder = self._herder
         worker_id = herder.worker_id
@@ -149,7 +153,7 @@ class MetricsCollector:
         self._rates.forget(snapshots)
         if backfills is not None:
             _backfill_metrics(out, backfills.list(), worker_id)
-        return out.render()
+        return out.render(only)
 
     def _worker_metrics(self, out: Exposition, connectors: Mapping[str, Status], tasks: Mapping[ConnectorTaskId, Status]) -> None:
         group = "connect-worker-metrics"

@@ -7,7 +7,14 @@ from typing import Any
 import pytest
 
 from sluice.connectors.api import ConfigError
-from sluice.worker.backfill.models import JdbcToTopicSpec, masked_spec, parse_spec, spec_to_json
+from sluice.worker.backfill.models import (
+    JdbcToTopicSpec,
+    SpecProblem,
+    check_spec,
+    masked_spec,
+    parse_spec,
+    spec_to_json,
+)
 
 
 def jdbc_spec(**changes: Any) -> dict[str, Any]:
@@ -81,3 +88,34 @@ def test_round_trip_keeps_secrets_for_the_store_and_masks_them_for_output() -> N
     shown = masked_spec(spec)
     assert shown["source"]["connection.password"] == "[hidden]"
     assert shown["schedule"] == {"cron": "0 3 * * *", "timezone": "UTC"}
+
+
+def test_check_spec_lists_every_problem_with_its_path() -> None:
+    spec, problems = check_spec(
+        jdbc_spec(
+            source={"table": "t", "num.partitions": 0},
+            target={"topic": "x", "producer": {"acks": "1"}},
+            bogus=1,
+        )
+    )
+    assert spec is None
+    found = {p.path: p.message for p in problems}
+    assert found[("source", "connection.url")] == "Field required"  # one part: the key has a dot in it
+    assert "greater than or equal to 1" in found[("source", "num.partitions")]
+    assert "acks=all" in found[("target", "producer")]
+    assert found[("bogus",)] == "Extra inputs are not permitted"
+    assert [p.as_json()["key"] for p in problems][:1] == ["source.connection.url"]
+    with pytest.raises(ConfigError) as info:
+        parse_spec(jdbc_spec(source={"table": "t", "num.partitions": 0}))
+    assert str(info.value).startswith("source.connection.url: Field required; source.num.partitions: ")
+    assert info.value.key == "source.connection.url"
+    assert set(info.value.problems) == {"source.connection.url", "source.num.partitions"}
+
+
+def test_check_spec_of_a_good_spec_and_of_no_object() -> None:
+    spec, problems = check_spec(jdbc_spec())
+    assert isinstance(spec, JdbcToTopicSpec) and problems == []
+    assert check_spec([1]) == (None, [SpecProblem((), "a backfill spec must be a JSON object")])
+    assert SpecProblem((), "x").key == "spec"
+    _, (wrong_kind,) = check_spec(jdbc_spec(kind="nope"))
+    assert wrong_kind.path == ("kind",) and "jdbc_to_topic" in wrong_kind.message

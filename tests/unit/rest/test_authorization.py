@@ -108,6 +108,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("PUT", "/connector-plugins/{plugin}/config/validate"): _config(),
     ("PUT", "/admin/loggers/{name}"): {"level": "INFO"},
     ("POST", "/backfills"): {},
+    ("POST", "/backfills/validate"): {},
 }
 
 

@@ -88,3 +88,17 @@ def test_whoami_without_authentication_is_an_admin_on_everything(make_client: Ca
     body = make_client().get("/auth/whoami").json()
     assert body["principal"] is None and body["authenticated"] is False and body["roles_enforced"] is False
     assert body["grants"] == [{"role": "admin", "pattern": "*", "permissions": ["admin", "operate", "view"]}]
+
+
+def test_the_consoles_calls_get_no_basic_challenge(make_client: Callable[..., TestClient]) -> None:
+    """The console calls with the browser's credentials (a client certificate): a Basic challenge
+    on those would open the browser's own sign-in dialog, so they get none; other callers do."""
+    secured = make_client(**{"rest.auth.basic.users": USERS, "rest.auth.bearer.tokens": "ops:t0ken"})
+    plain = secured.get("/connectors")
+    assert plain.status_code == 401 and plain.headers["www-authenticate"] == 'Basic realm="sluice", Bearer realm="sluice"'
+    console = secured.get("/connectors", headers={"X-Sluice-Console": "1"})
+    assert console.status_code == 401 and console.headers["www-authenticate"] == 'Bearer realm="sluice"'
+    basic_only = make_client(**{"rest.auth.basic.users": USERS}).get("/connectors", headers={"X-Sluice-Console": "1"})
+    assert basic_only.status_code == 401 and "www-authenticate" not in basic_only.headers
+    assert basic_only.json()["message"]  # the console shows its own form with this message
+    assert secured.get("/connectors", headers={"X-Sluice-Console": "1", **_basic("admin", "a-pw")}).status_code == 200
