@@ -6,7 +6,9 @@ leave the sandbox as the only thing in its way. What a user relies on: the task 
 ``/etc/shadow`` or the worker's config file, cannot drop a module into ``plugin.path`` or a file
 beside the worker's config; none of their content reaches the topic, the status or the log; the
 task's status shows the kernel's ``PermissionError``; ``/health`` says the hosts are confined; and
-a legitimate connector in the same worker still moves a file's lines into a topic.
+a legitimate connector in the same worker still moves a file's lines into a topic. And a task that
+digs its host's pipe to the worker's offset store out of memory reaches only the offsets of the
+connectors with a task in its host.
 """
 
 from __future__ import annotations
@@ -30,12 +32,12 @@ REPO = Path(__file__).resolve().parents[2]  # the worker's plugin.path (see Work
 
 
 @pytest.fixture
-def sandboxed(kafka: Any, tmp_path: Path) -> Iterator[WorkerProcess]:
+def sandboxed(kafka: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[WorkerProcess]:
     conf = tmp_path / "conf"
     conf.mkdir()
     settings: dict[str, Any] = {
         "task.executor": "process",
-        "task.host.processes": "1",
+        "task.host.processes": str(getattr(request, "param", 1)),
         "connector.allowed.paths": "*",  # the widest grant: only the sandbox is left
         "state.dir": str(tmp_path / "state"),
         "task.restart.max.attempts": "0",
@@ -106,3 +108,35 @@ def _wait_task_state(worker: WorkerProcess, name: str, state: str, timeout: floa
                 return body
         time.sleep(0.2)
     raise AssertionError(f"task of {name} not {state} after {timeout}s: {body}\n{worker.log()}")
+
+
+@pytest.mark.parametrize("sandboxed", [2], indirect=True)  # two hosts: the victim's task in one, the thief's in the other
+def test_a_task_host_reaches_only_its_own_connectors_offsets(sandboxed: WorkerProcess, kafka: Any) -> None:
+    """Code that took its task host over asks the worker's offset store, over the host's pipe, for
+    the offsets of a connector whose tasks run in another host, and tries to overwrite them:
+    refused; its own connector's are not. (Tasks in one host share its memory: the host is the
+    boundary.)"""
+    sandboxed.start()
+    victim, thief, outcomes = "offsets-victim", "offsets-thief", unique_topic_name("thief-outcomes")
+    create_topic(kafka.bootstrap_servers, outcomes)
+    configs = {
+        victim: {"connector.class": "SequenceSource", "topic": unique_topic_name("victim"), "sequence.rate": "20"},
+        thief: {
+            "connector.class": "tests.plugins.offset_thief.OffsetThief",
+            "topic": outcomes,
+            "victim": victim,
+            "own": thief,
+            "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+        },
+    }
+    for name, config in configs.items():
+        response = httpx.put(f"{sandboxed.url}/connectors/{name}/config", json=config, timeout=10)
+        assert response.status_code == 201, response.text
+    sandboxed.wait_running(victim)
+    said = {r.value.decode().split(":", 1)[0]: r.value.decode() for r in consume_all(kafka.bootstrap_servers, outcomes, 3)}
+    assert said["read other"].startswith("read other: denied: ConnectError"), said
+    assert f"'{victim}' has no task in this task host" in said["read other"], said
+    assert said["write other"].startswith("write other: denied: ConnectError"), said
+    assert said["read own"].startswith("read own: allowed:"), said
+    offsets = httpx.get(f"{sandboxed.url}/connectors/{victim}/offsets", timeout=5).json()["offsets"]
+    assert all(o["offset"].get("seq") != 999_999 for o in offsets), offsets

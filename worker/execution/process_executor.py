@@ -352,6 +352,10 @@ class TaskHostProcess:
         self.runs.clear()
         self._control.close()
 
+    def _hosted_connectors(self) -> set[str]:
+        """The connectors with a task in this host now (a run is forgotten once its task ended)."""
+        return {run.id.connector for run in list(self.runs.values())}
+
     def _serve_offsets(self) -> None:
         store = self._pool.offset_store
         # What a task may ask of the worker's store (never delete): the host's _PipeOffsetStore.
@@ -370,6 +374,10 @@ class TaskHostProcess:
                 call = calls.get(op)
                 if call is None:
                     raise ValueError(f"unknown offset store call {op!r}")
+                # A host is trusted with the offsets of its own tasks' connectors only: code that
+                # took a host over must not read or rewrite another connector's position.
+                if op != "read_to_end" and (not args or args[0] not in self._hosted_connectors()):
+                    raise PermissionError(f"connector {args[0] if args else None!r} has no task in this task host")
                 reply: tuple[str, Any] = ("ok", call(*args))
             except Exception as exc:  # noqa: BLE001 - the host raises it as its own
                 reply = ("error", f"{type(exc).__name__}: {exc}")
