@@ -11,6 +11,7 @@ run started.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -180,3 +181,118 @@ def test_a_connector_cannot_keep_its_offsets_in_the_workers_own_topics(
     [entry] = [e for e in validated["configs"] if e["value"]["name"] == "offsets.storage.topic"]
     assert entry["value"]["errors"] and why in entry["value"]["errors"][0]
     assert c.request(c.workers[0], "GET", "/connectors/nosy").status_code == 404
+
+
+# -- no connector reads or writes the worker's internal topics -------------------------------------------
+
+
+def _keys_to_end(bootstrap: str, topic: str) -> list[bytes | None]:
+    """Every record key in ``topic`` up to its end now, aborted transactions' included."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "reserved-reader",
+            "isolation.level": "read_uncommitted",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        keys: list[bytes | None] = []
+        while any(consumer.position([TopicPartition(topic, p)])[0].offset < end for p, end in ends.items() if end > 0):
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                keys.append(message.key())
+        return keys
+    finally:
+        consumer.close()
+
+
+def test_no_connector_may_name_the_workers_config_or_status_topic(cluster: Cluster) -> None:
+    c = cluster
+    # The cluster has no roles: every caller is unrestricted, and still refused.
+    sink = {"connector.class": "FileStreamSink", "topics": f"{c.group}-configs"}
+    response = c.request(c.workers[0], "PUT", "/connectors/config-copier/config", json=sink)
+    assert response.status_code == 400, response.text
+    assert (
+        f"topics: '{c.group}-configs' is the worker's config topic (config.storage.topic); no connector may read "
+        "or write the worker's internal topics"
+    ) in response.json()["message"]
+    router = {
+        **_sequence("anywhere", 1),
+        "transforms": "route",
+        "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.route.regex": ".*",
+        "transforms.route.replacement": f"{c.group}-status",
+    }
+    response = c.request(c.workers[0], "PUT", "/connectors/status-forger/config", json=router)
+    assert response.status_code == 400, response.text
+    assert f"transforms.route.replacement: '{c.group}-status' is the worker's status topic" in response.text
+    for name in ("config-copier", "status-forger"):
+        assert c.request(c.workers[0], "GET", f"/connectors/{name}").status_code == 404
+
+
+def test_a_record_routed_into_the_status_topic_fails_its_task_and_is_not_sent(
+    kafka: KafkaBroker, cluster: Cluster
+) -> None:
+    c = cluster
+    status_topic = f"{c.group}-status"
+    # The route depends on the record's topic (<group>-status-in becomes <group>-status): not provable at create.
+    config = {
+        **_sequence(f"{status_topic}-in", 5),
+        "transforms": "route",
+        "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.route.regex": "(.*)-in",
+        "transforms.route.replacement": "$1",
+    }
+    c.put_config(c.workers[0], "status-router", config)
+    try:
+        # The first failure is enough (RESTARTING carries its trace; FAILED comes after the worker's retries).
+        body = wait_for(
+            lambda: c.status(c.workers[0], "status-router"),
+            lambda b: (
+                [t.get("state") in ("FAILED", "RESTARTING") and bool(t.get("trace")) for t in b.get("tasks", [])]
+                == [True]
+            ),
+            what="status-router's task failed",
+        )
+        trace = body["tasks"][0]["trace"]
+        assert (
+            f"routed to topic '{status_topic}', which is the worker's status topic (status.storage.topic); it was "
+            "not sent"
+        ) in trace, trace
+        # The sequence's keys are 0-<n>: none is among the worker's own records in the status topic.
+        keys = _keys_to_end(kafka.bootstrap_servers, status_topic)
+        assert keys, "the status topic should hold the worker's records"
+        assert not [k for k in keys if k is not None and re.fullmatch(rb"\d+-\d+", k)], keys
+    finally:
+        assert c.request(c.workers[0], "DELETE", "/connectors/status-router").status_code == 204
+
+
+def test_a_regex_sink_is_never_assigned_a_reserved_topic(kafka: KafkaBroker, cluster: Cluster) -> None:
+    c = cluster
+    suffix = unique_topic_name("probe")
+    hidden, visible = f"__{suffix}", f"ok-{suffix}"
+    for topic in (hidden, visible):
+        create_topic(kafka.bootstrap_servers, topic)
+    # Accepted at create, yet librdkafka's POSIX regex matches the config topic ([[:alpha:]] is a
+    # character class there, a set of '[:alph' then ']' in Python) and the '__' topic, which is in
+    # no list tried at create: the consumer's topic.blacklist keeps both out.
+    regex = f"(__|ok-){suffix}|[[:alpha:]]{c.group[1:]}-configs"
+    c.put_config(c.workers[0], "regex-probe", {"connector.class": "FileStreamSink", "topics.regex": regex})
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    try:
+
+        def assigned() -> set[str]:
+            group = admin.describe_consumer_groups(["connect-regex-probe"])["connect-regex-probe"].result(timeout=10)
+            return {tp.topic for m in group.members for tp in m.assignment.topic_partitions}
+
+        try:
+            topics = wait_for(assigned, lambda topics: bool(topics), timeout=30, what="regex-probe assigned")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{c.status(c.workers[0], 'regex-probe')}\n{c.workers[0].log()}") from None
+        assert topics == {visible}
+    finally:
+        assert c.request(c.workers[0], "DELETE", "/connectors/regex-probe").status_code == 204

@@ -16,14 +16,23 @@ same scope without knowing who created it. Checks here run:
   consumer group or fence its producer.
 
 A config without the keys was stored by an unrestricted caller (an admin on every connector without
-a topic list, an API without roles, or the operator's own files): it may reach every topic.
+a topic list, an API without roles, or the operator's own files): it may reach every topic but the
+reserved ones.
+
+No connector, scoped or not, reads or writes a reserved topic (:class:`ReservedTopics`): the
+worker's own (configs, statuses, offsets, Sluice's records, the audit trail), which other workers
+trust and which hold stored configs with their literal secrets, and Kafka's internal topics (names
+starting ``__``). They are refused at validate/create (:func:`check_reserved_topics`), when a source
+task first sends to a topic (:class:`TopicScope`), and kept out of a ``topics.regex`` subscription
+by the consumer's ``topic.blacklist`` (:meth:`ReservedTopics.blacklist`).
 """
 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from sluice.connectors.api import ConfigError, ConnectError, Transformation
@@ -254,6 +263,160 @@ SOURCE_TOPIC_KEYS = ("topic",)
 SOURCE_PREFIX_KEYS = ("topic.prefix",)
 
 
+DLQ_TOPIC_KEY = "errors.deadletterqueue.topic.name"
+
+#: Names starting with this are Kafka's own topics (consumer offsets, transactions, share groups…).
+KAFKA_INTERNAL_PREFIX = "__"
+#: Kafka's internal topics a ``topics.regex`` is tried against at create; a regex cannot be tried
+#: against every name starting ``__``, so the sink consumer's ``topic.blacklist`` keeps the rest out.
+KAFKA_INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+#: What each of the worker's topic keys holds, for messages.
+_WORKER_TOPIC_WHAT = {
+    "config.storage.topic": "config topic",
+    "offset.storage.topic": "offsets topic",
+    "status.storage.topic": "status topic",
+    "sluice.storage.topic": "Sluice storage topic",
+    "rest.audit.topic": "audit topic",
+}
+# Characters a topic name and a librdkafka (POSIX extended) regex both read literally.
+_BLACKLIST_LITERAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+@dataclass(frozen=True)
+class ReservedTopics:
+    """The topics no connector reads or writes, whoever created it and whatever its grant.
+
+    The worker's own topics (``worker``: ``{topic: worker key}``) are trusted by every worker of the
+    cluster and hold what the REST API hides: a sink reading the config topic would copy every
+    stored connector config, literal passwords included, to a file or table; a source writing to
+    it would forge connector configs, task configs or session keys. Kafka's internal topics (names
+    starting ``__``) hold other applications' group offsets and transactions.
+    """
+
+    worker: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, worker_topics: Mapping[str, str], offsets_topic: str | None) -> ReservedTopics:
+        """The worker's topics (``WorkerConfig.worker_topics()``) and its offsets topic, if any."""
+        topics = dict(worker_topics)
+        if offsets_topic:
+            topics.setdefault(offsets_topic, "offset.storage.topic")
+        return cls(topics)
+
+    def why(self, topic: str) -> str | None:
+        """Why ``topic`` is reserved (``"is the worker's config topic (config.storage.topic)"``), or ``None``."""
+        key = self.worker.get(topic)
+        if key is not None:
+            return f"is the worker's {_WORKER_TOPIC_WHAT.get(key, key)} ({key})"
+        if topic.startswith(KAFKA_INTERNAL_PREFIX):
+            return "is an internal topic of Kafka's"
+        return None
+
+    def check(self, topic: str, key: str, where: str = "") -> None:
+        """Refuse ``topic`` named by ``key`` when it is reserved (``where`` says how it is reached)."""
+        why = self.why(topic)
+        if why is not None:
+            raise ConfigError(f"{key}: {topic!r} {why}{where}; {_refusal(topic)}", key=key)
+
+    def check_regex(self, regex: str, key: str = "topics.regex") -> None:
+        """Refuse a ``topics.regex`` that fully matches one of the worker's topics or of
+        :data:`KAFKA_INTERNAL_TOPICS`, or that can only match names starting ``__``."""
+        try:
+            compiled = re.compile(regex)
+        except re.error:
+            return  # refused as an invalid regular expression where the config is parsed
+        for topic in (*self.worker, *KAFKA_INTERNAL_TOPICS):
+            if compiled.fullmatch(topic):
+                raise ConfigError(
+                    f"{key}: {regex!r} matches {topic!r}, which {self.why(topic)}; {_refusal(topic)}", key=key
+                )
+        if regex_literal_prefix(regex).startswith(KAFKA_INTERNAL_PREFIX):
+            raise ConfigError(
+                f"{key}: {regex!r} matches only topics starting with {KAFKA_INTERNAL_PREFIX!r}, Kafka's internal "
+                "topics; no connector may read or write them",
+                key=key,
+            )
+
+    def blacklist(self, existing: str | None = None) -> str:
+        """A librdkafka ``topic.blacklist`` hiding every reserved topic from a consumer (appended to
+        ``existing``): a ``topics.regex`` subscription then never picks one up, even one created
+        after the connector or missing from the list :meth:`check_regex` tries."""
+        patterns = [f"^{KAFKA_INTERNAL_PREFIX}"]
+        patterns += [f"^{_blacklist_literal(topic)}$" for topic in sorted(self.worker) if "," not in topic]
+        return ",".join([existing, *patterns] if existing else patterns)
+
+
+def _refusal(topic: str) -> str:
+    owner = "Kafka's" if topic.startswith(KAFKA_INTERNAL_PREFIX) else "the worker's"
+    return f"no connector may read or write {owner} internal topics"
+
+
+def _blacklist_literal(topic: str) -> str:
+    """``topic`` as a POSIX extended regex matching exactly it (``.`` becomes ``[.]``)."""
+    return "".join(ch if ch in _BLACKLIST_LITERAL else f"[{ch}]" for ch in topic)
+
+
+def check_reserved_topics(used: TopicsUsed, config: Mapping[str, Any], reserved: ReservedTopics) -> None:
+    """Refuse, naming the key, a connector config of any creator that names a reserved topic where
+    the config makes it knowable: a sink's ``topics`` entry, a ``topics.regex`` matching one, the
+    dead-letter-queue topic, a source's literal ``topic``, a router's literal output (a sink's
+    routes exactly). Routes only data decides are refused at run time (:class:`TopicScope`)."""
+    for topic in used.topics:
+        reserved.check(topic, "topics")
+    if used.topics_regex is not None:
+        reserved.check_regex(used.topics_regex)
+    if used.dlq_topic:
+        reserved.check(used.dlq_topic, DLQ_TOPIC_KEY)
+    if used.is_source:
+        for key in SOURCE_TOPIC_KEYS:
+            value = str(config.get(key) or "").strip()
+            if value:
+                reserved.check(value, key)
+    for alias, transform in used.transforms:
+        for key, topic in _literal_routes(alias, transform, used, config):
+            reserved.check(topic, key, f", where transform {alias} routes records")
+
+
+@dataclass(frozen=True)
+class _Route:
+    """What a routing transform's config says of its output: ``exact`` (input → output) for a sink
+    whose topics are listed, else the literal ``head`` every output starts with (``literal``: the
+    output is exactly ``head``)."""
+
+    key: str
+    exact: tuple[tuple[str, str], ...] = ()
+    head: str = ""
+    literal: bool = False
+
+
+def _route_of(alias: str, transform: Transformation, used: TopicsUsed, config: Mapping[str, Any]) -> _Route | None:
+    """``None`` for a transform that does not route, or routes only as data decides (held at run time)."""
+    prefix = f"transforms.{alias}."
+    if isinstance(transform, RegexRouter):
+        key = f"{prefix}replacement"
+        if used.topics and not used.is_source:  # a sink's topics are known: route each exactly
+            return _Route(key, exact=tuple((topic, transform.route(topic)) for topic in used.topics))
+        head, literal = replacement_literal_prefix(str(config.get(key) or ""), ("$", "\\"))
+    elif isinstance(transform, TimestampRouter):
+        key = f"{prefix}topic.format"
+        head, literal = replacement_literal_prefix(str(config.get(key) or "${topic}-${timestamp}"), ("${",))
+    else:
+        return None
+    return _Route(key, head=head, literal=literal)
+
+
+def _literal_routes(
+    alias: str, transform: Transformation, used: TopicsUsed, config: Mapping[str, Any]
+) -> Iterator[tuple[str, str]]:
+    """``(key, topic)`` for each topic a routing transform certainly produces from the config alone."""
+    route = _route_of(alias, transform, used, config)
+    if route is None:
+        return
+    yield from ((route.key, output) for _, output in route.exact)
+    if route.literal and route.head:
+        yield route.key, route.head
+
+
 def check_offsets_topic(
     topic: str, worker_offsets_topic: str | None, worker_topics: Mapping[str, str], scope: ConnectorScope
 ) -> None:
@@ -298,7 +461,7 @@ def check_config_scope(used: TopicsUsed, config: Mapping[str, Any], scope: Conne
                 key="topics.regex",
             )
     if used.dlq_topic:
-        scope.check_topic(used.dlq_topic, "errors.deadletterqueue.topic.name", "dead letter queue topic")
+        scope.check_topic(used.dlq_topic, DLQ_TOPIC_KEY, "dead letter queue topic")
     if used.is_source:
         for key in SOURCE_TOPIC_KEYS:
             value = str(config.get(key) or "").strip()
@@ -318,40 +481,41 @@ def check_config_scope(used: TopicsUsed, config: Mapping[str, Any], scope: Conne
 def _check_router(
     alias: str, transform: Transformation, used: TopicsUsed, config: Mapping[str, Any], scope: ConnectorScope
 ) -> None:
-    prefix = f"transforms.{alias}."
-    if isinstance(transform, RegexRouter):
-        key = f"{prefix}replacement"
-        if used.topics and not used.is_source:  # a sink's topics are known: route each exactly
-            for topic in used.topics:
-                scope.check_topic(transform.route(topic), key, f"transform {alias} routes {topic!r} to topic")
-            return
-        head, literal = replacement_literal_prefix(str(config.get(key) or ""), ("$", "\\"))
-    elif isinstance(transform, TimestampRouter):
-        key = f"{prefix}topic.format"
-        head, literal = replacement_literal_prefix(str(config.get(key) or "${topic}-${timestamp}"), ("${",))
-    else:
+    route = _route_of(alias, transform, used, config)
+    if route is None:
         return  # other transforms that route are held at run time (TopicScope)
-    if literal:
-        scope.check_topic(head, key, f"transform {alias} routes records to topic")
-    elif not scope.may_reach_prefix(head):
+    if route.exact:
+        for topic, output in route.exact:
+            scope.check_topic(output, route.key, f"transform {alias} routes {topic!r} to topic")
+    elif route.literal:
+        scope.check_topic(route.head, route.key, f"transform {alias} routes records to topic")
+    elif not scope.may_reach_prefix(route.head):
         raise ConfigError(
-            f"{key}: transform {alias} routes records to topics starting with {head!r}, outside the topics this "
-            f"connector may reach ({scope.describe()})",
-            key=key,
+            f"{route.key}: transform {alias} routes records to topics starting with {route.head!r}, outside the "
+            f"topics this connector may reach ({scope.describe()})",
+            key=route.key,
         )
 
 
 class TopicScope:
-    """Held by a source runner: refuses the first record to a topic outside the connector's scope.
+    """Held by a source runner: refuses the first record to a reserved topic (every connector) or
+    to a topic outside the connector's scope.
 
     Called once per topic a task sends to (before the topic is created or counted as used), so it
     costs nothing per record.
     """
 
-    def __init__(self, scope: ConnectorScope) -> None:
+    def __init__(self, scope: ConnectorScope, reserved: ReservedTopics | None = None) -> None:
         self.scope = scope
+        self.reserved = reserved if reserved is not None else ReservedTopics()
 
     def check(self, topic: str) -> None:
+        why = self.reserved.why(topic)
+        if why is not None:
+            raise ConnectError(
+                f"A record was routed to topic {topic!r}, which {why}; it was not sent: {_refusal(topic)}. "
+                "Change the connector's routing (its topic, topic.prefix or transforms)"
+            )
         if not self.scope.allows_topic(topic):
             raise ConnectError(
                 f"A record was routed to topic {topic!r}, outside the topics this connector may write "

@@ -34,10 +34,12 @@ from sluice.worker.config.connector_keys import split_own_keys
 from sluice.worker.config.connector_scope import (
     SCOPE_KEYS,
     ConnectorScope,
+    ReservedTopics,
     TopicScope,
     TopicsUsed,
     check_config_scope,
     check_offsets_topic,
+    check_reserved_topics,
 )
 from sluice.worker.config.local_paths import PathGrant
 from sluice.worker.config.masking import mask_text, register_config_secrets
@@ -116,6 +118,8 @@ class TaskBuilder:
             # Same class: a distributed worker's config keeps its own keys (exactly.once.source.support).
             config = type(config).from_mapping(self.config_providers.resolve(config.raw, connector=None))
         self.config = config
+        #: The topics no connector reads or writes (the worker's own, Kafka's internal ones).
+        self.reserved_topics = ReservedTopics.of(config.worker_topics(), config.offsets_topic())
         self.client_policy: ClientOverridePolicy = override_policy(config.raw)
         # Parsed once: a relative entry or an overlap with the worker's own files stops the worker at
         # startup instead of failing every create. Tasks open their files through it (context.local_files).
@@ -183,6 +187,7 @@ class TaskBuilder:
                 dlq_topic=ErrorHandlingConfig.parse(common_raw).dlq_topic,
                 transforms=tuple((step.alias, step.transform) for step in chain.steps) if chain is not None else (),
             )
+            check_reserved_topics(used, resolved, self.reserved_topics)
             check_config_scope(used, resolved, ConnectorScope.of(resolved))
             if used.is_source and common.offsets_storage_topic:
                 check_offsets_topic(
@@ -303,7 +308,7 @@ class TaskBuilder:
             dlq=self._dead_letter_queue(task_id, errors, resolved) if errors.dlq_topic else None,
             degraded_after_ms=self.config.task_degraded_after_ms,
             topic_creator=self._topic_creator(task_id, resolved),
-            topic_scope=TopicScope(scope) if scope.restricted else None,
+            topic_scope=TopicScope(scope, self.reserved_topics),
             local_files=self.path_grant,
             exactly_once=exactly_once,
         )
@@ -353,6 +358,10 @@ class TaskBuilder:
             scope=ConnectorScope.of(resolved),
             connector=task_id.connector,
         )
+        if common.topics_regex:
+            # The regex was tried (in Python's syntax) against the reserved names at create; librdkafka
+            # matches it in POSIX syntax and sees '__' topics that list lacks, so it hides them all.
+            consumer["topic.blacklist"] = self.reserved_topics.blacklist(consumer.get("topic.blacklist"))
         key, value, header = self.converters(common, resolved)
         errors = ErrorHandlingConfig.parse(resolved)
         return SinkTaskRunner(

@@ -31,7 +31,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 
 from sluice.connectors.api import ConnectError, NotFoundError
 from sluice.plugins import PluginKind
-from sluice.worker.config.connector_scope import ConnectorScope
+from sluice.worker.config.connector_scope import ConnectorScope, ReservedTopics
 from sluice.worker.config.masking import mask_text
 from sluice.worker.errors import HEADER_PREFIX, ErrorHandlingConfig
 from sluice.worker.herder.api import BadRequest
@@ -180,7 +180,13 @@ class DeadLetters:
                 f"Connector {name} is a source: its dead letters are records it could not convert or send, "
                 "with no topic to send them back to; they can be read, not redriven"
             )
-        targets = _Targets(validated.common.topic_list, validated.common.topics_regex, ConnectorScope.of(resolved), topic)
+        targets = _Targets(
+            validated.common.topic_list,
+            validated.common.topics_regex,
+            ConnectorScope.of(resolved),
+            topic,
+            self.worker.builder.reserved_topics,
+        )
         consumer = self._reader(name, resolved)
         try:
             start, end = self._ranges(consumer, topic).get(partition, (0, 0))
@@ -239,11 +245,14 @@ class DeadLetters:
 class _Targets:
     """Where a sink's dead letter may go back to: a topic the sink reads, in its scope, not the DLQ."""
 
-    def __init__(self, topics: list[str], regex: str | None, scope: ConnectorScope, dlq: str) -> None:
+    def __init__(
+        self, topics: list[str], regex: str | None, scope: ConnectorScope, dlq: str, reserved: ReservedTopics
+    ) -> None:
         self.topics = topics
         self.regex = re.compile(regex) if regex else None
         self.scope = scope
         self.dlq = dlq
+        self.reserved = reserved
 
     def of(self, errors: Mapping[str, bytes | None]) -> tuple[str | None, str | None]:
         """The record's original topic, or ``None`` and why it cannot go back."""
@@ -259,6 +268,9 @@ class _Targets:
             )
         if topic == self.dlq:
             return None, f"its topic {topic} is the dead letter queue itself"
+        reserved = self.reserved.why(topic)
+        if reserved is not None:  # a forged errors.topic header, or a regex that matches one
+            return None, f"its topic {topic} {reserved}"
         if topic not in self.topics and not (self.regex is not None and self.regex.fullmatch(topic)):
             return None, f"the connector does not read its topic {topic}"
         if not self.scope.allows_topic(topic):

@@ -207,7 +207,8 @@ class SinkTaskRunner(WorkerTask):
         subscription = list(self._topics)
         if self._topics_regex:
             # librdkafka treats a leading ^ as a regex; Connect's topics.regex must match the whole name.
-            subscription = [f"^(?:{self._topics_regex})$"]
+            # A plain group: librdkafka compiles with POSIX regcomp (extended), which refuses "(?:".
+            subscription = [f"^({self._topics_regex})$"]
             re.compile(self._topics_regex)
         consumer.subscribe(subscription, on_assign=self.on_assign, on_revoke=self.on_revoke, on_lost=self.on_lost)
         self.offsets.reschedule()
