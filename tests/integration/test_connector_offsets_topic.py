@@ -274,13 +274,13 @@ def test_a_record_routed_into_the_status_topic_fails_its_task_and_is_not_sent(
 def test_a_regex_sink_is_never_assigned_a_reserved_topic(kafka: KafkaBroker, cluster: Cluster) -> None:
     c = cluster
     suffix = unique_topic_name("probe")
-    hidden, visible = f"__{suffix}", f"ok-{suffix}"
-    for topic in (hidden, visible):
+    heartbeat, visible = f"__debezium-heartbeat.{suffix}", f"ok-{suffix}"  # '__' names of others are ordinary
+    for topic in (heartbeat, visible):
         create_topic(kafka.bootstrap_servers, topic)
     # Accepted at create, yet librdkafka's POSIX regex matches the config topic ([[:alpha:]] is a
-    # character class there, a set of '[:alph' then ']' in Python) and the '__' topic, which is in
-    # no list tried at create: the consumer's topic.blacklist keeps both out.
-    regex = f"(__|ok-){suffix}|[[:alpha:]]{c.group[1:]}-configs"
+    # character class there, a set of '[:alph' then ']' in Python): the consumer's topic.blacklist
+    # keeps it out.
+    regex = f"(__debezium-heartbeat[.]|ok-){suffix}|[[:alpha:]]{c.group[1:]}-configs"
     c.put_config(c.workers[0], "regex-probe", {"connector.class": "FileStreamSink", "topics.regex": regex})
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
     try:
@@ -293,6 +293,6 @@ def test_a_regex_sink_is_never_assigned_a_reserved_topic(kafka: KafkaBroker, clu
             topics = wait_for(assigned, lambda topics: bool(topics), timeout=30, what="regex-probe assigned")
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{c.status(c.workers[0], 'regex-probe')}\n{c.workers[0].log()}") from None
-        assert topics == {visible}
+        assert topics == {visible, heartbeat}
     finally:
         assert c.request(c.workers[0], "DELETE", "/connectors/regex-probe").status_code == 204

@@ -21,8 +21,8 @@ reserved ones.
 
 No connector, scoped or not, reads or writes a reserved topic (:class:`ReservedTopics`): the
 worker's own (configs, statuses, offsets, Sluice's records, the audit trail), which other workers
-trust and which hold stored configs with their literal secrets, and Kafka's internal topics (names
-starting ``__``). They are refused at validate/create (:func:`check_reserved_topics`), when a source
+trust and which hold stored configs with their literal secrets, and Kafka's internal topics
+(:data:`KAFKA_INTERNAL_TOPICS`). They are refused at validate/create (:func:`check_reserved_topics`), when a source
 task first sends to a topic (:class:`TopicScope`), and kept out of a ``topics.regex`` subscription
 by the consumer's ``topic.blacklist`` (:meth:`ReservedTopics.blacklist`).
 """
@@ -265,11 +265,10 @@ SOURCE_PREFIX_KEYS = ("topic.prefix",)
 
 DLQ_TOPIC_KEY = "errors.deadletterqueue.topic.name"
 
-#: Names starting with this are Kafka's own topics (consumer offsets, transactions, share groups…).
-KAFKA_INTERNAL_PREFIX = "__"
-#: Kafka's internal topics a ``topics.regex`` is tried against at create; a regex cannot be tried
-#: against every name starting ``__``, so the sink consumer's ``topic.blacklist`` keeps the rest out.
-KAFKA_INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+#: Kafka's own internal topics (group offsets, transactions, share-group state, the KRaft metadata
+#: log). Only these: other software names ordinary topics with ``__`` too (Debezium's heartbeat
+#: topics are ``__debezium-heartbeat.<prefix>``), and a CDC source must be able to write those.
+KAFKA_INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata")
 #: What each of the worker's topic keys holds, for messages.
 _WORKER_TOPIC_WHAT = {
     "config.storage.topic": "config topic",
@@ -289,8 +288,8 @@ class ReservedTopics:
     The worker's own topics (``worker``: ``{topic: worker key}``) are trusted by every worker of the
     cluster and hold what the REST API hides: a sink reading the config topic would copy every
     stored connector config, literal passwords included, to a file or table; a source writing to
-    it would forge connector configs, task configs or session keys. Kafka's internal topics (names
-    starting ``__``) hold other applications' group offsets and transactions.
+    it would forge connector configs, task configs or session keys. Kafka's internal topics
+    (:data:`KAFKA_INTERNAL_TOPICS`) hold other applications' group offsets and transactions.
     """
 
     worker: Mapping[str, str] = field(default_factory=dict)
@@ -308,7 +307,7 @@ class ReservedTopics:
         key = self.worker.get(topic)
         if key is not None:
             return f"is the worker's {_WORKER_TOPIC_WHAT.get(key, key)} ({key})"
-        if topic.startswith(KAFKA_INTERNAL_PREFIX):
+        if topic in KAFKA_INTERNAL_TOPICS:
             return "is an internal topic of Kafka's"
         return None
 
@@ -320,7 +319,7 @@ class ReservedTopics:
 
     def check_regex(self, regex: str, key: str = "topics.regex") -> None:
         """Refuse a ``topics.regex`` that fully matches one of the worker's topics or of
-        :data:`KAFKA_INTERNAL_TOPICS`, or that can only match names starting ``__``."""
+        :data:`KAFKA_INTERNAL_TOPICS`."""
         try:
             compiled = re.compile(regex)
         except re.error:
@@ -330,24 +329,18 @@ class ReservedTopics:
                 raise ConfigError(
                     f"{key}: {regex!r} matches {topic!r}, which {self.why(topic)}; {_refusal(topic)}", key=key
                 )
-        if regex_literal_prefix(regex).startswith(KAFKA_INTERNAL_PREFIX):
-            raise ConfigError(
-                f"{key}: {regex!r} matches only topics starting with {KAFKA_INTERNAL_PREFIX!r}, Kafka's internal "
-                "topics; no connector may read or write them",
-                key=key,
-            )
 
     def blacklist(self, existing: str | None = None) -> str:
         """A librdkafka ``topic.blacklist`` hiding every reserved topic from a consumer (appended to
         ``existing``): a ``topics.regex`` subscription then never picks one up, even one created
         after the connector or missing from the list :meth:`check_regex` tries."""
-        patterns = [f"^{KAFKA_INTERNAL_PREFIX}"]
-        patterns += [f"^{_blacklist_literal(topic)}$" for topic in sorted(self.worker) if "," not in topic]
+        names = sorted({*KAFKA_INTERNAL_TOPICS, *self.worker})
+        patterns = [f"^{_blacklist_literal(topic)}$" for topic in names if "," not in topic]
         return ",".join([existing, *patterns] if existing else patterns)
 
 
 def _refusal(topic: str) -> str:
-    owner = "Kafka's" if topic.startswith(KAFKA_INTERNAL_PREFIX) else "the worker's"
+    owner = "Kafka's" if topic in KAFKA_INTERNAL_TOPICS else "the worker's"
     return f"no connector may read or write {owner} internal topics"
 
 

@@ -152,7 +152,8 @@ def test_the_reserved_topics_are_the_workers_and_kafkas() -> None:
     assert RESERVED.why("connect-offsets") == "is the worker's offsets topic (offset.storage.topic)"
     assert RESERVED.why("sluice.audit") == "is the worker's audit topic (rest.audit.topic)"
     assert RESERVED.why("__share_group_state") == "is an internal topic of Kafka's"
-    for topic in ("connect-configs-archive", "orders", "_single-underscore", "connect"):
+    # Other software's '__' topics are ordinary ones: a CDC source writes Debezium's heartbeats there.
+    for topic in ("connect-configs-archive", "orders", "_single-underscore", "connect", "__debezium-heartbeat.shop"):
         assert RESERVED.why(topic) is None
     # A standalone worker has no offsets topic; its audit topic, if any, is still reserved.
     assert ReservedTopics.of({}, None).why("connect-offsets") is None
@@ -189,8 +190,8 @@ def test_a_regex_matching_a_reserved_topic_is_refused(regex: str, matched: str) 
 def test_a_regex_is_tried_against_the_reserved_names_only() -> None:
     for regex in ("orders-.*", "connect-configs-a.*", "connect-configs-archive", "connect-statu"):
         _reserved(TopicsUsed(False, topics_regex=regex))
-    # Only Kafka's topics start with '__': a regex that can match nothing else is refused too.
-    _refused(TopicsUsed(False, topics_regex="__share.*"), "topics.regex", "Kafka's internal topics")
+    _refused(TopicsUsed(False, topics_regex="__share.*"), "topics.regex", "matches '__share_group_state'")
+    _reserved(TopicsUsed(False, topics_regex="__debezium-heartbeat\\..*"))
 
 
 def test_a_dead_letter_queue_or_a_source_topic_may_not_be_reserved() -> None:
@@ -263,7 +264,10 @@ def test_a_record_routed_to_a_reserved_topic_is_refused_at_run_time() -> None:
 def test_the_consumer_blacklist_hides_exactly_the_reserved_topics() -> None:
     blacklist = RESERVED.blacklist()
     assert blacklist.split(",") == [
-        "^__",
+        "^__cluster_metadata$",
+        "^__consumer_offsets$",
+        "^__share_group_state$",
+        "^__transaction_state$",
         "^connect-configs$",
         "^connect-configs-sluice$",
         "^connect-offsets$",
@@ -275,8 +279,10 @@ def test_the_consumer_blacklist_hides_exactly_the_reserved_topics() -> None:
     def hidden(topic: str) -> bool:
         return any(p.search(topic) for p in patterns)
 
-    assert all(hidden(t) for t in ("connect-configs", "sluice.audit", "__consumer_offsets", "__anything"))
-    assert not any(hidden(t) for t in ("connect-configs-archive", "sluiceXaudit", "x__y", "orders"))
-    assert RESERVED.blacklist("^legacy-.*").startswith("^legacy-.*,^__,")
+    assert all(hidden(t) for t in ("connect-configs", "sluice.audit", "__consumer_offsets", "__transaction_state"))
+    assert not any(
+        hidden(t) for t in ("connect-configs-archive", "sluiceXaudit", "x__y", "orders", "__debezium-heartbeat.x")
+    )
+    assert RESERVED.blacklist("^legacy-.*").startswith("^legacy-.*,^__cluster_metadata$,")
     # librdkafka accepts the list (it compiles each pattern when the consumer is configured).
     Consumer({"group.id": "blacklist-check", "topic.blacklist": RESERVED.blacklist("^legacy-.*")}).close()
