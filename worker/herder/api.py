@@ -285,21 +285,21 @@ class Herder(abc.ABC):
         """``GET /cluster``: this worker, the cluster's leader and its live workers as this worker
         knows them now. Called on a REST thread; answers from memory (no request to Kafka)."""
 
+    @abc.abstractmethod
     def connector_history(self, name: str, span_ms: int | None = None) -> dict[str, Any]:
         """``GET /connectors/{name}/metrics/history``: per sampling interval of the last ``span_ms``
         (default and at most ``metrics.history.span.ms``), records per second in and out, errors
         and lag, summed over every worker running its tasks."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def cluster_health(self, view: ClusterView) -> dict[str, dict[str, str]]:
         """Worker id → ``{"status", "message"}`` of each worker of ``view``: this one's own
         :meth:`health`, the others' ``/health`` asked at once (``unreachable`` when one does not answer)."""
-        return {view.worker_id: {"status": (report := self.health()).status, "message": report.message}}
 
+    @abc.abstractmethod
     def ask_workers(self, view: ClusterView, path: str, timeout_s: float) -> list[Any]:
         """``GET path`` on every other worker of ``view`` at once, with the caller's credentials:
         :class:`~sluice.worker.herder.cluster_probe.PeerAnswer` in the order of ``view.workers``."""
-        return []
 
     def worker_settings(self) -> Mapping[str, Any]:
         """The worker's raw configuration (the REST layer reads its ``rest.*``/``listeners.*`` keys)."""
